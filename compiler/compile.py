@@ -1,0 +1,127 @@
+"""Compile a Symbol for given input shapes into a cached :class:`Program`."""
+from __future__ import annotations
+
+import logging
+import time
+
+from . import cache
+from .errors import MXNetError
+from .passes.fuse import unfused_counts
+from .passes.pipeline import run_passes
+from .program import Program, build_program
+
+log = logging.getLogger("symtriton.compile")
+
+TARGETS = ("interpret",)
+
+
+def check_target(target: str) -> str:
+    if target == "interpret":
+        return target
+    if target.startswith("cuda:"):
+        arch = target.split(":")[1]
+        if arch.isdigit() and int(arch) >= 70:
+            return target
+    raise MXNetError(f"unsupported target {target!r}: use 'interpret' or 'cuda:<arch>' "
+                     f"such as cuda:80 or cuda:90")
+
+
+def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
+                  is_train: bool, target: str) -> dict:
+    return {
+        "name": symbol.name or ",".join(symbol.list_outputs()),
+        "graph": symbol.tojson(),
+        "shapes": {k: [int(x) for x in v] for k, v in sorted(shapes.items())},
+        "dtypes": "float32",
+        "for_training": bool(for_training),
+        "is_train": bool(is_train),
+        "grad_req": dict(sorted(grad_req.items())) if for_training else {},
+        "target": target,
+    }
+
+
+def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
+                   is_train: bool = None, target: str = "interpret") -> Program:
+    """Return the Program of ``symbol`` for ``shapes`` (cached).
+
+    Parameters
+    ----------
+    symbol : Symbol
+    shapes : dict of str -> tuple
+        Shapes of the inputs (data, labels, and any argument given).
+    for_training : bool
+        Also build the backward phase.
+    grad_req : dict of str -> str
+        Per argument ``write`` / ``add`` / ``null`` (training only).
+    is_train : bool
+        Forward in training mode (Dropout, BatchNorm); defaults to ``for_training``.
+    target : str
+        ``interpret`` or ``cuda:<arch>``.
+    """
+    target = check_target(target)
+    is_train = for_training if is_train is None else is_train
+    grad_req = dict(grad_req or {})
+    parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target)
+    key = cache.make_key(parts)
+
+    def build():
+        if "compiles" in __import__("os").environ.get("SYMTRITON_LOG", ""):
+            log.warning("symtriton: compiling %s (key %s)", cache.describe_key(parts), key)
+        return _build(symbol, shapes, for_training, grad_req, is_train, target)
+
+    return cache.lookup(key, parts, build)
+
+
+def _build(symbol, shapes, for_training, grad_req, is_train, target):
+    timings = {}
+    t0 = time.perf_counter()
+    graph = symbol.to_graph()
+    g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
+                                 is_train, timings)
+    sources = {}
+    t1 = time.perf_counter()
+    launches, group_ops = build_program(g, groups, plan, target, sources)
+    timings["codegen"] = time.perf_counter() - t1
+    num_fwd = g.meta.get("num_forward_heads", len(g.heads))
+    base = symbol.to_graph()
+    from .passes.infer_shapes import infer_shapes
+    infer_shapes(base, shapes)
+    arg_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
+                  for n in base.variables("arg")}
+    aux_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
+                  for n in base.variables("aux")}
+    unfused = _unfused(symbol, shapes, for_training, grad_req, is_train)
+    stats = {
+        "forward_launches": sum(1 for ln in launches if ln.phase == "fwd"),
+        "backward_launches": sum(1 for ln in launches if ln.phase == "bwd"),
+        "bytes_per_step": sum(ln.bytes_read + ln.bytes_written for ln in launches),
+        "unfused_forward_ops": unfused["fwd"],
+        "unfused_backward_ops": unfused["bwd"],
+        "unfused_bytes_per_step": unfused["bytes"],
+        "pass_seconds": timings,
+        "total_seconds": time.perf_counter() - t0,
+    }
+    prog = Program(
+        target=target, launches=launches, buffers=plan["buffers"],
+        random_buffers=plan["random_buffers"],
+        arg_names=symbol.list_arguments(), aux_names=symbol.list_auxiliary_states(),
+        grad_names=list(g.meta.get("grad_names", [])),
+        output_names=symbol.list_outputs(),
+        output_shapes=[list(g.shape(h)) for h in g.heads[:num_fwd]],
+        head_grads={str(k): v for k, v in g.meta.get("head_grads", {}).items()},
+        arg_shapes=arg_shapes, aux_shapes=aux_shapes, groups=group_ops, stats=stats)
+    return prog, sources
+
+
+def _unfused(symbol, shapes, for_training, grad_req, is_train):
+    """Operator count and bytes of the same graph with one kernel per operator."""
+    from .passes.autodiff import autodiff
+    from .passes.decompose import decompose
+    from .passes.infer_shapes import infer_shapes
+    g = infer_shapes(symbol.to_graph(), shapes)
+    if for_training:
+        g = autodiff(g, grad_req)
+    g.meta.setdefault("num_forward_heads", len(g.heads))
+    g = decompose(g, is_train)
+    g.remove_dead()
+    return unfused_counts(g)

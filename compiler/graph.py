@@ -1,0 +1,272 @@
+"""The analysis graph: a ``networkx.MultiDiGraph`` with one node per operator
+instance or variable and one edge per tensor value.
+
+Edges carry ``out`` (the producer's output index) and are keyed by ``slot``
+(the consumer's input position), so ``inputs(n)`` is a sorted read of the
+in-edges. All passes read and write this structure; :class:`Builder` is the
+one way passes add operators (gradients, decompositions), and it infers the
+new node's shapes on the spot.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Optional
+
+import networkx as nx
+
+from .errors import MXNetError
+from .ops import get_op
+from .ops.registry import ShapeError
+
+Entry = tuple  # (node_id, output_index)
+
+
+class Graph:
+    """A symbol graph under compilation.
+
+    Attributes
+    ----------
+    g : networkx.MultiDiGraph
+        Node data: ``op`` (``'null'`` for variables), ``name``, ``attrs``
+        (parsed), ``raw`` (mxnet string attributes), ``role`` (``arg``,
+        ``aux``, ``head_grad``, ``grad_in``, ``random`` or ``op``), ``phase``
+        (``fwd`` or ``bwd``), ``shapes`` and ``dtypes`` (per output).
+    heads : list of (node, index)
+        The graph outputs: the symbol's outputs first, then gradients.
+    meta : dict
+        Pass results (``num_forward_heads``, ``grad_names`` ...).
+    """
+
+    def __init__(self):
+        self.g = nx.MultiDiGraph()
+        self.heads: list = []
+        self.meta: dict = {}
+        self._ids = itertools.count()
+
+    # -- construction -------------------------------------------------------
+    def add_node(self, op: str, name: str, inputs=(), attrs=None, raw=None,
+                 role: str = "op", phase: str = "fwd") -> int:
+        nid = next(self._ids)
+        opdef = None if op == "null" else get_op(op, name)
+        self.g.add_node(nid, op=op, opdef=opdef, name=name, attrs=attrs or {},
+                        raw=dict(raw or {}), role=role, phase=phase,
+                        shapes=None, dtypes=None)
+        for slot, (src, idx) in enumerate(inputs):
+            self.g.add_edge(src, nid, key=slot, out=idx)
+        return nid
+
+    def copy(self) -> "Graph":
+        new = Graph()
+        new.g = self.g.copy()
+        for n in new.g.nodes:  # node dicts are shallow-copied; copy the mutable parts
+            d = new.g.nodes[n]
+            d["attrs"] = dict(d["attrs"])
+            d["raw"] = dict(d["raw"])
+            d["shapes"] = None if d["shapes"] is None else list(d["shapes"])
+            d["dtypes"] = None if d["dtypes"] is None else list(d["dtypes"])
+        new.heads = list(self.heads)
+        new.meta = dict(self.meta)
+        new._ids = itertools.count(max(self.g.nodes, default=-1) + 1)
+        return new
+
+    # -- reading ------------------------------------------------------------
+    def node(self, n) -> dict:
+        return self.g.nodes[n]
+
+    def inputs(self, n) -> list:
+        """Input entries of ``n`` in slot order."""
+        edges = sorted(self.g.in_edges(n, keys=True, data="out"), key=lambda e: e[2])
+        return [(u, out) for u, _, _, out in edges]
+
+    def consumers(self, n, index: Optional[int] = None) -> list:
+        """``(consumer, slot)`` pairs reading ``n`` (output ``index`` if given)."""
+        return [(v, k) for _, v, k, out in self.g.out_edges(n, keys=True, data="out")
+                if index is None or out == index]
+
+    def topo(self) -> list:
+        return list(nx.lexicographical_topological_sort(self.g))
+
+    def shape(self, entry: Entry):
+        shapes = self.g.nodes[entry[0]]["shapes"]
+        return None if shapes is None else shapes[entry[1]]
+
+    def dtype(self, entry: Entry):
+        dtypes = self.g.nodes[entry[0]]["dtypes"]
+        return "float32" if dtypes is None else dtypes[entry[1]]
+
+    def variables(self, role: Optional[str] = None) -> list:
+        return [n for n in self.topo() if self.g.nodes[n]["op"] == "null"
+                and (role is None or self.g.nodes[n]["role"] == role)]
+
+    def ops(self) -> list:
+        return [n for n in self.topo() if self.g.nodes[n]["op"] != "null"]
+
+    def describe(self, n) -> str:
+        d = self.g.nodes[n]
+        return f"{d['op']} '{d['name']}'" if d["op"] != "null" else f"variable '{d['name']}'"
+
+    def replace_entry(self, old: Entry, new: Entry):
+        """Point every reader of ``old`` (edges and heads) at ``new``."""
+        for v, slot in self.consumers(old[0], old[1]):
+            self.g.remove_edge(old[0], v, key=slot)
+            self.g.add_edge(new[0], v, key=slot, out=new[1])
+        self.heads = [new if h == tuple(old) else h for h in self.heads]
+
+    def remove_dead(self):
+        """Drop nodes that no head depends on (variables included)."""
+        live = set()
+        for h, _ in self.heads:
+            live.add(h)
+            live |= nx.ancestors(self.g, h)
+        keep_vars = self.meta.get("keep_variables", True)
+        dead = [n for n in self.g.nodes if n not in live
+                and not (keep_vars and self.g.nodes[n]["op"] == "null")]
+        self.g.remove_nodes_from(dead)
+
+
+def infer_node(graph: Graph, n):
+    """Run the operator's shape and dtype rules for node ``n`` once.
+
+    Returns True when something new was learned. Raises MXNetError naming
+    the node, the operator, its inputs and their shapes on a conflict.
+    """
+    d = graph.g.nodes[n]
+    opdef = d["opdef"]
+    ins = graph.inputs(n)
+    in_shapes = [graph.shape(e) for e in ins]
+    try:
+        new_in, out_shapes = opdef.infer_shape(d["attrs"], list(in_shapes))
+    except ShapeError as exc:
+        raise MXNetError(_shape_message(graph, n, in_shapes, str(exc))) from None
+    changed = False
+    for (src, idx), old, new in zip(ins, in_shapes, new_in):
+        if new is None or old is not None:
+            if new is not None and old is not None and tuple(new) != tuple(old):
+                raise MXNetError(_shape_message(
+                    graph, n, in_shapes,
+                    f"input {idx} of {graph.describe(src)} has shape {tuple(old)} "
+                    f"but the operator needs {tuple(new)}"))
+            continue
+        sd = graph.g.nodes[src]
+        if sd["op"] != "null":
+            continue
+        sd["shapes"] = [tuple(new)]
+        changed = True
+    if d["shapes"] is None or any(s is None for s in d["shapes"]):
+        if d["shapes"] != out_shapes:
+            changed = changed or any(s is not None for s in out_shapes)
+        d["shapes"] = [None if s is None else tuple(s) for s in out_shapes]
+    in_types = [graph.dtype(e) if graph.g.nodes[e[0]]["dtypes"] else None for e in ins]
+    _, out_types = opdef.infer_type(d["attrs"], in_types)
+    d["dtypes"] = [t or "float32" for t in out_types]
+    return changed
+
+
+def _shape_message(graph: Graph, n, in_shapes, why: str) -> str:
+    d = graph.g.nodes[n]
+    names = d["opdef"].list_arguments(d["attrs"]) + list(d["opdef"].aux)
+    parts = []
+    for i, (src, idx) in enumerate(graph.inputs(n)):
+        label = names[i] if i < len(names) else f"arg{i}"
+        shape = in_shapes[i]
+        parts.append(f"{label}={graph.node(src)['name']}{'' if idx == 0 else f'[{idx}]'}"
+                     f":{'?' if shape is None else tuple(shape)}")
+    return (f"shape inference failed at {d['op']} '{d['name']}' with inputs "
+            f"({', '.join(parts)}): {why}")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A value produced while building graph ops: ``(node, index)`` of a graph."""
+    builder: "Builder"
+    node: int
+    index: int = 0
+
+    @property
+    def entry(self) -> Entry:
+        return (self.node, self.index)
+
+    @property
+    def shape(self):
+        return self.builder.graph.shape(self.entry)
+
+    def _bin(self, other, op, scalar_op, reverse=False):
+        b = self.builder
+        if isinstance(other, Ref):
+            lhs, rhs = (other, self) if reverse else (self, other)
+            return b.op(op, lhs, rhs)
+        return b.op(scalar_op, self, scalar=float(other))
+
+    def __add__(self, o): return self._bin(o, "broadcast_add", "_plus_scalar")
+    def __radd__(self, o): return self._bin(o, "broadcast_add", "_plus_scalar", True)
+    def __sub__(self, o): return self._bin(o, "broadcast_sub", "_minus_scalar")
+    def __rsub__(self, o):
+        if isinstance(o, Ref):
+            return self._bin(o, "broadcast_sub", None, True)
+        return self.builder.op("_rminus_scalar", self, scalar=float(o))
+    def __mul__(self, o): return self._bin(o, "broadcast_mul", "_mul_scalar")
+    def __rmul__(self, o): return self._bin(o, "broadcast_mul", "_mul_scalar", True)
+    def __truediv__(self, o): return self._bin(o, "broadcast_div", "_div_scalar")
+    def __rtruediv__(self, o):
+        if isinstance(o, Ref):
+            return self._bin(o, "broadcast_div", None, True)
+        return self.builder.op("_rdiv_scalar", self, scalar=float(o))
+    def __neg__(self): return self.builder.op("negative", self)
+
+
+class Builder:
+    """Adds operator nodes to a graph, inferring their shapes immediately.
+
+    ``b.op('dot', x, w, transpose_b=True)`` or ``b.dot(x, w, transpose_b=True)``
+    returns a :class:`Ref` (a list of Refs for multi-output operators).
+    """
+
+    def __init__(self, graph: Graph, phase: str, prefix: str):
+        self.graph = graph
+        self.phase = phase
+        self.prefix = prefix
+        self._count = itertools.count()
+
+    def ref(self, entry: Entry) -> Ref:
+        return Ref(self, entry[0], entry[1])
+
+    def op(self, name: str, *inputs, **attrs):
+        opdef = get_op(name)
+        raw = {k: _raw(v) for k, v in attrs.items()}
+        node_name = f"{self.prefix}_{name.strip('_').lower()}{next(self._count)}"
+        parsed = opdef.parse_attrs(raw, node_name)
+        entries = [r.entry if isinstance(r, Ref) else tuple(r) for r in inputs]
+        n = self.graph.add_node(name, node_name, entries, parsed, raw, phase=self.phase)
+        infer_node(self.graph, n)
+        num_out = len(opdef.list_outputs(parsed))
+        refs = [Ref(self, n, i) for i in range(num_out)]
+        return refs[0] if num_out == 1 else refs
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *inputs, **attrs: self.op(name, *inputs, **attrs)
+
+
+def _raw(v) -> str:
+    """mxnet's string form of an attribute value."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(str(int(x)) for x in v) + ("," if len(v) == 1 else "") + ")"
+    return str(v)
+
+
+@dataclass
+class NodeView:
+    """What an operator's ``gradient`` rule sees of a forward node."""
+    name: str
+    attrs: dict
+    inputs: list          # Refs of the inputs (arguments then aux)
+    outputs: list         # Refs of the outputs
+    ograds: list          # Refs of the output gradients (zeros where none flows)
+    in_shapes: list
+    out_shapes: list

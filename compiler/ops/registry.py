@@ -1,0 +1,380 @@
+"""The operator registry: one :class:`OpDef` per operator holds all of its rules.
+
+An entry says how to parse the operator's attributes, which inputs, auxiliary
+states and outputs it has, how shapes and dtypes flow through it, how to
+compute it in torch (the oracle and the op-by-op backend), how to
+differentiate it (as graph ops, through a :class:`~compiler.graph.Builder`)
+and how to lower it (see ``Lowering`` kinds below). Adding an operator means
+adding one entry to the family file under ``compiler/ops/`` and a row to the
+op test table.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from ..errors import MXNetError
+
+REQUIRED = object()
+
+
+# ---------------------------------------------------------------------------
+# Attribute parsing. mxnet keeps every attribute as a string (str(value) of
+# what the user passed); we keep the strings for JSON and parse on use.
+# Parsing never evaluates code: literals only.
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"not a literal: {text!r}") from exc
+
+
+def parse_int(v) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    s = str(v).strip()
+    if s.lower() in ("none",):
+        raise ValueError("None is not an int")
+    f = float(s)
+    if not math.isfinite(f) or f != int(f):
+        raise ValueError(f"not an integer: {v!r}")
+    return int(f)
+
+
+def parse_float(v) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    s = str(v).strip()
+    return float(s)  # float() accepts 'inf', 'nan', '1e-3'; never code
+
+
+def parse_bool(v) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1"):
+        return True
+    if s in ("false", "0"):
+        return False
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+def parse_shape(v) -> tuple:
+    """Parse a shape/tuple attribute such as ``(2, 3)``, ``[2,3]`` or ``2``."""
+    if isinstance(v, (tuple, list)):
+        return tuple(parse_int(x) for x in v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,)
+    s = str(v).strip()
+    if s in ("()", "[]", ""):
+        return ()
+    val = _literal(s)
+    if isinstance(val, (int, float)):
+        return (parse_int(val),)
+    if not isinstance(val, (tuple, list)):
+        raise ValueError(f"not a shape: {v!r}")
+    return tuple(parse_int(x) for x in val)
+
+
+def parse_optional_shape(v):
+    if v is None or str(v).strip() in ("None", ""):
+        return None
+    return parse_shape(v)
+
+
+def parse_optional_int(v):
+    if v is None or str(v).strip() == "None":
+        return None
+    return parse_int(v)
+
+
+def parse_optional_float(v):
+    if v is None or str(v).strip() == "None":
+        return None
+    return parse_float(v)
+
+
+def parse_str(v) -> str:
+    return str(v)
+
+
+def choice(*options: str) -> Callable[[Any], str]:
+    def parse(v):
+        s = str(v)
+        if s not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {s!r}")
+        return s
+    parse.__name__ = f"one of {options}"
+    return parse
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One attribute: its mxnet name, parser and default (``REQUIRED`` if none)."""
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any = REQUIRED
+
+
+# ---------------------------------------------------------------------------
+# Lowering kinds: how an operator reaches a kernel.
+
+@dataclass(frozen=True)
+class Pointwise:
+    """An elementwise expression: ``expr(attrs, *operands) -> str`` in ``tl``.
+
+    Operands are Triton expressions of the same (broadcast) tile; numeric
+    attributes reach the text only through :func:`lit`. ``input_dims(attrs,
+    in_shapes, out_shape)`` may say, per input, which output dim each input
+    dim lies along (default: numpy's right-aligned broadcasting).
+    """
+    expr: Callable[..., str]
+    input_dims: Optional[Callable[..., Optional[list]]] = None
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction over ``axes(attrs, in_shape)`` with combiner ``kind``."""
+    kind: str                     # 'sum' | 'max' | 'min'
+    axes: Callable[[dict, tuple], tuple]
+    scale: Callable[[dict, tuple], float] = lambda attrs, shape: 1.0
+
+
+@dataclass(frozen=True)
+class MatMul:
+    """``out = op(A) @ op(B)``; ``operands(attrs, shapes)`` gives the 2-D/3-D roles."""
+    transpose_a: Callable[[dict], bool]
+    transpose_b: Callable[[dict], bool]
+    batched: bool = False
+
+
+@dataclass(frozen=True)
+class View:
+    """A zero-copy view: ``view(attrs, in_shape, out_shape, strides, offset)``.
+
+    Returns ``(strides, offset)`` of the output over the input's buffer, or
+    ``None`` when the input's layout does not allow a view (then a copy is made).
+    """
+    view: Callable[..., Optional[tuple]]
+    # Reorders the dims of a value in registers without moving data
+    # (transpose, size-1 reshapes); ``dimmap(attrs, in_shape, out_shape)``
+    # gives, for each output dim, the input dim it is (or None for a new 1).
+    dimmap: Optional[Callable[..., Optional[list]]] = None
+
+
+@dataclass(frozen=True)
+class Decompose:
+    """Rewritten into other registered ops before fusion.
+
+    ``build(b, node, is_train)`` gets a :class:`~compiler.graph.Builder` and a
+    :class:`~compiler.graph.NodeView` (``ograds`` empty) and returns the Refs
+    of the node's outputs, followed, for an operator with auxiliary states
+    run in training, by the Refs of the new auxiliary values (written back
+    into the aux arrays after the step, as BatchNorm's moving statistics).
+    """
+    build: Callable[..., list]
+
+
+@dataclass(frozen=True)
+class Special:
+    """A kernel of its own family: ``kind`` names the tile-IR builder used.
+
+    Kinds: ``concat`` (Concat), ``gather`` (Embedding / take forward: rows of
+    input 1 picked by the indices in input 0... see codegen), ``scatter_add``
+    (Embedding's weight gradient), ``random_uniform`` (a buffer the runtime
+    fills from the seeded generator before each step), ``constant`` (zeros /
+    ones / full with a ``value``).
+    """
+    kind: str
+
+
+# ---------------------------------------------------------------------------
+
+def _same_as_first_type(attrs, in_types):
+    known = [t for t in in_types if t is not None]
+    t = known[0] if known else None
+    return [t if x is None else x for x in in_types], [t]
+
+
+@dataclass
+class OpDef:
+    """Everything about one operator, in one place.
+
+    Attributes
+    ----------
+    name : str
+        The mxnet operator name (``FullyConnected``, ``elemwise_add`` ...).
+    arguments : list of str or callable(attrs) -> list of str
+        Input argument names; missing ones become auto-named variables
+        ``{node_name}_{arg}`` when built through the Symbol API.
+    aux : list of str
+        Auxiliary state names (BatchNorm's moving statistics).
+    outputs : list of str or callable(attrs) -> list of str
+        Output names, as in ``list_outputs`` (``{node_name}_{out}``).
+    num_visible : callable(attrs) -> int or None
+        How many outputs the symbol exposes (None: all).
+    infer_shape : callable(attrs, in_shapes) -> (in_shapes, out_shapes)
+        Completes unknown input shapes where the operator fixes them (weights)
+        and gives output shapes; ``None`` marks still unknown. Raises
+        ``ShapeError`` with a message for shapes that do not agree.
+    reference : callable(attrs, inputs, is_train) -> list of torch.Tensor
+        The torch oracle. Auxiliary inputs follow the arguments; an op with
+        aux states returns ``outputs + new_aux_values`` when training.
+    gradient : callable(b, node) -> list of input gradient refs or None
+        Written with graph ops through the builder ``b``.
+    pattern : str
+        ``elemwise``, ``broadcast``, ``injective``, ``reduce``, ``matmul``,
+        ``opaque`` or ``composite`` (TVM's pattern kinds).
+    lowering : Pointwise | Reduction | MatMul | View | Decompose | Special
+    """
+    name: str
+    pattern: str
+    lowering: Any
+    infer_shape: Callable
+    reference: Callable
+    arguments: Any = ("data",)
+    aux: Sequence[str] = ()
+    outputs: Any = ("output",)
+    num_visible: Optional[Callable[[dict], int]] = None
+    attrs: Sequence[Attr] = ()
+    infer_type: Callable = _same_as_first_type
+    gradient: Optional[Callable] = None
+    aliases: Sequence[str] = ()
+    is_loss: bool = False            # ignores the incoming head gradient
+    mode_dependent: bool = False     # behaves differently in training
+    variadic: Optional[str] = None   # attribute holding the input count
+    key_var_num_args: Optional[str] = None
+    needs_random: bool = False
+    doc: str = ""
+    _attr_index: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self._attr_index = {a.name: a for a in self.attrs}
+
+    # -- attributes ---------------------------------------------------------
+    def parse_attrs(self, raw: dict, node_name: str = "?") -> dict:
+        """Parse mxnet string attributes into Python values, with defaults.
+
+        Hidden attributes (``__lr_mult__`` ...) are kept as strings.
+        """
+        parsed = {}
+        for key, value in raw.items():
+            if key.startswith("__") and key.endswith("__"):
+                continue
+            spec = self._attr_index.get(key)
+            if spec is None:
+                known = ", ".join(sorted(self._attr_index)) or "none"
+                raise MXNetError(
+                    f"operator {self.name} (node '{node_name}'): unknown attribute "
+                    f"'{key}'. Known attributes: {known}.")
+            try:
+                parsed[key] = spec.parse(value)
+            except (ValueError, TypeError) as exc:
+                raise MXNetError(
+                    f"operator {self.name} (node '{node_name}'): attribute '{key}'="
+                    f"{str(value)[:80]!r} is invalid: {exc}") from None
+        for spec in self.attrs:
+            if spec.name not in parsed:
+                if spec.default is REQUIRED:
+                    raise MXNetError(
+                        f"operator {self.name} (node '{node_name}'): required attribute "
+                        f"'{spec.name}' is missing.")
+                parsed[spec.name] = spec.default
+        return parsed
+
+    # -- signature ----------------------------------------------------------
+    def list_arguments(self, attrs: dict) -> list:
+        args = self.arguments(attrs) if callable(self.arguments) else self.arguments
+        return list(args)
+
+    def list_outputs(self, attrs: dict) -> list:
+        outs = self.outputs(attrs) if callable(self.outputs) else self.outputs
+        return list(outs)
+
+    def visible_outputs(self, attrs: dict) -> int:
+        if self.num_visible is None:
+            return len(self.list_outputs(attrs))
+        return self.num_visible(attrs)
+
+
+class ShapeError(MXNetError):
+    """Shapes that do not agree; the pass adds the node and input names."""
+
+
+REGISTRY: dict = {}
+
+
+def register(opdef: OpDef) -> OpDef:
+    for name in (opdef.name, *opdef.aliases):
+        if name in REGISTRY:
+            raise RuntimeError(f"operator {name} registered twice")
+        REGISTRY[name] = opdef
+    return opdef
+
+
+def get_op(name: str, node_name: str = "?") -> OpDef:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise MXNetError(
+            f"unknown operator '{name}' (node '{node_name}'). This project implements "
+            f"{len(set(map(id, REGISTRY.values())))} mxnet operators; see API.md "
+            f"for the list.") from None
+
+
+# ---------------------------------------------------------------------------
+# Helpers shared by the family files.
+
+def lit(x) -> str:
+    """A numeric literal for generated source: never raw attribute text."""
+    f = float(x)
+    if math.isnan(f):
+        return "float('nan')"
+    if math.isinf(f):
+        return "float('inf')" if f > 0 else "float('-inf')"
+    return repr(f)
+
+
+def broadcast_shapes(a: tuple, b: tuple, opname: str) -> tuple:
+    """numpy broadcasting of two shapes (mxnet's broadcast_* rule)."""
+    n = max(len(a), len(b))
+    a2 = (1,) * (n - len(a)) + tuple(a)
+    b2 = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a2, b2):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise ShapeError(f"{opname}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast")
+    return tuple(out)
+
+
+def merge_shape(known, other, what: str):
+    """Unify two (possibly None) shapes, raising on a conflict."""
+    if known is None:
+        return other
+    if other is None:
+        return known
+    if tuple(known) != tuple(other):
+        raise ShapeError(f"{what}: expected shape {tuple(known)}, got {tuple(other)}")
+    return tuple(known)
+
+
+def normalize_axis(axis: int, ndim: int, opname: str) -> int:
+    if not -ndim <= axis < max(ndim, 1):
+        raise ShapeError(f"{opname}: axis {axis} is out of range for {ndim}-d input")
+    return axis % max(ndim, 1)
+
+
+def prod(xs) -> int:
+    r = 1
+    for x in xs:
+        r *= int(x)
+    return r

@@ -1,0 +1,1 @@
+"""Graph passes: each a pure function in a file named for what it does."""

@@ -1,0 +1,118 @@
+"""Reverse-mode differentiation: append the backward graph to a forward graph.
+
+Each operator's ``gradient`` rule writes its input gradients as graph ops.
+Contributions to one value are summed; values no gradient reaches are
+skipped. Loss heads (``is_loss``: SoftmaxOutput, the regression outputs,
+MakeLoss) take no incoming gradient; every other head gets a ``head_grad``
+variable that ``backward(out_grads)`` fills.
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from ..errors import MXNetError
+from ..graph import Builder, Graph, NodeView
+
+GRAD_REQS = ("write", "add", "null")
+
+
+def autodiff(graph: Graph, grad_req: dict) -> Graph:
+    """Return a copy of ``graph`` whose heads are followed by argument gradients.
+
+    Parameters
+    ----------
+    graph : Graph
+        A forward graph with shapes inferred.
+    grad_req : dict of str -> {'write', 'add', 'null'}
+        Per argument. ``add`` reads the gradient array's old value (a
+        ``grad_in`` variable) and adds to it.
+
+    Returns
+    -------
+    Graph
+        With ``meta['num_forward_heads']``, ``meta['grad_names']`` (arguments
+        with gradients, in argument order) and ``meta['head_grads']`` (head
+        index -> head_grad variable name).
+    """
+    for name, req in grad_req.items():
+        if req not in GRAD_REQS:
+            raise MXNetError(f"grad_req for '{name}' must be one of {GRAD_REQS}, got {req!r}")
+    out = graph.copy()
+    b = Builder(out, "bwd", "grad")
+    wanted = {n for n in out.variables("arg") if grad_req.get(out.node(n)["name"], "null") != "null"}
+    out.meta["num_forward_heads"] = len(out.heads)
+    out.meta["grad_names"] = [out.node(n)["name"] for n in out.variables("arg") if n in wanted]
+    out.meta["head_grads"] = {}
+    if not wanted:
+        return out
+
+    forward_nodes = out.ops()
+    reach = set()
+    for v in wanted:
+        reach |= nx.descendants(out.g, v)
+    contributions = {}
+    for i, head in enumerate(list(out.heads)):
+        node = out.node(head[0])
+        if node["op"] != "null" and node["opdef"].is_loss:
+            continue
+        name = f"head_grad{i}"
+        g = out.add_node("null", name, role="head_grad", phase="bwd")
+        out.node(g)["shapes"] = [out.shape(head)]
+        out.node(g)["dtypes"] = [out.dtype(head)]
+        out.meta["head_grads"][i] = name
+        contributions.setdefault(tuple(head), []).append(b.ref((g, 0)))
+
+    for n in reversed(forward_nodes):
+        if n not in reach:
+            continue
+        _differentiate_node(out, b, n, contributions)
+
+    for v in out.variables("arg"):
+        if v not in wanted:
+            continue
+        name = out.node(v)["name"]
+        total = _sum(b, contributions.get((v, 0), []))
+        if total is None:
+            total = b.zeros_like(b.ref((v, 0)))
+        if grad_req[name] == "add":
+            old = out.add_node("null", f"grad_in:{name}", role="grad_in", phase="bwd")
+            out.node(old)["shapes"] = [out.shape((v, 0))]
+            out.node(old)["dtypes"] = [out.dtype((v, 0))]
+            total = b.op("elemwise_add", b.ref((old, 0)), total)
+        out.heads.append(total.entry)
+    return out
+
+
+def _differentiate_node(graph: Graph, b: Builder, n, contributions):
+    d = graph.node(n)
+    opdef = d["opdef"]
+    num_out = len(d["shapes"])
+    outs = [b.ref((n, i)) for i in range(num_out)]
+    got = [contributions.get((n, i), []) for i in range(num_out)]
+    if not opdef.is_loss and not any(got):
+        return
+    if opdef.gradient is None:
+        raise MXNetError(f"operator {d['op']} '{d['name']}' has no gradient; mark its inputs "
+                         f"with grad_req='null' or wrap it in BlockGrad")
+    ograds = [_sum(b, g) if g else b.zeros_like(o) for g, o in zip(got, outs)]
+    ins = graph.inputs(n)
+    view = NodeView(d["name"], d["attrs"], [b.ref(e) for e in ins], outs, ograds,
+                    [graph.shape(e) for e in ins], list(d["shapes"]))
+    grads = opdef.gradient(b, view)
+    nargs = len(opdef.list_arguments(d["attrs"]))
+    for entry, g in zip(ins[:nargs], grads[:nargs]):
+        if g is None:
+            continue
+        if tuple(g.shape) != tuple(graph.shape(entry)):
+            raise MXNetError(f"internal: gradient of {d['op']} '{d['name']}' has shape "
+                             f"{g.shape}, input has {graph.shape(entry)}")
+        contributions.setdefault(tuple(entry), []).append(g)
+
+
+def _sum(b: Builder, refs):
+    if not refs:
+        return None
+    total = refs[0]
+    for r in refs[1:]:
+        total = b.op("elemwise_add", total, r)
+    return total

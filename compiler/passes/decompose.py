@@ -1,0 +1,47 @@
+"""Rewrite composite operators (FullyConnected, softmax, BatchNorm, Dropout ...)
+into the primitive ones that fusion understands.
+
+Runs after autodiff, so composite operators keep their own gradient rules
+(SoftmaxOutput's gradient is not the gradient of its forward). Training
+mode decides the rewrite of mode-dependent operators; new auxiliary values
+(BatchNorm's moving statistics) become extra heads listed in
+``meta['aux_updates']``.
+"""
+from __future__ import annotations
+
+from ..graph import Builder, Graph, NodeView
+from ..ops.registry import Decompose
+
+
+def decompose(graph: Graph, is_train: bool) -> Graph:
+    """Return a copy of ``graph`` with every ``Decompose`` operator expanded."""
+    out = graph.copy()
+    out.meta.setdefault("aux_updates", [])
+    for _ in range(16):  # decompositions may produce composite ops in turn
+        todo = [n for n in out.ops() if isinstance(out.node(n)["opdef"].lowering, Decompose)]
+        if not todo:
+            break
+        for n in todo:
+            _expand(out, n, is_train)
+    out.remove_dead()
+    return out
+
+
+def _expand(graph: Graph, n, is_train):
+    d = graph.node(n)
+    b = Builder(graph, d["phase"], d["name"])
+    ins = graph.inputs(n)
+    view = NodeView(d["name"], d["attrs"], [b.ref(e) for e in ins],
+                    [b.ref((n, i)) for i in range(len(d["shapes"]))], [],
+                    [graph.shape(e) for e in ins], list(d["shapes"]))
+    refs = d["opdef"].lowering.build(b, view, is_train)
+    num_out = len(d["shapes"])
+    outs, aux_new = refs[:num_out], refs[num_out:]
+    for i, r in enumerate(outs):
+        graph.replace_entry((n, i), r.entry)
+    if aux_new and is_train:
+        nargs = len(d["opdef"].list_arguments(d["attrs"]))
+        for (src, _), r in zip(ins[nargs:], aux_new):
+            graph.meta["aux_updates"].append((graph.node(src)["name"], r.entry))
+            graph.heads.append(r.entry)
+    graph.g.remove_node(n)

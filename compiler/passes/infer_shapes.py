@@ -1,0 +1,56 @@
+"""Shape and dtype inference over the whole graph, to a fixed point."""
+from __future__ import annotations
+
+from ..errors import MXNetError
+from ..graph import Graph, infer_node
+from ..ops.registry import parse_shape
+
+
+def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
+                 dtypes: dict = None) -> Graph:
+    """Fill ``shapes``/``dtypes`` of every node from the given input shapes.
+
+    Parameters
+    ----------
+    graph : Graph
+        Modified in place (and returned).
+    shapes : dict of str -> tuple
+        Known shapes of variables, by name. ``__shape__`` hints on variables
+        are used where no shape is given and all their dims are known.
+    partial : bool
+        If False, raise when some shape stays unknown, naming the variables.
+    dtypes : dict of str -> str, optional
+    """
+    dtypes = dtypes or {}
+    for n in graph.variables():
+        d = graph.node(n)
+        shape = shapes.get(d["name"])
+        if shape is None and "__shape__" in d["raw"]:
+            hint = parse_shape(d["raw"]["__shape__"])
+            if hint and all(x > 0 for x in hint):
+                shape = hint
+        if shape is not None:
+            shape = tuple(int(x) for x in shape)
+            if any(x < 0 for x in shape):
+                raise MXNetError(f"variable '{d['name']}': shape {shape} has a negative dim")
+            d["shapes"] = [shape]
+        d["dtypes"] = [str(dtypes.get(d["name"], d["raw"].get("__dtype__", "float32")))]
+    ops = graph.ops()
+    for _ in range(len(ops) + 2):
+        changed = False
+        for n in ops:
+            changed |= infer_node(graph, n)
+        if not changed:
+            break
+    if not partial:
+        missing = [graph.node(n)["name"] for n in graph.variables()
+                   if graph.node(n)["shapes"] is None]
+        if missing:
+            raise MXNetError(
+                f"cannot infer the shapes of {missing}: give their shapes (for example "
+                f"{missing[0]}=(...)) or the shapes of the inputs they depend on")
+        unknown = [graph.describe(n) for n in ops
+                   if any(s is None for s in graph.node(n)["shapes"])]
+        if unknown:
+            raise MXNetError(f"cannot infer the output shapes of {unknown[:5]}")
+    return graph

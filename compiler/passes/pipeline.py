@@ -1,0 +1,77 @@
+"""The compile pipeline, as one flat list of named passes.
+
+    infer_shapes -> autodiff -> decompose -> infer_shapes (new nodes) ->
+    prepare_heads -> simplify -> fuse -> plan_memory -> codegen
+
+Each stage is timed; ``SYMTRITON_LOG=passes`` prints the times.
+"""
+from __future__ import annotations
+
+import time
+
+from ..graph import Builder, Graph
+from ..ops.registry import View
+from .autodiff import autodiff
+from .decompose import decompose
+from .fuse import fuse
+from .infer_shapes import infer_shapes
+from .plan_memory import contiguous_strides, plan_memory
+from .simplify import simplify
+
+
+def prepare_heads(graph: Graph) -> Graph:
+    """Make every head and every non-stride view read a value a kernel writes.
+
+    A head that is a variable or a view gets a copy (``_materialize``); a
+    view whose input layout cannot be expressed by strides gets its input
+    copied first.
+    """
+    out = graph.copy()
+    b = Builder(out, "fwd", "copy")
+    layouts = {}
+    for n in out.topo():
+        d = out.node(n)
+        if d["op"] == "null" or not isinstance(d["opdef"].lowering, View):
+            for i, s in enumerate(d["shapes"] or []):
+                if s is not None:
+                    layouts[(n, i)] = (0, tuple(s), contiguous_strides(s))
+            continue
+        src = out.inputs(n)[0]
+        off, shape, strides = layouts[src]
+        res = d["opdef"].lowering.view(d["attrs"], shape, d["shapes"][0], strides, off)
+        if res is None:
+            b.phase = d["phase"]
+            copy = b.op("_materialize", b.ref(src))
+            out.g.remove_edge(src[0], n, key=0)
+            out.g.add_edge(copy.node, n, key=0, out=0)
+            res = (contiguous_strides(d["shapes"][0]), 0)
+        layouts[(n, 0)] = (res[1], tuple(d["shapes"][0]), tuple(res[0]))
+    num_fwd = out.meta.get("num_forward_heads", len(out.heads))
+    for i, h in enumerate(list(out.heads)):
+        d = out.node(h[0])
+        if d["op"] == "null" or isinstance(d["opdef"].lowering, View):
+            b.phase = "fwd" if i < num_fwd else "bwd"
+            out.heads[i] = b.op("_materialize", b.ref(h)).entry
+    return out
+
+
+def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
+               timings: dict = None) -> tuple:
+    """Run every pass; return ``(graph, groups, plan)``."""
+    timings = timings if timings is not None else {}
+
+    def timed(name, fn, *args):
+        t0 = time.perf_counter()
+        result = fn(*args)
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+        return result
+
+    g = timed("infer_shapes", infer_shapes, graph, shapes)
+    g = timed("autodiff", autodiff, g, grad_req) if is_train else g
+    g.meta.setdefault("num_forward_heads", len(g.heads))
+    g = timed("decompose", decompose, g, is_train)
+    g = timed("prepare_heads", prepare_heads, g)
+    g = timed("simplify", simplify, g)
+    groups = timed("fuse", fuse, g)
+    plan = timed("plan_memory", plan_memory, g, groups)
+    return g, groups, plan

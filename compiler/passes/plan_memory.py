@@ -1,0 +1,150 @@
+"""Memory planning: where every value lives, and buffer reuse by liveness.
+
+Each value is a *layout* ``(slot, offset, shape, strides)``: a slot is an
+external array (``arg``, ``aux``, ``grad``, ``head_grad``, ``out``) or an
+internal buffer (``buf``). Views never own memory: their layout is computed
+from their input's. Internal buffers are reused once the last launch that
+reads them has run (strictly before the writer), so a launch never writes
+memory it is still reading through another name.
+"""
+from __future__ import annotations
+
+from ..errors import MXNetError
+from ..graph import Graph
+from ..ops.registry import View, prod
+
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def plan_memory(graph: Graph, groups: list) -> dict:
+    """Assign layouts to every value the launches touch.
+
+    Returns
+    -------
+    dict with ``layouts`` (entry -> list of layouts, several for a value
+    stored to several arrays), ``buffers`` (element counts) and
+    ``random_buffers`` (buffer ids the runtime fills before each forward).
+    """
+    homes = {}
+    for n in graph.variables():
+        d = graph.node(n)
+        role = d["role"]
+        if role == "grad_in":
+            slot = ("grad", d["name"].split(":", 1)[1])
+        else:
+            slot = (role, d["name"])
+        homes[(n, 0)] = [slot]
+    num_fwd = graph.meta.get("num_forward_heads", len(graph.heads))
+    grad_names = graph.meta.get("grad_names", [])
+    aux_updates = graph.meta.get("aux_updates", [])
+    dests = {}
+    for i, h in enumerate(graph.heads):
+        h = tuple(h)
+        if i < num_fwd:
+            slot = ("out", i)
+        elif i < num_fwd + len(grad_names):
+            slot = ("grad", grad_names[i - num_fwd])
+        else:
+            slot = ("aux", aux_updates[i - num_fwd - len(grad_names)][0])
+        dests.setdefault(h, []).append(slot)
+
+    buffers, free, random_buffers = [], [], []
+    last_read = _last_reads(graph, groups)
+    for n in graph.ops():
+        d = graph.node(n)
+        if d["op"] == "_random_uniform":
+            buffers.append(prod(d["shapes"][0]))
+            random_buffers.append(len(buffers) - 1)
+            homes[(n, 0)] = [("buf", len(buffers) - 1)]
+    layouts = {}
+    for li, grp in enumerate(groups):
+        free.extend(b for b in list(_pending_free(last_read, li)))
+        for t, entry in enumerate(grp["program"].tensors):
+            if grp["program"].tensor_roles[t] == "in" or entry in homes:
+                continue
+            if entry in dests:
+                homes[entry] = dests[entry]
+                continue
+            size = prod(graph.shape(entry))
+            buf = _take(free, buffers, size)
+            homes[entry] = [("buf", buf)]
+            last_read.setdefault(("free_at", buf), set())
+            _register_free(last_read, entry, buf)
+    for entry, slots in homes.items():
+        shape = graph.shape(entry)
+        layouts[entry] = [(slot, 0, tuple(shape), contiguous_strides(shape)) for slot in slots]
+    for grp in groups:
+        for entry in grp["program"].tensors:
+            if entry not in layouts:
+                layouts[entry] = [_view_layout(graph, entry, layouts)]
+    return {"layouts": layouts, "buffers": buffers, "random_buffers": random_buffers}
+
+
+def _view_layout(graph, entry, layouts):
+    if entry in layouts:
+        return layouts[entry][0]
+    n, idx = entry
+    d = graph.node(n)
+    low = d["opdef"].lowering if d["op"] != "null" else None
+    if not isinstance(low, View):
+        raise MXNetError(f"internal: {graph.describe(n)} output {idx} has no memory")
+    src = graph.inputs(n)[0]
+    slot, offset, in_shape, strides = _view_layout(graph, src, layouts)
+    out_shape = tuple(d["shapes"][idx])
+    res = low.view(d["attrs"], in_shape, out_shape, strides, offset) if idx == 0 else \
+        low.view(dict(d["attrs"], _output_index=idx), in_shape, out_shape, strides, offset)
+    if res is None:
+        raise MXNetError(f"internal: {graph.describe(n)} cannot be a view of its input")
+    layout = (slot, res[1], out_shape, tuple(res[0]))
+    layouts[entry] = [layout]
+    return layout
+
+
+def _base_entries(graph, entry):
+    """The materialized entry a (possibly view) entry reads from."""
+    n, _ = entry
+    d = graph.node(n)
+    while d["op"] != "null" and isinstance(d["opdef"].lowering, View):
+        entry = graph.inputs(n)[0]
+        n = entry[0]
+        d = graph.node(n)
+    return entry
+
+
+def _last_reads(graph, groups):
+    last = {}
+    for li, grp in enumerate(groups):
+        prog = grp["program"]
+        for t, entry in enumerate(prog.tensors):
+            if prog.tensor_roles[t] != "out":
+                last[_base_entries(graph, entry)] = li
+    return {"by_entry": last, "pending": {}}
+
+
+def _register_free(state, entry, buf):
+    li = state["by_entry"].get(entry)
+    if li is None:
+        li = -1  # never read inside the program: a dead store kept for safety
+    state["pending"].setdefault(li + 1, []).append(buf)
+
+
+def _pending_free(state, li):
+    return state["pending"].pop(li, [])
+
+
+def _take(free, buffers, size):
+    best = None
+    for b in free:
+        if buffers[b] >= size and (best is None or buffers[b] < buffers[best]):
+            best = b
+    if best is not None and buffers[best] <= 2 * size:
+        free.remove(best)
+        return best
+    buffers.append(size)
+    return len(buffers) - 1

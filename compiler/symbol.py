@@ -1,0 +1,652 @@
+"""The Symbol API: build, compose, inspect and (de)serialise graphs as mxnet 1.x does.
+
+A :class:`Symbol` is a list of output entries ``(node, index)`` over
+immutable :class:`_Node` objects. It knows nothing about kernels: analysis
+happens on :class:`compiler.graph.Graph`, built by :meth:`Symbol.to_graph`.
+Every registered operator is available here as a function
+(``FullyConnected(data=..., num_hidden=10, name='fc1')``), with mxnet's
+auto-created argument variables (``fc1_weight``) and auto names
+(``fullyconnected0``).
+"""
+from __future__ import annotations
+
+import copy as _copy
+import json
+import os
+import sys
+from typing import Optional
+
+import numpy as np
+
+from . import attribute as _attribute
+from . import name as _name
+from .errors import MXNetError
+from .graph import Graph, _raw
+from .ops import REGISTRY, get_op
+
+MXNET_VERSION = 10901
+
+
+class _Node:
+    """One operator instance or variable. ``attrs`` are mxnet strings."""
+    __slots__ = ("op", "name", "attrs", "inputs")
+
+    def __init__(self, op, name, attrs=None, inputs=()):
+        self.op = op
+        self.name = name
+        self.attrs = dict(attrs or {})
+        self.inputs = list(inputs)  # [(node, index)]
+
+    def opdef(self):
+        return None if self.op == "null" else get_op(self.op, self.name)
+
+    def parsed(self):
+        return self.opdef().parse_attrs(self.attrs, self.name)
+
+    def num_outputs(self):
+        if self.op == "null":
+            return 1
+        return len(self.opdef().list_outputs(self.parsed()))
+
+    def output_names(self):
+        if self.op == "null":
+            return [self.name]
+        outs = self.opdef().list_outputs(self.parsed())
+        return [f"{self.name}_{o}" for o in outs]
+
+    def num_arguments(self):
+        return len(self.opdef().list_arguments(self.parsed()))
+
+
+def _topo(entries) -> list:
+    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in order)."""
+    order, seen = [], set()
+    for head, _ in entries:
+        if id(head) in seen:
+            continue
+        stack = [(head, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == 0 and id(node) in seen:
+                continue
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                child = node.inputs[i][0]
+                if id(child) not in seen:
+                    stack.append((child, 0))
+            else:
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    order.append(node)
+    return order
+
+
+class Symbol:
+    """A symbolic multi-output graph, as ``mxnet.symbol.Symbol``."""
+
+    def __init__(self, outputs):
+        self._outputs = [(n, int(i)) for n, i in outputs]
+
+    # -- naming and attributes ---------------------------------------------------
+    @property
+    def name(self) -> Optional[str]:
+        """The name of a single-output symbol (None for a group)."""
+        if len(self._outputs) != 1:
+            return None
+        return self._outputs[0][0].name
+
+    def attr(self, key):
+        """The string value of attribute ``key`` of this (single-output) symbol."""
+        node = self._single("attr")
+        if key in node.attrs:
+            return node.attrs[key]
+        hidden = f"__{key}__"
+        return node.attrs.get(hidden)
+
+    def list_attr(self, recursive=False):
+        if recursive:
+            raise MXNetError("list_attr(recursive=True) is deprecated in mxnet; use attr_dict()")
+        node = self._single("list_attr")
+        return dict(node.attrs)
+
+    def attr_dict(self):
+        """``{node name: {attr: value}}`` for every node with attributes."""
+        out = {}
+        for node in _topo(self._outputs):
+            if node.attrs:
+                out[node.name] = dict(node.attrs)
+        return out
+
+    def _set_attr(self, **kwargs):
+        node = self._single("_set_attr")
+        for k, v in kwargs.items():
+            if not isinstance(v, str):
+                raise MXNetError(f"attribute '{k}' must be a string")
+            node.attrs[k] = v
+
+    def _single(self, what):
+        if len(self._outputs) != 1:
+            raise MXNetError(f"{what} needs a single-output symbol, this one has "
+                             f"{len(self._outputs)} outputs")
+        return self._outputs[0][0]
+
+    # -- listing -------------------------------------------------------------------
+    def _variables(self):
+        nodes = _topo(self._outputs)
+        aux_ids = set()
+        for node in nodes:
+            if node.op != "null":
+                nargs = node.num_arguments()
+                for slot, (src, _) in enumerate(node.inputs):
+                    if slot >= nargs and src.op == "null":
+                        aux_ids.add(id(src))
+        args = [n for n in nodes if n.op == "null" and id(n) not in aux_ids]
+        aux = [n for n in nodes if n.op == "null" and id(n) in aux_ids]
+        return args, aux
+
+    def list_arguments(self):
+        """Names of the arguments (inputs and parameters), in mxnet's order."""
+        return [n.name for n in self._variables()[0]]
+
+    def list_auxiliary_states(self):
+        """Names of the auxiliary states (BatchNorm's moving statistics)."""
+        return [n.name for n in self._variables()[1]]
+
+    def list_inputs(self):
+        """Arguments and auxiliary states, in graph order."""
+        return [n.name for n in _topo(self._outputs) if n.op == "null"]
+
+    def list_outputs(self):
+        """Output names: ``{node}_output`` (``{node}_output0`` ...), a variable's own name."""
+        return [node.output_names()[i] for node, i in self._outputs]
+
+    def get_internals(self):
+        """A group of every output of every node, in topological order."""
+        entries = []
+        for node in _topo(self._outputs):
+            count = 1 if node.op == "null" else node.num_outputs()
+            entries.extend((node, i) for i in range(count))
+        return Symbol(entries)
+
+    def get_children(self):
+        """The inputs of this symbol's node, grouped (None for a variable)."""
+        node = self._single("get_children")
+        if not node.inputs:
+            return None
+        return Symbol(node.inputs)
+
+    def __len__(self):
+        return len(self._outputs)
+
+    def __iter__(self):
+        return (Symbol([e]) for e in self._outputs)
+
+    def __getitem__(self, index):
+        if isinstance(index, str):
+            names = self.list_outputs()
+            matches = [i for i, n in enumerate(names) if n == index]
+            if not matches:
+                raise MXNetError(f"no output named '{index}'; outputs are {names}")
+            index = matches[0]
+        if isinstance(index, slice):
+            return Symbol(self._outputs[index])
+        if not -len(self._outputs) <= index < len(self._outputs):
+            raise IndexError(f"output index {index} out of range for {len(self._outputs)} outputs")
+        return Symbol([self._outputs[index]])
+
+    # -- composition -------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        """Compose: replace this symbol's free variables by the given symbols."""
+        s = self.__copy__()
+        s._compose(*args, **kwargs)
+        return s
+
+    def _compose(self, *args, **kwargs):
+        name = kwargs.pop("name", None)
+        arg_vars = self._variables()[0]
+        subst = {}
+        if args:
+            if kwargs:
+                raise MXNetError("compose takes positional or keyword symbols, not both")
+            for var, sym in zip(arg_vars, args):
+                subst[id(var)] = sym._single_entry("compose")
+        for key, sym in kwargs.items():
+            hits = [v for v in arg_vars if v.name == key]
+            if not hits:
+                raise MXNetError(f"compose: this symbol has no argument '{key}'; arguments are "
+                                 f"{[v.name for v in arg_vars]}")
+            subst[id(hits[0])] = sym._single_entry("compose")
+        mapping = {}
+        for node in _topo(self._outputs):
+            if id(node) in subst:
+                continue
+            new = _Node(node.op, node.name, node.attrs,
+                        [subst[id(s)] if id(s) in subst else (mapping[id(s)], i)
+                         for s, i in node.inputs])
+            mapping[id(node)] = new
+        self._outputs = [subst[id(n)] if id(n) in subst else (mapping[id(n)], i)
+                         for n, i in self._outputs]
+        if name and len(self._outputs) == 1 and self._outputs[0][0].op != "null":
+            self._outputs[0][0].name = name
+
+    def _single_entry(self, what):
+        if len(self._outputs) != 1:
+            raise MXNetError(f"{what}: expected a single-output symbol, got one with outputs "
+                             f"{self.list_outputs()}")
+        return self._outputs[0]
+
+    def __copy__(self):
+        mapping = {}
+        for node in _topo(self._outputs):
+            mapping[id(node)] = _Node(node.op, node.name, node.attrs,
+                                      [(mapping[id(s)], i) for s, i in node.inputs])
+        return Symbol([(mapping[id(n)], i) for n, i in self._outputs])
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def copy(self):
+        return self.__copy__()
+
+    def __repr__(self):
+        name = self.name
+        if name is None:
+            return f"<Symbol group [{', '.join(self.list_outputs())}]>"
+        return f"<Symbol {name}>"
+
+    # -- arithmetic ----------------------------------------------------------------------
+    def _binary(self, other, op, scalar_op, reverse=False):
+        if isinstance(other, Symbol):
+            lhs, rhs = (other, self) if reverse else (self, other)
+            return _create(op, [lhs, rhs], {}, None, hint=_HINTS[op])
+        if isinstance(other, (int, float, np.number)):
+            return _create(scalar_op, [self], {"scalar": float(other)}, None,
+                           hint=_HINTS[scalar_op])
+        return NotImplemented
+
+    def __add__(self, o): return self._binary(o, "elemwise_add", "_plus_scalar")
+    def __radd__(self, o): return self._binary(o, "elemwise_add", "_plus_scalar", True)
+    def __sub__(self, o): return self._binary(o, "elemwise_sub", "_minus_scalar")
+    def __rsub__(self, o): return self._binary(o, "elemwise_sub", "_rminus_scalar", True)
+    def __mul__(self, o): return self._binary(o, "elemwise_mul", "_mul_scalar")
+    def __rmul__(self, o): return self._binary(o, "elemwise_mul", "_mul_scalar", True)
+    def __truediv__(self, o): return self._binary(o, "elemwise_div", "_div_scalar")
+    def __rtruediv__(self, o): return self._binary(o, "elemwise_div", "_rdiv_scalar", True)
+    def __pow__(self, o): return self._binary(o, "_power", "_power_scalar")
+    def __rpow__(self, o): return self._binary(o, "_power", "_rpower_scalar", True)
+    def __neg__(self): return self._binary(-1.0, None, "_mul_scalar")
+    def __gt__(self, o): return self._binary(o, "broadcast_greater", "_greater_scalar")
+    def __ge__(self, o): return self._binary(o, "broadcast_greater_equal", "_greater_equal_scalar")
+    def __lt__(self, o): return self._binary(o, "broadcast_lesser", "_lesser_scalar")
+    def __le__(self, o): return self._binary(o, "broadcast_lesser_equal", "_lesser_equal_scalar")
+
+    def __eq__(self, o):
+        if isinstance(o, (Symbol, int, float)):
+            return self._binary(o, "broadcast_equal", "_equal_scalar")
+        return NotImplemented
+
+    def __ne__(self, o):
+        if isinstance(o, (Symbol, int, float)):
+            return self._binary(o, "broadcast_not_equal", "_not_equal_scalar")
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
+    # -- graph and shapes --------------------------------------------------------------
+    def to_graph(self) -> Graph:
+        """The analysis graph of this symbol (variables, operators, heads)."""
+        graph = Graph()
+        ids = {}
+        args, aux = self._variables()
+        aux_ids = {id(n) for n in aux}
+        for node in _topo(self._outputs):
+            if node.op == "null":
+                role = "aux" if id(node) in aux_ids else "arg"
+                ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
+            else:
+                parsed = node.parsed()
+                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().aux)
+                if len(node.inputs) != expected:
+                    names = node.opdef().list_arguments(parsed) + list(node.opdef().aux)
+                    raise MXNetError(
+                        f"operator {node.op} '{node.name}' takes {expected} inputs "
+                        f"({', '.join(names)}), got {len(node.inputs)}")
+                ids[id(node)] = graph.add_node(node.op, node.name,
+                                               [(ids[id(s)], i) for s, i in node.inputs],
+                                               parsed, node.attrs)
+        graph.heads = [(ids[id(n)], i) for n, i in self._outputs]
+        graph.meta["arg_names"] = [n.name for n in args]
+        graph.meta["aux_names"] = [n.name for n in aux]
+        graph.meta["output_names"] = self.list_outputs()
+        names = [n.name for n in args + aux]
+        dup = sorted({x for x in names if names.count(x) > 1})
+        if dup:
+            raise MXNetError(f"duplicate argument names {dup}: each variable in a symbol needs "
+                             f"a distinct name")
+        return graph
+
+    def _shape_args(self, args, kwargs, what):
+        names = self.list_arguments()
+        shapes = {}
+        if args:
+            if len(args) > len(names):
+                raise MXNetError(f"{what}: {len(args)} positional shapes for {len(names)} arguments")
+            for n, s in zip(names, args):
+                if s is not None:
+                    shapes[n] = s
+        inputs = set(names) | set(self.list_auxiliary_states())
+        for k, v in kwargs.items():
+            if k not in inputs:
+                raise MXNetError(f"{what}: '{k}' is not an argument of this symbol; arguments are "
+                                 f"{names}")
+            shapes[k] = v
+        return shapes
+
+    def _infer(self, args, kwargs, partial):
+        from .passes.infer_shapes import infer_shapes
+        graph = self.to_graph()
+        shapes = self._shape_args(args, kwargs, "infer_shape")
+        infer_shapes(graph, shapes, partial=True)
+        by_name = {}
+        for n in graph.variables():
+            d = graph.node(n)
+            by_name[d["name"]] = d["shapes"][0] if d["shapes"] else None
+        arg_shapes = [by_name.get(n) for n in self.list_arguments()]
+        aux_shapes = [by_name.get(n) for n in self.list_auxiliary_states()]
+        out_shapes = [graph.shape(h) for h in graph.heads]
+        complete = all(s is not None for s in arg_shapes + aux_shapes + out_shapes)
+        if not complete and not partial:
+            return None, None, None
+        fix = (lambda s: () if s is None else tuple(s))
+        return [fix(s) for s in arg_shapes], [fix(s) for s in out_shapes], \
+            [fix(s) for s in aux_shapes]
+
+    def infer_shape(self, *args, **kwargs):
+        """Infer argument, output and auxiliary shapes from some known ones.
+
+        Returns ``(arg_shapes, out_shapes, aux_shapes)`` in list order, or
+        ``(None, None, None)`` when the given shapes do not determine them all.
+        """
+        return self._infer(args, kwargs, partial=False)
+
+    def infer_shape_partial(self, *args, **kwargs):
+        """As :meth:`infer_shape`, with ``()`` for shapes still unknown."""
+        return self._infer(args, kwargs, partial=True)
+
+    def infer_type(self, *args, **kwargs):
+        """Infer dtypes: ``(arg_types, out_types, aux_types)`` as numpy dtypes."""
+        names = self.list_arguments()
+        given = dict(zip(names, args))
+        given.update(kwargs)
+        default = np.dtype(next(iter(given.values()), np.float32)) if given else np.dtype("float32")
+        arg_types = [np.dtype(given.get(n, default)).type for n in names]
+        outs = [np.float32] * len(self._outputs)
+        aux = [np.float32] * len(self.list_auxiliary_states())
+        return arg_types, outs, aux
+
+    # -- serialisation ------------------------------------------------------------------
+    def tojson(self, remove_amp_cast=True):
+        """mxnet's symbol JSON (nodes, arg_nodes, node_row_ptr, heads, attrs)."""
+        nodes = _topo(self._outputs)
+        index = {id(n): i for i, n in enumerate(nodes)}
+        out_nodes, row_ptr = [], [0]
+        for n in nodes:
+            entry = {"op": n.op, "name": n.name}
+            if n.attrs:
+                entry["attrs"] = {k: str(v) for k, v in n.attrs.items()}
+            entry["inputs"] = [[index[id(s)], i, 0] for s, i in n.inputs]
+            out_nodes.append(entry)
+            row_ptr.append(row_ptr[-1] + n.num_outputs())
+        doc = {
+            "nodes": out_nodes,
+            "arg_nodes": [i for i, n in enumerate(nodes) if n.op == "null"],
+            "node_row_ptr": row_ptr,
+            "heads": [[index[id(n)], i, 0] for n, i in self._outputs],
+            "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
+        }
+        return json.dumps(doc, indent=2)
+
+    def save(self, fname, remove_amp_cast=True):
+        """Write :meth:`tojson` to ``fname`` atomically."""
+        from ._atomic import atomic_write_text
+        atomic_write_text(fname, self.tojson())
+
+    # -- execution ------------------------------------------------------------------------
+    def simple_bind(self, ctx, grad_req="write", type_dict=None, stype_dict=None,
+                    group2ctx=None, shared_arg_names=None, shared_exec=None,
+                    shared_buffer=None, **kwargs):
+        """Allocate arrays for the given input shapes and bind an :class:`Executor`."""
+        from runtime.executor import Executor
+        return Executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
+                                    shared_exec=shared_exec, shared_buffer=shared_buffer,
+                                    shapes=kwargs)
+
+    def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
+             group2ctx=None, shared_exec=None):
+        """Bind given arrays (list in ``list_arguments`` order or dict by name)."""
+        from runtime.executor import Executor
+        return Executor(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
+                        aux_states=aux_states, shared_exec=shared_exec)
+
+    def eval(self, ctx=None, **kwargs):
+        """Bind the given inputs, run forward and return the outputs."""
+        from runtime.context import current_context
+        exe = self.bind(ctx or current_context(), kwargs, grad_req="null")
+        return exe.forward()
+
+    # mxnet symbols also expose operators as methods (x.reshape(...)).
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = _METHOD_OPS.get(name)
+        if fn is None:
+            raise AttributeError(f"'Symbol' object has no attribute '{name}'")
+        return lambda *args, **kwargs: globals()[fn](self, *args, **kwargs)
+
+
+_METHOD_OPS = {"reshape": "Reshape", "flatten": "Flatten", "transpose": "transpose",
+               "expand_dims": "expand_dims", "sum": "sum", "mean": "mean", "max": "max",
+               "min": "min", "exp": "exp", "log": "log", "sqrt": "sqrt", "square": "square",
+               "abs": "abs", "sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu",
+               "swapaxes": "SwapAxis", "split": "SliceChannel", "slice_axis": "slice_axis",
+               "clip": "clip", "softmax": "softmax", "log_softmax": "log_softmax",
+               "zeros_like": "zeros_like", "ones_like": "ones_like", "dot": "dot"}
+
+_HINTS = {"elemwise_add": "_plus", "elemwise_sub": "_minus", "elemwise_mul": "_mul",
+          "elemwise_div": "_div", "_power": "_power", "_plus_scalar": "_plusscalar",
+          "_minus_scalar": "_minusscalar", "_rminus_scalar": "_rminusscalar",
+          "_mul_scalar": "_mulscalar", "_div_scalar": "_divscalar",
+          "_rdiv_scalar": "_rdivscalar", "_power_scalar": "_powerscalar",
+          "_rpower_scalar": "_rpowerscalar"}
+
+
+def _normalize_attr(key, value):
+    if key == "dtype" and value is not None and not isinstance(value, str):
+        try:
+            import torch
+            if isinstance(value, torch.dtype):
+                return str(value).replace("torch.", "")
+        except ImportError:  # pragma: no cover
+            pass
+        return np.dtype(value).name
+    return _raw(value)
+
+
+def _create(op_name, args, kwargs, name, attr=None, hint=None):
+    """Create one operator node, auto-creating missing argument variables."""
+    opdef = get_op(op_name)
+    sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
+    attrs = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
+    if opdef.variadic and opdef.variadic not in attrs:
+        attrs[opdef.variadic] = len(args)
+    raw = {k: _normalize_attr(k, v) for k, v in attrs.items()}
+    name = _name.current().get(name, hint or op_name.lower())
+    parsed = opdef.parse_attrs(raw, name)
+    arg_names = opdef.list_arguments(parsed)
+    if len(args) > len(arg_names):
+        raise MXNetError(f"operator {op_name} '{name}' takes {len(arg_names)} inputs "
+                         f"({', '.join(arg_names)}), got {len(args)} positional symbols")
+    given = dict(zip(arg_names, args))
+    for k, v in sym_kwargs.items():
+        if k not in arg_names and k not in opdef.aux:
+            raise MXNetError(f"operator {op_name} '{name}' has no input '{k}'; inputs are "
+                             f"{arg_names + list(opdef.aux)}")
+        if k in given:
+            raise MXNetError(f"operator {op_name} '{name}': input '{k}' given twice")
+        given[k] = v
+    inputs = []
+    for arg in list(arg_names) + list(opdef.aux):
+        sym = given.get(arg)
+        if sym is None:
+            sym = Variable(f"{name}_{arg}")
+        if not isinstance(sym, Symbol):
+            raise MXNetError(f"operator {op_name} '{name}': input '{arg}' must be a Symbol, "
+                             f"got {type(sym).__name__}")
+        inputs.append(sym._single_entry(f"input '{arg}' of {op_name} '{name}'"))
+    hidden = _attribute.current().get(attr)
+    node = _Node(op_name, name, {**hidden, **raw}, inputs)
+    return Symbol([(node, i) for i in range(opdef.visible_outputs(parsed))])
+
+
+def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None,
+             init=None, stype=None, profiler_scope=None, **kwargs):
+    """Create a variable (an argument or auxiliary state) named ``name``.
+
+    Parameters
+    ----------
+    name : str
+    attr : dict of str to str, optional
+    shape : tuple, optional
+        Hint for shape inference (``__shape__``).
+    lr_mult, wd_mult : float, optional
+        Learning-rate and weight-decay multipliers read by optimizers.
+    dtype : str or numpy dtype, optional
+    init : Initializer or str, optional
+        Per-variable initializer (``__init__``).
+    """
+    if not isinstance(name, str):
+        raise TypeError("Variable name must be a string")
+    attrs = _attribute.current().get(attr)
+    if shape is not None:
+        attrs["__shape__"] = _raw(tuple(shape))
+    if lr_mult is not None:
+        attrs["__lr_mult__"] = str(lr_mult)
+    if wd_mult is not None:
+        attrs["__wd_mult__"] = str(wd_mult)
+    if dtype is not None:
+        attrs["__dtype__"] = _normalize_attr("dtype", dtype)
+    if init is not None:
+        attrs["__init__"] = init if isinstance(init, str) else init.dumps()
+    if stype is not None:
+        attrs["__storage_type__"] = str(stype)
+    for k, v in kwargs.items():
+        if k.startswith("__") and k.endswith("__"):
+            attrs[k] = str(v)
+        else:
+            raise MXNetError(f"Variable '{name}': unknown argument '{k}'; extra attributes must "
+                             f"be named __key__")
+    return Symbol([(_Node("null", name, attrs), 0)])
+
+
+var = Variable
+
+
+def Group(symbols):
+    """One symbol whose outputs are the outputs of ``symbols`` in order."""
+    entries = []
+    for s in symbols:
+        if not isinstance(s, Symbol):
+            raise MXNetError("Group takes a list of Symbols")
+        entries.extend(s._outputs)
+    return Symbol(entries)
+
+
+def load_json(json_str):
+    """Load a symbol from mxnet's JSON text. Unknown operators or attributes raise."""
+    try:
+        doc = json.loads(json_str)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise MXNetError(f"symbol JSON is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list) \
+            or not isinstance(doc.get("heads"), list):
+        raise MXNetError("symbol JSON needs a 'nodes' list and a 'heads' list")
+    nodes = []
+    for i, entry in enumerate(doc["nodes"]):
+        nodes.append(_node_from_json(i, entry, nodes))
+    heads = []
+    for h in doc["heads"]:
+        heads.append(_entry_from_json(h, nodes, "heads"))
+    if not heads:
+        raise MXNetError("symbol JSON has no heads")
+    return Symbol(heads)
+
+
+def _node_from_json(i, entry, nodes):
+    if not isinstance(entry, dict):
+        raise MXNetError(f"symbol JSON node {i} is not an object")
+    op, name = entry.get("op"), entry.get("name")
+    if not isinstance(op, str) or not isinstance(name, str):
+        raise MXNetError(f"symbol JSON node {i} needs string 'op' and 'name'")
+    attrs = entry.get("attrs", entry.get("attr", entry.get("param", {}))) or {}
+    if not isinstance(attrs, dict):
+        raise MXNetError(f"symbol JSON node {i} ('{name}'): attrs must be an object")
+    attrs = {str(k): str(v) for k, v in attrs.items()}
+    inputs = [_entry_from_json(e, nodes, f"node {i} ('{name}') inputs")
+              for e in entry.get("inputs", [])]
+    node = _Node(op, name, attrs, inputs)
+    if op != "null":
+        opdef = get_op(op, name)
+        parsed = opdef.parse_attrs(attrs, name)
+        expected = len(opdef.list_arguments(parsed)) + len(opdef.aux)
+        if len(inputs) != expected:
+            raise MXNetError(f"operator {op} '{name}' takes {expected} inputs, the JSON gives "
+                             f"{len(inputs)}")
+    elif inputs:
+        raise MXNetError(f"variable '{name}' (node {i}) cannot have inputs")
+    return node
+
+
+def _entry_from_json(e, nodes, where):
+    if not isinstance(e, list) or len(e) < 2 or not all(isinstance(x, int) for x in e[:2]):
+        raise MXNetError(f"symbol JSON {where}: bad entry {str(e)[:40]}")
+    idx, out = e[0], e[1]
+    if not 0 <= idx < len(nodes):
+        raise MXNetError(f"symbol JSON {where}: entry refers to node {idx}, which is not "
+                         f"defined before it")
+    if not 0 <= out < nodes[idx].num_outputs():
+        raise MXNetError(f"symbol JSON {where}: node '{nodes[idx].name}' has no output {out}")
+    return (nodes[idx], out)
+
+
+def load(fname):
+    """Load a symbol from a ``-symbol.json`` file."""
+    if not isinstance(fname, (str, os.PathLike)):
+        raise TypeError("fname must be a path")
+    with open(fname, "r", encoding="utf-8") as f:
+        return load_json(f.read())
+
+
+def _make_op_function(op_name):
+    opdef = REGISTRY[op_name]
+
+    def fn(*args, **kwargs):
+        name = kwargs.pop("name", None)
+        attr = kwargs.pop("attr", None)
+        syms = [a for a in args if isinstance(a, Symbol)]
+        if len(syms) != len(args):
+            raise MXNetError(f"{op_name}: positional arguments must be Symbols; pass "
+                             f"attributes by keyword")
+        return _create(op_name, syms, kwargs, name, attr)
+    fn.__name__ = op_name
+    fn.__doc__ = opdef.doc or f"The mxnet operator ``{op_name}``."
+    return fn
+
+
+def _export_ops():
+    module = sys.modules[__name__]
+    for op_name in REGISTRY:
+        if not hasattr(module, op_name):
+            setattr(module, op_name, _make_op_function(op_name))
+
+
+_export_ops()

@@ -1,0 +1,2 @@
+"""symtriton's runtime: contexts, the kernel launcher and executors."""
+import compiler  # noqa: F401  (decides the Triton mode before triton is imported)

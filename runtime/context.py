@@ -1,0 +1,90 @@
+"""Device contexts: ``cpu(i)`` and ``gpu(i)`` as mxnet names them, mapped to torch devices.
+
+Several ``cpu(i)`` contexts are distinct executors on the same host memory,
+so data-parallel code can be tested without a GPU.
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+_local = threading.local()
+
+
+class Context:
+    """A device: ``Context('cpu', 0)`` or ``Context('gpu', 1)``."""
+    devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
+    devstr2type = {v: k for k, v in devtype2str.items()}
+
+    def __init__(self, device_type, device_id=0):
+        if isinstance(device_type, Context):
+            device_type, device_id = device_type.device_type, device_type.device_id
+        if device_type not in self.devstr2type:
+            raise ValueError(f"unknown device type {device_type!r}; use 'cpu' or 'gpu'")
+        self.device_type = device_type
+        self.device_id = int(device_id)
+        self._old = None
+
+    @property
+    def device_typeid(self):
+        return self.devstr2type[self.device_type]
+
+    @property
+    def torch_device(self) -> torch.device:
+        if self.device_type == "gpu":
+            return torch.device("cuda", self.device_id)
+        return torch.device("cpu")
+
+    @property
+    def target(self) -> str:
+        """The compile target for kernels launched on this context."""
+        if self.device_type == "gpu":
+            major, minor = torch.cuda.get_device_capability(self.device_id)
+            return f"cuda:{major}{minor}"
+        return "interpret"
+
+    def __eq__(self, other):
+        return isinstance(other, Context) and (self.device_type, self.device_id) == \
+            (other.device_type, other.device_id)
+
+    def __hash__(self):
+        return hash((self.device_type, self.device_id))
+
+    def __repr__(self):
+        return f"{self.device_type}({self.device_id})"
+
+    __str__ = __repr__
+
+    def __enter__(self):
+        self._old = current_context()
+        _local.ctx = self
+        return self
+
+    def __exit__(self, *exc):
+        _local.ctx = self._old
+
+    def empty_cache(self):
+        if self.device_type == "gpu":
+            torch.cuda.empty_cache()
+
+
+def cpu(device_id=0) -> Context:
+    return Context("cpu", device_id)
+
+
+def gpu(device_id=0) -> Context:
+    return Context("gpu", device_id)
+
+
+def cpu_pinned(device_id=0) -> Context:
+    return Context("cpu_pinned", device_id)
+
+
+def num_gpus() -> int:
+    return torch.cuda.device_count()
+
+
+def current_context() -> Context:
+    ctx = getattr(_local, "ctx", None)
+    return ctx if ctx is not None else Context("cpu", 0)

@@ -1,0 +1,350 @@
+"""``Executor``: mxnet's executor API over compiled Programs.
+
+An executor owns its argument, gradient, auxiliary, output and internal
+buffers on one context, and runs a Program's forward launches in
+``forward`` and its backward launches in ``backward``. A training executor
+compiles a second, forward-only Program for ``forward(is_train=False)``
+only when the symbol behaves differently in inference (Dropout,
+BatchNorm).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from compiler.compile import compile_symbol
+from compiler.errors import MXNetError
+
+from .context import Context, current_context
+from .launcher import run_launches
+from .ndarray import NDArray, as_ndarray, empty
+
+
+def _normalize_grad_req(grad_req, arg_names):
+    if isinstance(grad_req, str):
+        return {n: grad_req for n in arg_names}
+    if isinstance(grad_req, (list, tuple)):
+        if len(grad_req) != len(arg_names):
+            raise MXNetError(f"grad_req list has {len(grad_req)} entries for {len(arg_names)} "
+                             f"arguments {arg_names}")
+        return dict(zip(arg_names, grad_req))
+    if isinstance(grad_req, dict):
+        unknown = set(grad_req) - set(arg_names)
+        if unknown:
+            raise MXNetError(f"grad_req names unknown arguments {sorted(unknown)}")
+        return {n: grad_req.get(n, "null") for n in arg_names}
+    raise MXNetError("grad_req must be a str, list or dict")
+
+
+def _to_tensor(value, ctx: Context, what: str):
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+    elif isinstance(value, np.ndarray) or isinstance(value, (list, tuple, float, int)):
+        t = torch.as_tensor(np.asarray(value, dtype=np.float32))
+    else:
+        raise MXNetError(f"{what}: expected an NDArray, torch tensor or numpy array, got "
+                         f"{type(value).__name__}")
+    return t.to(ctx.torch_device)
+
+
+class Executor:
+    """Runs a bound symbol: ``forward``, ``backward`` and the mxnet array dicts.
+
+    Parameters
+    ----------
+    symbol : Symbol
+    ctx : Context
+    args : list or dict of arrays
+        In ``list_arguments`` order, or by name.
+    args_grad : list or dict of arrays, optional
+    grad_req : str, list or dict
+        ``write``, ``add`` or ``null`` per argument.
+    aux_states : list or dict of arrays, optional
+    """
+
+    def __init__(self, symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
+                 shared_exec=None):
+        self._symbol = symbol
+        self._ctx = ctx if isinstance(ctx, Context) else current_context()
+        arg_names = symbol.list_arguments()
+        aux_names = symbol.list_auxiliary_states()
+        self.arg_dict = self._collect(args, arg_names, "args")
+        self.aux_dict = self._collect(aux_states or {}, aux_names, "aux_states", allow_missing=True)
+        self._grad_req = _normalize_grad_req(grad_req, arg_names)
+        shapes = {n: tuple(a.shape) for n, a in self.arg_dict.items()}
+        for n in aux_names:
+            if n not in self.aux_dict:
+                _, _, aux_shapes = symbol.infer_shape(**shapes)
+                for name, s in zip(aux_names, aux_shapes):
+                    self.aux_dict.setdefault(name, empty(s, self._ctx))
+        self._input_shapes = shapes
+        if args_grad is None:
+            self.grad_dict = {n: empty(self.arg_dict[n].shape, self._ctx)
+                              for n in arg_names if self._grad_req[n] != "null"}
+        else:
+            self.grad_dict = self._collect(args_grad, arg_names, "args_grad", allow_missing=True)
+            for n in arg_names:
+                if self._grad_req[n] != "null" and n not in self.grad_dict:
+                    raise MXNetError(f"args_grad has no array for '{n}' whose grad_req is "
+                                     f"'{self._grad_req[n]}'")
+        self._for_training = any(r != "null" for r in self._grad_req.values())
+        self._train_prog = None
+        self._infer_prog = None
+        self._buffers = {}
+        self._resolved = {}
+        self._head_grads = {}
+        self._last_train = False
+        self.outputs = []
+        self._monitor = None
+        self._compile()
+
+    # -- construction -------------------------------------------------------------
+    @classmethod
+    def simple_bind(cls, symbol, ctx, grad_req="write", type_dict=None, shared_exec=None,
+                    shared_buffer=None, shapes=None):
+        """Allocate zeroed arrays of the inferred shapes and bind them."""
+        shapes = dict(shapes or {})
+        arg_shapes, _, aux_shapes = symbol.infer_shape(**shapes)
+        if arg_shapes is None:
+            _, _, _ = symbol.infer_shape_partial(**shapes)
+            arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
+            missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s]
+            raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
+                             f"as keyword arguments (name=shape)")
+        ctx = ctx if isinstance(ctx, Context) else current_context()
+        args = {n: empty(s, ctx) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+        aux = {n: empty(s, ctx) for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}
+        return cls(symbol, ctx, args, None, grad_req, aux, shared_exec)
+
+    def _collect(self, arrays, names, what, allow_missing=False):
+        if isinstance(arrays, (list, tuple)):
+            if len(arrays) != len(names):
+                raise MXNetError(f"{what}: {len(arrays)} arrays for {len(names)} names {names}")
+            arrays = dict(zip(names, arrays))
+        out = {}
+        for k, v in arrays.items():
+            if k not in names:
+                raise MXNetError(f"{what}: '{k}' is not one of {names}")
+            if v is None:
+                continue
+            t = _to_tensor(v, self._ctx, f"{what}['{k}']")
+            if not t.is_contiguous():
+                t = t.contiguous()
+            out[k] = as_ndarray(t if isinstance(v, torch.Tensor) and t.data_ptr() == v.data_ptr()
+                                else t, self._ctx)
+        missing = [n for n in names if n not in out]
+        if missing and not allow_missing:
+            raise MXNetError(f"{what}: no array for {missing}")
+        return out
+
+    def _compile(self):
+        target = self._ctx.target
+        if self._for_training:
+            self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
+                                              self._grad_req, True, target)
+        mode_dependent = any(node.op != "null" and node.opdef().mode_dependent
+                             for node in _nodes(self._symbol))
+        if not self._for_training or mode_dependent:
+            self._infer_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
+                                              False, target)
+        else:
+            self._infer_prog = self._train_prog
+        prog = self._train_prog or self._infer_prog
+        self.outputs = [empty(s, self._ctx) for s in prog.output_shapes]
+
+    # -- mxnet's array views --------------------------------------------------------
+    @property
+    def arg_arrays(self):
+        return [self.arg_dict[n] for n in self._symbol.list_arguments()]
+
+    @property
+    def grad_arrays(self):
+        return [self.grad_dict.get(n) for n in self._symbol.list_arguments()]
+
+    @property
+    def aux_arrays(self):
+        return [self.aux_dict[n] for n in self._symbol.list_auxiliary_states()]
+
+    @property
+    def output_dict(self):
+        return dict(zip(self._symbol.list_outputs(), self.outputs))
+
+    # -- running ----------------------------------------------------------------------
+    def _buffers_for(self, prog):
+        bufs = self._buffers.get(id(prog))
+        if bufs is None:
+            dev = self._ctx.torch_device
+            bufs = [torch.zeros(max(int(n), 1), dtype=torch.float32, device=dev)
+                    for n in prog.buffers]
+            self._buffers[id(prog)] = bufs
+            self._head_grads[id(prog)] = {
+                name: torch.zeros(prog.output_shapes[int(i)], dtype=torch.float32, device=dev)
+                for i, name in prog.head_grads.items()}
+        return bufs
+
+    def _resolver(self, prog):
+        bufs = self._buffers_for(prog)
+        heads = self._head_grads[id(prog)]
+
+        def resolve(kind, name, offset, numel):
+            if kind == "arg":
+                base = self.arg_dict[name]
+            elif kind == "aux":
+                base = self.aux_dict[name]
+            elif kind == "grad":
+                base = self.grad_dict[name]
+            elif kind == "out":
+                base = self.outputs[int(name)]
+            elif kind == "head_grad":
+                base = heads[name]
+            else:
+                base = bufs[int(name)]
+            flat = base.reshape(-1)
+            return flat[offset:offset + max(numel, 1)] if offset or numel < flat.numel() else flat
+        return resolve
+
+    def _resolved_args(self, prog, phase):
+        key = (id(prog), phase)
+        cached = self._resolved.get(key)
+        if cached is None:
+            resolve = self._resolver(prog)
+            cached = []
+            for ln in prog.launches_in(phase):
+                cached.append(ln)
+            self._resolved[key] = cached
+        return cached
+
+    def forward(self, is_train=False, **kwargs):
+        """Run the forward launches; return ``outputs``.
+
+        Parameters
+        ----------
+        is_train : bool
+            Training mode (Dropout active, BatchNorm batch statistics and
+            moving-statistics update); needed before ``backward``.
+        **kwargs
+            New values for arguments, copied into ``arg_dict``.
+        """
+        for name, value in kwargs.items():
+            if name not in self.arg_dict:
+                raise MXNetError(f"forward: '{name}' is not an argument; arguments are "
+                                 f"{list(self.arg_dict)}")
+            t = _to_tensor(value, self._ctx, f"forward({name}=...)")
+            if tuple(t.shape) != tuple(self.arg_dict[name].shape):
+                raise MXNetError(f"forward: '{name}' has shape {tuple(t.shape)}, the executor "
+                                 f"was bound with {tuple(self.arg_dict[name].shape)}; use "
+                                 f"reshape() for new shapes")
+            self.arg_dict[name].copy_(t)
+        if is_train and not self._for_training:
+            prog = self._infer_prog if self._train_prog is None else self._train_prog
+            if self._train_prog is None and any(
+                    node.op != "null" and node.opdef().mode_dependent for node in _nodes(self._symbol)):
+                self._train_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
+                                                  True, self._ctx.target)
+                prog = self._train_prog
+        else:
+            prog = self._train_prog if is_train else self._infer_prog
+        self._fill_random(prog)
+        run_launches(prog.launches_in("fwd"), self._resolver(prog))
+        self._last_prog = prog
+        self._last_train = bool(is_train)
+        if self._monitor is not None:
+            for name, arr in zip(self._symbol.list_outputs(), self.outputs):
+                self._monitor(name, arr)
+        return self.outputs
+
+    def _fill_random(self, prog):
+        if not prog.random_buffers:
+            return
+        from .random import generator_for
+        bufs = self._buffers_for(prog)
+        gen = generator_for(self._ctx)
+        for b in prog.random_buffers:
+            bufs[b].copy_(torch.rand(bufs[b].shape, generator=gen, device="cpu")
+                          .to(bufs[b].device))
+
+    def backward(self, out_grads=None, is_train=True):
+        """Run the backward launches, writing (or adding to) ``grad_dict``.
+
+        Parameters
+        ----------
+        out_grads : NDArray or list of NDArray, optional
+            Gradients of the outputs that are not loss operators.
+        """
+        if not self._for_training:
+            return
+        if not self._last_train or self._last_prog is not self._train_prog:
+            raise MXNetError("backward() needs a forward(is_train=True) first")
+        prog = self._train_prog
+        self._buffers_for(prog)
+        heads = self._head_grads[id(prog)]
+        if out_grads is not None and not isinstance(out_grads, (list, tuple)):
+            out_grads = [out_grads]
+        for i, name in prog.head_grads.items():
+            i = int(i)
+            if out_grads is None or i >= len(out_grads) or out_grads[i] is None:
+                raise MXNetError(
+                    f"output {i} ('{prog.output_names[i]}') is not a loss function, so "
+                    f"backward needs its gradient: pass out_grads (head_gradient is required "
+                    f"when the last operator is not a loss function)")
+            g = _to_tensor(out_grads[i], self._ctx, f"out_grads[{i}]")
+            if tuple(g.shape) != tuple(heads[name].shape):
+                raise MXNetError(f"out_grads[{i}] has shape {tuple(g.shape)}, output "
+                                 f"'{prog.output_names[i]}' has {tuple(heads[name].shape)}")
+            heads[name].copy_(g)
+        run_launches(prog.launches_in("bwd"), self._resolver(prog))
+
+    def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
+        """A new executor for new input shapes, sharing parameters whose shapes stay."""
+        shapes = dict(self._input_shapes)
+        shapes.update({k: tuple(v) for k, v in kwargs.items()})
+        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**{k: v for k, v in kwargs.items()},
+                                                             **{k: v for k, v in self._input_shapes.items()
+                                                                if k not in kwargs and
+                                                                k not in self._data_like(kwargs)})
+        if arg_shapes is None:
+            raise MXNetError(f"reshape: cannot infer shapes from {kwargs}")
+        args, grads = {}, {}
+        for name, s in zip(self._symbol.list_arguments(), arg_shapes):
+            old = self.arg_dict[name]
+            if tuple(old.shape) == tuple(s):
+                args[name] = old
+                if name in self.grad_dict:
+                    grads[name] = self.grad_dict[name]
+            else:
+                if name not in kwargs and not partial_shaping:
+                    raise MXNetError(f"reshape: shape of '{name}' changes from {tuple(old.shape)} "
+                                     f"to {tuple(s)}; pass partial_shaping=True to allow it")
+                args[name] = empty(s, self._ctx)
+                if name in self.grad_dict:
+                    grads[name] = empty(s, self._ctx)
+        aux = {n: self.aux_dict[n] for n in self._symbol.list_auxiliary_states()}
+        return Executor(self._symbol, self._ctx, args, grads or None, self._grad_req, aux)
+
+    def _data_like(self, kwargs):
+        return set()
+
+    def set_monitor_callback(self, callback, monitor_all=False):
+        self._monitor = callback
+
+    def copy_params_from(self, arg_params, aux_params=None, allow_extra_params=False):
+        for name, value in arg_params.items():
+            if name in self.arg_dict:
+                self.arg_dict[name].copy_(_to_tensor(value, self._ctx, name))
+            elif not allow_extra_params:
+                raise MXNetError(f"copy_params_from: '{name}' is not an argument")
+        for name, value in (aux_params or {}).items():
+            if name in self.aux_dict:
+                self.aux_dict[name].copy_(_to_tensor(value, self._ctx, name))
+            elif not allow_extra_params:
+                raise MXNetError(f"copy_params_from: '{name}' is not an auxiliary state")
+
+    @property
+    def programs(self):
+        """The compiled Programs (training, inference) this executor runs."""
+        return self._train_prog, self._infer_prog
+
+
+def _nodes(symbol):
+    from compiler.symbol import _topo
+    return _topo(symbol._outputs)
