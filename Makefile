@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make demo` (the main job) and `make test`.
+PY := .venv/bin/python
+export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
+
+.PHONY: venv demo test bench clean
+
+.venv/.installed: pyproject.toml
+	python3 -m venv .venv
+	# The CPU wheel of torch is pinned: plain `pip install torch` pulls CUDA packages.
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q triton
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+venv: .venv/.installed
+
+demo: venv
+	$(PY) examples/train_mlp.py
+
+test: venv
+	$(PY) -m pytest -q tests
+
+bench: venv
+	$(PY) benchmarks/compiled_vs_eager.py
+
+clean:
+	rm -rf .venv

@@ -1,0 +1,28 @@
+"""The MXNet-compatible surface: ``import module_api as mx``.
+
+This issue's part is the Symbol API, contexts and executors; the Module
+API (modules, io, metrics, optimizers ...) is built on top of them.
+"""
+from compiler import symbol  # noqa: F401
+from compiler import symbol as sym  # noqa: F401
+from compiler.attribute import AttrScope  # noqa: F401
+from compiler import name  # noqa: F401
+from compiler.errors import MXNetError  # noqa: F401
+from runtime import context  # noqa: F401
+from runtime.context import Context, cpu, gpu, current_context, num_gpus  # noqa: F401
+from runtime import executor  # noqa: F401
+from runtime import random as _random
+
+__version__ = "1.9.1"
+
+
+class random:  # noqa: N801  (mxnet's module name)
+    """``mx.random.seed(n)`` seeds numpy, torch and the project's generators."""
+
+    @staticmethod
+    def seed(seed_state, ctx="all"):
+        import numpy as np
+        import torch
+        np.random.seed(seed_state)
+        torch.manual_seed(seed_state)
+        _random.seed(seed_state)
