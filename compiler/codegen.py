@@ -82,7 +82,7 @@ class _Ctx:
     def total(self, positions):
         return prod(self.p.domain[p] for p in positions)
 
-    def offset(self, dims, strides, base="0"):
+    def offset(self, dims, strides, base="0", shift=None):
         terms = [base] if base != "0" else []
         for j, pos in enumerate(dims):
             if pos is None:
@@ -90,6 +90,8 @@ class _Ctx:
             c = self.coord(pos)
             if c is None or strides[j] == 0:
                 continue
+            if shift is not None and pos == shift[0] and shift[1]:
+                c = f"({c} - {shift[1]})"
             terms.append(f"{c} * {strides[j]}" if strides[j] != 1 else c)
         return " + ".join(terms) if terms else "0"
 
@@ -114,8 +116,13 @@ def render(prog: TileProgram, strides: list, shapes: list) -> Rendered:
     for ins in prog.instrs:
         if ins.kind == "load":
             t = ins.args[0]
-            off = ctx.offset(ins.extra["dims"], strides[t][0])
+            off = ctx.offset(ins.extra["dims"], strides[t][0], shift=ins.extra.get("shift"))
             m = ctx.mask(ins.varies)
+            if "shift" in ins.extra:  # a Concat part: only its own range of the axis
+                pos, start, size = ins.extra["shift"]
+                c = ctx.coord(pos) or "0"
+                m = f"({m}) & ({c} >= {start}) & ({c} < {start + size})" if m else \
+                    f"({c} >= {start}) & ({c} < {start + size})"
             body.append(f"{ins.out} = tl.load(p{t}_0 + {off}"
                         + (f", mask={m}, other=0.0)" if m and off != "0" else ")"))
         elif ins.kind == "expr":

@@ -159,7 +159,8 @@ def infer_node(graph: Graph, n):
         d["shapes"] = [None if s is None else tuple(s) for s in out_shapes]
     in_types = [graph.dtype(e) if graph.g.nodes[e[0]]["dtypes"] else None for e in ins]
     _, out_types = opdef.infer_type(d["attrs"], in_types)
-    d["dtypes"] = [t or "float32" for t in out_types]
+    out_types = list(out_types) + [out_types[-1] if out_types else None] * len(out_shapes)
+    d["dtypes"] = [t or "float32" for t in out_types[:len(out_shapes)]]
     return changed
 
 

@@ -200,6 +200,12 @@ class _Builder:
         elif _special(g, n) == "gather":
             idx = ins[0]
             self.set_dimmap(idx, out_dm[:-1])
+        elif _special(g, n) == "concat":
+            for e in ins:
+                if e[0] in self.nodes:
+                    raise NotFusable("Concat reads its inputs from memory")
+                self.concat_dm = getattr(self, "concat_dm", {})
+                self.concat_dm[(n, e)] = list(out_dm)
         else:
             raise NotFusable(f"{g.describe(n)} cannot join a fused kernel")
 
@@ -259,6 +265,9 @@ class _Builder:
                 self.value[(n, 0)] = name
                 self.varies[name] = frozenset(varies)
                 continue
+            if special == "concat":
+                self.emit_concat(n, ins)
+                continue
             args = [self.load(e) for e in ins]
             name = self.fresh()
             if isinstance(low, Reduction):
@@ -287,11 +296,39 @@ class _Builder:
             self.varies[name] = frozenset(varies)
         self.emit_stores()
 
+    def emit_concat(self, n, ins):
+        """Concat: each input read at the axis coordinate shifted by its start."""
+        g = self.graph
+        axis = g.node(n)["attrs"]["dim"] % len(g.node(n)["shapes"][0])
+        out_dm = self.concat_dm[(n, ins[0])]
+        pos = out_dm[axis]
+        parts, start = [], 0
+        for e in ins:
+            size = g.shape(e)[axis]
+            t = self.tensor(e, "in")
+            name = self.fresh()
+            varies = frozenset(p for p in out_dm if p is not None and self.domain[p] > 1)
+            self.instrs.append(Instr("load", name, (t,), varies=varies,
+                                     extra={"dims": tuple(out_dm), "shift": (pos, start, size)}))
+            parts.append((name, start + size))
+            start += size
+        text = parts[-1][0]
+        for name, end in reversed(parts[:-1]):
+            text = f"tl.where({{coord:{pos}}} < {end}, {name}, {text})"
+        out = self.fresh()
+        self.instrs.append(Instr("expr", out, tuple(p for p, _ in parts), text=text,
+                                 varies=frozenset(p for p in out_dm if p is not None and self.domain[p] > 1)))
+        self.value[(n, 0)] = out
+        self.varies[out] = self.instrs[-1].varies
+
     def emit_dot(self, n, ins):
         g = self.graph
         d = g.node(n)
         low = d["opdef"].lowering
         a, b = ins
+        for operand in (a, b):
+            if _base_node(g, operand[0]) in self.nodes:
+                raise NotFusable("matmul operands are read from memory")
         ta, tb = low.transpose_a(d["attrs"]), low.transpose_b(d["attrs"])
         name = self.fresh()
         ta_i = self.tensor(a, "in")
@@ -340,6 +377,13 @@ def _ce_grad_text(attrs, args, pos, shape):
     if attrs["use_ignore"]:
         grad = f"tl.where({lab} == {int(attrs['ignore_label'])}, 0.0, {grad})"
     return grad
+
+
+def _base_node(graph, n):
+    """The node whose memory a (possibly view) value lives in."""
+    while graph.node(n)["op"] != "null" and isinstance(graph.node(n)["opdef"].lowering, View):
+        n = graph.inputs(n)[0][0]
+    return n
 
 
 def _special(graph, n):

@@ -693,9 +693,14 @@ def _sum_to_ref(attrs, ins, is_train):
 def _sum_to_build(b, n, is_train=False):
     x = n.inputs[0]
     axes = _sum_to_axes(n.in_shapes[0], n.attrs["shape"])
+    target = tuple(n.attrs["shape"])
+    in_shape = tuple(n.in_shapes[0])
+    kept = tuple(d for i, d in enumerate(in_shape) if i not in axes)
+    if axes and kept == target:
+        # Reduce straight to the target shape: the kernel stores it, no copy.
+        return [b.op("sum", x, axis=axes, keepdims=False)]
     if axes:
         x = b.op("sum", x, axis=axes, keepdims=True)
-    target = tuple(n.attrs["shape"])
     if tuple(x.shape) != target:
         x = b.op("Reshape", x, shape=target)
     return [x]

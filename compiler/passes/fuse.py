@@ -56,30 +56,47 @@ def fuse(graph: Graph) -> list:
             members[n] = {n}
     programs = {g: _program(graph, nodes, head_set) for g, nodes in members.items()}
 
+    def try_merge(gu, gv):
+        if gu is None or gv is None or gu == gv:
+            return False
+        if graph.node(gu)["phase"] != graph.node(gv)["phase"]:
+            return False
+        union = members[gu] | members[gv]
+        if _creates_cycle(graph, members[gu], members[gv], pos):
+            return False
+        try:
+            program = build_tile_program(graph, union, outside_uses(graph, union, head_set))
+        except NotFusable:
+            return False
+        for n in members[gu]:
+            group_of[n] = gv
+        members[gv] = union
+        del members[gu], programs[gu]
+        programs[gv] = program
+        return True
+
     for _round in range(3):
         merged = False
+        # Vertical: a producer into its consumer.
         for v in order:
             if v not in group_of:
                 continue
             for u, _ in graph.inputs(v):
-                gu, gv = group_of.get(u), group_of.get(v)
-                if gu is None or gu == gv:
-                    continue
-                if graph.node(u)["phase"] != graph.node(v)["phase"]:
-                    continue
-                union = members[gu] | members[gv]
-                if _creates_cycle(graph, members[gu], members[gv], pos):
-                    continue
-                try:
-                    program = build_tile_program(graph, union, outside_uses(graph, union, head_set))
-                except NotFusable:
-                    continue
-                for n in members[gu]:
-                    group_of[n] = gv
-                members[gv] = union
-                del members[gu], programs[gu]
-                programs[gv] = program
-                merged = True
+                merged |= try_merge(group_of.get(u), group_of.get(v))
+        # Horizontal: siblings feeding the same consumer, or reading the same input.
+        for v in order:
+            if v not in group_of and not is_source(graph, v):
+                continue
+            near = sorted({group_of[u] for u, _ in graph.inputs(v) if u in group_of} |
+                          {group_of[w] for w in graph.g.successors(v) if w in group_of},
+                          key=lambda g: pos[g])
+            for i in range(len(near)):
+                for j in range(i + 1, len(near)):
+                    a, c = group_of.get(near[i]), group_of.get(near[j])
+                    if a is not None and c is not None and a != c and \
+                            programs.get(a) is not None and programs.get(c) is not None and \
+                            programs[a].kind == "pointwise" == programs[c].kind:
+                        merged |= try_merge(a, c)
         if not merged:
             break
 
