@@ -164,7 +164,7 @@ class Symbol:
         """A group of every output of every node, in topological order."""
         entries = []
         for node in _topo(self._outputs):
-            count = 1 if node.op == "null" else node.num_outputs()
+            count = 1 if node.op == "null" else node.opdef().visible_outputs(node.parsed())
             entries.extend((node, i) for i in range(count))
         return Symbol(entries)
 

@@ -1,0 +1,360 @@
+"""Compile generated kernels to cubin without a GPU (ahead of time, and as a check).
+
+``compile_cubin(hash_or_path, target="cuda:90")`` compiles one cached kernel
+source for a CUDA target with its *GPU* tile configuration and returns the
+cubin with its resource usage (registers, spill bytes, shared memory), read
+with ``cuobjdump -res-usage`` from the triton wheel.
+
+Two facts about triton 3.9 shape this module:
+
+* In a process where ``TRITON_INTERPRET=1`` (every CPU-only process: see
+  ``triton_mode``), ``@triton.jit`` makes ``InterpretedFunction`` objects,
+  Triton's own standard library (``tl.sum``, ``tl.max``, ...) included, and
+  an interpreted device-function call (our ``_tanh``) patches
+  ``triton.language`` for the interpreter *without restoring it*. Code
+  generation for a GPU in such a process then fails deep inside Triton
+  (``'value' object has no attribute 'dtype'`` from the interpreter's
+  builder). So when this process interprets, compilation runs in worker
+  subprocesses started with ``TRITON_INTERPRET=0`` (``python -m
+  compiler.cubin``); a process that does not interpret (one with a GPU)
+  compiles in-process. Workers also give parallelism (Triton's front end
+  holds the GIL).
+* ptxas: triton 3.9 picks ``ptxas-blackwell`` (CUDA 13.x) from
+  ``backends/nvidia/bin`` for ``sm_90`` and newer and the legacy ``ptxas``
+  (CUDA 12.9) below, and sets the PTX ``.version`` from the ptxas it picked,
+  so both ``cuda:80`` and ``cuda:90`` assemble with the bundled tools
+  (checked: PTX 8.8 for sm_80, 9.x for sm_90). The failure DESIGN.md
+  mentions appears only when ``TRITON_PTXAS_PATH`` forces the 12.9 ptxas
+  onto PTX made for 13.x; we therefore set no ``TRITON_PTXAS_PATH`` and
+  leave an explicit user setting alone.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+
+from .errors import MXNetError
+
+_CONSTEXPRS = ("BM", "BN", "BK")
+_RESULTS: dict = {}            # (source hash, target, config json) -> result dict
+_RESULTS_LOCK = threading.Lock()
+_HASH_RE = re.compile(r"^k_([0-9a-f]{24})\.py$")
+
+
+class CubinError(MXNetError):
+    """A kernel failed to compile to cubin; the message names the kernel."""
+
+
+# ----------------------------------------------------------------- sources
+
+def resolve(source_hash_or_path: str) -> tuple:
+    """``(path, source hash, source text)`` of a cached kernel, verified.
+
+    Accepts a 24-hex-digit source hash (looked up in the cache directory) or
+    the path of a ``k_<hash>.py`` file. The file's sha256 must match its name,
+    as ``runtime.launcher.load_kernel`` requires before importing it.
+    """
+    from . import cache
+    arg = os.fspath(source_hash_or_path)
+    if re.fullmatch(r"[0-9a-f]{24}", arg):
+        path, expected = cache.kernel_path(arg), arg
+    else:
+        path = arg
+        m = _HASH_RE.match(os.path.basename(path))
+        if not m:
+            raise CubinError(f"kernel file {path} is not named k_<24 hex digits>.py")
+        expected = m.group(1)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise CubinError(f"kernel {expected}: cannot read {path} ({exc.strerror})") from None
+    if hashlib.sha256(data).hexdigest()[:24] != expected:
+        raise CubinError(f"kernel file {path} does not match its checksum; refusing to load it")
+    return path, expected, data.decode()
+
+
+def summary_line(source: str) -> str:
+    """The kernel's own comment line (``# matmul over domain (8, 10)``)."""
+    m = re.search(r"^\s*# ((?:pointwise|reduce|matmul|scatter) over domain .*|fill \d+ .*)$",
+                  source, re.M)
+    return m.group(1).strip() if m else "?"
+
+
+def source_shape(source: str) -> dict:
+    """The tiling facts ``codegen.render`` baked into a source: kind, M, N, K.
+
+    Mirrors the templates: ``mrow = rm < M`` / ``mcol = rn < N``, the dot
+    loops ``for k0 in range(0, K, BK)``, the ``# <kind> over domain`` line
+    (``# fill M elements`` for fills), and ``tl.<op>(..., axis=1)[:, None]``
+    row reductions (a matmul with one needs a tile spanning every column).
+    """
+    summary = summary_line(source)
+    kind = summary.split(" ", 1)[0]
+    if kind == "fill":
+        M, N = int(summary.split()[1]), 1
+    else:
+        mm = re.search(r"^\s*mrow = rm < (\d+)\s*$", source, re.M)
+        mn = re.search(r"^\s*mcol = rn < (\d+)\s*$", source, re.M)
+        if kind == "?" or not mm or not mn:
+            raise CubinError(f"cannot read the tile shape of kernel source ({summary})")
+        M, N = int(mm.group(1)), int(mn.group(1))
+    ks = [int(k) for k in re.findall(r"range\(0, (\d+), BK\)", source)]
+    reduce_cols = kind == "matmul" and re.search(r"axis=1\)\[:, None\]", source) is not None
+    return {"kind": kind, "M": M, "N": N, "K": max(ks, default=0), "reduce_cols": reduce_cols}
+
+
+def gpu_config(source: str, target: str = "cuda:90") -> dict:
+    """Tile sizes and warps ``codegen.tile_config`` gives ``source`` on ``target``."""
+    from .codegen import Rendered, tile_config
+    s = source_shape(source)
+    r = Rendered(source, [], s["M"], s["N"], s["K"], s["kind"])
+    return tile_config(r, target, s["reduce_cols"])
+
+
+def program_gpu_launches(program, target: str = "cuda:90"):
+    """Yield ``(kernel hash, GPU config)`` for every launch of ``program``.
+
+    A Program built for ``target`` already holds its GPU configs; one built
+    for another target (``interpret``: whole-tensor tiles) has them
+    re-derived from each kernel's source, exactly as ``tile_config`` would.
+    """
+    from . import cache
+    for ln in program.launches:
+        if program.target == target:
+            yield ln.kernel, dict(ln.config)
+        else:
+            with open(cache.kernel_path(ln.kernel)) as f:
+                yield ln.kernel, gpu_config(f.read(), target)
+
+
+# ----------------------------------------------------------------- compiling
+
+def _arch(target: str) -> int:
+    if not target.startswith("cuda:") or not target[5:].isdigit():
+        raise CubinError(f"cubin target must be 'cuda:<arch>' such as cuda:90, not {target!r}")
+    return int(target[5:])
+
+
+def _config_key(cfg: dict) -> str:
+    return json.dumps({k: int(cfg[k]) for k in ("BM", "BN", "BK", "num_warps")}, sort_keys=True)
+
+
+def _tools_dir() -> str:
+    import triton
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+
+
+def resource_usage(cubin: bytes) -> dict:
+    """Registers, stack/local bytes and static shared memory of the cubin's kernel."""
+    tool = os.path.join(_tools_dir(), "cuobjdump")
+    fd, path = tempfile.mkstemp(suffix=".cubin")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(cubin)
+        out = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True,
+                             check=True).stdout
+    finally:
+        os.unlink(path)
+    fields = {}
+    for line in out.splitlines():
+        if "REG:" in line:
+            fields = {k: int(v) for k, v in re.findall(r"(\w+)(?:\[\d+\])?:(\d+)", line)}
+            break
+    return {"n_regs": fields.get("REG", -1), "stack": fields.get("STACK", 0),
+            "local": fields.get("LOCAL", 0), "static_shared": fields.get("SHARED", 0)}
+
+
+def _load_raw_fn(path: str, source_hash: str):
+    name = f"symtriton_cubin_{source_hash}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    k = module.kernel
+    return getattr(k, "fn", k)   # InterpretedFunction keeps the Python function in .fn
+
+
+def _compile_here(path: str, source_hash: str, target: str, cfg: dict) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    fn = _load_raw_fn(path, source_hash)
+    jit_fn = JITFunction(fn)
+    params = list(inspect.signature(fn).parameters)
+    signature = {p: ("constexpr" if p in _CONSTEXPRS else "*fp32") for p in params}
+    constexprs = {p: int(cfg[p]) for p in _CONSTEXPRS if p in params}
+    compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", _arch(target), 32),
+                              options={"num_warps": int(cfg["num_warps"])})
+    cubin = compiled.asm["cubin"]
+    usage = resource_usage(cubin)
+    return {"hash": source_hash, "target": target, "config": {k: int(cfg[k]) for k in
+                                                               ("BM", "BN", "BK", "num_warps")},
+            "cubin": cubin, "n_regs": usage["n_regs"],
+            # bytes of per-thread local memory (stack frame + local arrays): where
+            # ptxas puts spilled registers; what the driver reports as n_spills
+            "n_spills": usage["stack"] + usage["local"],
+            "shared": int(compiled.metadata.shared), "name": compiled.metadata.name}
+
+
+def _must_use_workers() -> bool:
+    from .triton_mode import interpreting
+    return interpreting()
+
+
+def _run_workers(jobs: list, workers: int) -> list:
+    """Compile ``jobs`` in ``workers`` subprocesses without the interpreter."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["TRITON_INTERPRET"] = "0"
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    chunks = [jobs[i::workers] for i in range(workers)]
+    procs = []
+    for chunk in chunks:
+        if not chunk:
+            continue
+        p = subprocess.Popen([sys.executable, "-m", "compiler.cubin", "--worker"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, cwd=root, text=True)
+        procs.append((p, chunk))
+    results = []
+    # communicate() per process in threads: every worker runs while we wait
+    outs = [None] * len(procs)
+
+    def talk(i, p, chunk):
+        outs[i] = p.communicate(json.dumps(chunk))
+
+    threads = [threading.Thread(target=talk, args=(i, p, c)) for i, (p, c) in enumerate(procs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (p, chunk), (out, err) in zip(procs, outs):
+        done = {}
+        for line in out.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                done[r["job"]] = r
+        for job in chunk:
+            r = done.get(job["job"])
+            if r is None:
+                r = {"job": job["job"], "error": f"cubin worker exited with {p.returncode} "
+                                                 f"before this kernel: {err.strip()[-2000:]}"}
+            results.append(r)
+    return results
+
+
+def _worker_main():
+    """``python -m compiler.cubin --worker``: JSON jobs on stdin, one JSON line each out."""
+    jobs = json.loads(sys.stdin.read())
+    for job in jobs:
+        try:
+            r = _compile_here(job["path"], job["hash"], job["target"], job["config"])
+            r["cubin"] = base64.b64encode(r["cubin"]).decode()
+            r["job"] = job["job"]
+        except Exception as exc:  # reported per kernel, the worker carries on
+            msg = str(exc)
+            r = {"job": job["job"], "error": f"{type(exc).__name__}: {msg[-4000:]}"}
+        sys.stdout.write(json.dumps(r) + "\n")
+        sys.stdout.flush()
+
+
+def compile_many(items, workers: int = None) -> list:
+    """Compile many kernels; ``items`` are ``(hash_or_path, target, config or None)``.
+
+    Returns one entry per item, in order: a result dict as
+    :func:`compile_cubin` returns, or a :class:`CubinError` naming the kernel
+    (hash and summary line). Results are cached in-process by (source hash,
+    target, config), so repeated sources compile once.
+    """
+    prepared, out = [], []
+    for arg, target, cfg in items:
+        _arch(target)
+        path, h, source = resolve(arg)
+        cfg = dict(cfg) if cfg else gpu_config(source, target)
+        key = (h, target, _config_key(cfg))
+        prepared.append((key, path, h, source, target, cfg))
+    todo = {}
+    with _RESULTS_LOCK:
+        for key, path, h, source, target, cfg in prepared:
+            if key not in _RESULTS and key not in todo:
+                todo[key] = {"job": len(todo), "path": path, "hash": h, "target": target,
+                             "config": cfg, "_summary": summary_line(source)}
+    if todo:
+        jobs = list(todo.values())
+        if _must_use_workers():
+            n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+            raw = _run_workers([{k: v for k, v in j.items() if k != "_summary"} for j in jobs], n)
+            by_job = {r["job"]: r for r in raw}
+        else:
+            by_job = {}
+            for j in jobs:
+                try:
+                    by_job[j["job"]] = _compile_here(j["path"], j["hash"], j["target"], j["config"])
+                except Exception as exc:
+                    by_job[j["job"]] = {"error": f"{type(exc).__name__}: {str(exc)[-4000:]}"}
+        with _RESULTS_LOCK:
+            for key, j in todo.items():
+                r = by_job[j["job"]]
+                if "error" in r:
+                    _RESULTS[key] = CubinError(
+                        f"kernel {j['hash']} ({j['_summary']}) failed to compile for "
+                        f"{j['target']} with {_config_key(j['config'])}: {r['error']}")
+                else:
+                    r = dict(r)
+                    r.pop("job", None)
+                    if isinstance(r["cubin"], str):
+                        r["cubin"] = base64.b64decode(r["cubin"])
+                    r["summary"] = j["_summary"]
+                    _RESULTS[key] = r
+    with _RESULTS_LOCK:
+        for key, *_ in prepared:
+            out.append(_RESULTS[key])
+    return out
+
+
+def compile_cubin(source_hash_or_path, target: str = "cuda:90", config: dict = None) -> dict:
+    """Compile one generated kernel to cubin for ``target`` without needing a GPU.
+
+    Parameters
+    ----------
+    source_hash_or_path : str
+        A kernel's source hash (looked up in the cache directory) or the path
+        of a cached ``k_<hash>.py`` file; its content must match its hash.
+    target : str
+        ``cuda:<arch>``, e.g. ``cuda:80`` or ``cuda:90``.
+    config : dict, optional
+        ``BM``/``BN``/``BK``/``num_warps`` (a ``Launch.config`` of a Program
+        built for ``target``). By default the GPU tile configuration is
+        re-derived from the source with ``codegen.tile_config``.
+
+    Returns
+    -------
+    dict with ``cubin`` (bytes), ``n_regs``, ``n_spills`` (local-memory bytes
+    per thread), ``shared`` (bytes of shared memory), ``name`` (the kernel
+    symbol), plus ``hash``, ``target``, ``config`` and ``summary``.
+    Raises :class:`CubinError` naming the kernel if Triton or ptxas fails.
+    """
+    r = compile_many([(source_hash_or_path, target, config)], workers=1)[0]
+    if isinstance(r, Exception):
+        raise r
+    return r
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        _worker_main()
+    else:
+        sys.exit("usage: python -m compiler.cubin --worker  (internal; see compile_cubin)")

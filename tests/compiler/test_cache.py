@@ -1,0 +1,87 @@
+"""Program cache: hits in the same process and across processes, new shapes compile,
+corrupt entries rebuild, offline mode refuses to compile."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import compiler
+from compiler import cache
+from compiler.compile import compile_symbol
+from compiler.errors import MXNetError
+from tests.models import mlp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path / "cache"))
+    cache.clear_memory_cache()
+    compiler.reset_cache_stats()
+    yield tmp_path / "cache"
+    cache.clear_memory_cache()
+
+
+def _compile(shape=(4, 12)):
+    s = mlp(hidden=(8,))
+    return compile_symbol(s, {"data": shape, "softmax_label": (shape[0],)}, True,
+                          {n: "write" for n in s.list_arguments()}, True)
+
+
+def test_same_process_hit_and_new_shape_compiles(fresh_cache):
+    _compile()
+    assert compiler.cache_stats()["compiles"] == 1
+    _compile()
+    stats = compiler.cache_stats()
+    assert stats["compiles"] == 1 and stats["hits"] == 1
+    _compile((6, 12))
+    assert compiler.cache_stats()["compiles"] == 2
+
+
+def test_disk_hit_in_new_process(fresh_cache):
+    _compile()
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import compiler\n"
+        "from compiler.compile import compile_symbol\n"
+        "from tests.models import mlp\n"
+        "s = mlp(hidden=(8,))\n"
+        "compile_symbol(s, {'data': (4, 12), 'softmax_label': (4,)}, True,"
+        " {n: 'write' for n in s.list_arguments()}, True)\n"
+        "st = compiler.cache_stats()\n"
+        "print(st['compiles'], st['disk_hits'])\n" % ROOT)
+    env = dict(os.environ, SYMTRITON_CACHE_DIR=str(fresh_cache))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["0", "1"]
+
+
+def test_corrupt_entry_is_rebuilt(fresh_cache):
+    _compile()
+    entry = next((fresh_cache / "programs").iterdir())
+    body = entry / "program.json"
+    body.write_bytes(body.read_bytes()[:50])
+    cache.clear_memory_cache()
+    compiler.reset_cache_stats()
+    prog = _compile()
+    stats = compiler.cache_stats()
+    assert stats["corrupt_entries"] == 1 and stats["compiles"] == 1
+    assert prog.stats["forward_launches"] >= 1
+
+
+def test_offline_miss_names_the_key(fresh_cache, monkeypatch):
+    monkeypatch.setenv("SYMTRITON_OFFLINE", "1")
+    with pytest.raises(MXNetError) as err:
+        _compile()
+    msg = str(err.value)
+    assert "SYMTRITON_OFFLINE" in msg and "data=(4, 12)" in msg and "symtriton compile" in msg
+
+
+def test_kernels_shared_by_source_hash(fresh_cache):
+    a = _compile()
+    b = _compile((4, 12))
+    assert {ln.kernel for ln in a.launches} == {ln.kernel for ln in b.launches}
+    files = os.listdir(fresh_cache / "kernels")
+    assert len(files) == len({ln.kernel for ln in a.launches})
