@@ -38,7 +38,7 @@ def _normalize_grad_req(grad_req, arg_names):
 
 def _to_tensor(value, ctx: Context, what: str):
     if isinstance(value, torch.Tensor):
-        t = value.detach()
+        t = value.detach() if value.requires_grad else value
     elif isinstance(value, np.ndarray) or isinstance(value, (list, tuple, float, int)):
         t = torch.as_tensor(np.asarray(value, dtype=np.float32))
     else:
@@ -130,8 +130,7 @@ class Executor:
             t = _to_tensor(v, self._ctx, f"{what}['{k}']")
             if not t.is_contiguous():
                 t = t.contiguous()
-            out[k] = as_ndarray(t if isinstance(v, torch.Tensor) and t.data_ptr() == v.data_ptr()
-                                else t, self._ctx)
+            out[k] = t if isinstance(t, NDArray) else as_ndarray(t, self._ctx)
         missing = [n for n in names if n not in out]
         if missing and not allow_missing:
             raise MXNetError(f"{what}: no array for {missing}")
@@ -202,17 +201,6 @@ class Executor:
             flat = base.reshape(-1)
             return flat[offset:offset + max(numel, 1)] if offset or numel < flat.numel() else flat
         return resolve
-
-    def _resolved_args(self, prog, phase):
-        key = (id(prog), phase)
-        cached = self._resolved.get(key)
-        if cached is None:
-            resolve = self._resolver(prog)
-            cached = []
-            for ln in prog.launches_in(phase):
-                cached.append(ln)
-            self._resolved[key] = cached
-        return cached
 
     def forward(self, is_train=False, **kwargs):
         """Run the forward launches; return ``outputs``.
@@ -295,34 +283,41 @@ class Executor:
         run_launches(prog.launches_in("bwd"), self._resolver(prog))
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
-        """A new executor for new input shapes, sharing parameters whose shapes stay."""
-        shapes = dict(self._input_shapes)
-        shapes.update({k: tuple(v) for k, v in kwargs.items()})
-        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**{k: v for k, v in kwargs.items()},
-                                                             **{k: v for k, v in self._input_shapes.items()
-                                                                if k not in kwargs and
-                                                                k not in self._data_like(kwargs)})
+        """A new executor for new input shapes (mxnet's ``Executor.reshape``).
+
+        Arrays whose shape stays are shared with this executor; others are
+        new. A changing shape of an argument not named in ``kwargs`` needs
+        ``partial_shaping=True``. The new shapes compile (or fetch from the
+        cache) their own Program.
+        """
+        names = self._symbol.list_arguments()
+        inferred, _, _ = self._symbol.infer_shape_partial(**kwargs)
+        shapes = {}
+        for name, s in zip(names, inferred):
+            shapes[name] = tuple(s) if s else tuple(self.arg_dict[name].shape)
+        arg_shapes, _, _ = self._symbol.infer_shape(**shapes)
         if arg_shapes is None:
-            raise MXNetError(f"reshape: cannot infer shapes from {kwargs}")
+            raise MXNetError(f"reshape: cannot infer every shape from {kwargs}")
         args, grads = {}, {}
-        for name, s in zip(self._symbol.list_arguments(), arg_shapes):
+        for name, s in zip(names, arg_shapes):
             old = self.arg_dict[name]
             if tuple(old.shape) == tuple(s):
                 args[name] = old
                 if name in self.grad_dict:
                     grads[name] = self.grad_dict[name]
-            else:
-                if name not in kwargs and not partial_shaping:
-                    raise MXNetError(f"reshape: shape of '{name}' changes from {tuple(old.shape)} "
-                                     f"to {tuple(s)}; pass partial_shaping=True to allow it")
-                args[name] = empty(s, self._ctx)
-                if name in self.grad_dict:
-                    grads[name] = empty(s, self._ctx)
+                continue
+            if name not in kwargs and not partial_shaping:
+                raise MXNetError(f"reshape: the shape of '{name}' changes from "
+                                 f"{tuple(old.shape)} to {tuple(s)}; pass partial_shaping=True "
+                                 f"to allow it")
+            if old.numel() < _numel(s) and not allow_up_sizing and name not in kwargs:
+                raise MXNetError(f"reshape: '{name}' grows from {tuple(old.shape)} to {tuple(s)}; "
+                                 f"pass allow_up_sizing=True")
+            args[name] = empty(s, self._ctx)
+            if name in self.grad_dict:
+                grads[name] = empty(s, self._ctx)
         aux = {n: self.aux_dict[n] for n in self._symbol.list_auxiliary_states()}
         return Executor(self._symbol, self._ctx, args, grads or None, self._grad_req, aux)
-
-    def _data_like(self, kwargs):
-        return set()
 
     def set_monitor_callback(self, callback, monitor_all=False):
         self._monitor = callback
@@ -343,6 +338,13 @@ class Executor:
     def programs(self):
         """The compiled Programs (training, inference) this executor runs."""
         return self._train_prog, self._infer_prog
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def _nodes(symbol):

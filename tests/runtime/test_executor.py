@@ -1,0 +1,79 @@
+"""Executor API: simple_bind / bind / eval, forward modes, backward, reshape."""
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler import symbol as sym
+from compiler.errors import MXNetError
+from runtime.context import cpu
+from tests.models import mlp
+
+
+def test_bind_with_given_arrays_and_eval():
+    a, b = sym.Variable("a"), sym.Variable("b")
+    s = a * b + 1.0
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    out = s.eval(cpu(), a=x, b=y)
+    assert torch.allclose(out[0], x * y + 1, rtol=1e-5, atol=1e-6)
+    exe = s.bind(cpu(), {"a": x, "b": y}, args_grad={"a": torch.zeros(3, 4), "b": torch.zeros(3, 4)})
+    exe.forward(is_train=True)
+    exe.backward(out_grads=torch.ones(3, 4))
+    assert torch.allclose(exe.grad_dict["a"], y) and torch.allclose(exe.grad_dict["b"], x)
+    assert exe.outputs[0].asnumpy().shape == (3, 4)
+
+
+def test_backward_without_out_grads_on_non_loss_head_is_an_error():
+    x = sym.Variable("x")
+    exe = (x * 2.0).simple_bind(cpu(), x=(2, 2))
+    exe.forward(is_train=True)
+    with pytest.raises(MXNetError, match="not a loss function"):
+        exe.backward()
+
+
+def test_grad_req_add_accumulates_and_null_skips():
+    x, w = sym.Variable("x"), sym.Variable("w")
+    s = sym.MakeLoss(sym.sum(x * w))
+    exe = s.simple_bind(cpu(), grad_req={"x": "null", "w": "add"}, x=(5,), w=(5,))
+    exe.arg_dict["x"][:] = torch.arange(5.0)
+    exe.grad_dict["w"][:] = 1.0
+    for _ in range(2):
+        exe.forward(is_train=True)
+        exe.backward()
+    assert torch.allclose(exe.grad_dict["w"], 1.0 + 2 * torch.arange(5.0))
+    assert "x" not in exe.grad_dict
+
+
+def test_dropout_is_identity_in_inference_on_a_training_executor():
+    x = sym.Variable("x")
+    s = sym.Dropout(x, p=0.5)
+    exe = s.simple_bind(cpu(), x=(64, 32))
+    exe.arg_dict["x"][:] = 1.0
+    out = exe.forward(is_train=False)[0]
+    assert torch.equal(out, torch.ones(64, 32))
+    out = exe.forward(is_train=True)[0].clone()
+    kept = (out != 0).float().mean().item()
+    assert 0.4 < kept < 0.6
+    assert torch.allclose(out[out != 0], torch.full_like(out[out != 0], 2.0))
+
+
+def test_reshape_compiles_new_shapes_and_returning_hits_the_cache():
+    s = mlp(hidden=(8,))
+    exe = s.simple_bind(cpu(), data=(4, 6))
+    compiler.reset_cache_stats()
+    exe2 = exe.reshape(data=(7, 6), softmax_label=(7,))
+    assert compiler.cache_stats()["compiles"] >= 1
+    assert exe2.arg_dict["fc1_weight"] is exe.arg_dict["fc1_weight"]
+    assert tuple(exe2.outputs[0].shape) == (7, 10)
+    compiler.reset_cache_stats()
+    exe.reshape(data=(4, 6), softmax_label=(4,))
+    assert compiler.cache_stats()["compiles"] == 0
+    with pytest.raises(MXNetError, match="partial_shaping"):
+        exe.reshape(data=(4, 9))
+
+
+def test_forward_rejects_wrong_shapes_before_running():
+    s = mlp(hidden=(8,))
+    exe = s.simple_bind(cpu(), data=(4, 6))
+    with pytest.raises(MXNetError, match="reshape"):
+        exe.forward(data=np.zeros((5, 6), dtype=np.float32))
