@@ -16,7 +16,7 @@ from compiler.ops import get_op
 from compiler.ops.registry import Decompose, ShapeError, Special
 from compiler.reference import check_gradient
 
-from _rules_helpers import close, decompose, gradient, infer, reference
+from tests.compiler._rules_helpers import close, decompose, gradient, infer, reference
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 

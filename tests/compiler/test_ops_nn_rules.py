@@ -14,7 +14,7 @@ from compiler.ops import get_op
 from compiler.ops.registry import Decompose, ShapeError, Special
 from compiler.reference import check_gradient
 
-from _rules_helpers import autograd, close, decompose, gradient, infer, parse, reference
+from tests.compiler._rules_helpers import autograd, close, decompose, gradient, infer, parse, reference
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 
