@@ -61,6 +61,7 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
     grad_req = dict(grad_req or {})
+    shapes = _all_argument_shapes(symbol, shapes)
     parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target)
     key = cache.make_key(parts)
 
@@ -70,6 +71,15 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
         return _build(symbol, shapes, for_training, grad_req, is_train, target)
 
     return cache.lookup(key, parts, build)
+
+
+def _all_argument_shapes(symbol, shapes: dict) -> dict:
+    """Every argument's shape, so equal programs get equal keys however they were asked for."""
+    arg_shapes, _, _ = symbol.infer_shape(**shapes)
+    if arg_shapes is None:
+        from .passes.infer_shapes import infer_shapes
+        infer_shapes(symbol.to_graph(), dict(shapes))  # raises, naming what is missing
+    return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
 
 
 def _build(symbol, shapes, for_training, grad_req, is_train, target):

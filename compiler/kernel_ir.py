@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .ops.matmul import dot_dims
 from .ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
 
@@ -70,7 +71,11 @@ class _Builder:
         self.graph = graph
         self.nodes = set(nodes)
         self.outside = outside_uses      # entries of group nodes needed outside
-        self.order = [n for n in graph.topo() if n in self.nodes]
+        pos = graph.meta.get("topo_pos")
+        if pos is None:
+            self.order = [n for n in graph.topo() if n in self.nodes]
+        else:  # fuse precomputes the order: a whole-graph sort per attempt is quadratic
+            self.order = sorted(self.nodes, key=pos.__getitem__)
         self.dimmap = {}                 # entry -> list of D positions (None = size-1)
         self.instrs, self.stores = [], []
         self.tensors, self.roles = [], []
@@ -93,10 +98,21 @@ class _Builder:
             shape = g.node(n)["shapes"][0]
             self.domain = tuple(shape)
             nd = len(shape)
-            batched = g.node(n)["opdef"].lowering.batched
-            self.grid_pos = (0,) if batched else ()
+            low = g.node(n)["opdef"].lowering
+            self.grid_pos = (0,) if low.batched else ()
             self.row_pos = tuple(range(len(self.grid_pos), nd - 1))
             self.col_pos = (nd - 1,)
+            if not low.batched:
+                # dot: rows are the lhs free axes, columns the rhs free axes
+                # (mxnet's N-D rule; either side may have none).
+                attrs = g.node(n)["attrs"]
+                lfree, _, _, rfree = dot_dims(*[g.shape(e) for e in g.inputs(n)],
+                                              low.transpose_a(attrs), low.transpose_b(attrs))
+                if lfree or rfree:
+                    self.row_pos = tuple(range(len(lfree)))
+                    self.col_pos = tuple(range(len(lfree), nd))
+                else:                    # vector . vector -> (1,)
+                    self.row_pos, self.col_pos = (0,), ()
             return "matmul", n, None
         if reds:
             n = reds[0]
@@ -132,6 +148,15 @@ class _Builder:
             n = anchor
             if kind == "reduce":
                 self.set_dimmap(g.inputs(n)[0], range(len(self.domain)))
+                # The anchor's output keeps the row positions (size-1 at the
+                # reduced ones with keepdims); right-aligning it to the domain
+                # would misplace e.g. sum(axis=1) of (3, 5) -> (3,).
+                kept = [p for p in range(len(self.domain)) if p not in self.col_pos]
+                if len(g.node(n)["shapes"][0]) == len(self.domain):
+                    self.set_dimmap((n, 0), [p if p in kept else None
+                                             for p in range(len(self.domain))])
+                else:
+                    self.set_dimmap((n, 0), kept or [None])
             else:
                 self.set_dimmap((n, 0), range(len(self.domain)))
         else:
@@ -334,7 +359,10 @@ class _Builder:
         ta_i = self.tensor(a, "in")
         tb_i = self.tensor(b, "in")
         a_shape, b_shape = g.shape(a), g.shape(b)
-        k = a_shape[-2] if ta else a_shape[-1]
+        if low.batched:
+            k = a_shape[-2] if ta else a_shape[-1]
+        else:
+            k = dot_dims(a_shape, b_shape, ta, tb)[1]
         self.instrs.append(Instr("dot", name, (ta_i, tb_i), varies=frozenset(
             p for p in range(len(self.domain)) if self.domain[p] > 1),
             extra={"ta": ta, "tb": tb, "K": k, "a_shape": tuple(a_shape),

@@ -49,6 +49,7 @@ def fuse(graph: Graph) -> list:
     head_set = set(map(tuple, graph.heads))
     order = graph.topo()
     pos = {n: i for i, n in enumerate(order)}
+    graph.meta["topo_pos"] = pos
     group_of, members = {}, {}
     for n in order:
         if not is_source(graph, n) and not is_free_view(graph, n):
@@ -107,7 +108,9 @@ def fuse(graph: Graph) -> list:
         groups.append({"nodes": frozenset(nodes), "program": programs[g],
                        "phase": graph.node(g)["phase"],
                        "first": min(pos[n] for n in nodes)})
-    return _schedule(graph, groups, group_of)
+    scheduled = _schedule(graph, groups, group_of)
+    del graph.meta["topo_pos"]
+    return scheduled
 
 
 def _program(graph, nodes, head_set, strict=False):
