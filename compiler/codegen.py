@@ -137,7 +137,7 @@ def render(prog: TileProgram, strides: list, shapes: list) -> Rendered:
             body.append(f"{ins.out} = {fn}(tl.where(mfull, {ins.args[0]}, {fill}), axis=1)[:, None]{tail}")
         elif ins.kind == "gather":
             idx, w = ins.args
-            rows, cols = shapes[w][0]
+            rows, cols = shapes[w]
             s0, s1 = strides[w][0]
             last = ctx.coord(ins.extra["last"]) or "0"
             m = ctx.mask(ins.varies)
@@ -178,18 +178,25 @@ def _dot_lines(ctx: _Ctx, ins):
     # A: [batch] x M dims x K (or K x M when transposed, 2-D/3-D only)
     a_nd = len(ins.extra["a_shape"])
     lead = 1 if batched else 0
-    if ta:
-        sak = sa[lead]
-        m_dims = [(p.row_pos[0], sa[lead + 1])]
+    if batched:
+        if ta:
+            sak = sa[lead]
+            m_dims = [(p.row_pos[0], sa[lead + 1])]
+        else:
+            sak = sa[-1]
+            m_dims = list(zip(p.row_pos, sa[lead:a_nd - 1]))
+        sbk, sbn = (sb[-1], sb[-2]) if tb else (sb[-2], sb[-1])
+        n_dims = [(p.col_pos[0], sbn)]
     else:
-        sak = sa[-1]
-        m_dims = list(zip(p.row_pos, sa[lead:a_nd - 1]))
-    if tb:
-        sbk, sbn = sb[-1], sb[-2]
-    else:
-        sbk, sbn = sb[-2], sb[-1]
+        # dot (mxnet's N-D rule): the lhs free axes are the row positions and
+        # the rhs free axes the column positions; a 1-D operand has none.
+        b_nd = len(ins.extra["b_shape"])
+        sak, a_free = (sa[0], sa[1:]) if a_nd == 1 or ta else (sa[-1], sa[:-1])
+        sbk, b_free = (sb[0], sb[1:]) if b_nd == 1 or not tb else (sb[-1], sb[:-1])
+        m_dims = list(zip(p.row_pos, a_free))
+        n_dims = list(zip(p.col_pos, b_free))
     a_terms = [f"{ctx.coord(pos)} * {s}" for pos, s in m_dims if ctx.coord(pos) and s]
-    b_terms = [f"{ctx.coord(p.col_pos[0])} * {sbn}"] if ctx.coord(p.col_pos[0]) and sbn else []
+    b_terms = [f"{ctx.coord(pos)} * {s}" for pos, s in n_dims if ctx.coord(pos) and s]
     if batched and ctx.coord(0):
         if sa[0]:
             a_terms.append(f"g0 * {sa[0]}")
@@ -216,8 +223,8 @@ def _store_lines(ctx: _Ctx, st, d, strides, shape):
         rows = shape[0]
         c = ctx.coord(last) or "0"
         return [f"{st.value}_i = tl.minimum(tl.maximum({idx}.to(tl.int32), 0), {rows - 1})",
-                f"tl.atomic_add({ptr} + {st.value}_i * {strides[0]} + {c} * {strides[1]}, "
-                f"{st.value}, mask=mfull)"]
+                f"tl.atomic_add({ptr} + rm * 0 + rn * 0 + {st.value}_i * {strides[0]} + "
+                f"{c} * {strides[1]}, {st.value} + tl.zeros([BM, BN], tl.float32), mask=mfull)"]
     dims = [None] * len(shape)
     positions = []
     for pos, j in st.terms:
@@ -226,8 +233,8 @@ def _store_lines(ctx: _Ctx, st, d, strides, shape):
     off = ctx.offset(dims, strides)
     rows = any(q in p.row_pos and p.domain[q] > 1 for q in positions)
     cols = any(q in p.col_pos and p.domain[q] > 1 for q in positions)
-    if cols:
-        shape_t, m = "[BM, BN]", ("mfull" if rows or p.row_pos else "mfull")
+    if cols or p.kind == "matmul":   # a dot's value is a [BM, BN] tile even when N == 1
+        shape_t, m = "[BM, BN]", "mfull"
         base = "rm * 0 + rn * 0"
     else:
         shape_t, m = "[BM, 1]", "mrow"
@@ -252,8 +259,8 @@ def tile_config(r: Rendered, target: str, reduce_cols: bool = False) -> dict:
     if r.kind == "matmul":
         if cpu:
             bm, bn, bk = max(16, min(np2(M), 256)), max(16, min(np2(N), 1024)), max(16, min(np2(K), 1024))
-        else:
-            bm, bn, bk = 64, 64, 32
+        else:  # sized to the problem: 64x64x32 on a 3x5 matmul spilled 3.8 KB a thread
+            bm, bn, bk = max(16, min(np2(M), 64)), max(16, min(np2(N), 64)), max(16, min(np2(K), 32))
         if reduce_cols:
             bn = max(16, np2(N))
             if not cpu:
@@ -263,7 +270,7 @@ def tile_config(r: Rendered, target: str, reduce_cols: bool = False) -> dict:
     bn = np2(N)
     if cpu:
         bm = max(1, min(np2(M), (1 << 22) // bn))
-    else:
-        bm = max(1, min(np2(M), max(1, 4096 // bn)))
+    else:  # 1024 elements a program: 4096 with 4 warps spilled (ptxas, cuda:90)
+        bm = max(1, min(np2(M), max(1, 1024 // bn)))
     return {"BM": bm, "BN": bn, "BK": 1, "num_warps": 4 if bn * bm <= 4096 else 8,
             "grid": [-(-M // bm), 1]}

@@ -15,8 +15,8 @@ Two facts about triton 3.9 shape this module:
   generation for a GPU in such a process then fails deep inside Triton
   (``'value' object has no attribute 'dtype'`` from the interpreter's
   builder). So when this process interprets, compilation runs in worker
-  subprocesses started with ``TRITON_INTERPRET=0`` (``python -m
-  compiler.cubin``); a process that does not interpret (one with a GPU)
+  subprocesses started with ``TRITON_INTERPRET=0`` (this file run as a
+  script with ``--worker``); a process that does not interpret (one with a GPU)
   compiles in-process. Workers also give parallelism (Triton's front end
   holds the GIL).
 * ptxas: triton 3.9 picks ``ptxas-blackwell`` (CUDA 13.x) from
@@ -42,7 +42,10 @@ import sys
 import tempfile
 import threading
 
-from .errors import MXNetError
+if __package__:
+    from .errors import MXNetError
+else:  # run as a script: the cubin worker, which imports triton and nothing of ours
+    MXNetError = RuntimeError
 
 _CONSTEXPRS = ("BM", "BN", "BK")
 _RESULTS: dict = {}            # (source hash, target, config json) -> result dict
@@ -175,6 +178,10 @@ def resource_usage(cubin: bytes) -> dict:
 
 
 def _load_raw_fn(path: str, source_hash: str):
+    with open(path, "rb") as f:   # again: a worker must not trust the file either
+        if hashlib.sha256(f.read()).hexdigest()[:24] != source_hash:
+            raise CubinError(f"kernel file {path} does not match its checksum; refusing to "
+                             f"load it")
     name = f"symtriton_cubin_{source_hash}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -213,19 +220,20 @@ def _must_use_workers() -> bool:
     return interpreting()
 
 
-def _run_workers(jobs: list, workers: int) -> list:
+def _run_workers(jobs: list, workers: int, timeout: float = None) -> list:
     """Compile ``jobs`` in ``workers`` subprocesses without the interpreter."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ)
     env["TRITON_INTERPRET"] = "0"
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     chunks = [jobs[i::workers] for i in range(workers)]
     procs = []
     for chunk in chunks:
         if not chunk:
             continue
-        p = subprocess.Popen([sys.executable, "-m", "compiler.cubin", "--worker"],
+        # run as a script, not `-m compiler.cubin`: importing the package costs
+        # seconds (torch); the worker needs the standard library and triton only
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, cwd=root, text=True)
         procs.append((p, chunk))
@@ -234,7 +242,12 @@ def _run_workers(jobs: list, workers: int) -> list:
     outs = [None] * len(procs)
 
     def talk(i, p, chunk):
-        outs[i] = p.communicate(json.dumps(chunk))
+        try:
+            outs[i] = p.communicate(json.dumps(chunk), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()   # our own worker, by its handle
+            out, err = p.communicate()
+            outs[i] = (out, err + f"\n[timed out after {timeout}s]")
 
     threads = [threading.Thread(target=talk, args=(i, p, c)) for i, (p, c) in enumerate(procs)]
     for t in threads:
@@ -242,24 +255,38 @@ def _run_workers(jobs: list, workers: int) -> list:
     for t in threads:
         t.join()
     for (p, chunk), (out, err) in zip(procs, outs):
-        done = {}
+        done, started = {}, set()
         for line in out.splitlines():
             if line.startswith("{"):
                 r = json.loads(line)
-                done[r["job"]] = r
+                if r.get("started"):
+                    started.add(r["job"])
+                else:
+                    done[r["job"]] = r
+        timed_out = "[timed out after" in err
         for job in chunk:
             r = done.get(job["job"])
             if r is None:
-                r = {"job": job["job"], "error": f"cubin worker exited with {p.returncode} "
-                                                 f"before this kernel: {err.strip()[-2000:]}"}
+                if job["job"] not in started:
+                    why = ("not compiled: its worker ran out of time first" if timed_out else
+                           f"not compiled: its worker stopped (exit {p.returncode}) before it: "
+                           f"{err.strip()[-2000:]}")
+                elif timed_out:
+                    why = f"did not finish compiling before the {timeout}s limit"
+                else:
+                    why = f"the cubin worker died compiling it (exit {p.returncode}): " \
+                          f"{err.strip()[-2000:]}"
+                r = {"job": job["job"], "error": why}
             results.append(r)
     return results
 
 
 def _worker_main():
-    """``python -m compiler.cubin --worker``: JSON jobs on stdin, one JSON line each out."""
+    """``python compiler/cubin.py --worker``: JSON jobs on stdin, JSON lines out."""
     jobs = json.loads(sys.stdin.read())
     for job in jobs:
+        sys.stdout.write(json.dumps({"job": job["job"], "started": True}) + "\n")
+        sys.stdout.flush()
         try:
             r = _compile_here(job["path"], job["hash"], job["target"], job["config"])
             r["cubin"] = base64.b64encode(r["cubin"]).decode()
@@ -271,13 +298,15 @@ def _worker_main():
         sys.stdout.flush()
 
 
-def compile_many(items, workers: int = None) -> list:
+def compile_many(items, workers: int = None, timeout: float = None) -> list:
     """Compile many kernels; ``items`` are ``(hash_or_path, target, config or None)``.
 
     Returns one entry per item, in order: a result dict as
     :func:`compile_cubin` returns, or a :class:`CubinError` naming the kernel
     (hash and summary line). Results are cached in-process by (source hash,
-    target, config), so repeated sources compile once.
+    target, config), so repeated sources compile once. ``workers``: worker
+    processes (default: CPU count); ``timeout``: seconds each worker may take
+    for its share (when this process interprets; default no limit).
     """
     prepared, out = [], []
     for arg, target, cfg in items:
@@ -296,7 +325,8 @@ def compile_many(items, workers: int = None) -> list:
         jobs = list(todo.values())
         if _must_use_workers():
             n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-            raw = _run_workers([{k: v for k, v in j.items() if k != "_summary"} for j in jobs], n)
+            raw = _run_workers([{k: v for k, v in j.items() if k != "_summary"} for j in jobs], n,
+                               timeout)
             by_job = {r["job"]: r for r in raw}
         else:
             by_job = {}
@@ -354,7 +384,11 @@ def compile_cubin(source_hash_or_path, target: str = "cuda:90", config: dict = N
 
 
 if __name__ == "__main__":
+    # the script's folder (compiler/) is sys.path[0]: keep its modules from
+    # shadowing anything triton imports
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
     if sys.argv[1:] == ["--worker"]:
         _worker_main()
     else:
-        sys.exit("usage: python -m compiler.cubin --worker  (internal; see compile_cubin)")
+        sys.exit("usage: python compiler/cubin.py --worker  (internal; see compile_cubin)")

@@ -346,6 +346,41 @@ class _Builder:
         self.value[(n, 0)] = out
         self.varies[out] = self.instrs[-1].varies
 
+    def drop_dead(self):
+        """Remove instructions nothing stores or reads (a backward op's unused
+        operand, say), then the tensors only they read: no wasted loads."""
+        import re
+        used = {st.value for st in self.stores}
+        for st in self.stores:
+            for term in st.terms:
+                if term[0] == "index":
+                    used.add(term[1])
+        keep = []
+        for ins in reversed(self.instrs):
+            if ins.out not in used:
+                continue
+            keep.append(ins)
+            used.update(a for a in ins.args if isinstance(a, str))
+            used.update(re.findall(r"\bv\d+\b", ins.text))
+        self.instrs = list(reversed(keep))
+        live = set()
+        for ins in self.instrs:
+            if ins.kind in ("load", "dot", "gather"):
+                live.update(a for a in ins.args if isinstance(a, int))
+        live.update(st.tensor for st in self.stores)
+        remap, tensors, roles = {}, [], []
+        for i, (t, r) in enumerate(zip(self.tensors, self.roles)):
+            if i in live:
+                remap[i] = len(tensors)
+                tensors.append(t)
+                roles.append(r)
+        for ins in self.instrs:
+            if ins.kind in ("load", "dot", "gather"):
+                ins.args = tuple(remap[a] if isinstance(a, int) else a for a in ins.args)
+        for st in self.stores:
+            st.tensor = remap[st.tensor]
+        self.tensors, self.roles = tensors, roles
+
     def emit_dot(self, n, ins):
         g = self.graph
         d = g.node(n)
@@ -442,6 +477,7 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
         return _scatter_program(graph, next(iter(nodes)))
     b.assign_dimmaps(kind, anchor, sink)
     b.emit()
+    b.drop_dead()
     reduce_cols = any(i.kind == "reduce" for i in b.instrs)
     if kind == "matmul" and reduce_cols:
         n_cols = prod(b.domain[p] for p in b.col_pos)

@@ -104,8 +104,16 @@ def _launch(rendered, args, phase, target, sources, read, written, reduce_cols):
     key = source_hash(rendered.source)
     sources[key] = rendered.source
     cfg = tile_config(rendered, target, reduce_cols)
-    return Launch(key, phase, args, cfg, rendered.source.split("# ", 2)[-1].split("\n")[0],
-                  read, written)
+    return Launch(key, phase, args, cfg, _summary_line(rendered.source), read, written)
+
+
+def _summary_line(source: str) -> str:
+    """The comment line right under ``def kernel(`` (what the kernel computes)."""
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("def kernel(") and i + 1 < len(lines):
+            return lines[i + 1].strip().lstrip("# ")
+    return ""
 
 
 def _extent(shape, strides):

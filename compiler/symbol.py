@@ -561,6 +561,34 @@ def Group(symbols):
     return Symbol(entries)
 
 
+def maximum(left, right):
+    """Elementwise maximum of two symbols (``_maximum``) or of a symbol and a
+    number (``_maximum_scalar``), as ``mxnet.symbol.maximum``."""
+    return _max_min(left, right, "_maximum", "_maximum_scalar", max)
+
+
+def minimum(left, right):
+    """Elementwise minimum of two symbols (``_minimum``) or of a symbol and a
+    number (``_minimum_scalar``), as ``mxnet.symbol.minimum``."""
+    return _max_min(left, right, "_minimum", "_minimum_scalar", min)
+
+
+def _max_min(left, right, op, scalar_op, fold):
+    number = (int, float, np.number)
+    if isinstance(left, Symbol) and isinstance(right, Symbol):
+        return _create(op, [left, right], {}, None)
+    if isinstance(left, Symbol) and isinstance(right, number):
+        return _create(scalar_op, [left], {"scalar": float(right)}, None,
+                       hint=scalar_op.replace("_scalar", "scalar"))
+    if isinstance(left, number) and isinstance(right, Symbol):
+        return _create(scalar_op, [right], {"scalar": float(left)}, None,
+                       hint=scalar_op.replace("_scalar", "scalar"))
+    if isinstance(left, number) and isinstance(right, number):
+        return fold(left, right)
+    raise MXNetError(f"{op.lstrip('_')}: operands must be Symbols or numbers, got "
+                     f"{type(left).__name__} and {type(right).__name__}")
+
+
 def load_json(json_str):
     """Load a symbol from mxnet's JSON text. Unknown operators or attributes raise."""
     try:
@@ -632,10 +660,24 @@ def _make_op_function(op_name):
     def fn(*args, **kwargs):
         name = kwargs.pop("name", None)
         attr = kwargs.pop("attr", None)
-        syms = [a for a in args if isinstance(a, Symbol)]
-        if len(syms) != len(args):
-            raise MXNetError(f"{op_name}: positional arguments must be Symbols; pass "
-                             f"attributes by keyword")
+        nsym = 0
+        while nsym < len(args) and isinstance(args[nsym], Symbol):
+            nsym += 1
+        syms, rest = list(args[:nsym]), args[nsym:]
+        if rest:
+            # mxnet's generated signatures: the inputs, then the attributes in order
+            # (``x.reshape((0, -1))``, ``sum(x, 1)``).
+            inputs = [] if callable(opdef.arguments) else list(opdef.arguments)
+            slots = inputs[nsym:] + [a.name for a in opdef.attrs]
+            if opdef.variadic or callable(opdef.arguments) or len(rest) > len(slots) or \
+                    any(isinstance(a, Symbol) for a in rest) or \
+                    any(k in inputs for k in slots[:len(rest)]):
+                raise MXNetError(f"{op_name}: positional arguments must be Symbols; pass "
+                                 f"attributes by keyword")
+            for k, v in zip(slots, rest):
+                if k in kwargs:
+                    raise MXNetError(f"{op_name}: attribute '{k}' given twice")
+                kwargs[k] = v
         return _create(op_name, syms, kwargs, name, attr)
     fn.__name__ = op_name
     fn.__doc__ = opdef.doc or f"The mxnet operator ``{op_name}``."

@@ -261,7 +261,9 @@ class Executor:
         """
         if not self._for_training:
             return
-        if not self._last_train or self._last_prog is not self._train_prog:
+        # mxnet allows backward() after forward(is_train=False) too; here that holds
+        # where both modes run the same Program (no Dropout / BatchNorm).
+        if getattr(self, "_last_prog", None) is not self._train_prog:
             raise MXNetError("backward() needs a forward(is_train=True) first")
         prog = self._train_prog
         self._buffers_for(prog)

@@ -423,7 +423,7 @@ def _slice_grad(b, n):
 
 register(OpDef(
     name="slice_axis", pattern="injective", lowering=View(_slice_view, None),
-    attrs=[Attr("axis", parse_int), Attr("begin", parse_int), Attr("end", parse_optional_int)],
+    attrs=[Attr("axis", parse_int), Attr("begin", parse_int), Attr("end", parse_optional_int, None)],
     infer_shape=_slice_shape, reference=_slice_ref, gradient=_slice_grad))
 
 

@@ -50,7 +50,7 @@ def autodiff(graph: Graph, grad_req: dict) -> Graph:
     reach = set()
     for v in wanted:
         reach |= nx.descendants(out.g, v)
-    contributions = {}
+    contributions, head_vars = {}, {}
     for i, head in enumerate(list(out.heads)):
         node = out.node(head[0])
         if node["op"] != "null" and node["opdef"].is_loss:
@@ -60,6 +60,7 @@ def autodiff(graph: Graph, grad_req: dict) -> Graph:
         out.node(g)["shapes"] = [out.shape(head)]
         out.node(g)["dtypes"] = [out.dtype(head)]
         out.meta["head_grads"][i] = name
+        head_vars[i] = g
         contributions.setdefault(tuple(head), []).append(b.ref((g, 0)))
 
     for n in reversed(forward_nodes):
@@ -80,6 +81,13 @@ def autodiff(graph: Graph, grad_req: dict) -> Graph:
             out.node(old)["dtypes"] = [out.dtype((v, 0))]
             total = b.op("elemwise_add", b.ref((old, 0)), total)
         out.heads.append(total.entry)
+    # mxnet asks for a head gradient only where one is read: not behind
+    # BlockGrad, nor for a head no wanted gradient depends on.
+    heads = {h[0] for h in out.heads}
+    for i, g in head_vars.items():
+        if out.g.out_degree(g) == 0 and g not in heads:
+            out.g.remove_node(g)
+            del out.meta["head_grads"][i]
     return out
 
 
