@@ -33,6 +33,7 @@ import pytest
 
 from compiler import cache, cubin
 from compiler import symbol as sym
+from tests.models import lstm_cell, mlp
 from compiler.compile import compile_symbol
 
 TARGET = "cuda:90"
@@ -59,31 +60,15 @@ def _report(results, title):
 # ----------------------------------------------------------------- models
 
 def _mlp():
-    x = sym.Variable("data")
-    y = sym.FullyConnected(x, num_hidden=512, name="fc1")
-    y = sym.Activation(y, act_type="relu", name="relu1")
-    y = sym.FullyConnected(y, num_hidden=512, name="fc2")
-    y = sym.Activation(y, act_type="relu", name="relu2")
-    y = sym.FullyConnected(y, num_hidden=10, name="fc3")
-    y = sym.SoftmaxOutput(y, name="softmax")
-    return y, {"data": (64, 784), "softmax_label": (64,)}, ("data", "softmax_label")
+    return mlp(), {"data": (64, 784), "softmax_label": (64,)}, ("data", "softmax_label")
 
 
 def _lstm_cell():
     """One step of mx.rnn.LSTMCell (num_hidden 256): the gate math DESIGN.md measured."""
     H = 256
-    x, h, c = sym.Variable("x"), sym.Variable("prev_h"), sym.Variable("prev_c")
-    i2h = sym.FullyConnected(x, num_hidden=4 * H, name="i2h")
-    h2h = sym.FullyConnected(h, num_hidden=4 * H, name="h2h")
-    gates = sym.SliceChannel(i2h + h2h, num_outputs=4, name="slice")
-    in_gate = sym.Activation(gates[0], act_type="sigmoid")
-    forget_gate = sym.Activation(gates[1], act_type="sigmoid")
-    in_transform = sym.Activation(gates[2], act_type="tanh")
-    out_gate = sym.Activation(gates[3], act_type="sigmoid")
-    next_c = forget_gate * c + in_gate * in_transform
-    next_h = out_gate * sym.Activation(next_c, act_type="tanh")
-    loss = sym.MakeLoss(sym.sum(next_h * next_h) + sym.sum(next_c), name="loss")
-    return loss, {"x": (32, 128), "prev_h": (32, H), "prev_c": (32, H)}, ()
+    cell = lstm_cell(num_hidden=H)
+    loss = sym.MakeLoss(sym.sum(cell[0] * cell[0]) + sym.sum(cell[1]), name="loss")
+    return loss, {"data": (32, 128), "prev_h": (32, H), "prev_c": (32, H)}, ()
 
 
 def _bn_dropout():
