@@ -66,6 +66,10 @@ class Executor:
                  shared_exec=None):
         self._symbol = symbol
         self._ctx = ctx if isinstance(ctx, Context) else current_context()
+        # Internal buffers come from a pool shared with ``shared_exec`` (as
+        # mxnet's buckets share the default bucket's memory): executors that
+        # never run at the same time reuse the same tensors.
+        self._pool = shared_exec._pool if shared_exec is not None else _BufferPool()
         arg_names = symbol.list_arguments()
         aux_names = symbol.list_auxiliary_states()
         self.arg_dict = self._collect(args, arg_names, "args")
@@ -173,13 +177,17 @@ class Executor:
         bufs = self._buffers.get(id(prog))
         if bufs is None:
             dev = self._ctx.torch_device
-            bufs = [torch.zeros(max(int(n), 1), dtype=torch.float32, device=dev)
-                    for n in prog.buffers]
+            bufs = self._pool.take([max(int(n), 1) for n in prog.buffers], dev)
             self._buffers[id(prog)] = bufs
             self._head_grads[id(prog)] = {
                 name: torch.zeros(prog.output_shapes[int(i)], dtype=torch.float32, device=dev)
                 for i, name in prog.head_grads.items()}
         return bufs
+
+    @property
+    def _total_exec_bytes(self):
+        """Bytes of internal memory this executor's pool holds (shared ones included)."""
+        return self._pool.nbytes()
 
     def _resolver(self, prog):
         bufs = self._buffers_for(prog)
@@ -340,6 +348,36 @@ class Executor:
     def programs(self):
         """The compiled Programs (training, inference) this executor runs."""
         return self._train_prog, self._infer_prog
+
+
+class _BufferPool:
+    """Flat fp32 tensors handed to Programs; one Program never gets one tensor twice.
+
+    A request takes, for each buffer in turn, the smallest free pool tensor
+    that is large enough, and allocates (growing the pool) only when none is.
+    """
+
+    def __init__(self):
+        self.tensors = []
+
+    def take(self, sizes, device):
+        used, out = set(), []
+        for size in sizes:
+            best = None
+            for i, t in enumerate(self.tensors):
+                if i in used or t.numel() < size or t.device != device:
+                    continue
+                if best is None or t.numel() < self.tensors[best].numel():
+                    best = i
+            if best is None:
+                self.tensors.append(torch.zeros(size, dtype=torch.float32, device=device))
+                best = len(self.tensors) - 1
+            used.add(best)
+            out.append(self.tensors[best][:size])
+        return out
+
+    def nbytes(self):
+        return sum(4 * t.numel() for t in self.tensors)
 
 
 def _numel(shape):

@@ -77,3 +77,23 @@ def test_forward_rejects_wrong_shapes_before_running():
     exe = s.simple_bind(cpu(), data=(4, 6))
     with pytest.raises(MXNetError, match="reshape"):
         exe.forward(data=np.zeros((5, 6), dtype=np.float32))
+
+
+def test_shared_exec_reuses_internal_memory():
+    s = mlp(hidden=(16,))
+    big = s.simple_bind(cpu(), data=(8, 6))
+    big.forward(is_train=True)
+    big.backward()
+    before = big._total_exec_bytes
+    small = s.simple_bind(cpu(), data=(4, 6), shared_exec=big)
+    small.forward(is_train=True)
+    small.backward()
+    assert small._total_exec_bytes == before == big._total_exec_bytes
+    # the smaller executor still computes correct outputs on the shared memory
+    ref = s.simple_bind(cpu(), data=(4, 6))
+    for name in ref.arg_dict:
+        ref.arg_dict[name][:] = small.arg_dict[name]
+    ref.forward(is_train=True)
+    ref.backward()
+    assert torch.allclose(ref.outputs[0], small.outputs[0])
+    assert torch.allclose(ref.grad_dict["fc1_weight"], small.grad_dict["fc1_weight"])
