@@ -14,6 +14,7 @@ import torch
 
 from compiler.compile import compile_symbol
 from compiler.errors import MXNetError
+from compiler.triton_mode import interpreting
 
 from .context import Context, current_context
 from .launcher import run_launches
@@ -70,6 +71,11 @@ class Executor:
         # mxnet's buckets share the default bucket's memory): executors that
         # never run at the same time reuse the same tensors.
         self._pool = shared_exec._pool if shared_exec is not None else _BufferPool()
+        if self._ctx.device_type != "gpu" and not interpreting():
+            raise MXNetError(
+                f"{self._ctx} cannot run kernels in this process: Triton compiles for the GPU "
+                f"here. Run CPU contexts with TRITON_INTERPRET=1 set before the first import, "
+                f"or bind to mx.gpu()")
         arg_names = symbol.list_arguments()
         aux_names = symbol.list_auxiliary_states()
         self.arg_dict = self._collect(args, arg_names, "args")
