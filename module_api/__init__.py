@@ -12,6 +12,7 @@ from runtime import context  # noqa: F401
 from runtime.context import Context, cpu, gpu, current_context, num_gpus  # noqa: F401
 from runtime import executor  # noqa: F401
 from runtime import random as _random
+from . import io, metric, callback  # noqa: F401,E402
 
 __version__ = "1.9.1"
 

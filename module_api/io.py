@@ -1,0 +1,533 @@
+"""``mx.io``: data descriptions, batches and the Python data iterators of mxnet 1.9.1.
+
+Arrays handed out are ``NDArray`` (``torch.Tensor`` subclasses). Inputs may
+be numpy arrays, torch tensors / NDArrays, nested lists, or lists and dicts
+of these.
+"""
+import threading
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+import torch
+
+from runtime.ndarray import as_ndarray
+
+__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'NDArrayIter',
+           'PrefetchingIter', 'ResizeIter']
+
+_mx_real_t = np.float32
+
+
+def _numpy_type(dtype):
+    """numpy scalar type (``np.float32`` ...) for a torch dtype; others pass through."""
+    if isinstance(dtype, torch.dtype):
+        try:
+            return torch.empty(0, dtype=dtype).numpy().dtype.type
+        except (TypeError, RuntimeError):  # e.g. bfloat16 has no numpy twin
+            return dtype
+    return dtype
+
+
+class DataDesc(namedtuple('DataDesc', ['name', 'shape'])):
+    """Name, shape, dtype and layout of one data or label input.
+
+    A ``(name, shape)`` namedtuple with extra attributes ``dtype`` (default
+    ``numpy.float32``) and ``layout`` (default ``'NCHW'``); ``N`` in the
+    layout marks the batch axis.
+    """
+
+    def __new__(cls, name, shape, dtype=_mx_real_t, layout='NCHW'):
+        ret = super(DataDesc, cls).__new__(cls, name, shape)
+        ret.dtype = dtype
+        ret.layout = layout
+        return ret
+
+    def __repr__(self):
+        return "DataDesc[%s,%s,%s,%s]" % (self.name, self.shape, self.dtype, self.layout)
+
+    @staticmethod
+    def get_batch_axis(layout):
+        """Axis of the batch dimension in ``layout`` (0 when ``layout`` is None,
+        -1 when it has no ``N``)."""
+        if layout is None:
+            return 0
+        return layout.find('N')
+
+    @staticmethod
+    def get_list(shapes, types):
+        """DataDesc list from ``[(name, shape)]`` and optional ``[(name, dtype)]``."""
+        if types is not None:
+            type_dict = dict(types)
+            return [DataDesc(x[0], x[1], type_dict[x[0]]) for x in shapes]
+        return [DataDesc(x[0], x[1]) for x in shapes]
+
+
+class DataBatch(object):
+    """One batch: lists of data and label arrays plus ``pad``, ``index``,
+    ``bucket_key``, ``provide_data`` and ``provide_label``."""
+
+    def __init__(self, data, label=None, pad=None, index=None,
+                 bucket_key=None, provide_data=None, provide_label=None):
+        if data is not None:
+            assert isinstance(data, (list, tuple)), "Data must be list of NDArrays"
+        if label is not None:
+            assert isinstance(label, (list, tuple)), "Label must be list of NDArrays"
+        self.data = data
+        self.label = label
+        self.pad = pad
+        self.index = index
+        self.bucket_key = bucket_key
+        self.provide_data = provide_data
+        self.provide_label = provide_label
+
+    def __str__(self):
+        data_shapes = [d.shape for d in self.data]
+        label_shapes = [l.shape for l in self.label] if self.label else None
+        return "{}: data shapes: {} label shapes: {}".format(
+            self.__class__.__name__, data_shapes, label_shapes)
+
+
+class DataIter(object):
+    """Base class of data iterators: ``next`` returns a DataBatch or raises
+    StopIteration; ``reset`` rewinds."""
+
+    def __init__(self, batch_size=0):
+        self.batch_size = batch_size
+
+    def __iter__(self):
+        return self
+
+    def reset(self):
+        """Reset the iterator to the beginning of the data."""
+
+    def next(self):
+        """The next DataBatch; raises StopIteration at the end of the data."""
+        if self.iter_next():
+            return DataBatch(data=self.getdata(), label=self.getlabel(),
+                             pad=self.getpad(), index=self.getindex())
+        raise StopIteration
+
+    def __next__(self):
+        return self.next()
+
+    def iter_next(self):
+        """Move to the next batch; whether that succeeded."""
+
+    def getdata(self):
+        """Data arrays of the current batch."""
+
+    def getlabel(self):
+        """Label arrays of the current batch."""
+
+    def getindex(self):
+        """Example indices of the current batch (or None)."""
+        return None
+
+    def getpad(self):
+        """Number of padding examples in the current batch."""
+
+
+class ResizeIter(DataIter):
+    """Resize ``data_iter`` to ``size`` batches per epoch, restarting it when
+    it runs out; ``reset_internal`` also resets it on ``reset``."""
+
+    def __init__(self, data_iter, size, reset_internal=True):
+        super(ResizeIter, self).__init__()
+        self.data_iter = data_iter
+        self.size = size
+        self.reset_internal = reset_internal
+        self.cur = 0
+        self.current_batch = None
+        self.provide_data = data_iter.provide_data
+        self.provide_label = data_iter.provide_label
+        self.batch_size = data_iter.batch_size
+        if hasattr(data_iter, 'default_bucket_key'):
+            self.default_bucket_key = data_iter.default_bucket_key
+
+    def reset(self):
+        self.cur = 0
+        if self.reset_internal:
+            self.data_iter.reset()
+
+    def iter_next(self):
+        if self.cur == self.size:
+            return False
+        try:
+            self.current_batch = self.data_iter.next()
+        except StopIteration:
+            self.data_iter.reset()
+            self.current_batch = self.data_iter.next()
+        self.cur += 1
+        return True
+
+    def getdata(self):
+        return self.current_batch.data
+
+    def getlabel(self):
+        return self.current_batch.label
+
+    def getindex(self):
+        return self.current_batch.index
+
+    def getpad(self):
+        return self.current_batch.pad
+
+
+class PrefetchingIter(DataIter):
+    """Prefetch batches of one or more iterators on background threads.
+
+    ``rename_data`` / ``rename_label``: one ``{old_name: new_name}`` dict per
+    iterator. Batches of the iterators are joined (data and labels in
+    iterator order).
+    """
+
+    def __init__(self, iters, rename_data=None, rename_label=None):
+        super(PrefetchingIter, self).__init__()
+        if not isinstance(iters, list):
+            iters = [iters]
+        self.n_iter = len(iters)
+        assert self.n_iter > 0
+        self.iters = iters
+        self.rename_data = rename_data
+        self.rename_label = rename_label
+        self.batch_size = self.provide_data[0][1][0]
+        self.data_ready = [threading.Event() for _ in range(self.n_iter)]
+        self.data_taken = [threading.Event() for _ in range(self.n_iter)]
+        for event in self.data_taken:
+            event.set()
+        self.started = True
+        self.current_batch = None
+        self.next_batch = [None for _ in range(self.n_iter)]
+        self._errors = [None for _ in range(self.n_iter)]
+        self.prefetch_threads = [
+            threading.Thread(target=PrefetchingIter._prefetch, args=(self, i), daemon=True)
+            for i in range(self.n_iter)]
+        for thread in self.prefetch_threads:
+            thread.start()
+
+    def _prefetch(self, i):
+        """Thread body: fetch one batch of iterator ``i`` each time the last was taken."""
+        while True:
+            self.data_taken[i].wait()
+            if not self.started:
+                break
+            try:
+                self.next_batch[i] = self.iters[i].next()
+            except StopIteration:
+                self.next_batch[i] = None
+            except Exception as err:  # pylint: disable=broad-except
+                self.next_batch[i] = None
+                self._errors[i] = err
+            self.data_taken[i].clear()
+            self.data_ready[i].set()
+
+    def close(self):
+        """Stop the prefetch threads."""
+        if not getattr(self, 'started', False):
+            return
+        self.started = False
+        for event in self.data_taken:
+            event.set()
+        for thread in self.prefetch_threads:
+            thread.join()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except
+            pass
+
+    @staticmethod
+    def _renamed(descs_per_iter, renames):
+        if renames is None:
+            return sum(descs_per_iter, [])
+        return sum([[
+            DataDesc(r[x.name], x.shape, x.dtype) if isinstance(x, DataDesc)
+            else DataDesc(*x)
+            for x in descs] for r, descs in zip(renames, descs_per_iter)], [])
+
+    @property
+    def provide_data(self):
+        return self._renamed([list(i.provide_data) for i in self.iters], self.rename_data)
+
+    @property
+    def provide_label(self):
+        return self._renamed([list(i.provide_label or []) for i in self.iters],
+                             self.rename_label)
+
+    def _raise_pending(self):
+        for i, err in enumerate(self._errors):
+            if err is not None:
+                self._errors[i] = None
+                raise err
+
+    def reset(self):
+        for event in self.data_ready:
+            event.wait()
+        for it in self.iters:
+            it.reset()
+        for event in self.data_ready:
+            event.clear()
+        for event in self.data_taken:
+            event.set()
+
+    def iter_next(self):
+        for event in self.data_ready:
+            event.wait()
+        self._raise_pending()
+        if self.next_batch[0] is None:
+            for batch in self.next_batch:
+                assert batch is None, "Number of entry mismatches between iterators"
+            return False
+        for batch in self.next_batch:
+            assert batch.pad == self.next_batch[0].pad, \
+                "Number of entry mismatches between iterators"
+        self.current_batch = DataBatch(
+            sum([list(batch.data) for batch in self.next_batch], []),
+            sum([list(batch.label or []) for batch in self.next_batch], []),
+            self.next_batch[0].pad,
+            self.next_batch[0].index,
+            provide_data=self.provide_data,
+            provide_label=self.provide_label)
+        for event in self.data_ready:
+            event.clear()
+        for event in self.data_taken:
+            event.set()
+        return True
+
+    def next(self):
+        if self.iter_next():
+            return self.current_batch
+        raise StopIteration
+
+    def getdata(self):
+        return self.current_batch.data
+
+    def getlabel(self):
+        return self.current_batch.label
+
+    def getindex(self):
+        return self.current_batch.index
+
+    def getpad(self):
+        return self.current_batch.pad
+
+
+# --------------------------------------------------------------------------
+# NDArrayIter
+# --------------------------------------------------------------------------
+
+def _to_ndarray(value):
+    """torch tensors keep their dtype; anything else becomes float32 like ``mx.nd.array``."""
+    if isinstance(value, torch.Tensor):
+        return as_ndarray(value)
+    if hasattr(value, 'asnumpy'):
+        value = value.asnumpy()
+    return as_ndarray(torch.from_numpy(np.array(value, dtype=_mx_real_t)))
+
+
+def _init_data(data, allow_empty, default_name):
+    """Canonical form: a list of ``(name, NDArray)`` sorted by name (as mxnet)."""
+    assert (data is not None) or allow_empty
+    if data is None:
+        data = []
+    if isinstance(data, (np.ndarray, torch.Tensor)):
+        data = [data]
+    if isinstance(data, (list, tuple)):
+        if not allow_empty:
+            assert len(data) > 0
+        if len(data) == 1:
+            data = OrderedDict([(default_name, data[0])])
+        else:
+            data = OrderedDict([('_%d_%s' % (i, default_name), d) for i, d in enumerate(data)])
+    if not isinstance(data, dict):
+        raise TypeError("Input must be NDArray, numpy.ndarray, "
+                        "a list of them or dict with them as values")
+    out = {}
+    for k, v in data.items():
+        try:
+            out[k] = _to_ndarray(v)
+        except Exception as err:
+            raise TypeError(("Invalid type '%s' for %s, " % (type(v), k)) +
+                            "should be NDArray or numpy.ndarray") from err
+    return list(sorted(out.items()))
+
+
+def _getdata_by_idx(data, idx):
+    """Reorder every array by ``idx``; like mxnet, the result is float32."""
+    out = []
+    for k, v in data:
+        index = torch.as_tensor(idx, dtype=torch.long, device=v.device)
+        out.append((k, as_ndarray(v.index_select(0, index).to(torch.float32))))
+    return out
+
+
+class NDArrayIter(DataIter):
+    """Iterate over arrays in batches of ``batch_size``.
+
+    Parameters
+    ----------
+    data, label : array, list of arrays or dict of name -> array
+        Lists are named ``_0_data``, ``_1_data`` ...; dicts are ordered by
+        sorted key. A single array is named ``data_name`` / ``label_name``.
+    batch_size : int
+    shuffle : bool
+        Reshuffle (numpy's global RNG) on every ``reset``.
+    last_batch_handle : {'pad', 'discard', 'roll_over'}
+        'pad' fills the last batch from the start of the data (``pad`` says
+        how many); 'discard' drops it; 'roll_over' carries it into the first
+        batch of the next epoch.
+    data_name, label_name : str
+    layout : str
+        Data layout; ``N`` marks the batch axis.
+    """
+
+    def __init__(self, data, label=None, batch_size=1, shuffle=False,
+                 last_batch_handle='pad', data_name='data',
+                 label_name='softmax_label', layout='NCHW'):
+        super(NDArrayIter, self).__init__(batch_size)
+        assert last_batch_handle in ('pad', 'discard', 'roll_over'), \
+            "last_batch_handle must be 'pad', 'discard' or 'roll_over'"
+        self.data = _init_data(data, allow_empty=False, default_name=data_name)
+        self.label = _init_data(label, allow_empty=True, default_name=label_name)
+        self.idx = np.arange(self.data[0][1].shape[0])
+        self.shuffle = shuffle
+        self.last_batch_handle = last_batch_handle
+        self.batch_size = batch_size
+        self.cursor = -self.batch_size
+        self.num_data = self.idx.shape[0]
+        self.reset()
+        self.data_list = [x[1] for x in self.data] + [x[1] for x in self.label]
+        self.num_source = len(self.data_list)
+        self._cache_data = None
+        self._cache_label = None
+        self.layout = layout
+
+    def _descs(self, source):
+        batch_axis = self.layout.find('N')
+        return [DataDesc(k, tuple(list(v.shape[:batch_axis]) + [self.batch_size]
+                                  + list(v.shape[batch_axis + 1:])),
+                         _numpy_type(v.dtype), layout=self.layout)
+                for k, v in source]
+
+    @property
+    def provide_data(self):
+        """DataDesc of each data input, batch axis set to ``batch_size``."""
+        return self._descs(self.data)
+
+    @property
+    def provide_label(self):
+        """DataDesc of each label input, batch axis set to ``batch_size``."""
+        return self._descs(self.label)
+
+    def hard_reset(self):
+        """Ignore roll-over data and go back to the start."""
+        if self.shuffle:
+            self._shuffle_data()
+        self.cursor = -self.batch_size
+        self._cache_data = None
+        self._cache_label = None
+
+    def reset(self):
+        """Back to the start (keeping a 'roll_over' remainder for the next batch)."""
+        if self.shuffle:
+            self._shuffle_data()
+        if self.last_batch_handle == 'roll_over' and \
+                self.num_data - self.batch_size < self.cursor < self.num_data:
+            # (self.cursor - self.num_data) examples are left over for the next epoch
+            self.cursor = self.cursor - self.num_data - self.batch_size
+        else:
+            self.cursor = -self.batch_size
+
+    def iter_next(self):
+        self.cursor += self.batch_size
+        return self.cursor < self.num_data
+
+    def next(self):
+        if not self.iter_next():
+            raise StopIteration
+        data = self.getdata()
+        label = self.getlabel()
+        # an incomplete last batch ends the epoch; keep it for 'roll_over'
+        if data[0].shape[self.layout.find('N')] != self.batch_size:
+            self._cache_data = data
+            self._cache_label = label
+            raise StopIteration
+        return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
+
+    def _getdata(self, data_source, start=None, end=None):
+        assert start is not None or end is not None, 'should at least specify start or end'
+        start = start if start is not None else 0
+        if end is None:
+            end = data_source[0][1].shape[0] if data_source else 0
+        axis = self.layout.find('N')
+        out = []
+        for _, arr in data_source:
+            size = arr.shape[axis]
+            lo, hi = min(max(start, 0), size), min(max(end, 0), size)
+            out.append(as_ndarray(arr.narrow(axis, lo, max(hi - lo, 0)).clone()))
+        return out
+
+    def _concat(self, first_data, second_data):
+        if (not first_data) or (not second_data):
+            return first_data if first_data else second_data
+        assert len(first_data) == len(second_data), 'data source should contain the same size'
+        axis = self.layout.find('N')
+        return [as_ndarray(torch.cat([a, b], dim=axis))
+                for a, b in zip(first_data, second_data)]
+
+    @staticmethod
+    def _tile(data, repeats):
+        res = []
+        for datum in data:
+            reps = [1] * datum.dim()
+            reps[0] = repeats
+            res.append(as_ndarray(datum.repeat(*reps)))
+        return res
+
+    def _batchify(self, data_source):
+        assert self.cursor < self.num_data, 'DataIter needs reset.'
+        # first batch of the next epoch with 'roll_over'
+        if self.last_batch_handle == 'roll_over' and -self.batch_size < self.cursor < 0:
+            assert self._cache_data is not None or self._cache_label is not None, \
+                'next epoch should have cached data'
+            cache_data = self._cache_data if self._cache_data is not None else self._cache_label
+            second_data = self._getdata(data_source, end=self.cursor + self.batch_size)
+            if self._cache_data is not None:
+                self._cache_data = None
+            else:
+                self._cache_label = None
+            return self._concat(cache_data, second_data)
+        # last batch with 'pad'
+        if self.last_batch_handle == 'pad' and self.cursor + self.batch_size > self.num_data:
+            pad = self.batch_size - self.num_data + self.cursor
+            first_data = self._getdata(data_source, start=self.cursor)
+            if pad > self.num_data:
+                repeats = pad // self.num_data
+                second_data = self._tile(self._getdata(data_source, end=self.num_data), repeats)
+                if pad % self.num_data != 0:
+                    second_data = self._concat(
+                        second_data, self._getdata(data_source, end=pad % self.num_data))
+            else:
+                second_data = self._getdata(data_source, end=pad)
+            return self._concat(first_data, second_data)
+        end_idx = min(self.cursor + self.batch_size, self.num_data)
+        return self._getdata(data_source, self.cursor, end_idx)
+
+    def getdata(self):
+        return self._batchify(self.data)
+
+    def getlabel(self):
+        return self._batchify(self.label)
+
+    def getpad(self):
+        if self.last_batch_handle == 'pad' and self.cursor + self.batch_size > self.num_data:
+            return self.cursor + self.batch_size - self.num_data
+        if self.last_batch_handle == 'roll_over' and -self.batch_size < self.cursor < 0:
+            return -self.cursor
+        return 0
+
+    def _shuffle_data(self):
+        np.random.shuffle(self.idx)
+        self.data = _getdata_by_idx(self.data, self.idx)
+        self.label = _getdata_by_idx(self.label, self.idx)
