@@ -88,7 +88,7 @@ def resolve(source_hash_or_path: str) -> tuple:
 
 def summary_line(source: str) -> str:
     """The kernel's own comment line (``# matmul over domain (8, 10)``)."""
-    m = re.search(r"^\s*# ((?:pointwise|reduce|matmul|scatter) over domain .*|fill \d+ .*)$",
+    m = re.search(r"^\s*# ((?:pointwise|reduce|matmul|scatter) over domain .*|fill \d+ .*|rule .*)$",
                   source, re.M)
     return m.group(1).strip() if m else "?"
 
@@ -116,9 +116,28 @@ def source_shape(source: str) -> dict:
     return {"kind": kind, "M": M, "N": N, "K": max(ks, default=0), "reduce_cols": reduce_cols}
 
 
+def declared_signature(source: str):
+    """A ``# signature: name=type ... NAME=value`` line: kernels that are not tiles
+    (the multi-tensor optimizer update) declare their GPU signature themselves."""
+    m = re.search(r"^\s*# signature: (.*)$", source, re.M)
+    if not m:
+        return None
+    signature, constexprs = {}, {}
+    for item in m.group(1).split():
+        name, kind = item.split("=", 1)
+        if kind.lstrip("-").isdigit():
+            signature[name] = "constexpr"
+            constexprs[name] = int(kind)
+        else:
+            signature[name] = kind
+    return signature, constexprs
+
+
 def gpu_config(source: str, target: str = "cuda:90") -> dict:
     """Tile sizes and warps ``codegen.tile_config`` gives ``source`` on ``target``."""
     from .codegen import Rendered, tile_config
+    if declared_signature(source) is not None:
+        return {"BM": 0, "BN": 0, "BK": 0, "num_warps": 4}
     s = source_shape(source)
     r = Rendered(source, [], s["M"], s["N"], s["K"], s["kind"])
     return tile_config(r, target, s["reduce_cols"])
@@ -199,8 +218,13 @@ def _compile_here(path: str, source_hash: str, target: str, cfg: dict) -> dict:
     fn = _load_raw_fn(path, source_hash)
     jit_fn = JITFunction(fn)
     params = list(inspect.signature(fn).parameters)
-    signature = {p: ("constexpr" if p in _CONSTEXPRS else "*fp32") for p in params}
-    constexprs = {p: int(cfg[p]) for p in _CONSTEXPRS if p in params}
+    with open(path) as f:
+        declared = declared_signature(f.read())
+    if declared is not None:
+        signature, constexprs = declared
+    else:
+        signature = {p: ("constexpr" if p in _CONSTEXPRS else "*fp32") for p in params}
+        constexprs = {p: int(cfg[p]) for p in _CONSTEXPRS if p in params}
     compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs),
                               target=GPUTarget("cuda", _arch(target), 32),
                               options={"num_warps": int(cfg["num_warps"])})

@@ -12,7 +12,14 @@ from runtime import context  # noqa: F401
 from runtime.context import Context, cpu, gpu, current_context, num_gpus  # noqa: F401
 from runtime import executor  # noqa: F401
 from runtime import random as _random
-from . import io, metric, callback  # noqa: F401,E402
+from . import ndarray, ndarray as nd  # noqa: F401,E402
+from . import io, metric, callback, model, test_utils  # noqa: F401,E402
+from . import initializer, initializer as init  # noqa: F401,E402
+from . import monitor, monitor as mon  # noqa: F401,E402
+from . import module, module as mod  # noqa: F401,E402
+from runtime import kvstore, kvstore as kv  # noqa: F401,E402
+from runtime import optimizer, optimizer as opt  # noqa: F401,E402
+from runtime import lr_scheduler  # noqa: F401,E402
 
 __version__ = "1.9.1"
 

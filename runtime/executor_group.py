@@ -1,0 +1,691 @@
+"""``DataParallelExecutorGroup``: one executor per context, a batch split between them.
+
+mxnet 1.9.1's ``mxnet.module.executor_group`` with the same constructor,
+attributes and methods. Each context gets its own :class:`Executor`
+(``[cpu(0), cpu(1)]`` are two executors); a batch is cut along each input's
+batch axis with mxnet's ``_split_input_slice`` and outputs are concatenated
+back along each output's batch axis (its ``__layout__``, ``N`` by default).
+
+Parameters (weights, gradients, auxiliary states) are matched by name, never
+by position. With ``shared_group`` (bucketing) every executor reuses the
+shared group's parameter tensors (the *same* tensor objects), takes its
+internal buffers from the shared executor's pool, and takes its data arrays
+from ``shared_data_arrays`` when one of the same name is large enough.
+"""
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+import torch
+
+from compiler.errors import MXNetError
+
+from .context import Context
+from .executor import Executor
+from .ndarray import as_ndarray, empty
+
+
+def _split_input_slice(batch_size, work_load_list):
+    """Get input slice from the input shape (mxnet 1.9.1 ``executor_manager``).
+
+    Each device gets ``round(w * batch_size / sum(w))`` samples (Python 3
+    rounding), the shortfall goes to the last device, and a device left with
+    no sample raises ``ValueError('Too many slices. Some splits are empty.')``.
+
+    Parameters
+    ----------
+    batch_size : int
+        The number of samples in a mini-batch.
+    work_load_list : list of float or int
+        The work load of each device, in the order of the contexts.
+
+    Returns
+    -------
+    list of slice
+    """
+    total_work_load = sum(work_load_list)
+    batch_num_list = [round(work_load * batch_size / total_work_load)
+                      for work_load in work_load_list]
+    batch_num_sum = sum(batch_num_list)
+    if batch_num_sum < batch_size:
+        batch_num_list[-1] += batch_size - batch_num_sum
+    slices = []
+    end = 0
+    for batch_num in batch_num_list:
+        begin = int(min((end, batch_size)))
+        end = int(min((begin + batch_num, batch_size)))
+        if begin >= end:
+            raise ValueError('Too many slices. Some splits are empty.')
+        slices.append(slice(begin, end))
+    return slices
+
+
+class _Desc(namedtuple("DataDesc", ["name", "shape"])):
+    """Stand-in for ``module_api.io.DataDesc`` while that module is absent."""
+
+    def __new__(cls, name, shape, dtype=np.float32, layout="NCHW"):
+        ret = super().__new__(cls, name, tuple(shape))
+        ret.dtype = dtype
+        ret.layout = layout
+        return ret
+
+    @staticmethod
+    def get_batch_axis(layout):
+        return 0 if layout is None else layout.find("N")
+
+
+def _desc_class():
+    try:
+        from module_api.io import DataDesc
+        return DataDesc
+    except ImportError:
+        return _Desc
+
+
+def _as_desc(x):
+    cls = _desc_class()
+    if isinstance(x, cls):
+        return x
+    if hasattr(x, "name") and hasattr(x, "shape") and hasattr(x, "layout"):
+        return cls(x.name, tuple(x.shape), getattr(x, "dtype", np.float32), x.layout)
+    return cls(*x)
+
+
+def _batch_axis(layout):
+    """``DataDesc.get_batch_axis``: 0 without a layout, else the index of ``N`` (-1 if none)."""
+    return 0 if layout is None else layout.find("N")
+
+
+def _to_tensor(src):
+    if isinstance(src, torch.Tensor):
+        return src.detach() if src.requires_grad else src
+    return torch.as_tensor(np.asarray(src, dtype=np.float32))
+
+
+def _copy_into(src, dst):
+    """``src.copyto(dst)`` with mxnet's shape check (same number of elements)."""
+    src = _to_tensor(src)
+    if tuple(src.shape) != tuple(dst.shape):
+        if src.numel() != dst.numel():
+            raise MXNetError(f"cannot copy an array of shape {tuple(src.shape)} into one of "
+                             f"shape {tuple(dst.shape)}")
+        src = src.reshape(dst.shape)
+    with torch.no_grad():
+        dst.copy_(src.to(device=dst.device, dtype=dst.dtype))
+
+
+def _load_general(data, targets, major_axis):
+    """Load a list of arrays into a list of arrays specified by slices."""
+    for d_src, d_targets, axis in zip(data, targets, major_axis):
+        if isinstance(d_targets, torch.Tensor):
+            _copy_into(d_src, d_targets)
+        elif isinstance(d_src, (list, tuple)):
+            for src, dst in zip(d_src, d_targets):
+                _copy_into(src, dst)
+        else:
+            src = _to_tensor(d_src)
+            for slice_idx, d_dst in d_targets:
+                if axis >= 0 and (slice_idx.start != 0 or src.shape[axis] != slice_idx.stop):
+                    part = src.narrow(axis, slice_idx.start, slice_idx.stop - slice_idx.start)
+                    _copy_into(part, d_dst)
+                else:
+                    _copy_into(src, d_dst)
+
+
+def _load_data(batch, targets, major_axis):
+    """Load data into sliced arrays (a batch, or a list of pre-sliced batches)."""
+    if isinstance(batch, list):
+        new_batch = [[b.data[i] for b in batch] for i in range(len(targets))]
+        new_targets = [[dst for _, dst in d_target] for d_target in targets]
+        _load_general(new_batch, new_targets, major_axis)
+    else:
+        _load_general(batch.data, targets, major_axis)
+
+
+def _load_label(batch, targets, major_axis):
+    """Load labels into sliced arrays."""
+    if isinstance(batch, list):
+        new_batch = [[b.label[i] for b in batch] for i in range(len(targets))]
+        new_targets = [[dst for _, dst in d_target] for d_target in targets]
+        _load_general(new_batch, new_targets, major_axis)
+    else:
+        _load_general(batch.label, targets, major_axis)
+
+
+def _merge_multi_context(outputs, major_axis):
+    """Concatenate per-device arrays along each one's batch axis (first copy if none)."""
+    rets = []
+    for tensors, axis in zip(outputs, major_axis):
+        if axis >= 0 and len(tensors) > 1:
+            dev = tensors[0].device
+            ctx = getattr(tensors[0], "context", None)
+            merged = torch.cat([t.to(dev) for t in tensors], dim=axis)
+            rets.append(as_ndarray(merged, ctx))
+        else:
+            rets.append(tensors[0])
+    return rets
+
+
+def _prepare_group2ctxs(group2ctxs, ctx_len):
+    """One ``{ctx_group: Context}`` dict (or None) per device, as mxnet prepares it."""
+    if group2ctxs is None:
+        return [None] * ctx_len
+    if isinstance(group2ctxs, list):
+        assert len(group2ctxs) == ctx_len, "length of group2ctxs should be %d" % ctx_len
+        return group2ctxs
+    if isinstance(group2ctxs, dict):
+        ret = [{} for _ in range(ctx_len)]
+        for k, v in group2ctxs.items():
+            if isinstance(v, Context):
+                ctxs = [v] * ctx_len
+            elif len(v) == 1:
+                ctxs = list(v) * ctx_len
+            else:
+                assert len(v) == ctx_len, "length of group2ctxs[%s] should be %d or 1" % (k, ctx_len)
+                ctxs = v
+            for i in range(ctx_len):
+                ret[i][k] = ctxs[i]
+        return ret
+    raise AssertionError("group2ctxs should be list of dict of str to context, "
+                         "or dict of str to context or list of context")
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class DataParallelExecutorGroup:
+    """A group of executors that lives on a group of devices (mxnet 1.9.1 signature).
+
+    Parameters
+    ----------
+    symbol : Symbol
+        The common computation graph of all executors.
+    contexts : list of Context
+    workload : list of number
+        Relative share of the batch per context.
+    data_shapes, label_shapes : list of DataDesc or (name, shape)
+        ``label_shapes`` may be None.
+    param_names : list of str
+    for_training : bool
+        Without it no gradient memory is allocated and ``grad_req`` is ``null``.
+    inputs_need_grad : bool
+        Gradients with respect to the data inputs.
+    shared_group : DataParallelExecutorGroup, optional
+        Another bucket's group: parameters, auxiliary states and internal
+        memory are shared with it.
+    logger : Logger
+    fixed_param_names : list of str
+        Parameters with ``grad_req='null'``.
+    grad_req : str, list of str or dict of str to str
+    state_names : list of str
+    group2ctxs : dict or list, optional
+        mxnet's ``ctx_group`` placement. Accepted; every node of one
+        executor runs on that executor's context here.
+    """
+
+    def __init__(self, symbol, contexts, workload, data_shapes, label_shapes, param_names,
+                 for_training, inputs_need_grad, shared_group=None, logger=logging,
+                 fixed_param_names=None, grad_req='write', state_names=None, group2ctxs=None):
+        self.param_names = param_names
+        self.arg_names = symbol.list_arguments()
+        self.aux_names = symbol.list_auxiliary_states()
+        self.symbol = symbol
+        self.contexts = contexts
+        self.workload = workload if workload is not None else [1] * len(contexts)
+        self.group2ctxs = _prepare_group2ctxs(group2ctxs, len(contexts))
+        self.for_training = for_training
+        self.inputs_need_grad = inputs_need_grad
+        self.logger = logger
+        self._total_exec_bytes = 0
+        self.fixed_param_names = list(fixed_param_names or [])
+        self.state_names = list(state_names or [])
+        if not for_training:
+            grad_req = 'null'
+        data_shapes = [_as_desc(x) for x in data_shapes]
+        if label_shapes is not None:
+            label_shapes = [_as_desc(x) for x in label_shapes]
+        self.grad_req = self._grad_req_dict(grad_req, [x.name for x in data_shapes])
+
+        if shared_group is not None:
+            self.shared_data_arrays = shared_group.shared_data_arrays
+        else:
+            self.shared_data_arrays = [{} for _ in contexts]
+
+        self.batch_size = None
+        self.slices = None
+        self.execs = []
+        self._default_execs = None
+        self._exec_cache = {}
+        self._monitors = []
+        self.data_arrays = None
+        self.label_arrays = None
+        self.param_arrays = None
+        self.state_arrays = None
+        self.grad_arrays = None
+        self.aux_arrays = None
+        self.input_grad_arrays = None
+        self.data_shapes = None
+        self.label_shapes = None
+        self.data_names = None
+        self.label_names = None
+        self.data_layouts = None
+        self.label_layouts = None
+        self.output_names = self.symbol.list_outputs()
+        self.num_outputs = len(self.output_names)
+        self.output_layouts = [_batch_axis(self.symbol[index].attr('__layout__'))
+                               for index in range(self.num_outputs)]
+        self.bind_exec(data_shapes, label_shapes, shared_group)
+
+    def _grad_req_dict(self, grad_req, data_names):
+        if isinstance(grad_req, str):
+            out = {}
+            for k in self.arg_names:
+                if k in self.param_names:
+                    out[k] = 'null' if k in self.fixed_param_names else grad_req
+                elif k in data_names:
+                    out[k] = grad_req if self.inputs_need_grad else 'null'
+                else:
+                    out[k] = 'null'
+            return out
+        if isinstance(grad_req, (list, tuple)):
+            assert len(grad_req) == len(self.arg_names)
+            return dict(zip(self.arg_names, grad_req))
+        if isinstance(grad_req, dict):
+            out = {}
+            for k in self.arg_names:
+                if k in self.param_names:
+                    out[k] = 'null' if k in self.fixed_param_names else 'write'
+                elif k in data_names:
+                    out[k] = 'write' if self.inputs_need_grad else 'null'
+                else:
+                    out[k] = 'null'
+            out.update(grad_req)
+            return out
+        raise ValueError("grad_req must be one of str, list, tuple, or dict.")
+
+    # -- slicing and binding ----------------------------------------------------------
+    def decide_slices(self, data_shapes):
+        """Decide the slices for each context according to the workload.
+
+        Parameters
+        ----------
+        data_shapes : list of DataDesc
+            Shapes of the data or the labels.
+
+        Returns
+        -------
+        list of int
+            The batch axis of each input (-1 where it has none).
+        """
+        assert len(data_shapes) > 0
+        major_axis = [_batch_axis(getattr(x, "layout", None)) for x in data_shapes]
+        for (name, shape), axis in zip(data_shapes, major_axis):
+            if axis == -1:
+                continue
+            batch_size = shape[axis]
+            if self.batch_size is not None:
+                assert batch_size == self.batch_size, (
+                    "all data must have the same batch size: "
+                    + ("batch_size = %d, but " % self.batch_size)
+                    + ("%s has shape %s" % (name, shape)))
+            else:
+                self.batch_size = batch_size
+                self.slices = _split_input_slice(self.batch_size, self.workload)
+        return major_axis
+
+    def _collect_arrays(self):
+        """Collect the executors' arrays into mxnet's per-name, per-device lists."""
+        if self.slices:
+            self.data_arrays = [[(self.slices[i], e.arg_dict[name])
+                                 for i, e in enumerate(self.execs)]
+                                for name, _ in self.data_shapes]
+        else:
+            self.data_arrays = [[(slice(i, i + 1), e.arg_dict[name])
+                                 for i, e in enumerate(self.execs)]
+                                for name, _ in self.data_shapes]
+        self.state_arrays = [[e.arg_dict[name] for e in self.execs] for name in self.state_names]
+        if self.label_shapes is not None:
+            self.label_arrays = [[(self.slices[i], e.arg_dict[name])
+                                  for i, e in enumerate(self.execs)]
+                                 for name, _ in self.label_shapes]
+        else:
+            self.label_arrays = None
+        self.param_arrays = [[e.arg_dict[name] for e in self.execs]
+                             for name in self.arg_names if name in self.param_names]
+        if self.for_training:
+            self.grad_arrays = [[e.grad_dict.get(name) for e in self.execs]
+                                for name in self.arg_names if name in self.param_names]
+        else:
+            self.grad_arrays = None
+        data_names = [x[0] for x in self.data_shapes]
+        if self.inputs_need_grad:
+            self.input_grad_arrays = [[e.grad_dict.get(name) for e in self.execs]
+                                      for name in data_names if name in self.arg_names]
+        else:
+            self.input_grad_arrays = None
+        self.aux_arrays = [[e.aux_dict[name] for e in self.execs] for name in self.aux_names]
+
+    def bind_exec(self, data_shapes, label_shapes, shared_group=None, reshape=False):
+        """Bind executors on their respective devices.
+
+        Parameters
+        ----------
+        data_shapes : list of DataDesc
+        label_shapes : list of DataDesc or None
+        shared_group : DataParallelExecutorGroup, optional
+        reshape : bool
+            Re-bind existing executors for new shapes, sharing parameters,
+            gradients, auxiliary states and internal memory with the first
+            binding.
+        """
+        assert reshape or not self.execs
+        self.batch_size = None
+        self.data_layouts = self.decide_slices(data_shapes)
+        if label_shapes is not None:
+            self.label_layouts = self.decide_slices(label_shapes)
+        key = self._shape_key(data_shapes, label_shapes)
+        for i in range(len(self.contexts)):
+            data_shapes_i = self._sliced_shape(data_shapes, i, self.data_layouts)
+            if label_shapes is not None:
+                label_shapes_i = self._sliced_shape(label_shapes, i, self.label_layouts)
+            else:
+                label_shapes_i = []
+            if reshape:
+                cached = self._exec_cache.get((key, i))
+                if cached is None:
+                    cached = self._reshape_ith_exec(i, data_shapes_i + label_shapes_i)
+                    self._exec_cache[(key, i)] = cached
+                self.execs[i] = cached
+            else:
+                exe = self._bind_ith_exec(i, data_shapes_i, label_shapes_i, shared_group)
+                self._exec_cache[(key, i)] = exe
+                self.execs.append(exe)
+        self.data_shapes = data_shapes
+        self.label_shapes = label_shapes
+        self.data_names = [i.name for i in self.data_shapes]
+        if label_shapes is not None:
+            self.label_names = [i.name for i in self.label_shapes]
+        self._collect_arrays()
+
+    @staticmethod
+    def _shape_key(data_shapes, label_shapes):
+        return (tuple((d.name, tuple(d.shape)) for d in data_shapes),
+                None if label_shapes is None else
+                tuple((d.name, tuple(d.shape)) for d in label_shapes))
+
+    def reshape(self, data_shapes, label_shapes):
+        """Reshape executors for new input shapes.
+
+        Shapes seen before reuse their executors (and compiled Programs);
+        new shapes compile a Program and share every parameter, gradient and
+        auxiliary array with the first binding.
+
+        Parameters
+        ----------
+        data_shapes : list of DataDesc
+        label_shapes : list of DataDesc or None
+        """
+        if data_shapes == self.data_shapes and label_shapes == self.label_shapes:
+            return
+        if self._default_execs is None:
+            self._default_execs = list(self.execs)
+        self.bind_exec(data_shapes, label_shapes, reshape=True)
+
+    def _infer_arg_shapes(self, i, input_shapes):
+        arg_shapes, _, aux_shapes = self.symbol.infer_shape(**input_shapes)
+        if arg_shapes is None:
+            raise MXNetError(f"cannot infer the shapes of every argument on {self.contexts[i]} "
+                             f"from the per-device input shapes {input_shapes}")
+        return arg_shapes, aux_shapes
+
+    def _bind_ith_exec(self, i, data_shapes, label_shapes, shared_group):
+        """Bind the i-th executor, sharing with ``shared_group.execs[i]`` where given."""
+        shared_exec = None if shared_group is None else shared_group.execs[i]
+        context = self.contexts[i]
+        shared_data_arrays = self.shared_data_arrays[i]
+        input_shapes = {d.name: tuple(d.shape) for d in data_shapes}
+        if label_shapes is not None:
+            input_shapes.update({d.name: tuple(d.shape) for d in label_shapes})
+        arg_shapes, aux_shapes = self._infer_arg_shapes(i, input_shapes)
+        args, grads, aux = {}, {}, {}
+        for name, shape in zip(self.arg_names, arg_shapes):
+            shape = tuple(shape)
+            need_grad = self.grad_req[name] != 'null'
+            if name in self.param_names:
+                args[name] = self._shared_or_new(shared_exec, "arg_dict", name, shape, context)
+                if need_grad:
+                    grads[name] = self._shared_or_new(shared_exec, "grad_dict", name, shape,
+                                                      context)
+            else:
+                args[name] = self._get_or_reshape(name, shared_data_arrays, shape, context)
+                if need_grad:
+                    grads[name] = empty(shape, context)
+        for name, shape in zip(self.aux_names, aux_shapes):
+            aux[name] = self._shared_or_new(shared_exec, "aux_dict", name, tuple(shape), context)
+        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux,
+                       shared_exec=shared_exec)
+        self._account(exe)
+        return exe
+
+    def _reshape_ith_exec(self, i, shapes_i):
+        """A new executor for new shapes that shares arrays with the default one."""
+        base = self._default_execs[i]
+        context = self.contexts[i]
+        input_shapes = {d.name: tuple(d.shape) for d in shapes_i}
+        arg_shapes, aux_shapes = self._infer_arg_shapes(i, input_shapes)
+        args, grads, aux = {}, {}, {}
+        for name, shape in zip(self.arg_names, arg_shapes):
+            shape = tuple(shape)
+            args[name] = self._shared_or_new(base, "arg_dict", name, shape, context)
+            if self.grad_req[name] != 'null':
+                grads[name] = self._shared_or_new(base, "grad_dict", name, shape, context)
+        for name, shape in zip(self.aux_names, aux_shapes):
+            aux[name] = self._shared_or_new(base, "aux_dict", name, tuple(shape), context)
+        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux, shared_exec=base)
+        for mon in self._monitors:
+            mon.install(exe)
+        return exe
+
+    @staticmethod
+    def _shared_or_new(shared_exec, which, name, shape, context):
+        if shared_exec is not None:
+            arr = getattr(shared_exec, which).get(name)
+            if arr is not None and tuple(arr.shape) == shape:
+                return arr
+        return empty(shape, context)
+
+    @staticmethod
+    def _get_or_reshape(name, shared_data_arrays, shape, context):
+        """An input array from the shared pool: reused (as a view) when large enough."""
+        arr = shared_data_arrays.get(name)
+        if arr is not None and arr.numel() >= _numel(shape) and arr.device == context.torch_device:
+            return as_ndarray(arr.reshape(-1)[:_numel(shape)].view(shape), context)
+        arr = empty(shape, context)
+        shared_data_arrays[name] = arr
+        return arr
+
+    def _account(self, exe):
+        nbytes = 0
+        for d in (exe.arg_dict, exe.grad_dict, exe.aux_dict):
+            nbytes += sum(4 * a.numel() for a in d.values() if a is not None)
+        nbytes += sum(4 * o.numel() for o in exe.outputs)
+        nbytes += int(getattr(exe, "_total_exec_bytes", 0) or 0)
+        self._total_exec_bytes += nbytes
+
+    def _sliced_shape(self, shapes, i, major_axis):
+        """The (name, shape) descriptors of the i-th executor's part of the batch."""
+        cls = _desc_class()
+        sliced_shapes = []
+        for desc, axis in zip(shapes, major_axis):
+            shape = list(desc.shape)
+            if axis >= 0:
+                shape[axis] = self.slices[i].stop - self.slices[i].start
+            sliced_shapes.append(cls(desc.name, tuple(shape), getattr(desc, "dtype", np.float32),
+                                     getattr(desc, "layout", None)))
+        return sliced_shapes
+
+    # -- parameters -------------------------------------------------------------------
+    def set_params(self, arg_params, aux_params, allow_extra=False):
+        """Copy parameters into every executor.
+
+        Parameters
+        ----------
+        arg_params : dict of str to NDArray
+        aux_params : dict of str to NDArray
+        allow_extra : bool
+            Ignore names the symbol does not have instead of raising.
+        """
+        for exec_ in self.execs:
+            for name, array in arg_params.items():
+                if name in exec_.arg_dict:
+                    _copy_into(array, exec_.arg_dict[name])
+                elif not allow_extra:
+                    raise ValueError('Find name "%s" that is not in the arguments' % name)
+            if aux_params is None:
+                continue
+            for name, array in aux_params.items():
+                if name in exec_.aux_dict:
+                    _copy_into(array, exec_.aux_dict[name])
+                elif not allow_extra:
+                    raise ValueError('Find name %s that is not in the auxiliary states' % name)
+
+    def get_params(self, arg_params, aux_params):
+        """Copy the device parameters (averaged over devices) into ``arg_params`` / ``aux_params``.
+
+        The dicts' NDArrays are updated in place.
+        """
+        for name, block in zip(self.param_names, self.param_arrays):
+            self._average_into(block, arg_params[name])
+        for name, block in zip(self.aux_names, self.aux_arrays):
+            self._average_into(block, aux_params[name])
+
+    @staticmethod
+    def _average_into(block, dst):
+        with torch.no_grad():
+            if len(block) == 1:
+                weight = block[0]
+            else:
+                weight = sum(w.to(dst.device) for w in block) / len(block)
+            dst.copy_(weight.to(device=dst.device, dtype=dst.dtype))
+
+    # -- computation --------------------------------------------------------------------
+    def forward(self, data_batch, is_train=None):
+        """Split ``data_batch`` according to the workload and run forward on each device.
+
+        Parameters
+        ----------
+        data_batch : DataBatch or list of DataBatch
+            A list holds one pre-sliced batch per device.
+        is_train : bool, optional
+            Defaults to ``for_training``.
+        """
+        _load_data(data_batch, self.data_arrays, self.data_layouts)
+        if is_train is None:
+            is_train = self.for_training
+        if isinstance(data_batch, list):
+            if self.label_arrays is not None and data_batch is not None and data_batch[0].label:
+                _load_label(data_batch, self.label_arrays, self.label_layouts)
+        else:
+            if self.label_arrays is not None and data_batch.label:
+                _load_label(data_batch, self.label_arrays, self.label_layouts)
+        for exec_ in self.execs:
+            exec_.forward(is_train=is_train)
+
+    def get_output_shapes(self):
+        """``[(name, shape)]`` of the merged outputs."""
+        outputs = self.execs[0].outputs
+        concat_shapes = []
+        for key, out, axis in zip(self.symbol.list_outputs(), outputs, self.output_layouts):
+            the_shape = list(out.shape)
+            if axis >= 0:
+                the_shape[axis] = self.batch_size
+            concat_shapes.append((key, tuple(the_shape)))
+        return concat_shapes
+
+    def get_outputs(self, merge_multi_context=True, begin=0, end=None):
+        """Outputs of the last forward, ``[begin, end)``.
+
+        Returns ``[out1, out2]`` merged along each output's batch axis, or
+        ``[[out1_dev1, out1_dev2], [out2_dev1, out2_dev2]]`` without merging.
+        """
+        if end is None:
+            end = self.num_outputs
+        outputs = [[exec_.outputs[i] for exec_ in self.execs] for i in range(begin, end)]
+        if merge_multi_context:
+            outputs = _merge_multi_context(outputs, self.output_layouts[begin:end])
+        return outputs
+
+    def get_states(self, merge_multi_context=True):
+        """State arrays, ``[[state1_dev1, state1_dev2], ...]`` (merging is not supported)."""
+        assert not merge_multi_context, \
+            "merge_multi_context=True is not supported for get_states yet."
+        return self.state_arrays
+
+    def set_states(self, states=None, value=None):
+        """Set the states from per-device arrays or fill them with one scalar."""
+        if states is not None:
+            assert value is None, "Only one of states & value can be specified."
+            _load_general(states, self.state_arrays, (0,) * len(states))
+        else:
+            assert value is not None, "At least one of states & value must be specified."
+            assert states is None, "Only one of states & value can be specified."
+            for d_dst in self.state_arrays:
+                for dst in d_dst:
+                    with torch.no_grad():
+                        dst.fill_(float(value))
+
+    def get_input_grads(self, merge_multi_context=True):
+        """Gradients with respect to the data inputs (needs ``inputs_need_grad``)."""
+        assert self.inputs_need_grad
+        if merge_multi_context:
+            return _merge_multi_context(self.input_grad_arrays, self.data_layouts)
+        return self.input_grad_arrays
+
+    def backward(self, out_grads=None):
+        """Run backward on every device; ``out_grads`` are sliced like the batch."""
+        assert self.for_training, 're-bind with for_training=True to run backward'
+        if out_grads is None:
+            out_grads = []
+        elif isinstance(out_grads, torch.Tensor):
+            out_grads = [out_grads]
+        for i, (exec_, islice) in enumerate(zip(self.execs, self.slices)):
+            out_grads_slice = []
+            for grad, axis in zip(out_grads, self.output_layouts):
+                grad = _to_tensor(grad)
+                if axis >= 0:
+                    part = grad.narrow(axis, islice.start, islice.stop - islice.start)
+                    out_grads_slice.append(part.to(self.contexts[i].torch_device))
+                else:
+                    out_grads_slice.append(grad.to(self.contexts[i].torch_device))
+            exec_.backward(out_grads=out_grads_slice or None)
+
+    def update_metric(self, eval_metric, labels, pre_sliced=False):
+        """Update ``eval_metric`` with each device's outputs and its slice of ``labels``."""
+        for current_exec, (texec, islice) in enumerate(zip(self.execs, self.slices)):
+            if not pre_sliced:
+                labels_slice = []
+                for label, axis in zip(labels, self.label_layouts):
+                    if axis == 0:
+                        labels_slice.append(label[islice])
+                    elif axis > 0:
+                        labels_slice.append(as_ndarray(_to_tensor(label).narrow(
+                            axis, islice.start, islice.stop - islice.start)))
+                    else:
+                        labels_slice.append(label)
+            else:
+                labels_slice = labels[current_exec]
+            labels_ = OrderedDict(zip(self.label_names or [], labels_slice))
+            preds = OrderedDict(zip(self.output_names, texec.outputs))
+            eval_metric.update_dict(labels_, preds)
+
+    def install_monitor(self, mon):
+        """Install a monitor on every executor (and on executors made by later reshapes)."""
+        self._monitors.append(mon)
+        for exe in self.execs:
+            mon.install(exe)

@@ -1,0 +1,245 @@
+"""mxnet's binary NDArray-list format (``mx.nd.save`` / ``.params`` files).
+
+The layout, little-endian, as mxnet 1.9.1 writes it::
+
+    file   := u64 0x112  u64 0  u64 n  array*n  u64 k  key*k      (k is 0 or n)
+    key    := u64 len  bytes[len]                                 (utf-8)
+    array  := u32 magic  i32 stype  shape  [i32 dev_type  i32 dev_id  i32 type_flag  data]
+    shape  := u32 ndim  i64 dim*ndim
+
+``magic`` is ``0xF993FAC9`` (V2) or ``0xF993FACA`` (V3, numpy shape semantics:
+``ndim`` 0 is a scalar, -1 an unknown shape).  Under V2 ``ndim`` 0 marks a
+"none" array and nothing follows the shape.  Older files are read too: V1
+(``0xF993FAC8``, no stype field) and the legacy layout whose first word is
+``ndim`` followed by ``u32`` dims.  Only dense storage (``stype`` 0) is
+supported.  A pickled mxnet NDArray's ``{'handle': raw}`` state is one
+``array`` record on its own: see :func:`decode_single_ndarray`.
+
+Arrays are written with V2 magic, like mxnet outside numpy mode, except that
+a file holding a 0-d array is written all in V3 (mxnet refuses files mixing the
+two; it reads such a file with ``mx.npx.load`` or under ``np_shape(True)``).  Loaded arrays live on ``cpu(0)``
+(or the ``ctx`` passed in) whatever context they were saved from.
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import torch
+
+from compiler._atomic import atomic_write_bytes
+from compiler.errors import MXNetError
+
+from .context import Context, cpu
+from .ndarray import NDArray, as_ndarray, to_numpy_dtype
+
+LIST_MAGIC = 0x112
+V1_MAGIC = 0xF993FAC8
+V2_MAGIC = 0xF993FAC9
+V3_MAGIC = 0xF993FACA
+
+# mshadow type flags
+TYPE_FLAGS = {
+    0: np.dtype("float32"), 1: np.dtype("float64"), 2: np.dtype("float16"),
+    3: np.dtype("uint8"), 4: np.dtype("int32"), 5: np.dtype("int8"),
+    6: np.dtype("int64"), 7: np.dtype("bool"), 8: np.dtype("int16"),
+    9: np.dtype("uint16"), 10: np.dtype("uint32"), 11: np.dtype("uint64"),
+}
+BFLOAT16_FLAG = 12
+_FLAG_OF = {v: k for k, v in TYPE_FLAGS.items()}
+
+
+class _Corrupt(Exception):
+    """Internal: the bytes do not follow the format (reason in the message)."""
+
+
+class _Reader:
+    def __init__(self, buf):
+        self.buf = memoryview(buf)
+        self.pos = 0
+
+    def take(self, n: int, what: str):
+        if n < 0 or self.pos + n > len(self.buf):
+            raise _Corrupt(f"truncated while reading {what} at byte {self.pos} "
+                           f"(needs {n} bytes, {len(self.buf) - self.pos} left)")
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def unpack(self, fmt: str, what: str):
+        return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt), what))
+
+    def u32(self, what):
+        return self.unpack("I", what)[0]
+
+    def i32(self, what):
+        return self.unpack("i", what)[0]
+
+    def u64(self, what):
+        return self.unpack("Q", what)[0]
+
+
+# ----------------------------------------------------------------- decoding
+def _read_shape(r: _Reader, magic: int):
+    if magic in (V1_MAGIC, V2_MAGIC, V3_MAGIC):
+        ndim = r.i32("shape ndim")
+        if ndim < -1 or ndim > 32:
+            raise _Corrupt(f"implausible ndim {ndim}")
+        return None if ndim == -1 else r.unpack(f"{ndim}q", "shape dims") if ndim else ()
+    ndim = magic  # legacy layout: the first word was ndim, dims are u32
+    if ndim > 32:
+        raise _Corrupt(f"unknown array magic 0x{magic:08X}")
+    return r.unpack(f"{ndim}I", "legacy shape dims")
+
+
+def _read_array(r: _Reader, ctx: Context):
+    magic = r.u32("array magic")
+    if magic in (V2_MAGIC, V3_MAGIC):
+        stype = r.i32("storage type")
+        if stype != 0:
+            raise _Corrupt(f"storage type {stype} (sparse) is not supported; only dense arrays")
+    shape = _read_shape(r, magic)
+    if shape is None or (shape == () and magic != V3_MAGIC):
+        return as_ndarray(torch.empty((0,)), ctx)  # mxnet's "none" array
+    if any(d < 0 for d in shape):
+        raise _Corrupt(f"negative dimension in shape {shape}")
+    r.i32("context device type")
+    r.i32("context device id")
+    flag = r.i32("type flag")
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if flag == BFLOAT16_FLAG:
+        raw = r.take(2 * count, "bfloat16 data")
+        t = torch.frombuffer(bytearray(raw), dtype=torch.bfloat16) if count else \
+            torch.empty((0,), dtype=torch.bfloat16)
+        return as_ndarray(t.reshape(shape).to(ctx.torch_device), ctx)
+    if flag not in TYPE_FLAGS:
+        raise _Corrupt(f"unknown type flag {flag}")
+    dt = TYPE_FLAGS[flag]
+    raw = r.take(dt.itemsize * count, f"{dt} data of shape {tuple(shape)}")
+    arr = np.frombuffer(raw, dtype=dt.newbyteorder("<"), count=count).astype(dt).reshape(shape)
+    return as_ndarray(torch.from_numpy(arr.copy()).to(ctx.torch_device), ctx)
+
+
+def _decode_list(buf, ctx: Context):
+    r = _Reader(buf)
+    header = r.u64("header")
+    if header != LIST_MAGIC:
+        raise _Corrupt(f"bad header 0x{header:X} (expected 0x112): not an NDArray file")
+    r.u64("reserved word")
+    n = r.u64("array count")
+    if n > len(buf):
+        raise _Corrupt(f"implausible array count {n}")
+    arrays = [_read_array(r, ctx) for _ in range(n)]
+    k = r.u64("key count")
+    if k not in (0, n):
+        raise _Corrupt(f"{k} keys for {n} arrays")
+    keys = []
+    for _ in range(k):
+        length = r.u64("key length")
+        keys.append(bytes(r.take(length, "key")).decode("utf-8"))
+    if r.pos != len(r.buf):
+        raise _Corrupt(f"{len(r.buf) - r.pos} trailing bytes after the key list")
+    return dict(zip(keys, arrays)) if keys else arrays
+
+
+def loads(buf, ctx: Context = None, source: str = "<buffer>"):
+    """Decode an NDArray-list buffer: a list, or a dict when the file has keys."""
+    try:
+        return _decode_list(buf, ctx or cpu(0))
+    except _Corrupt as e:
+        raise MXNetError(f"Invalid NDArray file format in {source}: {e}") from None
+
+
+def load(fname, ctx: Context = None):
+    """Read an ``mx.nd.save`` / ``.params`` file (mxnet 1.x binary format)."""
+    fname = os.fspath(fname)
+    try:
+        with open(fname, "rb") as f:
+            buf = f.read()
+    except OSError as e:
+        raise MXNetError(f"cannot read NDArray file {fname!r}: {e}") from e
+    return loads(buf, ctx, source=repr(fname))
+
+
+def decode_single_ndarray(raw, ctx: Context = None) -> NDArray:
+    """One array record, e.g. the ``handle`` bytes of a pickled mxnet NDArray."""
+    r = _Reader(raw)
+    try:
+        out = _read_array(r, ctx or cpu(0))
+        if r.pos != len(r.buf):
+            raise _Corrupt(f"{len(r.buf) - r.pos} trailing bytes")
+        return out
+    except _Corrupt as e:
+        raise MXNetError(f"Invalid NDArray record: {e}") from None
+
+
+# ----------------------------------------------------------------- encoding
+def _context_ids(arr):
+    ctx = arr.context if isinstance(arr, NDArray) else \
+        (Context("gpu", arr.device.index or 0) if arr.device.type == "cuda" else cpu(0))
+    return ctx.device_typeid, ctx.device_id
+
+
+def encode_single_ndarray(arr, np_shape=None) -> bytes:
+    """One array record, as mxnet's ``NDArray::Save`` writes it.
+
+    ``np_shape`` picks the V3 magic (numpy shape semantics); by default only
+    0-d arrays use it, since V2 cannot describe them.
+    """
+    if isinstance(arr, np.ndarray):
+        arr = torch.from_numpy(np.array(arr, order="C"))
+    if not isinstance(arr, torch.Tensor):
+        raise TypeError(f"save only accepts arrays, got {type(arr).__name__}")
+    shape = tuple(arr.shape)
+    if np_shape is None:
+        np_shape = len(shape) == 0
+    magic = V3_MAGIC if np_shape else V2_MAGIC
+    t = arr.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        flag, data = BFLOAT16_FLAG, t.view(torch.int16).numpy().astype("<i2").tobytes()
+    else:
+        try:
+            dt = to_numpy_dtype(t.dtype)
+        except TypeError:
+            raise MXNetError(f"cannot save arrays of dtype {t.dtype}") from None
+        flag = _FLAG_OF[dt]
+        np_arr = torch.Tensor.numpy(t.as_subclass(torch.Tensor))
+        data = np_arr.astype(dt.newbyteorder("<"), copy=False).tobytes()
+    dev_type, dev_id = _context_ids(arr)
+    head = struct.pack(f"<Iii{len(shape)}q", magic, 0, len(shape), *shape)
+    return head + struct.pack("<iii", dev_type, dev_id, flag) + data
+
+
+def dumps(data) -> bytes:
+    """Encode an array, a list of arrays or a dict ``str -> array``."""
+    if isinstance(data, (torch.Tensor, np.ndarray)):
+        data = [data]
+    if isinstance(data, dict):
+        if any(not isinstance(k, str) for k in data):
+            raise TypeError("save only accept dict str->NDArray or list of NDArray")
+        keys, arrays = list(data.keys()), list(data.values())
+    elif isinstance(data, (list, tuple)):
+        keys, arrays = [], list(data)
+    else:
+        raise ValueError("data needs to either be a NDArray, dict of str, NDArray pairs "
+                         "or a list of NDarrays.")
+    arrays = [torch.from_numpy(np.array(a, order="C")) if isinstance(a, np.ndarray) else a
+              for a in arrays]
+    bad = [a for a in arrays if not isinstance(a, torch.Tensor)]
+    if bad:
+        raise TypeError("save only accept dict str->NDArray or list of NDArray")
+    # mxnet refuses files that mix V2 and V3 records: one 0-d array makes the whole file V3
+    np_shape = any(a.dim() == 0 for a in arrays)
+    parts = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
+    parts += [encode_single_ndarray(a, np_shape) for a in arrays]
+    parts.append(struct.pack("<Q", len(keys)))
+    for k in keys:
+        kb = k.encode("utf-8")
+        parts.append(struct.pack("<Q", len(kb)) + kb)
+    return b"".join(parts)
+
+
+def save(fname, data):
+    """Write ``data`` in mxnet's format, atomically (temp file, then rename)."""
+    atomic_write_bytes(os.fspath(fname), dumps(data))
