@@ -492,12 +492,17 @@ class DataParallelExecutorGroup:
             mon.install(exe)
         return exe
 
-    @staticmethod
-    def _shared_or_new(shared_exec, which, name, shape, context):
+    def _shared_or_new(self, shared_exec, which, name, shape, context):
         if shared_exec is not None:
             arr = getattr(shared_exec, which).get(name)
             if arr is not None and tuple(arr.shape) == shape:
                 return arr
+            if arr is not None and (name in self.param_names or which == "aux_dict"):
+                # parameters are shared, never silently re-allocated (mxnet refuses too)
+                raise MXNetError(
+                    f"parameter '{name}' has shape {tuple(arr.shape)}, but the input shapes "
+                    f"now given imply {shape}; only data and label shapes may change "
+                    f"between batches or buckets")
         return empty(shape, context)
 
     @staticmethod

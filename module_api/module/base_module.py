@@ -255,6 +255,7 @@ class BaseModule:
             data_iter = iter(train_data)
             end_of_batch = False
             next_data_batch = next(data_iter)
+            bar = _epoch_progress(train_data, epoch)
             while not end_of_batch:
                 data_batch = next_data_batch
                 if monitor is not None:
@@ -287,6 +288,8 @@ class BaseModule:
                     for callback in _as_list(batch_end_callback):
                         callback(batch_end_params)
                 nbatch += 1
+                bar.update(1)
+            bar.close()
 
             # one epoch of training is finished
             for name, val in eval_name_vals:
@@ -439,3 +442,16 @@ class BaseModule:
     def symbol(self):
         """The symbol associated with this module."""
         return self._symbol
+
+
+def _epoch_progress(train_data, epoch):
+    """A tqdm bar over one epoch's batches: shown on a terminal, and only once an
+    epoch has run for 10 s (short epochs and logs stay as mxnet prints them)."""
+    from tqdm import tqdm
+    total = None
+    num_data, batch_size = getattr(train_data, "num_data", None), getattr(train_data,
+                                                                          "batch_size", None)
+    if num_data and batch_size:
+        total = -(-int(num_data) // int(batch_size))
+    return tqdm(total=total, desc=f"Epoch[{epoch}]", unit="batch", leave=False, delay=10,
+                disable=None)

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import torch
 
+from compiler.errors import MXNetError
 from runtime import context as ctx
 from runtime.executor_group import DataParallelExecutorGroup
 
@@ -214,6 +215,14 @@ class Module(BaseModule):
                           "init_params call ignored.", stacklevel=2)
             return
         assert self.binded, 'call bind before initializing the parameters'
+        if not allow_extra:
+            # mxnet 1.9.1 ignores unknown names here; a typo or a checkpoint of
+            # another model then trains from random values. We refuse instead.
+            for given, known in ((arg_params, self._arg_params), (aux_params, self._aux_params)):
+                for name in sorted(given or {}):
+                    if name not in known:
+                        raise ValueError(f'Find name "{name}" that is not in the arguments: '
+                                         f'pass allow_extra=True to ignore extra parameters')
 
         def _impl(name, arr, cache):
             """Internal helper for parameter initialization"""
@@ -347,9 +356,17 @@ class Module(BaseModule):
         """Reshape the module for new input shapes (a new Program is compiled
         for shapes not seen before; parameters stay the same arrays)."""
         assert self.binded
-        self._data_shapes, self._label_shapes = _parse_data_desc(
+        new_data, new_label = _parse_data_desc(
             self.data_names, self.label_names, data_shapes, label_shapes)
-        self._exec_group.reshape(self._data_shapes, self._label_shapes)
+        group = self._exec_group
+        saved = dict(group.__dict__)
+        try:
+            group.reshape(new_data, new_label)
+        except Exception:
+            group.__dict__.clear()       # a failed reshape leaves the module as it was
+            group.__dict__.update(saved)
+            raise
+        self._data_shapes, self._label_shapes = new_data, new_label
 
     # ------------------------------------------------------------------ optimizer
     def init_optimizer(self, kvstore='local', optimizer='sgd',
@@ -446,7 +463,8 @@ class Module(BaseModule):
         is_train : bool, optional
             Defaults to ``for_training``.
         """
-        assert self.binded and self.params_initialized
+        _check_ready(self, "forward")
+        _check_batch(self, data_batch)
 
         curr_data_shapes = tuple(i.shape for i in self._data_shapes)
         if isinstance(data_batch, list):
@@ -584,3 +602,32 @@ class Module(BaseModule):
                 for param_name in row_ids:
                     warnings.warn(UserWarning("%s.stype is not 'row_sparse'. No need to "
                                               "perform row_sparse_pull." % param_name))
+
+
+class ModuleStateError(MXNetError, AssertionError):
+    """A Module method called before bind / init_params (mxnet asserts; this says why)."""
+
+
+def _check_ready(mod, what):
+    if not (mod.binded and mod.params_initialized):
+        raise ModuleStateError(
+            f"Module.{what}: the module must be bound and its parameters initialised first "
+            f"(binded={mod.binded}, params_initialized={mod.params_initialized}); call "
+            f"bind() and init_params(), or fit()")
+
+
+def _check_batch(mod, data_batch):
+    """A DataBatch must carry one array per data name, agreeing with its provide_data."""
+    for batch in (data_batch if isinstance(data_batch, list) else [data_batch]):
+        data = list(batch.data or [])
+        if len(data) != len(mod._data_names):
+            raise MXNetError(f"the DataBatch has {len(data)} data arrays, the module expects "
+                             f"{len(mod._data_names)} ({', '.join(mod._data_names)})")
+        provided = getattr(batch, "provide_data", None)
+        if provided:
+            for desc, arr in zip(provided, data):
+                name, shape = (desc.name, desc.shape) if hasattr(desc, "shape") else desc[:2]
+                if tuple(shape) != tuple(arr.shape):
+                    raise MXNetError(f"DataBatch.provide_data gives '{name}' shape "
+                                     f"{tuple(shape)} but its array has shape "
+                                     f"{tuple(arr.shape)}")

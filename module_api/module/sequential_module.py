@@ -89,10 +89,19 @@ class SequentialModule(BaseModule):
         if self.params_initialized and not force_init:
             return
         assert self.binded, 'call bind before initializing the parameters'
+        if not allow_extra:  # names no module knows (each module reads its own part)
+            known = set()
+            for module in self._modules:
+                arg, aux = module.symbol.list_arguments(), module.symbol.list_auxiliary_states()
+                known.update(arg, aux)
+            for name in sorted(set(arg_params or {}) | set(aux_params or {})):
+                if name not in known:
+                    raise ValueError(f'Find name "{name}" that is not in the arguments: '
+                                     f'pass allow_extra=True to ignore extra parameters')
         for module in self._modules:
             module.init_params(initializer=initializer, arg_params=arg_params,
                                aux_params=aux_params, allow_missing=allow_missing,
-                               force_init=force_init, allow_extra=allow_extra)
+                               force_init=force_init, allow_extra=True)
 
         def _check_name(known_names, new_names, modules, i):
             """Internal function to help checking duplicated names."""

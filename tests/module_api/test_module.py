@@ -200,7 +200,9 @@ def test_set_params_missing_and_extra():
     mod.set_params(partial, aux, allow_missing=True)
     extra = dict(arg)
     extra['junk'] = nd.zeros((2,))
-    mod.set_params(extra, aux)      # as in mxnet: only the module's own names are read
+    # mxnet 1.9.1 silently ignores unknown names here; we raise unless allow_extra
+    with pytest.raises(ValueError, match='Find name "junk" that is not in the arguments'):
+        mod.set_params(extra, aux)
     with pytest.raises(ValueError, match='Find name "junk" that is not in the arguments'):
         mod.set_params(extra, aux, allow_missing=True)
     mod.set_params(extra, aux, allow_missing=True, allow_extra=True)

@@ -1,0 +1,67 @@
+"""Bad input to a Module: a clear error, and the module unchanged afterwards."""
+import pytest
+
+import module_api as mx
+from compiler.errors import MXNetError
+
+
+def _module():
+    net = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=3, name="fc")
+    return mx.mod.Module(mx.sym.SoftmaxOutput(net, name="softmax"))
+
+
+def _batch(n=4, d=5, **kw):
+    return mx.io.DataBatch([mx.nd.ones((n, d))], [mx.nd.zeros((n,))], **kw)
+
+
+def test_forward_before_bind_or_init_params():
+    mod = _module()
+    with pytest.raises(AssertionError, match="bound and its parameters initialised"):
+        mod.forward(_batch())
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))])
+    with pytest.raises(MXNetError, match="params_initialized=False"):
+        mod.forward(_batch())
+
+
+def test_wrong_data_names_at_bind():
+    mod = _module()
+    with pytest.raises(ValueError, match="don't match names specified by data_names"):
+        mod.bind([("dat", (4, 5))], [("softmax_label", (4,))])
+    assert not mod.binded
+
+
+def test_batch_disagreeing_with_provide_data_and_array_count():
+    mod = _module()
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))])
+    mod.init_params()
+    with pytest.raises(MXNetError, match=r"provide_data gives 'data' shape \(4, 7\).*\(4, 5\)"):
+        mod.forward(_batch(provide_data=[mx.io.DataDesc("data", (4, 7))]))
+    with pytest.raises(MXNetError, match="2 data arrays, the module expects 1"):
+        mod.forward(mx.io.DataBatch([mx.nd.ones((4, 5))] * 2, [mx.nd.zeros((4,))]))
+
+
+def test_shapes_that_do_not_fit_the_parameters_leave_the_module_unchanged():
+    mod = _module()
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))])
+    mod.init_params()
+    weight = mod.get_params()[0]["fc_weight"].clone()
+    with pytest.raises(MXNetError, match=r"'fc_weight' has shape \(3, 5\).*\(3, 6\)"):
+        mod.forward(_batch(d=6))
+    assert [tuple(d.shape) for d in mod.data_shapes] == [(4, 5)]
+    mod.forward(_batch(), is_train=False)
+    assert tuple(mod.get_outputs()[0].shape) == (4, 3)
+    assert (mod.get_params()[0]["fc_weight"] == weight).all()
+
+
+def test_init_params_missing_and_extra():
+    mod = _module()
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))])
+    with pytest.raises(RuntimeError, match="fc_bias is not presented"):
+        mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5))})
+    assert not mod.params_initialized
+    with pytest.raises(ValueError, match="not in the arguments"):
+        mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5)),
+                                    "fc_bias": mx.nd.zeros((3,)), "other": mx.nd.zeros((1,))})
+    mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5)), "fc_bias": mx.nd.zeros((3,)),
+                                "other": mx.nd.zeros((1,))}, allow_extra=True)
+    assert mod.params_initialized
