@@ -6,3 +6,4 @@ from . import shape  # noqa: F401
 from . import matmul  # noqa: F401
 from . import nn  # noqa: F401
 from . import loss  # noqa: F401
+from . import rnn  # noqa: F401

@@ -63,7 +63,7 @@ def fuse(graph: Graph) -> list:
         if graph.node(gu)["phase"] != graph.node(gv)["phase"]:
             return False
         union = members[gu] | members[gv]
-        if _creates_cycle(graph, members[gu], members[gv], pos):
+        if _creates_cycle(graph, members[gu], members[gv], pos, group_of, members):
             return False
         try:
             program = build_tile_program(graph, union, outside_uses(graph, union, head_set))
@@ -124,8 +124,9 @@ def _program(graph, nodes, head_set, strict=False):
         return None
 
 
-def _creates_cycle(graph, a: set, b: set, pos) -> bool:
-    """Would contracting groups ``a`` and ``b`` close a cycle through another node?"""
+def _creates_cycle(graph, a: set, b: set, pos, group_of=None, members=None) -> bool:
+    """Would contracting groups ``a`` and ``b`` close a cycle through another node
+    or another group (a group is one launch: reaching one member reaches all)?"""
     union = a | b
     limit = max(pos[n] for n in union)
     stack = [v for n in union for v in graph.g.successors(n) if v not in union]
@@ -135,10 +136,13 @@ def _creates_cycle(graph, a: set, b: set, pos) -> bool:
         if n in seen or pos[n] > limit:
             continue
         seen.add(n)
-        for v in graph.g.successors(n):
-            if v in union:
-                return True
-            stack.append(v)
+        g = group_of.get(n) if group_of is not None else None
+        nodes = members.get(g, ()) if g is not None else ()
+        for m in (n, *nodes):
+            for v in graph.g.successors(m):
+                if v in union:
+                    return True
+                stack.append(v)
     return False
 
 

@@ -6,11 +6,7 @@ from runtime import executor_group  # noqa: F401  (mxnet.module.executor_group)
 from .base_module import BaseModule  # noqa: F401
 from .module import Module  # noqa: F401
 from .sequential_module import SequentialModule  # noqa: F401
+from .bucketing_module import BucketingModule  # noqa: F401
 
 # ``from mxnet.module.executor_group import DataParallelExecutorGroup`` keeps working
 _sys.modules.setdefault(__name__ + ".executor_group", executor_group)
-
-try:  # written separately
-    from .bucketing_module import BucketingModule  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
