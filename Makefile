@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo demo-mlp test bench clean
 
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
@@ -10,12 +10,16 @@ export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q triton
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,examples]"
 	touch $@
 
 venv: .venv/.installed
 
+# The main job: the bucketed LSTM language model (a few minutes on 2 CPU cores).
 demo: venv
+	$(PY) examples/lstm_bucketing.py
+
+demo-mlp: venv
 	$(PY) examples/train_mlp.py
 
 test: venv

@@ -167,7 +167,7 @@ def main(argv=None):
         logging.info("validation perplexity reached %.3f", reached)
     if args.plot:
         write_plot(history, args.plot, best)
-    return reached, best
+    return reached, best, history
 
 
 if __name__ == "__main__":

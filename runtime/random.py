@@ -20,6 +20,9 @@ def generator_for(ctx) -> torch.Generator:
         if _SEED[0] is None:
             gen.seed()
         else:
-            gen.manual_seed(_SEED[0] * 1000003 + hash(key) % 1000003)
+            # a per-context stream that is the same in every process (str hashes
+            # change with PYTHONHASHSEED, so the device type maps to a fixed number)
+            kind = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}.get(key[0], 7)
+            gen.manual_seed(_SEED[0] * 1000003 + kind * 1009 + key[1])
         _GENERATORS[key] = gen
     return gen
