@@ -1,7 +1,7 @@
 """The compile pipeline, as one flat list of named passes.
 
-    infer_shapes -> autodiff -> decompose -> infer_shapes (new nodes) ->
-    prepare_heads -> simplify -> fuse -> plan_memory -> codegen
+    infer_shapes -> autodiff -> decompose -> hoist_matmuls -> prepare_heads ->
+    simplify -> fuse -> plan_memory -> codegen
 
 Each stage is timed; ``SYMTRITON_LOG=passes`` prints the times.
 """
@@ -14,6 +14,7 @@ from ..ops.registry import View
 from .autodiff import autodiff
 from .decompose import decompose
 from .fuse import fuse
+from .hoist_matmuls import hoist_matmuls
 from .infer_shapes import infer_shapes
 from .plan_memory import contiguous_strides, plan_memory
 from .simplify import simplify
@@ -70,6 +71,7 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     g = timed("autodiff", autodiff, g, grad_req) if is_train else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train)
+    g = timed("hoist_matmuls", hoist_matmuls, g)
     g = timed("prepare_heads", prepare_heads, g)
     g = timed("simplify", simplify, g)
     groups = timed("fuse", fuse, g)

@@ -1,0 +1,72 @@
+"""hoist_matmuls: x_t @ W over every step of one sequence becomes one matmul."""
+import torch
+
+from compiler import symbol as sym
+from compiler.passes.autodiff import autodiff
+from compiler.passes.decompose import decompose
+from compiler.passes.hoist_matmuls import hoist_matmuls
+from compiler.passes.infer_shapes import infer_shapes
+from compiler.reference import evaluate
+from runtime.context import cpu
+
+
+def _unrolled(T, share=True):
+    x = sym.Variable("x")
+    w = sym.Variable("w")
+    steps = sym.SliceChannel(x, num_outputs=T, axis=1, squeeze_axis=True)
+    outs = [sym.FullyConnected(steps[t], weight=w if share else sym.Variable(f"w{t}"),
+                               num_hidden=6, no_bias=True, name=f"fc{t}") for t in range(T)]
+    return sym.Group([sym.tanh(o) for o in outs])
+
+
+def _dots(graph):
+    return [n for n in graph.ops() if graph.node(n)["op"] == "dot"]
+
+
+def test_shared_weight_steps_become_one_matmul():
+    T = 4
+    g = infer_shapes(_unrolled(T).to_graph(), {"x": (3, T, 5)})
+    before = decompose(g, False)
+    after = hoist_matmuls(before)
+    assert len(_dots(before)) == T and len(_dots(after)) == 1
+    assert after.shape((_dots(after)[0], 0)) == (3, T, 6)
+    feeds = {"x": torch.randn(3, T, 5), "w": torch.randn(6, 5)}
+    want = evaluate(before, feeds)
+    got = evaluate(after, feeds)
+    for a, b in zip(want.values(), got.values()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_not_hoisted_when_weights_differ_or_steps_are_missing():
+    T = 3
+    g = decompose(infer_shapes(_unrolled(T, share=False).to_graph(),
+                               {"x": (2, T, 4), **{f"w{t}": (6, 4) for t in range(T)}}), False)
+    assert len(_dots(hoist_matmuls(g))) == T
+    x, w = sym.Variable("x"), sym.Variable("w")
+    steps = sym.SliceChannel(x, num_outputs=T, axis=1, squeeze_axis=True)
+    partial = sym.Group([sym.FullyConnected(steps[t], weight=w, num_hidden=6, no_bias=True)
+                         for t in range(T - 1)])   # step T-1 unused: nothing to gain
+    g = decompose(infer_shapes(partial.to_graph(), {"x": (2, T, 4)}), False)
+    assert len(_dots(hoist_matmuls(g))) == T - 1
+
+
+def test_hoisted_program_trains_like_torch():
+    T = 3
+    s = sym.MakeLoss(sym.sum(sym.Concat(*[sym.expand_dims(o, axis=1) for o in _unrolled(T)],
+                                        dim=1) ** 2))
+    exe = s.simple_bind(cpu(), x=(2, T, 5), w=(6, 5))
+    x, w = torch.randn(2, T, 5), torch.randn(6, 5) * 0.3
+    exe.arg_dict["x"][:] = x
+    exe.arg_dict["w"][:] = w
+    exe.forward(is_train=True)
+    exe.backward()
+    xt, wt = x.clone().requires_grad_(), w.clone().requires_grad_()
+    loss = (torch.tanh(xt @ wt.T) ** 2).sum()
+    loss.backward()
+    assert torch.allclose(exe.outputs[0].reshape(()), loss, rtol=1e-5)
+    assert torch.allclose(exe.grad_dict["w"], wt.grad, rtol=1e-4, atol=1e-5)
+    assert torch.allclose(exe.grad_dict["x"], xt.grad, rtol=1e-4, atol=1e-5)
+    train, _ = exe.programs
+    fwd_matmuls = [g for g, ln in zip(train.groups, train.launches)
+                   if ln.phase == "fwd" and "dot" in g]
+    assert len(fwd_matmuls) == 1
