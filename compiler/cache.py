@@ -3,24 +3,52 @@
 The key is a sha256 over a canonical, sorted JSON of *named* parts (graph
 JSON, input shapes, dtypes, mode, grad_req, target, template hash, versions),
 so ``SYMTRITON_LOG=cache`` can say which part changed on a surprise miss.
-Disk entries are one directory per key, published by an atomic rename, with
-a manifest holding the checksum of every file; an entry that fails its
-checksum is reported and rebuilt, never trusted. ``SYMTRITON_OFFLINE=1``
-turns a miss into an error naming the key.
+
+On disk (``cache_dir()``, per user by default, ``SYMTRITON_CACHE_DIR`` to move it)::
+
+    programs/<key>/program.json      the Program
+    programs/<key>/manifest.json     sha256 of program.json and of every kernel it uses,
+                                     and the versions it was built with
+    kernels/k_<sha256 prefix>.py     kernel sources, content-addressed, written atomically
+    locks/<key>.lock                 held while one process builds <key>
+
+Concurrency and crashes:
+
+* An entry is written into a private temp directory ``programs/.tmp-<key>-<host>-<pid>-…``
+  and published by one atomic directory rename, so a reader sees a whole entry or none
+  (never one writer's program with another's manifest).
+* Readers never take a lock: they verify the manifest (checksums and versions); anything
+  unreadable, corrupt or built with other versions is a miss.
+* Builders take ``locks/<key>.lock`` (``filelock``; ``SYMTRITON_CACHE_LOCK_TIMEOUT``
+  seconds, 600 by default), then look again: when several processes compile the same key
+  at once, one builds and the others load its entry.  Only a builder holding the lock
+  replaces an entry (corrupt, stale or forced) and it does so by renaming the old one aside
+  and then removing it; shared directories are never deleted otherwise.  Temp directories
+  left by a crashed builder are removed by the next builder of that key.
+* A cache directory that cannot be written (read-only, full) is reported once with a
+  warning, and that process keeps its Programs in memory.
+
+Environment: ``SYMTRITON_OFFLINE=1`` turns a miss (or a stale entry) into an error naming
+the key; ``SYMTRITON_FORCE_RECOMPILE=1`` ignores hits and rebuilds (replacing entries).
+
+Test hook: ``SYMTRITON_TEST_CRASH_AT=<stage>`` makes a builder call ``os._exit(1)`` at a
+named stage (see ``CRASH_STAGES``) to simulate a crash or kill; only the crash tests use it.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
 
+from . import codegen
 from ._atomic import atomic_write_text
-from .codegen import template_hash
 from .errors import MXNetError
 
 log = logging.getLogger("symtriton.cache")
@@ -29,6 +57,15 @@ _stats_lock = threading.Lock()
 _STATS = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "kernels_compiled": 0,
           "compile_seconds": 0.0, "corrupt_entries": 0}
 _MEMORY: dict = {}
+_MEMORY_ONLY_DIRS: set = set()      # cache dirs found unwritable (warned once per process)
+_REPORTED_STALE: set = set()        # (entry, versions) already reported as a version mismatch
+
+#: Stages at which ``SYMTRITON_TEST_CRASH_AT`` kills a builder (test hook).
+CRASH_STAGES = ("locked", "kernels", "program", "manifest", "aside", "published")
+
+_TMP_PREFIX = ".tmp-"
+_OLD_PREFIX = ".old-"
+_STALE_TEMP_SECONDS = 3600.0
 
 
 def cache_stats() -> dict:
@@ -52,6 +89,7 @@ def reset_cache_stats():
 def clear_memory_cache():
     """Forget in-memory Programs (tests use it to exercise the disk cache)."""
     _MEMORY.clear()
+    _REPORTED_STALE.clear()
 
 
 def bump(name, amount=1):
@@ -68,7 +106,17 @@ def cache_dir() -> str:
 
 
 def offline() -> bool:
-    return os.environ.get("SYMTRITON_OFFLINE", "0") not in ("", "0")
+    return _flag("SYMTRITON_OFFLINE")
+
+
+def _flag(name) -> bool:
+    return os.environ.get(name, "0") not in ("", "0")
+
+
+def _crash_point(stage: str):
+    """Test hook: ``SYMTRITON_TEST_CRASH_AT=<stage>`` exits abruptly here."""
+    if os.environ.get("SYMTRITON_TEST_CRASH_AT") == stage:
+        os._exit(1)
 
 
 def _versions() -> dict:
@@ -78,7 +126,7 @@ def _versions() -> dict:
         ours = version("symtriton")
     except Exception:  # not installed: running from a checkout
         ours = "checkout"
-    return {"symtriton": ours, "triton": triton.__version__, "templates": template_hash(),
+    return {"symtriton": ours, "triton": triton.__version__, "templates": codegen.template_hash(),
             "compiler": _compiler_hash()}
 
 
@@ -91,11 +139,13 @@ def _compiler_hash() -> str:
     if _COMPILER_HASH is None:
         h = hashlib.sha256()
         root = os.path.dirname(os.path.abspath(__file__))
-        for folder, _, files in sorted(os.walk(root)):
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            rel = os.path.relpath(folder, root)
             for name in sorted(files):
                 if name.endswith(".py"):
                     with open(os.path.join(folder, name), "rb") as f:
-                        h.update(name.encode() + f.read())
+                        h.update(os.path.join(rel, name).encode() + b"\0" + f.read())
         _COMPILER_HASH = h.hexdigest()[:16]
     return _COMPILER_HASH
 
@@ -121,47 +171,215 @@ def describe_key(parts: dict) -> str:
             f"target {parts.get('target')}")
 
 
-def lookup(key: str, parts: dict, build):
-    """Return the Program for ``key``: memory, then disk, then ``build()``."""
-    from .program import Program
-    prog = _MEMORY.get(key)
-    if prog is not None:
-        bump("hits")
-        return prog
-    entry = os.path.join(cache_dir(), "programs", key)
-    prog = _read_entry(entry, Program)
-    if prog is not None:
-        bump("hits")
-        bump("disk_hits")
-        _MEMORY[key] = prog
-        return prog
-    bump("misses")
-    if offline():
-        raise MXNetError(
-            f"SYMTRITON_OFFLINE=1 and no compiled program for key {key} ({describe_key(parts)}) "
-            f"in {cache_dir()}. Add it on a build machine with: symtriton compile SYMBOL.json "
+def _compile_hint(parts: dict) -> str:
+    return ("symtriton compile SYMBOL.json "
             + " ".join(f"--shape {k}={','.join(map(str, v))}" for k, v in
                        sorted(parts.get("shapes", {}).items()))
             + (" --train" if parts.get("for_training") else "")
             + f" --target {parts.get('target')} --out {cache_dir()}")
-    t0 = time.perf_counter()
-    prog, sources = build()
-    bump("compiles")
-    bump("compile_seconds", time.perf_counter() - t0)
-    _MEMORY[key] = prog
-    try:
-        _write_entry(entry, prog, sources)
-    except OSError as exc:  # read-only or full disk: keep working from memory
-        log.warning("symtriton: cannot write cache entry %s (%s); using memory only", entry, exc)
+
+
+class _Entry:
+    """What reading one entry found: ``program``, or why not (``missing``/``corrupt``/``stale``)."""
+    __slots__ = ("program", "status", "detail")
+
+    def __init__(self, program=None, status="ok", detail=""):
+        self.program, self.status, self.detail = program, status, detail
+
+
+def lookup(key: str, parts: dict, build):
+    """Return the Program for ``key``: memory, then disk, then ``build()``.
+
+    ``build()`` returns ``(program, {kernel hash: source})``.  Reading needs no lock;
+    building holds ``locks/<key>.lock`` so that concurrent processes build a key once.
+    """
+    from .program import Program
+    force = _flag("SYMTRITON_FORCE_RECOMPILE")
+    if not force:
+        prog = _MEMORY.get(key)
+        if prog is not None:
+            bump("hits")
+            return prog
+    root = cache_dir()
+    entry = os.path.join(root, "programs", key)
+    found = _Entry(status="forced") if force else _read_entry(entry, Program)
+    if found.program is not None:
+        return _disk_hit(key, found.program)
+    bump("misses")
+    if offline():
+        _refuse_offline(key, parts, found)
+
+    with _key_lock(root, key, parts):
+        if not force:
+            again = _read_entry(entry, Program, report=False)
+            if again.program is not None:     # another process built it while we waited
+                return _disk_hit(key, again.program)
+        t0 = time.perf_counter()
+        prog, sources = build()
+        bump("compiles")
+        bump("compile_seconds", time.perf_counter() - t0)
+        _MEMORY[key] = prog
+        if root not in _MEMORY_ONLY_DIRS:
+            try:
+                _write_entry(entry, prog, sources)
+            except OSError as exc:  # read-only or full disk: keep working from memory
+                _memory_only(root, exc)
+        if root in _MEMORY_ONLY_DIRS:
+            for h, src in sources.items():
+                write_kernel(h, src)
     return prog
 
 
+def _disk_hit(key, prog):
+    bump("hits")
+    bump("disk_hits")
+    _MEMORY[key] = prog
+    return prog
+
+
+def _refuse_offline(key, parts, found):
+    why = {"stale": f"the cached entry was built with other versions ({found.detail}), "
+                    f"and rebuilding it is not allowed offline",
+           "corrupt": f"the cached entry is corrupt ({found.detail})",
+           }.get(found.status, "no compiled program")
+    raise MXNetError(
+        f"SYMTRITON_OFFLINE=1 and {why} for key {key} ({describe_key(parts)}) "
+        f"in {cache_dir()}. Add it on a build machine with: {_compile_hint(parts)}")
+
+
+def _memory_only(root, exc):
+    if root not in _MEMORY_ONLY_DIRS:
+        _MEMORY_ONLY_DIRS.add(root)
+        log.warning("symtriton: cache directory %s is not writable (%s); compiled programs are "
+                    "kept in memory only in this process (set SYMTRITON_CACHE_DIR to a "
+                    "writable directory to share them)", root, exc)
+
+
+class _key_lock:
+    """``locks/<key>.lock`` for building ``key``; a no-op when the cache dir is unwritable."""
+
+    def __init__(self, root, key, parts):
+        self.root, self.key, self.parts, self.lock = root, key, parts, None
+
+    def __enter__(self):
+        if self.root in _MEMORY_ONLY_DIRS:
+            return self
+        import filelock
+        path = os.path.join(self.root, "locks", f"{self.key}.lock")
+        timeout = float(os.environ.get("SYMTRITON_CACHE_LOCK_TIMEOUT", "600"))
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            lock = filelock.FileLock(path, timeout=timeout)
+            lock.acquire()
+        except filelock.Timeout:
+            raise MXNetError(
+                f"timed out after {timeout:g} s waiting for the cache lock {path}: another "
+                f"process is compiling key {self.key} ({describe_key(self.parts)}). If no other "
+                f"symtriton process is running, delete the lock file; or raise "
+                f"SYMTRITON_CACHE_LOCK_TIMEOUT") from None
+        except OSError as exc:
+            _memory_only(self.root, exc)
+            return self
+        self.lock = lock
+        _crash_point("locked")
+        _remove_leftovers(os.path.join(self.root, "programs"), self.key)
+        return self
+
+    def __exit__(self, *exc):
+        if self.lock is not None:
+            self.lock.release()
+        return False
+
+
+def _owner_tag() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _remove_leftovers(parent, key):
+    """Temp and set-aside directories of ``key`` left by crashed builders (lock held).
+
+    Names are ``<prefix><key>-<host>-<pid>-<suffix>``: on this host one whose process is
+    gone is removed; from another host, one untouched for an hour.
+    """
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    host = socket.gethostname()
+    for name in names:
+        prefix = next((p for p in (_TMP_PREFIX, _OLD_PREFIX) if name.startswith(f"{p}{key}-")),
+                      None)
+        if prefix is None:
+            continue
+        path = os.path.join(parent, name)
+        rest = name[len(prefix) + len(key) + 1:]
+        parts = rest.split("-")
+        if rest.startswith(host + "-") and len(parts) >= 3 and parts[-2].isdigit():
+            pid = int(parts[-2])
+            dead = pid == os.getpid() or not _pid_alive(pid)
+        else:
+            try:
+                dead = time.time() - os.stat(path).st_mtime > _STALE_TEMP_SECONDS
+            except OSError:
+                dead = False
+        if dead:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def kernel_path(source_hash: str) -> str:
-    return os.path.join(cache_dir(), "kernels", f"k_{source_hash}.py")
+    path = os.path.join(cache_dir(), "kernels", f"k_{source_hash}.py")
+    if _FALLBACK_DIR is not None and not os.path.exists(path):
+        private = os.path.join(_FALLBACK_DIR, f"k_{source_hash}.py")
+        if os.path.exists(private):
+            return private
+    return path
 
 
 def write_kernel(source_hash: str, source: str) -> str:
-    path = kernel_path(source_hash)
+    """Write a kernel source under its hash (atomically); a corrupt copy is replaced.
+
+    When the cache directory cannot be written, the source goes to a private temp
+    directory of this process instead (Triton imports kernels from files), and
+    :func:`kernel_path` finds it there.
+    """
+    root = cache_dir()
+    if root not in _MEMORY_ONLY_DIRS:
+        path = os.path.join(root, "kernels", f"k_{source_hash}.py")
+        data = source.encode("utf-8")
+        try:
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    return path
+        except OSError:
+            pass
+        try:
+            atomic_write_text(path, source)
+            return path
+        except OSError as exc:
+            _memory_only(root, exc)
+    return _write_private_kernel(source_hash, source)
+
+
+_FALLBACK_DIR = None
+
+
+def _write_private_kernel(source_hash: str, source: str) -> str:
+    global _FALLBACK_DIR
+    if _FALLBACK_DIR is None:
+        import atexit
+        _FALLBACK_DIR = tempfile.mkdtemp(prefix=f"symtriton-{os.getpid()}-kernels-")
+        atexit.register(shutil.rmtree, _FALLBACK_DIR, True)
+    path = os.path.join(_FALLBACK_DIR, f"k_{source_hash}.py")
     if not os.path.exists(path):
         atomic_write_text(path, source)
     return path
@@ -172,57 +390,123 @@ def _sha(data: bytes) -> str:
 
 
 def _write_entry(entry: str, prog, sources: dict):
+    """Publish ``entry`` (caller holds its lock): temp dir, then one atomic rename."""
     for h, src in sources.items():
         write_kernel(h, src)
-    parent = os.path.dirname(entry)
-    os.makedirs(parent, exist_ok=True)
-    if os.path.isdir(entry):
+    if cache_dir() in _MEMORY_ONLY_DIRS:     # kernels could not be shared: publish nothing
         return
-    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-")
+    _crash_point("kernels")
+    parent, key = os.path.split(entry)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=f"{_TMP_PREFIX}{key}-{_owner_tag()}-")
     try:
         body = prog.to_json().encode()
-        with open(os.path.join(tmp, "program.json"), "wb") as f:
-            f.write(body)
+        _write_synced(os.path.join(tmp, "program.json"), body)
+        _crash_point("program")
         files = {"program.json": _sha(body)}
         for h in sources:
             files[f"kernel:{h}"] = _sha(sources[h].encode())
-        manifest = {"files": files, "versions": _versions()}
-        with open(os.path.join(tmp, "manifest.json"), "w") as f:
-            json.dump(manifest, f, sort_keys=True)
+        manifest = {"key": key, "files": files, "versions": _versions()}
+        _write_synced(os.path.join(tmp, "manifest.json"),
+                      json.dumps(manifest, sort_keys=True).encode())
+        _crash_point("manifest")
+        aside = None
+        if os.path.lexists(entry):       # corrupt, stale or forced: replace it atomically
+            aside = os.path.join(parent, f"{_OLD_PREFIX}{key}-{_owner_tag()}-"
+                                         f"{int(time.time() * 1000)}")
+            try:
+                os.rename(entry, aside)
+            except FileNotFoundError:
+                aside = None
+            _crash_point("aside")
         try:
-            os.rename(tmp, entry)   # publish: atomic; a racing writer's entry wins, same content
-        except OSError:
+            os.rename(tmp, entry)          # publish
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            # a lockless writer published first: its entry stands
             shutil.rmtree(tmp, ignore_errors=True)
+        _crash_point("published")
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def _read_entry(entry: str, program_cls):
-    manifest_path = os.path.join(entry, "manifest.json")
-    if not os.path.exists(manifest_path):
-        return None
+def _write_synced(path, data: bytes):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_entry(entry: str, kernels: str = None) -> tuple:
+    """``(body, manifest)`` of a verified entry; raises ValueError/OSError/KeyError."""
+    kernels = kernels or os.path.join(cache_dir(), "kernels")
+    with open(os.path.join(entry, "manifest.json")) as f:
+        manifest = json.load(f)
+    with open(os.path.join(entry, "program.json"), "rb") as f:
+        body = f.read()
+    if _sha(body) != manifest["files"]["program.json"]:
+        raise ValueError("program.json checksum mismatch")
+    for name, digest in manifest["files"].items():
+        if name.startswith("kernel:"):
+            h = name.split(":", 1)[1]
+            with open(os.path.join(kernels, f"k_{h}.py"), "rb") as f:
+                if _sha(f.read()) != digest:
+                    raise ValueError(f"kernel {h} checksum mismatch")
+    return body, manifest
+
+
+def _read_entry(entry: str, program_cls, report: bool = True) -> _Entry:
+    """Read and verify one entry; never modifies the cache (replacing is the builder's job)."""
+    if not os.path.exists(os.path.join(entry, "manifest.json")):
+        return _Entry(status="missing")
     try:
-        with open(manifest_path) as f:
-            manifest = json.load(f)
-        with open(os.path.join(entry, "program.json"), "rb") as f:
-            body = f.read()
-        if _sha(body) != manifest["files"]["program.json"]:
-            raise ValueError("program.json checksum mismatch")
-        for name, digest in manifest["files"].items():
-            if name.startswith("kernel:"):
-                h = name.split(":", 1)[1]
-                with open(kernel_path(h), "rb") as f:
-                    if _sha(f.read()) != digest:
-                        raise ValueError(f"kernel {h} checksum mismatch")
-        return program_cls.from_json(body.decode())
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        bump("corrupt_entries")
-        log.warning("symtriton: cache entry %s is unreadable (%s); rebuilding it", entry, exc)
-        quarantine = entry + f".bad-{os.getpid()}-{int(time.time() * 1000)}"
+        body, manifest = _check_entry(entry)
+        built, ours = manifest.get("versions"), _versions()
+        if built != ours:
+            diff = ", ".join(f"{k} {(built or {}).get(k)!r} != {v!r}" for k, v in sorted(ours.items())
+                             if (built or {}).get(k) != v) or "versions missing"
+            tag = (entry, json.dumps(built, sort_keys=True))
+            if tag not in _REPORTED_STALE:
+                _REPORTED_STALE.add(tag)
+                log.warning("symtriton: cache entry %s was built with other versions (%s); "
+                            "it is a miss and will be rebuilt", entry, diff)
+            return _Entry(status="stale", detail=diff)
+        return _Entry(program_cls.from_json(body.decode()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        if report:
+            bump("corrupt_entries")
+            log.warning("symtriton: cache entry %s is unreadable (%s); rebuilding it", entry, exc)
+        return _Entry(status="corrupt", detail=str(exc))
+
+
+def verify_cache(path: str = None) -> list:
+    """Check every program entry under ``path`` (default :func:`cache_dir`).
+
+    Returns a list of problems (``[]`` when every entry's checksums and versions match);
+    temp directories being written by live builders are not problems.
+    """
+    root = path or cache_dir()
+    problems = []
+    programs = os.path.join(root, "programs")
+    names = sorted(os.listdir(programs)) if os.path.isdir(programs) else []
+    ours = _versions()
+    for name in names:
+        if name.startswith("."):
+            continue
+        entry = os.path.join(programs, name)
         try:
-            os.rename(entry, quarantine)
-            shutil.rmtree(quarantine, ignore_errors=True)
-        except OSError:
-            pass
-        return None
+            _, manifest = _check_entry(entry, os.path.join(root, "kernels"))
+            if manifest.get("key", name) != name:
+                problems.append(f"{name}: manifest names key {manifest.get('key')}")
+            elif manifest.get("versions") != ours:
+                built = manifest.get("versions") or {}
+                problems.append(f"{name}: built with other versions (" + ", ".join(
+                    f"{k} {built.get(k)!r} != {v!r}" for k, v in sorted(ours.items())
+                    if built.get(k) != v) + ")")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"{name}: {exc}")
+    return problems

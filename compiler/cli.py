@@ -82,10 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "normal cache (SYMTRITON_CACHE_DIR).",
         epilog="example: symtriton inspect mlp-symbol.json --shape data=64,784 "
                "--shape softmax_label=64 --train")
-    p.add_argument("symbol", metavar="SYMBOL.json",
+    p.add_argument("symbol", metavar="SYMBOL.json", nargs="?",
                    help="symbol file written by Symbol.save / mxnet (e.g. model-symbol.json)")
+    p.add_argument("--from-cache", metavar="DIR",
+                   help="instead of compiling a symbol, describe a directory written by "
+                        "'symtriton compile' (its symtriton-manifest.json: versions, targets, "
+                        "program keys)")
     p.add_argument("--shape", metavar="NAME=D1,D2,...", action="append", type=parse_shape,
-                   default=[], required=True,
+                   default=[],
                    help="shape of one input (data, labels); repeat for each input. Every "
                         "other argument is a parameter whose shape is inferred")
     p.add_argument("--train", action="store_true",
@@ -106,7 +110,198 @@ def build_parser() -> argparse.ArgumentParser:
                         "unfused_forward_ops, unfused_backward_ops, bytes_per_step, "
                         "unfused_bytes_per_step, groups, kernel) instead of text")
     p.set_defaults(func=cmd_inspect)
+    _add_compile(sub)
+    _add_cache(sub)
     return parser
+
+
+AOT_WORKFLOW = """\
+workflow (ahead of time):
+  1. on any machine (no GPU needed), compile every program the run will use:
+       symtriton compile --sym-gen mymodels:sym_gen --bucket-keys 10,20,30 \\
+           --shape data=32,{key} --shape softmax_label=32,{key} --train \\
+           --optimizer sgd --optimizer-param momentum=0.9 --contexts 2 \\
+           --target interpret --target cuda:90 --out ./symtriton-cache
+  2. copy the directory to the GPU machine (it is self-describing:
+     symtriton-manifest.json lists versions, targets, keys and checksums;
+     check it there with: symtriton cache verify ./symtriton-cache)
+  3. run there with SYMTRITON_CACHE_DIR=./symtriton-cache SYMTRITON_OFFLINE=1:
+     every program is a cache hit (zero compiles); a shape that was not
+     compiled fails with an error naming its key and the symtriton compile
+     command that adds it.
+The runtime, the symtriton version, triton and the compiler sources must
+match between the two machines (the key includes them).
+"""
+
+
+def parse_kv(text: str) -> tuple:
+    """``k=v`` with v parsed as JSON where it can be (numbers, true/false), else a string."""
+    k, sep, v = text.partition("=")
+    if not sep or not k.strip():
+        raise argparse.ArgumentTypeError(f"bad --optimizer-param {text!r}: expected KEY=VALUE "
+                                         f"such as momentum=0.9")
+    try:
+        value = json.loads(v)
+    except ValueError:
+        value = v
+    return k.strip(), value
+
+
+def parse_int_list(text: str) -> list:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        out = []
+    if not out or any(x <= 0 for x in out):
+        raise argparse.ArgumentTypeError(f"bad list {text!r}: expected positive integers "
+                                         f"such as 16,16")
+    return out
+
+
+def _add_compile(sub):
+    p = sub.add_parser(
+        "compile", help="compile every program (and cubin) a run will need into a cache "
+                        "directory, ahead of time",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compile a model ahead of time for every (bucket, per-context slice shape, "
+                    "target, mode) and store the programs, kernel sources and (for cuda "
+                    "targets) cubins in a cache directory with a self-describing "
+                    "symtriton-manifest.json. Needs no GPU.",
+        epilog=AOT_WORKFLOW)
+    p.add_argument("symbol", metavar="SYMBOL.json", nargs="?",
+                   help="symbol file (model-symbol.json); or use --sym-gen")
+    p.add_argument("--sym-gen", metavar="MODULE:FUNCTION",
+                   help="a BucketingModule sym_gen: FUNCTION(bucket_key) -> (symbol, "
+                        "data_names, label_names), imported from MODULE (the current "
+                        "directory is on the path)")
+    p.add_argument("--bucket-keys", metavar="K1,K2,...",
+                   help="with --sym-gen: the bucket keys to compile, e.g. 10,20,30")
+    p.add_argument("--shape", metavar="NAME=D1,D2,...", action="append", default=[],
+                   help="whole-batch shape of one input (batch on axis 0); repeat for each. "
+                        "With --sym-gen a dimension may be {key}, e.g. data=32,{key}. "
+                        "Inputs ending in 'label' are labels (SYMBOL.json)")
+    p.add_argument("--shapes-json", metavar="FILE",
+                   help="JSON mapping each bucket key to {input name: shape}")
+    p.add_argument("--train", action="store_true",
+                   help="the training programs (Module.bind(for_training=True))")
+    p.add_argument("--predict", action="store_true",
+                   help="the inference programs (the default without --train; with --train, "
+                        "both)")
+    p.add_argument("--grad-req", default="write", choices=("write", "add", "null"),
+                   help="grad_req of the parameters (default write)")
+    p.add_argument("--fixed-param", metavar="NAME", action="append", default=[],
+                   help="a parameter with no gradient (Module's fixed_param_names); repeatable")
+    p.add_argument("--inputs-need-grad", action="store_true",
+                   help="with --train, gradients for the data inputs too")
+    p.add_argument("--optimizer", metavar="NAME",
+                   help="also compile this optimizer's update kernel(s): sgd, nag, adam, "
+                        "adagrad, rmsprop, adadelta")
+    p.add_argument("--optimizer-param", metavar="KEY=VALUE", action="append", type=parse_kv,
+                   default=[], help="optimizer argument, e.g. momentum=0.9 or "
+                                    "clip_gradient=5 (selects the kernel variant); repeatable")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--contexts", metavar="N", type=int, default=1,
+                   help="number of devices the batch is split over, as "
+                        "DataParallelExecutorGroup slices it (default 1)")
+    g.add_argument("--batch-per-context", metavar="B1,B2,...", type=parse_int_list,
+                   help="the batch share of each device (the Module's work_load_list)")
+    p.add_argument("--target", metavar="TARGET", action="append", type=parse_target,
+                   help="'interpret' (CPU contexts) or 'cuda:<arch>' (gpu contexts, e.g. "
+                        "cuda:80, cuda:90; cubins are compiled too); repeat for several "
+                        "(default interpret)")
+    p.add_argument("--out", metavar="DIR",
+                   help="the cache directory to fill (same layout as SYMTRITON_CACHE_DIR; "
+                        "default: SYMTRITON_CACHE_DIR or the per-user cache)")
+    p.add_argument("--workers", metavar="N", type=int,
+                   help="processes compiling cubins (default: CPU count)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.set_defaults(func=cmd_compile)
+
+
+def _add_cache(sub):
+    p = sub.add_parser("cache", help="list, verify, clear or prune a cache directory",
+                       description="Manage a symtriton cache directory (one written by "
+                                   "'symtriton compile' or used as SYMTRITON_CACHE_DIR).",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=AOT_WORKFLOW)
+    p.add_argument("action", choices=("ls", "verify", "clear", "prune"),
+                   help="ls: the entries and what they are; verify: check every checksum "
+                        "(exit 1 if anything is bad); clear: remove symtriton's entries; "
+                        "prune: remove entries the manifest does not list (or, with --days, "
+                        "entries unused for that long)")
+    p.add_argument("dir", metavar="DIR", nargs="?",
+                   help="the directory (default: SYMTRITON_CACHE_DIR or the per-user cache)")
+    p.add_argument("--days", type=float, help="prune: entries older than this many days")
+    p.set_defaults(func=cmd_cache)
+
+
+def _aot_errors():
+    from .errors import MXNetError
+    return MXNetError
+
+
+def cmd_compile(ns) -> int:
+    from . import aot
+    shapes_json = None
+    if ns.shapes_json:
+        try:
+            with open(ns.shapes_json) as f:
+                shapes_json = {str(k): v for k, v in json.load(f).items()}
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--shapes-json {ns.shapes_json}: {exc}") from None
+    if ns.symbol and ns.sym_gen:
+        raise UsageError("give either SYMBOL.json or --sym-gen, not both")
+    try:
+        shapes = [aot.shape_template(s) for s in ns.shape]
+        if not ns.sym_gen and any("{key}" in t for _, t in shapes):
+            raise UsageError("{key} in --shape needs --sym-gen")
+        keys = aot.parse_bucket_keys(ns.bucket_keys) if ns.bucket_keys else None
+        result = aot.compile_aot(
+            symbol=ns.symbol, sym_gen=ns.sym_gen, bucket_keys=keys, shapes=shapes,
+            shapes_json=shapes_json, train=ns.train, predict=ns.predict, grad_req=ns.grad_req,
+            fixed_params=ns.fixed_param, inputs_need_grad=ns.inputs_need_grad,
+            optimizer=ns.optimizer, optimizer_params=dict(ns.optimizer_param),
+            contexts=ns.contexts, batch_per_context=ns.batch_per_context,
+            targets=ns.target or ["interpret"], out=ns.out, workers=ns.workers,
+            progress=not ns.no_progress, command=" ".join([PROG] + sys.argv[1:]))
+    except _aot_errors() as exc:
+        raise UsageError(_one_line(exc)) from None
+    if ns.json:
+        sys.stdout.write(json.dumps(result["manifest"], sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(aot.format_summary(result))
+    return 0
+
+
+def cmd_cache(ns) -> int:
+    from . import aot, cache
+    root = ns.dir or cache.cache_dir()
+    if not os.path.isdir(root):
+        raise UsageError(f"{root} is not a directory")
+    try:
+        if ns.action == "ls":
+            sys.stdout.write(aot.list_dir(root))
+        elif ns.action == "verify":
+            problems = aot.verify_dir(root)
+            for pr in problems:
+                sys.stdout.write(f"BAD {pr}\n")
+            if problems:
+                sys.stdout.write(f"{root}: {len(problems)} bad entr"
+                                 f"{'y' if len(problems) == 1 else 'ies'}\n")
+                return 1
+            sys.stdout.write(f"{root}: every checksum matches\n")
+        elif ns.action == "clear":
+            n = aot.clear_dir(root)
+            sys.stdout.write(f"{root}: removed {n} files\n")
+        else:
+            removed = aot.prune_dir(root, ns.days)
+            for r in removed:
+                sys.stdout.write(f"removed {r}\n")
+            sys.stdout.write(f"{root}: pruned {len(removed)} entries\n")
+    except _aot_errors() as exc:
+        raise UsageError(_one_line(exc)) from None
+    return 0
 
 
 # ----------------------------------------------------------------- inspect
@@ -245,6 +440,19 @@ def format_text(info: dict) -> str:
 
 
 def cmd_inspect(ns) -> int:
+    if ns.from_cache:
+        from . import aot
+        if ns.symbol:
+            raise UsageError("give either SYMBOL.json or --from-cache DIR, not both")
+        try:
+            sys.stdout.write(aot.describe_dir(ns.from_cache))
+        except _aot_errors() as exc:
+            raise UsageError(_one_line(exc)) from None
+        return 0
+    if not ns.symbol:
+        raise UsageError("give SYMBOL.json (or --from-cache DIR)")
+    if not ns.shape:
+        raise UsageError("the following arguments are required: --shape")
     info = inspect_model(ns.symbol, ns.shape, train=ns.train,
                          inputs_need_grad=ns.inputs_need_grad, target=ns.target,
                          kernel=ns.kernel)

@@ -30,7 +30,7 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
                   is_train: bool, target: str) -> dict:
     return {
         "name": symbol.name or ",".join(symbol.list_outputs()),
-        "graph": symbol.tojson(),
+        "graph": canonical_graph_json(symbol),
         "shapes": {k: [int(x) for x in v] for k, v in sorted(shapes.items())},
         "dtypes": "float32",
         "for_training": bool(for_training),
@@ -38,6 +38,21 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
         "grad_req": dict(sorted(grad_req.items())) if for_training else {},
         "target": target,
     }
+
+
+def canonical_graph_json(symbol) -> str:
+    """The symbol's JSON with operator node names replaced by their position.
+
+    Auto names (``_plus3``, ``split0``) depend on how many symbols a process
+    built before, so they must not decide the cache key; variable names do
+    (arrays bind by them) and stay.
+    """
+    import json
+    doc = json.loads(symbol.tojson())
+    for i, node in enumerate(doc["nodes"]):
+        if node["op"] != "null":
+            node["name"] = f"n{i}"
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
 def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,

@@ -10,6 +10,7 @@ new node's shapes on the spot.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -20,6 +21,41 @@ from .ops import get_op
 from .ops.registry import ShapeError
 
 Entry = tuple  # (node_id, output_index)
+
+# The largest tensor, in elements, shape inference accepts (an int32 index
+# space): a bad symbol or shape fails here, before any memory is allocated.
+# ``SYMTRITON_MAX_ELEMENTS`` overrides it.
+DEFAULT_MAX_ELEMENTS = 2 ** 31
+
+
+def max_elements() -> int:
+    """The per-tensor element limit: ``SYMTRITON_MAX_ELEMENTS`` or ``2**31``."""
+    raw = os.environ.get("SYMTRITON_MAX_ELEMENTS", "").strip()
+    if not raw:
+        return DEFAULT_MAX_ELEMENTS
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise MXNetError(f"SYMTRITON_MAX_ELEMENTS={raw[:40]!r} must be a positive integer")
+    return limit
+
+
+def check_shape(shape, what: str) -> tuple:
+    """``shape`` as a tuple of ints, or an MXNetError naming ``what`` if it has a
+    negative dim or more elements than :func:`max_elements`."""
+    shape = tuple(int(x) for x in shape)
+    if any(x < 0 for x in shape):
+        raise MXNetError(f"{what}: shape {shape} has a negative dim")
+    limit, numel = max_elements(), 0 if 0 in shape else 1
+    for x in shape:
+        numel *= x
+        if numel > limit:
+            raise MXNetError(
+                f"{what}: shape {shape} has more than {limit} elements, the limit per tensor "
+                f"(set SYMTRITON_MAX_ELEMENTS to change it)")
+    return shape
 
 
 class Graph:
@@ -139,6 +175,17 @@ def infer_node(graph: Graph, n):
         new_in, out_shapes = opdef.infer_shape(d["attrs"], list(in_shapes))
     except ShapeError as exc:
         raise MXNetError(_shape_message(graph, n, in_shapes, str(exc))) from None
+    names = opdef.list_arguments(d["attrs"]) + list(opdef.aux)
+    for i, ((src, idx), new) in enumerate(zip(ins, new_in)):
+        if new is not None:
+            label = names[i] if i < len(names) else f"arg{i}"
+            check_shape(new, f"{graph.describe(n)}: input {label} "
+                             f"('{graph.node(src)['name']}')")
+    out_names = opdef.list_outputs(d["attrs"])
+    for i, s in enumerate(out_shapes):
+        if s is not None:
+            label = out_names[i] if i < len(out_names) else f"output{i}"
+            check_shape(s, f"{graph.describe(n)}: output {label}")
     changed = False
     for (src, idx), old, new in zip(ins, in_shapes, new_in):
         if new is None or old is not None:

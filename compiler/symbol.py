@@ -593,8 +593,10 @@ def load_json(json_str):
     """Load a symbol from mxnet's JSON text. Unknown operators or attributes raise."""
     try:
         doc = json.loads(json_str)
-    except (json.JSONDecodeError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError
         raise MXNetError(f"symbol JSON is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise MXNetError("symbol JSON is nested too deeply") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list) \
             or not isinstance(doc.get("heads"), list):
         raise MXNetError("symbol JSON needs a 'nodes' list and a 'heads' list")
@@ -618,9 +620,11 @@ def _node_from_json(i, entry, nodes):
     attrs = entry.get("attrs", entry.get("attr", entry.get("param", {}))) or {}
     if not isinstance(attrs, dict):
         raise MXNetError(f"symbol JSON node {i} ('{name}'): attrs must be an object")
-    attrs = {str(k): str(v) for k, v in attrs.items()}
-    inputs = [_entry_from_json(e, nodes, f"node {i} ('{name}') inputs")
-              for e in entry.get("inputs", [])]
+    attrs = {str(k): _attr_from_json(v, i, name) for k, v in attrs.items()}
+    raw_inputs = entry.get("inputs", [])
+    if not isinstance(raw_inputs, list):
+        raise MXNetError(f"symbol JSON node {i} ('{name}'): inputs must be a list")
+    inputs = [_entry_from_json(e, nodes, f"node {i} ('{name}') inputs") for e in raw_inputs]
     node = _Node(op, name, attrs, inputs)
     if op != "null":
         opdef = get_op(op, name)
@@ -634,9 +638,17 @@ def _node_from_json(i, entry, nodes):
     return node
 
 
+def _attr_from_json(v, i, name):
+    """An attribute value: mxnet writes strings; numbers and booleans are accepted."""
+    if isinstance(v, (str, int, float)):
+        return str(v)
+    raise MXNetError(f"symbol JSON node {i} ('{name}'): attribute values must be strings, "
+                     f"got {type(v).__name__}")
+
+
 def _entry_from_json(e, nodes, where):
-    if not isinstance(e, list) or len(e) < 2 or not all(isinstance(x, int) for x in e[:2]):
-        raise MXNetError(f"symbol JSON {where}: bad entry {str(e)[:40]}")
+    if not isinstance(e, list) or len(e) < 2 or not all(type(x) is int for x in e[:2]):
+        raise MXNetError(f"symbol JSON {where}: bad entry {_short(e)}")
     idx, out = e[0], e[1]
     if not 0 <= idx < len(nodes):
         raise MXNetError(f"symbol JSON {where}: entry refers to node {idx}, which is not "
@@ -644,6 +656,13 @@ def _entry_from_json(e, nodes, where):
     if not 0 <= out < nodes[idx].num_outputs():
         raise MXNetError(f"symbol JSON {where}: node '{nodes[idx].name}' has no output {out}")
     return (nodes[idx], out)
+
+
+def _short(value) -> str:
+    try:
+        return json.dumps(value)[:40]
+    except (ValueError, TypeError, RecursionError):
+        return type(value).__name__
 
 
 def load(fname):

@@ -202,6 +202,32 @@ def _kernel_for(spec: _Spec):
     return fn
 
 
+def precompile(optimizer, dtypes=(torch.float32,)) -> list:
+    """Render and cache the update kernels ``optimizer`` launches for weights of ``dtypes``.
+
+    Used by ``symtriton compile --optimizer`` so that a later (offline) run finds every
+    kernel source in the cache. Returns the kernels' source hashes.
+    """
+    from compiler import cache
+    clip = optimizer.clip_gradient
+    has_clip = clip is not None and bool(clip) and float(clip) >= 0
+    hashes = []
+    for dtype in dtypes:
+        w = _zeros_like(torch.zeros(1, dtype=dtype).as_subclass(NDArray))
+        mp = optimizer._mp(w)
+        state = optimizer.create_state_multi_precision(0, w)
+        inner = optimizer._split_mp(state)[0] if mp else state
+        st = optimizer._state_tensors(inner)
+        spec = _Spec(optimizer._rule(inner), w.dtype, st[0].dtype if st else w.dtype,
+                     has_clip, optimizer._clip_weights(), mp)
+        source = spec.render()
+        h = hashlib.sha256(source.encode()).hexdigest()[:24]
+        cache.write_kernel(h, source)
+        if h not in hashes:
+            hashes.append(h)
+    return hashes
+
+
 def _interpreting():
     from compiler.triton_mode import interpreting
     return interpreting()

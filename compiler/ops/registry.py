@@ -26,24 +26,44 @@ REQUIRED = object()
 # Parsing never evaluates code: literals only.
 
 def _literal(text: str):
+    if len(text) > 10000:
+        raise ValueError(f"not a literal: {len(text)} characters is too long")
     try:
         return ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError) as exc:
-        raise ValueError(f"not a literal: {text!r}") from exc
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise ValueError(f"not a literal: {text[:80]!r}") from None
+
+
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+# Counts that size Python lists (Concat's num_args, SliceChannel's num_outputs,
+# RNN's num_layers): checked when parsed, before any list is built.
+MAX_COUNT = 1 << 16
 
 
 def parse_int(v) -> int:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
-        return v
-    s = str(v).strip()
-    if s.lower() in ("none",):
-        raise ValueError("None is not an int")
-    f = float(s)
-    if not math.isfinite(f) or f != int(f):
-        raise ValueError(f"not an integer: {v!r}")
-    return int(f)
+        out = v
+    else:
+        s = str(v).strip()
+        if s.lower() in ("none",):
+            raise ValueError("None is not an int")
+        f = float(s)
+        if not math.isfinite(f) or f != int(f):
+            raise ValueError(f"not an integer: {str(v)[:40]!r}")
+        out = int(f)
+    if not INT64_MIN <= out <= INT64_MAX:
+        raise ValueError("integer out of the int64 range")
+    return out
+
+
+def parse_count(v) -> int:
+    """A count that sizes lists of inputs/outputs/layers: at most ``MAX_COUNT``."""
+    n = parse_int(v)
+    if n > MAX_COUNT:
+        raise ValueError(f"{n} is too large (at most {MAX_COUNT})")
+    return n
 
 
 def parse_float(v) -> float:
@@ -74,7 +94,7 @@ def parse_shape(v) -> tuple:
     if s in ("()", "[]", ""):
         return ()
     val = _literal(s)
-    if isinstance(val, (int, float)):
+    if isinstance(val, (int, float)) and not isinstance(val, bool):
         return (parse_int(val),)
     if not isinstance(val, (tuple, list)):
         raise ValueError(f"not a shape: {v!r}")

@@ -24,8 +24,8 @@ import torch
 
 from ..errors import MXNetError
 from .registry import (Attr, Decompose, OpDef, ShapeError, choice, merge_shape, parse_bool,
-                       parse_float, parse_int, parse_optional_float, parse_optional_int,
-                       register)
+                       parse_count, parse_float, parse_int, parse_optional_float,
+                       parse_optional_int, register)
 
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")
 _GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
@@ -359,7 +359,7 @@ def _rnn_gradient(b, n):
 register(OpDef(
     name="RNN", pattern="composite", lowering=Decompose(_rnn_build),
     arguments=_arguments, outputs=_outputs, num_visible=_num_visible, mode_dependent=True,
-    attrs=[Attr("state_size", parse_int), Attr("num_layers", parse_int),
+    attrs=[Attr("state_size", parse_int), Attr("num_layers", parse_count),
            Attr("mode", choice(*MODES)), Attr("bidirectional", parse_bool, False),
            Attr("p", parse_float, 0.0), Attr("state_outputs", parse_bool, False),
            Attr("projection_size", parse_optional_int, None),

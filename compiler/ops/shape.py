@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .registry import (Attr, Decompose, OpDef, ShapeError, Special, View, normalize_axis,
-                       parse_bool, parse_float, parse_int, parse_optional_int,
+                       parse_bool, parse_count, parse_float, parse_int, parse_optional_int,
                        parse_optional_shape, parse_shape, parse_str, prod, register)
 
 
@@ -363,7 +363,7 @@ def _concat_grad(b, n):
 register(OpDef(
     name="Concat", pattern="injective", lowering=Special("concat"),
     arguments=lambda attrs: [f"arg{i}" for i in range(attrs["num_args"])],
-    attrs=[Attr("num_args", parse_int), Attr("dim", parse_int, 1)],
+    attrs=[Attr("num_args", parse_count), Attr("dim", parse_int, 1)],
     infer_shape=_concat_shape,
     reference=lambda attrs, ins, is_train: [torch.cat(list(ins), dim=_concat_dim(attrs, ins[0].dim()))],
     gradient=_concat_grad, variadic="num_args", key_var_num_args="num_args",
@@ -494,7 +494,7 @@ def _split_grad(b, n):
 register(OpDef(
     name="SliceChannel", pattern="injective", lowering=Decompose(_split_build),
     outputs=lambda attrs: [f"output{i}" for i in range(attrs["num_outputs"])],
-    attrs=[Attr("num_outputs", parse_int), Attr("axis", parse_int, 1),
+    attrs=[Attr("num_outputs", parse_count), Attr("axis", parse_int, 1),
            Attr("squeeze_axis", parse_bool, False)],
     infer_shape=_split_shape, reference=_split_ref, gradient=_split_grad, aliases=("split",)))
 

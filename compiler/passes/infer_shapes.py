@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import MXNetError
-from ..graph import Graph, infer_node
+from ..graph import Graph, check_shape, infer_node
 from ..ops.registry import parse_shape
 
 
@@ -26,14 +26,15 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         d = graph.node(n)
         shape = shapes.get(d["name"])
         if shape is None and "__shape__" in d["raw"]:
-            hint = parse_shape(d["raw"]["__shape__"])
+            try:
+                hint = parse_shape(d["raw"]["__shape__"])
+            except ValueError as exc:
+                raise MXNetError(f"variable '{d['name']}': __shape__="
+                                 f"{d['raw']['__shape__'][:80]!r} is invalid: {exc}") from None
             if hint and all(x > 0 for x in hint):
                 shape = hint
         if shape is not None:
-            shape = tuple(int(x) for x in shape)
-            if any(x < 0 for x in shape):
-                raise MXNetError(f"variable '{d['name']}': shape {shape} has a negative dim")
-            d["shapes"] = [shape]
+            d["shapes"] = [check_shape(_as_shape(shape, d["name"]), f"variable '{d['name']}'")]
         d["dtypes"] = [str(dtypes.get(d["name"], d["raw"].get("__dtype__", "float32")))]
     ops = graph.ops()
     for _ in range(len(ops) + 2):
@@ -54,3 +55,10 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         if unknown:
             raise MXNetError(f"cannot infer the output shapes of {unknown[:5]}")
     return graph
+
+
+def _as_shape(shape, name) -> tuple:
+    try:
+        return tuple(int(x) for x in shape)
+    except (TypeError, ValueError, OverflowError):
+        raise MXNetError(f"variable '{name}': shape {shape!r} is not a tuple of ints") from None

@@ -85,3 +85,20 @@ def test_kernels_shared_by_source_hash(fresh_cache):
     assert {ln.kernel for ln in a.launches} == {ln.kernel for ln in b.launches}
     files = os.listdir(fresh_cache / "kernels")
     assert len(files) == len({ln.kernel for ln in a.launches})
+
+
+def test_auto_names_do_not_change_the_key(fresh_cache):
+    from compiler import symbol as sym
+
+    def build():
+        x = sym.Variable("data")
+        return sym.FullyConnected(x * 2.0 + 1.0, num_hidden=3, name="fc")
+
+    a = build()
+    for _ in range(3):
+        sym.Variable("junk") + 1.0   # advances the auto-name counters
+    b = build()
+    assert a.tojson() != b.tojson()
+    compile_symbol(a, {"data": (2, 4)})
+    compile_symbol(b, {"data": (2, 4)})
+    assert compiler.cache_stats()["compiles"] == 1
