@@ -127,7 +127,23 @@ class DataIter(object):
         """Number of padding examples in the current batch."""
 
 
-class ResizeIter(DataIter):
+class _BatchHolder(DataIter):
+    """An iterator that hands out the parts of ``self.current_batch``."""
+
+    def getdata(self):
+        return self.current_batch.data
+
+    def getlabel(self):
+        return self.current_batch.label
+
+    def getindex(self):
+        return self.current_batch.index
+
+    def getpad(self):
+        return self.current_batch.pad
+
+
+class ResizeIter(_BatchHolder):
     """Resize ``data_iter`` to ``size`` batches per epoch, restarting it when
     it runs out; ``reset_internal`` also resets it on ``reset``."""
 
@@ -160,20 +176,8 @@ class ResizeIter(DataIter):
         self.cur += 1
         return True
 
-    def getdata(self):
-        return self.current_batch.data
 
-    def getlabel(self):
-        return self.current_batch.label
-
-    def getindex(self):
-        return self.current_batch.index
-
-    def getpad(self):
-        return self.current_batch.pad
-
-
-class PrefetchingIter(DataIter):
+class PrefetchingIter(_BatchHolder):
     """Prefetch batches of one or more iterators on background threads.
 
     ``rename_data`` / ``rename_label``: one ``{old_name: new_name}`` dict per
@@ -299,18 +303,6 @@ class PrefetchingIter(DataIter):
         if self.iter_next():
             return self.current_batch
         raise StopIteration
-
-    def getdata(self):
-        return self.current_batch.data
-
-    def getlabel(self):
-        return self.current_batch.label
-
-    def getindex(self):
-        return self.current_batch.index
-
-    def getpad(self):
-        return self.current_batch.pad
 
 
 # --------------------------------------------------------------------------

@@ -125,6 +125,13 @@ class EvalMetric(object):
         self.global_num_inst = 0
         self.global_sum_metric = 0.0
 
+    def _add(self, value, count):
+        """Add ``value`` over ``count`` instances to the local and global sums."""
+        self.sum_metric += value
+        self.global_sum_metric += value
+        self.num_inst += count
+        self.global_num_inst += count
+
     def reset_local(self):
         """Reset the local statistics only."""
         self.num_inst = 0
@@ -353,10 +360,7 @@ class Accuracy(EvalMetric):
             label_np = label_np.astype('int32').ravel()
             check_label_shapes(label_np, pred_np)
             num_correct = int((pred_np == label_np).sum())
-            self.sum_metric += num_correct
-            self.global_sum_metric += num_correct
-            self.num_inst += len(pred_np)
-            self.global_num_inst += len(pred_np)
+            self._add(num_correct, len(pred_np))
 
 
 @register
@@ -625,10 +629,7 @@ class Perplexity(EvalMetric):
             floor = numpy.asarray(1e-10, dtype=picked.dtype)
             loss -= float(numpy.log(numpy.maximum(floor, picked)).sum())
             num += picked.size
-        self.sum_metric += loss
-        self.global_sum_metric += loss
-        self.num_inst += num
-        self.global_num_inst += num
+        self._add(loss, num)
 
     def get(self):
         if self.num_inst == 0:
@@ -666,10 +667,7 @@ class MAE(EvalMetric):
             label = _as_2d(_asnumpy(label))
             pred = _as_2d(_asnumpy(pred))
             mae = float(numpy.abs(label - pred).mean())
-            self.sum_metric += mae
-            self.global_sum_metric += mae
-            self.num_inst += 1
-            self.global_num_inst += 1
+            self._add(mae, 1)
 
 
 @register
@@ -687,10 +685,7 @@ class MSE(EvalMetric):
             label = _as_2d(_asnumpy(label))
             pred = _as_2d(_asnumpy(pred))
             mse = float(((label - pred) ** 2.0).mean())
-            self.sum_metric += mse
-            self.global_sum_metric += mse
-            self.num_inst += 1
-            self.global_num_inst += 1
+            self._add(mse, 1)
 
 
 @register
@@ -708,10 +703,7 @@ class RMSE(EvalMetric):
             label = _as_2d(_asnumpy(label))
             pred = _as_2d(_asnumpy(pred))
             rmse = float(numpy.sqrt(((label - pred) ** 2.0).mean()))
-            self.sum_metric += rmse
-            self.global_sum_metric += rmse
-            self.num_inst += 1
-            self.global_num_inst += 1
+            self._add(rmse, 1)
 
 
 def _nll(label, pred, eps):
@@ -739,10 +731,7 @@ class CrossEntropy(EvalMetric):
         labels, preds = check_label_shapes(labels, preds, True)
         for label, pred in zip(labels, preds):
             ce, n = _nll(label, pred, self.eps)
-            self.sum_metric += ce
-            self.global_sum_metric += ce
-            self.num_inst += n
-            self.global_num_inst += n
+            self._add(ce, n)
 
 
 @register
@@ -762,10 +751,7 @@ class NegativeLogLikelihood(EvalMetric):
         labels, preds = check_label_shapes(labels, preds, True)
         for label, pred in zip(labels, preds):
             nll, n = _nll(label, pred, self.eps)
-            self.sum_metric += nll
-            self.global_sum_metric += nll
-            self.num_inst += n
-            self.global_num_inst += n
+            self._add(nll, n)
 
 
 @register
@@ -819,10 +805,7 @@ class PearsonCorrelation(EvalMetric):
             pred = _asnumpy(pred).ravel().astype(numpy.float64)
             if self.average == 'macro':
                 pearson_corr = float(numpy.corrcoef(pred, label)[0, 1])
-                self.sum_metric += pearson_corr
-                self.global_sum_metric += pearson_corr
-                self.num_inst += 1
-                self.global_num_inst += 1
+                self._add(pearson_corr, 1)
             else:
                 self.global_num_inst += 1
                 self.num_inst += 1
@@ -925,10 +908,7 @@ class Loss(EvalMetric):
         for pred in preds:
             pred_np = _asnumpy(pred)
             loss = float(pred_np.sum())
-            self.sum_metric += loss
-            self.global_sum_metric += loss
-            self.num_inst += pred_np.size
-            self.global_num_inst += pred_np.size
+            self._add(loss, pred_np.size)
 
 
 @register
@@ -974,15 +954,9 @@ class CustomMetric(EvalMetric):
             reval = self._feval(_asnumpy(label), _asnumpy(pred))
             if isinstance(reval, tuple):
                 (sum_metric, num_inst) = reval
-                self.sum_metric += sum_metric
-                self.global_sum_metric += sum_metric
-                self.num_inst += num_inst
-                self.global_num_inst += num_inst
+                self._add(sum_metric, num_inst)
             else:
-                self.sum_metric += reval
-                self.global_sum_metric += reval
-                self.num_inst += 1
-                self.global_num_inst += 1
+                self._add(reval, 1)
 
     def get_config(self):
         raise NotImplementedError("CustomMetric cannot be serialized")
