@@ -4,6 +4,7 @@ Arrays handed out are ``NDArray`` (``torch.Tensor`` subclasses). Inputs may
 be numpy arrays, torch tensors / NDArrays, nested lists, or lists and dicts
 of these.
 """
+import numbers
 import threading
 from collections import OrderedDict, namedtuple
 
@@ -345,6 +346,46 @@ def _init_data(data, allow_empty, default_name):
     return list(sorted(out.items()))
 
 
+def _check_parts(num_parts, part_index, num_rows, what):
+    """Validate data-sharding arguments (``num_parts`` parts of ``num_rows`` ``what``)."""
+    def _is_int(value):
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not _is_int(num_parts) or num_parts < 1:
+        raise ValueError("num_parts must be an int >= 1, got %r; pass the number of "
+                         "workers (e.g. kv.num_workers), or 1 for no sharding" % (num_parts,))
+    if not _is_int(part_index) or not 0 <= part_index < num_parts:
+        raise ValueError("part_index must be an int with 0 <= part_index < num_parts=%d, "
+                         "got %r; pass this worker's rank (e.g. kv.rank)"
+                         % (num_parts, part_index))
+    if num_parts > 1 and num_rows < num_parts:
+        raise ValueError("num_parts=%d is larger than the number of %s (%d); every part "
+                         "needs at least one: use fewer parts or more data"
+                         % (num_parts, what, num_rows))
+
+
+def _part_bounds(num_rows, num_parts, part_index):
+    """``[lo, hi)``: the contiguous chunk of part ``part_index``."""
+    return (part_index * num_rows // num_parts,
+            (part_index + 1) * num_rows // num_parts)
+
+
+def _part_rows(num_rows, num_parts, part_index):
+    """Row indices of one part: its chunk, wrapped around to ``ceil(num_rows / num_parts)``
+    rows so that every part has the same length."""
+    lo, hi = _part_bounds(num_rows, num_parts, part_index)
+    size = -(-num_rows // num_parts)
+    return lo + np.arange(size) % (hi - lo)
+
+
+def _take_rows(data, rows):
+    """``(name, NDArray)`` pairs restricted to ``rows`` (axis 0), dtype kept."""
+    out = []
+    for k, v in data:
+        index = torch.as_tensor(rows, dtype=torch.long, device=v.device)
+        out.append((k, as_ndarray(v.index_select(0, index))))
+    return out
+
+
 def _getdata_by_idx(data, idx):
     """Reorder every array by ``idx``; like mxnet, the result is float32."""
     out = []
@@ -372,16 +413,37 @@ class NDArrayIter(DataIter):
     data_name, label_name : str
     layout : str
         Data layout; ``N`` marks the batch axis.
+    num_parts : int, default 1
+        Number of parts the data is split into, one per worker of a
+        distributed job (e.g. ``kv.num_workers``). Needs at least
+        ``num_parts`` rows.
+    part_index : int, default 0
+        The part this iterator serves, ``0 <= part_index < num_parts``
+        (e.g. ``kv.rank``). With N rows (axis 0, the axis that is counted and
+        shuffled), part p holds rows ``[p*N//P, (p+1)*N//P)`` of data and
+        labels alike; a part shorter than ``ceil(N/P)`` rows is padded to that
+        length by repeating rows from the start of its own chunk, so every
+        part yields the same number of batches per epoch. ``provide_data``
+        and ``provide_label`` (``batch_size`` per part) and shuffling (within
+        the part) are unchanged.
     """
 
     def __init__(self, data, label=None, batch_size=1, shuffle=False,
                  last_batch_handle='pad', data_name='data',
-                 label_name='softmax_label', layout='NCHW'):
+                 label_name='softmax_label', layout='NCHW', num_parts=1, part_index=0):
         super(NDArrayIter, self).__init__(batch_size)
         assert last_batch_handle in ('pad', 'discard', 'roll_over'), \
             "last_batch_handle must be 'pad', 'discard' or 'roll_over'"
         self.data = _init_data(data, allow_empty=False, default_name=data_name)
         self.label = _init_data(label, allow_empty=True, default_name=label_name)
+        num_rows = self.data[0][1].shape[0]
+        _check_parts(num_parts, part_index, num_rows, 'data rows')
+        if num_parts > 1:
+            rows = _part_rows(num_rows, num_parts, part_index)
+            self.data = _take_rows(self.data, rows)
+            self.label = _take_rows(self.label, rows)
+        self.num_parts = num_parts
+        self.part_index = part_index
         self.idx = np.arange(self.data[0][1].shape[0])
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle

@@ -82,59 +82,77 @@ def _create_kvstore(kvstore, num_device, arg_params):
         update_on_kvstore = False
     else:
         update_on_kvstore &= _can_optimize(kv)
+        if "async" in str(getattr(kv, "type", "")) and not update_on_kvstore:
+            raise ValueError("kvstore 'dist_async' applies each worker's gradients on the "
+                             "store, so it needs update_on_kvstore; unset "
+                             "MXNET_UPDATE_ON_KVSTORE=0 or use 'dist_sync'")
     return (kv, update_on_kvstore)
 
 
+def _is_distributed(kvstore):
+    return "dist" in str(getattr(kvstore, "type", ""))
+
+
 def _initialize_kvstore(kvstore, param_arrays, arg_params, param_names, update_on_kvstore):
-    """Initialize the kvstore with the parameters (and broadcast them when it updates)."""
-    for idx, param_on_devs in enumerate(param_arrays):
-        name = param_names[idx]
-        if not update_on_kvstore or getattr(arg_params[name], "stype", "default") != 'default':
-            kvstore.init(name, arg_params[name])
-        elif hasattr(kvstore, "broadcast"):
-            kvstore.broadcast(name, arg_params[name], out=param_on_devs)
-        else:
-            kvstore.init(name, arg_params[name])
-            kvstore.pull(name, param_on_devs, priority=-idx)
+    """Initialize the kvstore with the parameters, all keys in one call.
 
-
-def _pushpull(kvstore, name, grad_list, out, priority):
-    if hasattr(kvstore, "pushpull"):
-        kvstore.pushpull(name, grad_list, out=out, priority=priority)
+    When the kvstore updates, the stored values are pulled back into every
+    device's arrays (mxnet's ``broadcast``). A distributed kvstore takes rank
+    0's values, and is pulled from even when the workers update, so every worker
+    starts from the same parameters (mxnet leaves that to equal random seeds).
+    """
+    names = list(param_names[:len(param_arrays)])
+    dense = [n for n in names if getattr(arg_params[n], "stype", "default") == 'default']
+    if not update_on_kvstore or len(dense) != len(names):
+        kvstore.init(names, [arg_params[n] for n in names])
+        if update_on_kvstore or not _is_distributed(kvstore):
+            return
+        dense = names
     else:
-        kvstore.push(name, grad_list, priority=priority)
-        kvstore.pull(name, out=out if out is not None else grad_list, priority=priority)
+        kvstore.init(names, [arg_params[n] for n in names])
+    outs = [param_arrays[names.index(n)] for n in dense]
+    kvstore.pull(dense, out=outs, priority=0)
+
+
+def _pushpull(kvstore, names, grad_lists, out):
+    """One push-and-pull of many keys, so a distributed store reduces them in buckets."""
+    if hasattr(kvstore, "pushpull"):
+        kvstore.pushpull(names, grad_lists, out=out, priority=0)
+    else:
+        kvstore.push(names, grad_lists, priority=0)
+        kvstore.pull(names, out=out if out is not None else grad_lists, priority=0)
+
+
+def _with_grads(param_arrays, grad_arrays, param_names):
+    """(names, weight lists, grad lists, indices) of the parameters that have gradients."""
+    picked = [(param_names[i], w, g, i) for i, (w, g) in enumerate(zip(param_arrays, grad_arrays))
+              if g[0] is not None]
+    return [list(x) for x in zip(*picked)] if picked else ([], [], [], [])
 
 
 def _update_params_on_kvstore(param_arrays, grad_arrays, kvstore, param_names):
-    """Push each gradient to the kvstore (which updates) and pull the weights back."""
-    for index, pair in enumerate(zip(param_arrays, grad_arrays)):
-        arg_list, grad_list = pair
-        if grad_list[0] is None:
-            continue
-        name = param_names[index]
-        _pushpull(kvstore, name, grad_list, arg_list, -index)
+    """Push every gradient to the kvstore (which updates) and pull the weights back,
+    in one call for all parameters."""
+    names, weights, grads, _ = _with_grads(param_arrays, grad_arrays, param_names)
+    if names:
+        _pushpull(kvstore, names, grads, weights)
 
 
 def _update_params(param_arrays, grad_arrays, updater, num_device,
                    kvstore=None, param_names=None):
-    """Update on the workers: optionally sum gradients over the kvstore, then one
-    ``updater(indices, grads, weights)`` call per device (index ``i*num_device + k``).
+    """Update on the workers: optionally sum gradients over the kvstore (one call for
+    all parameters, summed in place), then one ``updater(indices, grads, weights)``
+    call per device (index ``i*num_device + k``).
     """
+    names, weights, grads, indices = _with_grads(param_arrays, grad_arrays,
+                                                 param_names or [None] * len(param_arrays))
+    if kvstore and names:
+        _pushpull(kvstore, names, grads, None)
     updates = [[] for _ in range(num_device)]
-    for i, pair in enumerate(zip(param_arrays, grad_arrays)):
-        arg_list, grad_list = pair
-        if grad_list[0] is None:
-            continue
-        index = i
-        if kvstore:
-            name = param_names[index]
-            # push gradient, priority is negative index; pulled back in place
-            _pushpull(kvstore, name, grad_list, None, -index)
-        for k, p in enumerate(zip(arg_list, grad_list)):
+    for index, arg_list, grad_list in zip(indices, weights, grads):
+        for k, (w, g) in enumerate(zip(arg_list, grad_list)):
             # faked an index here, to make optimizer create diff
             # state for the same index but on diff devs
-            w, g = p
             updates[k].append((index * num_device + k, g, w))
     for dev_updates in updates:
         if dev_updates:

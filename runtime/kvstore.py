@@ -15,9 +15,9 @@ Pushed lists are always summed in the order given (device 0 first, then 1,
 produce bit-identical sums. With an optimizer set, a push runs the updater on
 the stored value (mxnet's ``update_on_kvstore``); a push of several keys
 updates them all with one launch per dtype and device through
-:meth:`runtime.optimizer.Updater.update_all`. Distributed types
-(``dist_sync``, ``dist_async``, ``dist_device_sync``, ...) and ``horovod``
-arrive with distributed training and raise a clear error today.
+:meth:`runtime.optimizer.Updater.update_all`. The distributed types
+``dist_sync`` / ``dist_device_sync`` (:mod:`runtime.kvstore_dist`) and
+``dist_async`` (:mod:`runtime.kvstore_async`) build on this class.
 """
 from __future__ import annotations
 
@@ -127,6 +127,7 @@ class KVStore(KVStoreBase):
     # -- API -----------------------------------------------------------------------
     def init(self, key, value):
         """Initialise key(s) with value(s) (the first of a device list)."""
+        fresh = []
         for k, vals in _pairs(key, value, "init"):
             self._kind(k)
             v = vals[0]
@@ -138,11 +139,20 @@ class KVStore(KVStoreBase):
                                       getattr(v, "_mx_ctx", None) is not None):
                 if getattr(v, "_mx_ctx", None) is not None:   # 'device': with the first value
                     stored._mx_ctx = v._mx_ctx
-            self._store[k] = stored
+            fresh.append((k, stored))
+        self._agree_initial(fresh)
+        self._store.update(fresh)
+
+    def _agree_initial(self, pairs):
+        """Hook: make initial values agree across workers (one process: nothing to do)."""
+
+    def _combine(self, merged):
+        """Hook: combine this worker's per-key sums with other workers' (in place)."""
 
     def push(self, key, value, priority=0):
         """Sum the values of each key (in device order); store the sum, or update with it."""
         merged = [(k, self._reduce(k, vals)) for k, vals in _pairs(key, value, "push")]
+        self._combine(merged)
         if self._updater is not None:
             keys = [k for k, _ in merged]
             self._updater.update_all(keys, [m for _, m in merged],
@@ -176,8 +186,7 @@ class KVStore(KVStoreBase):
         raise MXNetError("row_sparse_pull: sparse storage is not supported by symtriton")
 
     def set_gradient_compression(self, compression_params):
-        raise MXNetError("gradient compression is not supported by symtriton's kvstore (it "
-                         "applies to distributed training, which is not available yet)")
+        raise MXNetError("gradient compression is not supported by symtriton's kvstore")
 
     def set_optimizer(self, optimizer):
         """Update on the store: later pushes apply ``optimizer`` to the stored values."""
@@ -202,20 +211,45 @@ class KVStore(KVStoreBase):
         with open(fname, "rb") as f:
             self._updater.set_states(f.read(), allow_pickle=allow_pickle)
 
-    def _barrier(self):
-        pass
+    def barrier(self):
+        """Wait for every worker: one process has nothing to wait for."""
+
+    _barrier = barrier
 
     def _send_command_to_servers(self, head, body):
-        raise MXNetError("no kvstore servers: distributed training is not available yet")
+        raise MXNetError("symtriton's kvstores have no server processes to command")
+
+
+_DIST_TYPES = ("dist_sync", "dist_device_sync", "dist_async")
 
 
 def create(name="local"):
-    """A new :class:`KVStore`: ``'local'`` or ``'device'`` (see the module docstring)."""
+    """A new key-value store.
+
+    Parameters
+    ----------
+    name : {'local', 'device', 'dist_sync', 'dist_device_sync', 'dist_async'}
+        ``local`` and ``device`` serve the devices of one process (see the
+        module docstring). The ``dist_*`` types join the ``torch.distributed``
+        job that ``torchrun`` started (see :mod:`runtime.kvstore_dist` and
+        :mod:`runtime.kvstore_async`).
+
+    Returns
+    -------
+    KVStore
+    """
     if not isinstance(name, str):
         raise TypeError("name must be a string")
+    if name in ("dist_sync", "dist_device_sync"):
+        from .kvstore_dist import DistSyncKVStore
+        return DistSyncKVStore(name)
+    if name == "dist_async":
+        from .kvstore_async import DistAsyncKVStore
+        return DistAsyncKVStore(name)
     if name.startswith("dist") or name in ("horovod", "byteps", "nccl") or "dist" in name:
-        raise MXNetError(f"kvstore type {name!r} needs distributed training, which arrives with "
-                         f"its own issue; use 'local' or 'device' in one process")
+        raise MXNetError(f"kvstore type {name!r} is not supported; distributed training uses "
+                         f"{', '.join(repr(t) for t in _DIST_TYPES)} under torchrun")
     if name not in _TYPES:
-        raise MXNetError(f"unknown kvstore type {name!r}; use 'local' or 'device'")
+        raise MXNetError(f"unknown kvstore type {name!r}; use 'local' or 'device' in one "
+                         f"process, or {', '.join(repr(t) for t in _DIST_TYPES)} under torchrun")
     return KVStore(name)

@@ -10,11 +10,15 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import threading
 
 from compiler import cache
 from compiler.errors import MXNetError
 
 _KERNELS: dict = {}
+# Triton's interpreter keeps the running grid in module-level state, so two threads
+# must not launch at once (dist_async applies updates from a server thread).
+LAUNCH_LOCK = threading.RLock()
 
 
 def load_kernel(source_hash: str):
@@ -57,6 +61,7 @@ def run_launches(launches, resolve):
         ptrs = [resolve(*arg) for arg in ln.args]
         cfg = ln.config
         grid = (int(cfg["grid"][0]), int(cfg["grid"][1]))
-        kernel[grid](*ptrs, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
-                     num_warps=cfg["num_warps"])
+        with LAUNCH_LOCK:
+            kernel[grid](*ptrs, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
+                         num_warps=cfg["num_warps"])
         LaunchCounter.total += 1

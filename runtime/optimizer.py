@@ -317,7 +317,7 @@ def _torch_update(spec, groups, lrs, wds, scalars):
 
 def _launch(spec: _Spec, groups, lrs, wds, scalars, device):
     """One launch of ``spec``'s kernel over ``groups`` (per tensor: role tensors in order)."""
-    from .launcher import LaunchCounter
+    from .launcher import LAUNCH_LOCK, LaunchCounter
     if not groups:
         return
     interp = _interpreting()
@@ -347,7 +347,8 @@ def _launch(spec: _Spec, groups, lrs, wds, scalars, device):
                        device=run_dev)
     fn = _kernel_for(spec)
     grid = (meta.numel() // 2,)
-    fn[grid](ptrs, meta, hyp, *[float(s) for s in scalars], BLOCK=block)
+    with LAUNCH_LOCK:
+        fn[grid](ptrs, meta, hyp, *[float(s) for s in scalars], BLOCK=block)
     LaunchCounter.total += 1
     with torch.no_grad():
         for orig, c in staged:

@@ -231,6 +231,9 @@ class BaseModule:
         optimizer_params=)``, then per batch ``forward_backward``, ``update``,
         ``update_metric`` and ``prepare`` of the next batch; per epoch
         ``get_params`` / ``set_params``, ``epoch_end_callback``, ``score``.
+
+        With a distributed kvstore, ``epoch_end_callback`` runs on rank 0 only
+        (every worker holds the same parameters under ``dist_sync``).
         """
         assert num_epoch is not None, 'please specify number of epochs'
 
@@ -301,7 +304,7 @@ class BaseModule:
             arg_params, aux_params = self.get_params()
             self.set_params(arg_params, aux_params)
 
-            if epoch_end_callback is not None:
+            if epoch_end_callback is not None and self._worker_rank() == 0:
                 for callback in _as_list(epoch_end_callback):
                     callback(epoch, self.symbol, arg_params, aux_params)
 
@@ -314,6 +317,18 @@ class BaseModule:
 
             # end of 1 epoch, reset the data-iter for another epoch
             train_data.reset()
+
+    def _worker_rank(self):
+        """This worker's rank in a distributed job, 0 otherwise. ``fit`` runs
+        ``epoch_end_callback`` (checkpoints) on rank 0 only, so that workers never
+        write the same files."""
+        holders = [self, getattr(self, "_curr_module", None)] + \
+            list(getattr(self, "_modules", None) or [])
+        for holder in holders:
+            kv = getattr(holder, "_kvstore", None)
+            if kv is not None and not isinstance(kv, str):
+                return int(getattr(kv, "rank", 0))
+        return 0
 
     # ------------------------------------------------------------------ symbol information
     @property

@@ -376,6 +376,8 @@ class BucketingModule(BaseModule):
 
         self._curr_module.init_optimizer(kvstore, optimizer, optimizer_params,
                                          force_init=force_init)
+        # a distributed kvstore has just put rank 0's values on the devices
+        self._params_dirty = self._params_dirty or self._curr_module._params_dirty
         for mod in self._buckets.values():
             if mod is not self._curr_module:
                 mod.borrow_optimizer(self._curr_module)

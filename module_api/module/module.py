@@ -434,6 +434,8 @@ class Module(BaseModule):
                                 arg_params=self._arg_params,
                                 param_names=self._param_names,
                                 update_on_kvstore=update_on_kvstore)
+            if 'dist' in kvstore.type:
+                self._params_dirty = True     # the devices now hold rank 0's values
         if not update_on_kvstore:
             self._updater = opt.get_updater(optimizer)
 

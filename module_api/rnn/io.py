@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import bisect
+import logging
 import random
 
 import numpy as np
 
 from .. import ndarray
-from ..io import DataBatch, DataDesc, DataIter
+from ..io import DataBatch, DataDesc, DataIter, _check_parts, _part_bounds
 
 __all__ = ["encode_sentences", "BucketSentenceIter"]
+
+_log = logging.getLogger(__name__)
 
 
 def encode_sentences(sentences, vocab=None, invalid_label=-1, invalid_key='\n',
@@ -59,6 +62,15 @@ def encode_sentences(sentences, vocab=None, invalid_label=-1, invalid_key='\n',
     return res, vocab
 
 
+def _part_num_batches(sentences, buckets, batch_size, num_parts, part_index):
+    """Full batches of ``batch_size`` that one part's chunk of ``sentences``
+    gives over the (sorted) ``buckets``."""
+    lo, hi = _part_bounds(len(sentences), num_parts, part_index)
+    counts = np.bincount([bisect.bisect_left(buckets, len(s)) for s in sentences[lo:hi]],
+                         minlength=len(buckets) + 1)
+    return int(sum(n // batch_size for n in counts[:len(buckets)]))
+
+
 class BucketSentenceIter(DataIter):
     """Bucketing iterator for language models: each sentence is padded with
     ``invalid_label`` to the smallest bucket that holds it; the label is the
@@ -72,40 +84,54 @@ class BucketSentenceIter(DataIter):
     buckets : list of int, optional
         Bucket lengths; by default every sentence length that occurs at least
         ``batch_size`` times. Sentences longer than the largest bucket are
-        discarded.
+        discarded, and buckets that no sentence falls into are dropped.
     invalid_label : int, default -1
     data_name : str, default 'data'
     label_name : str, default 'softmax_label'
     dtype : str, default 'float32'
     layout : str, default 'NT'
         'NT' gives (batch_size, length) batches, 'TN' (length, batch_size).
+    num_parts : int, default 1
+        Number of parts the sentences are split into, one per worker of a
+        distributed job (e.g. ``kv.num_workers``).
+    part_index : int, default 0
+        The part this iterator serves, ``0 <= part_index < num_parts``
+        (e.g. ``kv.rank``). With N sentences, part p holds sentences
+        ``[p*N//P, (p+1)*N//P)``. The bucket list (also when computed from
+        ``buckets=None``), ``default_bucket_key``, ``provide_data`` and
+        ``provide_label`` are decided from all sentences, so they are the same
+        on every part, and a bucket that is empty in this part keeps its place
+        (``self.data[i]`` has no rows). Every part yields the same number of
+        batches per epoch: the least number of full batches any part's chunk
+        gives; each ``reset`` keeps that many of the shuffled batches.
     """
     def __init__(self, sentences, batch_size, buckets=None, invalid_label=-1,
                  data_name='data', label_name='softmax_label', dtype='float32',
-                 layout='NT'):
+                 layout='NT', num_parts=1, part_index=0):
         super(BucketSentenceIter, self).__init__()
+        _check_parts(num_parts, part_index, len(sentences), 'sentences')
         if not buckets:
             buckets = [i for i, j in enumerate(np.bincount([len(s) for s in sentences]))
                        if j >= batch_size]
         buckets.sort()
 
+        # buckets that no sentence (of any part) falls into are dropped
+        used = {bisect.bisect_left(buckets, len(sent)) for sent in sentences}
+        kept = [i for i in range(len(buckets)) if i in used]
+        lo, hi = _part_bounds(len(sentences), num_parts, part_index)
         ndiscard = 0
         self.data = [[] for _ in buckets]
-        valid_buckets = {}
-        for item in range(len(buckets)):
-            valid_buckets[item] = 0
-
-        for sent in sentences:
+        for sent in sentences[lo:hi]:
             buck = bisect.bisect_left(buckets, len(sent))
-            valid_buckets[buck] = 1
             if buck == len(buckets):
                 ndiscard += 1
                 continue
             buff = np.full((buckets[buck],), invalid_label, dtype=dtype)
             buff[:len(sent)] = sent
             self.data[buck].append(buff)
-        buckets = [j for i, j in enumerate(buckets) if valid_buckets[i] == 1]
-        self.data = [np.asarray(i, dtype=dtype) for i in self.data if i]
+        self.data = [np.asarray(self.data[i], dtype=dtype) if self.data[i]
+                     else np.empty((0, buckets[i]), dtype=dtype) for i in kept]
+        buckets = [buckets[i] for i in kept]
 
         print("WARNING: discarded %d sentences longer than the largest bucket." % ndiscard)
 
@@ -120,6 +146,8 @@ class BucketSentenceIter(DataIter):
         self.major_axis = layout.find('N')
         self.layout = layout
         self.default_bucket_key = max(buckets)
+        self.num_parts = num_parts
+        self.part_index = part_index
 
         if self.major_axis == 0:
             shape = (batch_size, self.default_bucket_key)
@@ -134,6 +162,12 @@ class BucketSentenceIter(DataIter):
         self.idx = []
         for i, buck in enumerate(self.data):
             self.idx.extend([(i, j) for j in range(0, len(buck) - batch_size + 1, batch_size)])
+        self._all_idx = self.idx
+        self.num_batches = min(_part_num_batches(sentences, buckets, batch_size, num_parts, q)
+                               for q in range(num_parts))
+        if num_parts > 1:
+            _log.debug("BucketSentenceIter part %d/%d: %d of %d full batches per epoch",
+                       part_index, num_parts, self.num_batches, len(self._all_idx))
         self.curr_idx = 0
 
         self.reset()
@@ -142,7 +176,12 @@ class BucketSentenceIter(DataIter):
         """Rewind, shuffling the batch order (``random``) and the sentences
         within each bucket (``numpy.random``)."""
         self.curr_idx = 0
-        random.shuffle(self.idx)
+        random.shuffle(self._all_idx)
+        # every part serves the same number of batches: keep this many
+        if self.num_batches < len(self._all_idx):
+            self.idx = self._all_idx[:self.num_batches]
+        else:
+            self.idx = self._all_idx
         for buck in self.data:
             np.random.shuffle(buck)
 

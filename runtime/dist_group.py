@@ -1,0 +1,221 @@
+"""This process's place in a multi-process job: the ``torch.distributed`` group
+that the distributed kvstores reduce over, and how a lost worker is named.
+
+A job is started by ``torchrun`` (or anything that sets ``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` the way it does). The
+first distributed kvstore joins the default process group, with gloo for CPU
+tensors and NCCL for CUDA tensors, unless the script has already called
+``torch.distributed.init_process_group`` itself.
+
+Failure model
+-------------
+Every worker bumps a heartbeat counter in the rendezvous store twice a second
+from a daemon thread, and marks itself finished when it closes. When a
+collective fails (gloo reports a closed connection within milliseconds of a
+peer's death), the survivors look at the counters: a rank whose counter stopped
+is *lost*, a rank that marked itself finished *left early* (usually unequal
+batch counts), and the error says which. A peer that hangs without dying
+(stopped, deadlocked) trips the watchdog instead: when this worker has waited
+in a collective for ``SYMTRITON_DIST_LOST_AFTER`` seconds (default 30) and a
+peer's heartbeat has not moved for as long, the watchdog prints the same error
+and ends the process, as NCCL's watchdog does; a slow peer (compiling a new
+bucket, say) keeps its heartbeat and is waited for. ``SYMTRITON_DIST_TIMEOUT``
+(default 1800 s) bounds any collective as a last resort.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import logging
+import os
+import sys
+import threading
+import time
+
+from compiler.errors import MXNetError
+
+_LOG = logging.getLogger("symtriton.dist")
+_REQUIRED_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_HEARTBEAT_S = 0.5
+_GROUP = None
+_GROUP_LOCK = threading.Lock()
+
+
+class WorkerLostError(MXNetError):
+    """A peer of this distributed job died, hung or left before the others."""
+
+
+def _env_float(name, default):
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        raise MXNetError(f"{name}={os.environ[name]!r} is not a number of seconds") from None
+
+
+def _missing_env(kv_type):
+    missing = [k for k in _REQUIRED_ENV if k not in os.environ]
+    return MXNetError(
+        f"kvstore {kv_type!r} trains across processes, but this process was not started as a "
+        f"worker of a distributed job ({', '.join(missing)} not set). Start the script with "
+        f"`torchrun --nproc_per_node N script.py ...` (add --nnodes/--rdzv-endpoint to span "
+        f"machines), or use kvstore='local' or 'device' in one process.")
+
+
+class WorkerGroup:
+    """Membership of the job: rank, size, heartbeats and error translation."""
+
+    def __init__(self, kv_type):
+        import torch
+        import torch.distributed as dist
+        self._dist = dist
+        self.timeout_s = _env_float("SYMTRITON_DIST_TIMEOUT", 1800)
+        self.lost_after_s = _env_float("SYMTRITON_DIST_LOST_AFTER", 30)
+        if not dist.is_initialized():
+            if any(k not in os.environ for k in _REQUIRED_ENV):
+                raise _missing_env(kv_type)
+            backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=self.timeout_s))
+        self.rank = dist.get_rank()
+        self.size = dist.get_world_size()
+        self.store_addr = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self._prefix = f"symtriton/{restart}/"
+        self._stop = threading.Event()
+        self._waiting_since = None    # set while this worker waits in a collective
+        self._failed = False
+        self._seen = {}               # rank -> (counter, time it last moved)
+        self._heartbeat_store = self._new_store()
+        self._probe_store = self._new_store()
+        if self._heartbeat_store is not None:
+            self._heartbeat_store.add(self._key("hb", self.rank), 1)
+            threading.Thread(target=self._heartbeat, name="symtriton-heartbeat",
+                             daemon=True).start()
+        atexit.register(self.close)
+
+    # -- the rendezvous store --------------------------------------------------------
+    def _new_store(self):
+        """A client of the job's rendezvous store, or None when it cannot be reached
+        (a group the user built on another store: errors then cannot name ranks)."""
+        addr, port = self.store_addr
+        if not addr or not port:
+            return None
+        try:
+            return self._dist.TCPStore(addr, int(port), is_master=False,
+                                       timeout=datetime.timedelta(seconds=30))
+        except Exception as e:   # noqa: BLE001 - liveness is best effort
+            _LOG.warning("cannot reach the rendezvous store at %s:%s (%s); errors will not "
+                         "name lost workers", addr, port, e)
+            return None
+
+    def _key(self, what, rank):
+        return f"{self._prefix}{what}/{rank}"
+
+    def _counters(self, store):
+        return {r: (store.add(self._key("hb", r), 0), store.add(self._key("done", r), 0))
+                for r in range(self.size)}
+
+    def _heartbeat(self):
+        store = self._heartbeat_store
+        while not self._stop.wait(_HEARTBEAT_S):
+            try:
+                store.add(self._key("hb", self.rank), 1)
+                now = time.monotonic()
+                for r, (count, done) in self._counters(store).items():
+                    last = self._seen.get(r)
+                    if last is None or last[0] != count or done:
+                        self._seen[r] = (count, now)
+                self._watchdog(now)
+            except Exception:   # noqa: BLE001 - the store's host is gone; errors say so
+                if self._stop.is_set():
+                    return
+                time.sleep(_HEARTBEAT_S)
+
+    def _watchdog(self, now):
+        since = self._waiting_since
+        if since is None or now - since[0] < self.lost_after_s:
+            return
+        stale = sorted(r for r, (_, t) in self._seen.items()
+                       if r != self.rank and now - t >= self.lost_after_s)
+        if stale:
+            msg = (f"rank {self.rank}: lost rank {', '.join(map(str, stale))}: no heartbeat "
+                   f"for {self.lost_after_s:.0f} s while this worker waited in {since[1]}; "
+                   f"ending this worker (see that rank's log for why it stopped)")
+            print(f"symtriton: {msg}", file=sys.stderr, flush=True)
+            _LOG.error(msg)
+            os._exit(75)
+
+    # -- errors ----------------------------------------------------------------------
+    def explain(self, error, what):
+        """A :class:`WorkerLostError` naming the ranks behind a failed collective."""
+        self._failed = True
+        store = self._probe_store
+        if store is None:
+            who = "a peer (ranks cannot be named: the rendezvous store is unknown)"
+        else:
+            try:
+                before = self._counters(store)
+                time.sleep(4 * _HEARTBEAT_S)
+                after = self._counters(store)
+            except Exception:   # noqa: BLE001
+                addr, port = self.store_addr
+                who = (f"rank 0, or the host of the rendezvous store at {addr}:{port} "
+                       f"(it lives in rank 0's process unless torchrun hosts it)")
+            else:
+                left = [r for r in range(self.size) if after[r][1] and r != self.rank]
+                lost = [r for r in range(self.size) if r != self.rank and r not in left
+                        and after[r][0] == before[r][0]]
+                parts = []
+                if lost:
+                    parts.append(f"lost rank {', '.join(map(str, lost))} (its heartbeat "
+                                 f"stopped: the process died or hangs)")
+                if left:
+                    parts.append(f"rank {', '.join(map(str, left))} finished before this "
+                                 f"worker (every worker must run the same number of steps: "
+                                 f"shard data with num_parts=kv.num_workers, "
+                                 f"part_index=kv.rank)")
+                who = "; ".join(parts) or "a peer that is still alive (see its log)"
+        return WorkerLostError(f"distributed training failed on rank {self.rank} of "
+                               f"{self.size} during {what}: {who}. Cause: "
+                               f"{str(error).splitlines()[0] if str(error) else error!r}")
+
+    @contextlib.contextmanager
+    def collective(self, what):
+        """Run a collective; a failure raises :class:`WorkerLostError` naming the rank."""
+        self._waiting_since = (time.monotonic(), what)
+        try:
+            yield
+        except WorkerLostError:
+            raise
+        except (RuntimeError, self._dist.DistError) as e:
+            raise self.explain(e, what) from e
+        finally:
+            self._waiting_since = None
+
+    def barrier(self, what="barrier"):
+        with self.collective(what):
+            self._dist.barrier()
+
+    def close(self):
+        """Mark this worker finished (so peers tell 'left early' from 'lost')."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._probe_store is not None:
+            try:
+                self._probe_store.add(self._key("done", self.rank), 1)
+            except Exception:   # noqa: BLE001 - exiting anyway
+                pass
+
+    @property
+    def failed(self):
+        return self._failed
+
+
+def join(kv_type):
+    """The process-wide :class:`WorkerGroup`, joined on first use."""
+    global _GROUP
+    with _GROUP_LOCK:
+        if _GROUP is None:
+            _GROUP = WorkerGroup(kv_type)
+        return _GROUP

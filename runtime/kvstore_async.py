@@ -1,0 +1,296 @@
+"""``dist_async``: every worker updates a shared copy without waiting for the others.
+
+Each key has an owning rank (keys are dealt out at ``init`` to balance elements
+per rank; every worker deals the same way because every worker inits the same
+keys in the same order). The owner keeps the one authoritative copy of the key
+and its optimizer state, and a server thread in each worker answers the others
+over ``torch.distributed`` point-to-point messages on a group of its own:
+
+* ``push``: the gradient (summed over this worker's devices) goes to the owner,
+  which applies the optimizer to its copy as soon as it arrives;
+* ``pull``: the owner replies with its copy as it is at that moment.
+
+Guarantees, weaker than ``dist_sync`` on purpose (they are mxnet's): updates
+from different workers interleave in arrival order; a pull may return a value
+that already includes other workers' newer updates, or not yet this worker's
+last push to another owner (pushes to one owner are applied in the order sent).
+Workers may run different numbers of steps. Nothing is averaged across
+workers: each worker's gradient is applied on its own (``rescale_grad`` is
+``1/batch_size``, not ``1/(batch_size*num_workers)``). Without ``set_optimizer``
+a push replaces the stored value. Module training needs ``update_on_kvstore``.
+
+``save_optimizer_states`` gathers every owner's states, so the file any rank
+writes is complete; ``load_optimizer_states`` gives every rank the whole file
+(each owner uses its keys' entries). At exit a worker tells every server it is
+done, and waits until every other worker has said the same, so a server is
+never gone while a peer still needs it.
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+
+import torch
+
+from compiler._atomic import atomic_write_bytes
+from compiler.errors import MXNetError
+from . import optimizer as opt
+from .dist_group import WorkerLostError, join
+from .kvstore import KVStore, _pairs
+from .kvstore_dist import _flat_collective, _bucket_bytes
+from .launcher import LAUNCH_LOCK
+from .ndarray import NDArray
+
+__all__ = ["DistAsyncKVStore"]
+
+_PUSH, _PULL, _STATES, _DONE = 1, 2, 3, 4
+_TAG_REQUEST, _TAG_PAYLOAD, _TAG_REPLY = 11, 12, 13
+
+
+class DistAsyncKVStore(KVStore):
+    """Asynchronous updates on owner ranks (see the module docstring)."""
+
+    def __init__(self, kv_type="dist_async"):
+        import torch.distributed as dist
+        super().__init__(kv_type)
+        self._dist = dist
+        self._group = join(kv_type)
+        with self._group.collective("creating the dist_async message group"):
+            self._p2p = dist.new_group(backend="gloo")
+        self._keys, self._index, self._owner, self._meta = [], {}, {}, {}
+        self._load = [0] * self._group.size
+        self._lock = threading.RLock()
+        self._server_error = None
+        self._closed = False
+        self._server = threading.Thread(target=self._serve, name="symtriton-kv-server",
+                                        daemon=True)
+        if self._group.size > 1:
+            self._server.start()
+        atexit.register(self.close)
+
+    @property
+    def rank(self):
+        return self._group.rank
+
+    @property
+    def num_workers(self):
+        return self._group.size
+
+    def _home(self, value):
+        return torch.device("cpu")
+
+    # -- init: rank 0's values, owners dealt by size ---------------------------------
+    def init(self, key, value):
+        """Initialise keys with rank 0's values and deal each key to an owning rank."""
+        fresh = []
+        for k, vals in _pairs(key, value, "init"):
+            self._kind(k)
+            if k in self._index:
+                raise MXNetError(f"dist_async: key {k!r} is already initialised")
+            v = vals[0].detach()
+            fresh.append((k, v.to("cpu", copy=True).contiguous().as_subclass(NDArray)))
+        if self.num_workers > 1 and fresh:
+            with self._group.collective(f"broadcast of {len(fresh)} initial values"):
+                _flat_collective([v for _, v in fresh],
+                                 lambda f: self._dist.broadcast(f, src=0), _bucket_bytes())
+        with self._lock:
+            for k, v in fresh:
+                owner = min(range(self.num_workers), key=lambda r: (self._load[r], r))
+                self._load[owner] += v.numel()
+                self._index[k] = len(self._keys)
+                self._keys.append(k)
+                self._owner[k] = owner
+                self._meta[k] = (tuple(v.shape), v.dtype)
+                if owner == self.rank:
+                    self._store[k] = v
+
+    def _stored(self, k):
+        if k not in self._owner:
+            raise MXNetError(f"key {k!r} has not been initialised in the kvstore; call init first")
+        return self._store.get(k)
+
+    def _reduce(self, k, values):
+        shape, dtype = self._meta[k] if k in self._meta else (None, None)
+        if shape is None:
+            self._stored(k)
+        for v in values:
+            if tuple(v.shape) != shape:
+                raise MXNetError(f"kvstore key {k!r}: pushed shape {tuple(v.shape)} does not "
+                                 f"match the stored shape {shape}")
+        acc_dtype = dtype if dtype == torch.float64 or not dtype.is_floating_point \
+            else torch.float32
+        acc = values[0].detach().to("cpu", dtype=acc_dtype, copy=True)
+        for v in values[1:]:
+            acc += v.detach().to("cpu", dtype=acc_dtype)
+        return acc.to(dtype).contiguous()
+
+    # -- the owner's side ----------------------------------------------------------
+    def _apply(self, k, grad):
+        """Apply one worker's pushed value to the owned copy of ``k``."""
+        with LAUNCH_LOCK, self._lock:
+            stored = self._store[k]
+            if self._updater is not None:
+                self._updater.update_all([k], [grad.as_subclass(NDArray)], [stored])
+            else:
+                stored.copy_(grad)
+
+    def _serve(self):
+        dist, g = self._dist, self._p2p
+        header = torch.zeros(2, dtype=torch.int64)
+        done = 0
+        try:
+            while done < self.num_workers - 1:
+                src = dist.recv(header, src=None, group=g, tag=_TAG_REQUEST)
+                op, idx = (int(x) for x in header)
+                if op == _DONE:
+                    done += 1
+                    continue
+                if op == _STATES:
+                    self._send_bytes(self._owned_states(), src)
+                    continue
+                k = self._keys[idx]
+                if op == _PUSH:
+                    shape, dtype = self._meta[k]
+                    buf = torch.empty(shape, dtype=dtype)
+                    dist.recv(buf, src=src, group=g, tag=_TAG_PAYLOAD)
+                    self._apply(k, buf)
+                elif op == _PULL:
+                    with self._lock:
+                        value = self._store[k].detach().clone()
+                    dist.send(value, dst=src, group=g, tag=_TAG_REPLY)
+        except Exception as e:   # noqa: BLE001 - reported by the next request of this worker
+            self._server_error = e
+
+    def _send_bytes(self, data, dst):
+        n = torch.tensor([len(data)], dtype=torch.int64)
+        self._dist.send(n, dst=dst, group=self._p2p, tag=_TAG_REPLY)
+        if data:
+            payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            self._dist.send(payload, dst=dst, group=self._p2p, tag=_TAG_REPLY)
+
+    def _recv_bytes(self, src):
+        n = torch.zeros(1, dtype=torch.int64)
+        self._dist.recv(n, src=src, group=self._p2p, tag=_TAG_REPLY)
+        payload = torch.empty(int(n), dtype=torch.uint8)
+        if int(n):
+            self._dist.recv(payload, src=src, group=self._p2p, tag=_TAG_REPLY)
+        return payload.numpy().tobytes()
+
+    # -- the worker's side -----------------------------------------------------------
+    def _request(self, what):
+        if self._server_error is not None:
+            raise self._group.explain(self._server_error, f"{what} (this worker's server)")
+        return self._group.collective(what)
+
+    def push(self, key, value, priority=0):
+        """Send each key's gradient to its owner, which updates at once."""
+        merged = [(k, self._reduce(k, vals)) for k, vals in _pairs(key, value, "push")]
+        works = []
+        with self._request(f"push of {len(merged)} keys"):
+            for k, m in merged:
+                owner = self._owner[k]
+                if owner == self.rank:
+                    self._apply(k, m)
+                    continue
+                head = torch.tensor([_PUSH, self._index[k]], dtype=torch.int64)
+                works.append(self._dist.isend(head, dst=owner, group=self._p2p,
+                                              tag=_TAG_REQUEST))
+                works.append(self._dist.isend(m, dst=owner, group=self._p2p,
+                                              tag=_TAG_PAYLOAD))
+            for w in works:
+                w.wait()
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        """Copy each key's value, as its owner has it now, into every array of ``out``."""
+        if out is None:
+            raise MXNetError("pull needs out=")
+        pairs = _pairs(key, out, "pull")
+        for k, _ in pairs:
+            self._stored(k)
+        replies, sends = {}, []
+        with self._request(f"pull of {len(pairs)} keys"):
+            for k, _ in pairs:      # every request and receive is posted before any wait
+                owner = self._owner[k]
+                if owner == self.rank or k in replies:
+                    continue
+                shape, dtype = self._meta[k]
+                head = torch.tensor([_PULL, self._index[k]], dtype=torch.int64)
+                sends.append(self._dist.isend(head, dst=owner, group=self._p2p,
+                                              tag=_TAG_REQUEST))
+                buf = torch.empty(shape, dtype=dtype)
+                replies[k] = (buf, self._dist.irecv(buf, src=owner, group=self._p2p,
+                                                    tag=_TAG_REPLY))
+            for w in sends:
+                w.wait()
+            for buf, w in replies.values():
+                w.wait()
+        with torch.no_grad():
+            for k, outs in pairs:
+                if k in replies:
+                    value = replies[k][0]
+                else:
+                    with self._lock:
+                        value = self._store[k].detach().clone()
+                for o in outs:
+                    o.copy_(value)
+
+    # -- optimizer states --------------------------------------------------------------
+    def _owned_states(self):
+        with self._lock:
+            if self._updater is None:
+                return b""
+            return self._updater.get_states(False)
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        """Gather every owner's optimizer states and write them as one complete file."""
+        if self._updater is None:
+            raise MXNetError("Cannot save states: no optimizer is set on this kvstore")
+        gathered = opt.Updater(self._updater.optimizer)
+        with self._lock:
+            gathered.states.update(self._updater.states)
+        with self._request("gathering optimizer states"):
+            for r in range(self.num_workers):
+                if r == self.rank:
+                    continue
+                head = torch.tensor([_STATES, 0], dtype=torch.int64)
+                self._dist.send(head, dst=r, group=self._p2p, tag=_TAG_REQUEST)
+                data = self._recv_bytes(r)
+                if data:
+                    part = opt.Updater(self._updater.optimizer)
+                    part.set_states(data)
+                    gathered.states.update({k: v for k, v in part.states.items()
+                                            if self._owner.get(k) == r})
+        atomic_write_bytes(fname, gathered.get_states(dump_optimizer))
+
+    # -- shutdown ------------------------------------------------------------------------
+    def close(self):
+        """Tell every server this worker is done; wait for the others to say the same."""
+        if self._closed or self.num_workers == 1:
+            self._closed = True
+            return
+        self._closed = True
+        if self._group.failed or self._server_error is not None:
+            return      # a peer is gone: waiting for it would hang
+        try:
+            for r in range(self.num_workers):
+                if r != self.rank:
+                    head = torch.tensor([_DONE, 0], dtype=torch.int64)
+                    self._dist.send(head, dst=r, group=self._p2p, tag=_TAG_REQUEST)
+        except Exception as e:   # noqa: BLE001
+            raise self._group.explain(e, "dist_async shutdown") from e
+        with self._group.collective("dist_async shutdown (waiting for the other workers)"):
+            while self._server.is_alive() and self._server_error is None:
+                self._server.join(0.5)
+        if self._server_error is not None and not isinstance(self._server_error,
+                                                             WorkerLostError):
+            raise self._group.explain(self._server_error, "dist_async shutdown")
+
+    def barrier(self):
+        """Wait until every worker reaches this point."""
+        self._group.barrier("kvstore barrier")
+
+    _barrier = barrier
+
+    def set_gradient_compression(self, compression_params):
+        raise MXNetError("gradient compression is not supported by symtriton's distributed "
+                         "kvstore")

@@ -1,0 +1,140 @@
+"""``dist_sync`` and ``dist_device_sync``: data-parallel training across processes.
+
+Every worker keeps a full replica of the store (and, with ``set_optimizer``, of
+the optimizer state). A push sums each key over this worker's devices, then
+all-reduces the sums across workers in flat buckets of parameters (at most
+``SYMTRITON_DIST_BUCKET_MB`` MiB each, default 25, the size PyTorch's DDP uses),
+and every worker applies the same update to the same summed gradient, so the
+replicas stay bit-identical without a parameter server. ``init`` takes rank 0's
+values, as mxnet's servers do, so workers start from the same parameters even
+when their initialisers drew different random numbers.
+
+``dist_sync`` keeps the replica on the CPU and reduces with gloo;
+``dist_device_sync`` keeps it on the device of the first value (NCCL for CUDA
+tensors, gloo on the CPU).
+
+Each push first exchanges a three-number summary of what the worker pushes
+(key count, total elements, a hash of the key names): workers that push
+different parameters in the same step get an error naming both sides instead
+of a reduction of mismatched buffers.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+
+import torch
+
+from compiler.errors import MXNetError
+from .dist_group import join
+from .kvstore import KVStore
+
+__all__ = ["DistSyncKVStore", "bucket_tensors"]
+
+
+def _bucket_bytes():
+    try:
+        mib = float(os.environ.get("SYMTRITON_DIST_BUCKET_MB", 25))
+    except ValueError:
+        raise MXNetError("SYMTRITON_DIST_BUCKET_MB must be a number of MiB") from None
+    return max(1, int(mib * 2 ** 20))
+
+
+def bucket_tensors(tensors, limit_bytes):
+    """Group tensors into buckets of one dtype and device, each at most ``limit_bytes``
+    (a single larger tensor gets a bucket of its own). Order is kept within a group."""
+    open_buckets, buckets = {}, []
+    for t in tensors:
+        kind = (t.dtype, t.device)
+        size = t.numel() * t.element_size()
+        cur = open_buckets.get(kind)
+        if cur is None or (cur[1] + size > limit_bytes and cur[0]):
+            cur = ([], 0)
+            buckets.append(cur[0])
+        cur[0].append(t)
+        open_buckets[kind] = (cur[0], cur[1] + size)
+    return buckets
+
+
+def _flat_collective(tensors, op, limit_bytes):
+    """Apply ``op(flat)`` to each bucket of ``tensors`` flattened, and copy back."""
+    for bucket in bucket_tensors(tensors, limit_bytes):
+        if len(bucket) == 1 and bucket[0].is_contiguous():
+            op(bucket[0].view(-1))      # reduced in place
+            continue
+        flat = torch.cat([t.reshape(-1) for t in bucket])
+        op(flat)
+        offset = 0
+        with torch.no_grad():
+            for t in bucket:
+                t.copy_(flat[offset:offset + t.numel()].view(t.shape))
+                offset += t.numel()
+
+
+class DistSyncKVStore(KVStore):
+    """Synchronous data parallelism across workers (see the module docstring)."""
+
+    def __init__(self, kv_type="dist_sync"):
+        super().__init__(kv_type)
+        self._group = join(kv_type)
+        self._limit = _bucket_bytes()
+
+    @property
+    def rank(self):
+        return self._group.rank
+
+    @property
+    def num_workers(self):
+        return self._group.size
+
+    def _home(self, value):
+        return value.device if self._type == "dist_device_sync" else torch.device("cpu")
+
+    def _agree_initial(self, pairs):
+        import torch.distributed as dist
+        if self.num_workers == 1 or not pairs:
+            return
+        self._check_same_keys([k for k, _ in pairs], [v for _, v in pairs], "init")
+        with self._group.collective(f"broadcast of {len(pairs)} initial values from rank 0"):
+            _flat_collective([v for _, v in pairs], lambda f: dist.broadcast(f, src=0),
+                             self._limit)
+
+    def _combine(self, merged):
+        import torch.distributed as dist
+        if self.num_workers == 1 or not merged:
+            return
+        self._check_same_keys([k for k, _ in merged], [m for _, m in merged], "push")
+        with self._group.collective(f"all-reduce of {len(merged)} pushed values"):
+            _flat_collective([m for _, m in merged], dist.all_reduce, self._limit)
+
+    def _check_same_keys(self, keys, values, what):
+        """Fail clearly when workers disagree on what they push in this step."""
+        import torch.distributed as dist
+        names = "\0".join(map(str, keys)).encode()
+        mine = torch.tensor([len(keys), sum(v.numel() for v in values), zlib.crc32(names)],
+                            dtype=torch.int64)
+        everyone = [torch.empty_like(mine) for _ in range(self.num_workers)]
+        with self._group.collective(f"{what} of {len(keys)} keys (summary exchange)"):
+            dist.all_gather(everyone, mine)
+        if any(not torch.equal(e, mine) for e in everyone):
+            desc = "; ".join(f"rank {r}: {int(e[0])} keys, {int(e[1])} values"
+                             for r, e in enumerate(everyone))
+            raise MXNetError(
+                f"kvstore {self._type!r}: workers {what} different keys in the same step "
+                f"({desc}, or the same counts under different names). Every worker must "
+                f"bind the same parameters and step together.")
+
+    def barrier(self):
+        """Wait until every worker reaches this point."""
+        self._group.barrier("kvstore barrier")
+
+    _barrier = barrier
+
+    def set_gradient_compression(self, compression_params):
+        raise MXNetError("gradient compression is not supported by symtriton's distributed "
+                         "kvstore; gradients are all-reduced in full precision")
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        """Write the optimizer states. Every worker holds the same full copy, so any
+        rank's file is complete; write it from rank 0 only to avoid racing writers."""
+        super().save_optimizer_states(fname, dump_optimizer)

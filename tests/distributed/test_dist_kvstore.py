@@ -1,0 +1,172 @@
+"""Distributed kvstores on 2 and 3 worker processes of this machine (gloo over
+loopback), checked against one process training on the same batches.
+
+Oracle: with ``dist_sync`` a step sums the gradients of every worker's batch, so
+N steps on W workers must equal N steps of one process on the W batches
+concatenated (``kvstore='local'``, the same ``rescale_grad = 1/(W*batch)``),
+and every worker must end with bit-identical parameters.
+"""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import module_api as mx
+from runtime import optimizer as opt
+from tests.distributed import launch, worker
+from tests.models import mlp
+
+pytestmark = pytest.mark.slow
+
+
+def _load(out_dir, world):
+    return [dict(np.load(os.path.join(out_dir, f"rank{r}.npz"))) for r in range(world)]
+
+
+def _section(result, prefix):
+    return {k.split(":", 1)[1]: v for k, v in result.items() if k.startswith(prefix + ":")}
+
+
+def _batches(result, what):
+    return [result[f"{what}:{i}"] for i in range(len(result["keys"]))]
+
+
+def _assert_identical_workers(results):
+    first = _section(results[0], "final")
+    for r, res in enumerate(results[1:], 1):
+        for k, v in _section(res, "final").items():
+            np.testing.assert_array_equal(v, first[k], err_msg=f"rank {r} differs on {k}")
+    # init_optimizer took rank 0's values although every worker drew its own
+    init0 = _section(results[0], "init")
+    for res in results[1:]:
+        for k, v in _section(res, "init").items():
+            np.testing.assert_array_equal(v, init0[k])
+
+
+def _mlp_reference(results, world):
+    """One process, kvstore='local', each step on the workers' batches concatenated."""
+    batch = worker.MLP_BATCH * world
+    mod = mx.mod.Module(mlp(hidden=(32,), classes=4), context=mx.cpu())
+    mod.bind([("data", (batch, 10))], [("softmax_label", (batch,))])
+    mod.init_params(arg_params={k: mx.nd.array(v) for k, v in _section(results[0], "init").items()})
+    mod.init_optimizer(kvstore='local', optimizer='sgd', optimizer_params=worker.SGD)
+    for i in range(len(results[0]["keys"])):
+        x = np.concatenate([res[f"data:{i}"] for res in results])
+        y = np.concatenate([res[f"label:{i}"] for res in results])
+        mod.forward_backward(mx.io.DataBatch([mx.nd.array(x)], [mx.nd.array(y)]))
+        mod.update()
+    return {k: v.asnumpy() for k, v in mod.get_params()[0].items()}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_dist_sync_mlp_equals_one_process_on_concatenated_batches(tmp_path, world):
+    launch.run("mlp_sync", world, tmp_path)
+    results = _load(tmp_path, world)
+    _assert_identical_workers(results)
+    assert all(len(r["keys"]) == worker.MLP_STEPS for r in results)
+    # each worker read its own shard
+    assert not np.array_equal(results[0]["data:0"], results[1]["data:0"])
+    ref = _mlp_reference(results, world)
+    got = _section(results[0], "final")
+    moved = max(float(np.abs(got[k] - _section(results[0], "init")[k]).max()) for k in got)
+    assert moved > 1e-2, "training did not change the parameters"
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_dist_device_sync_equals_dist_sync(tmp_path):
+    (tmp_path / "device").mkdir()
+    (tmp_path / "sync").mkdir()
+    launch.run("mlp_device_sync", 2, tmp_path / "device")
+    launch.run("mlp_sync", 2, tmp_path / "sync")
+    dev, sync = _load(tmp_path / "device", 2), _load(tmp_path / "sync", 2)
+    _assert_identical_workers(dev)
+    for k, v in _section(sync[0], "final").items():
+        np.testing.assert_allclose(_section(dev[0], "final")[k], v, rtol=1e-6, atol=1e-7)
+
+
+def _lstm_reference(results, world):
+    """One process: per step, every worker's batch (its own bucket) accumulated with
+    grad_req='add', then one update."""
+    mod = mx.mod.BucketingModule(worker.lstm_sym_gen, default_bucket_key=max(worker.LSTM_BUCKETS),
+                                 context=mx.cpu())
+    shape = (worker.LSTM_BATCH, max(worker.LSTM_BUCKETS))
+    mod.bind([("data", shape)], [("softmax_label", shape)], grad_req='add')
+    mod.init_params(arg_params={k: mx.nd.array(v) for k, v in _section(results[0], "init").items()})
+    sgd = dict(worker.SGD, rescale_grad=1.0 / (worker.LSTM_BATCH * world))
+    mod.init_optimizer(kvstore='local', optimizer='sgd', optimizer_params=sgd)
+    for i in range(len(results[0]["keys"])):
+        for g in mod._buckets[mod._default_bucket_key]._exec_group.grad_arrays:
+            for arr in g:
+                arr[:] = 0
+        for res in results:
+            key = int(res["keys"][i])
+            x, y = res[f"data:{i}"], res[f"label:{i}"]
+            mod.forward(mx.io.DataBatch([mx.nd.array(x)], [mx.nd.array(y)], bucket_key=key,
+                                        provide_data=[mx.io.DataDesc("data", x.shape)],
+                                        provide_label=[mx.io.DataDesc("softmax_label",
+                                                                      y.shape)]),
+                        is_train=True)
+            mod.backward()
+        mod.update()
+    return {k: v.asnumpy() for k, v in mod.get_params()[0].items()}
+
+
+def test_dist_sync_bucketing_lstm_with_different_buckets_per_worker(tmp_path):
+    launch.run("lstm_sync", 2, tmp_path)
+    results = _load(tmp_path, 2)
+    _assert_identical_workers(results)
+    keys = [r["keys"] for r in results]
+    assert len(keys[0]) == len(keys[1]) >= 3
+    assert any(a != b for a, b in zip(*keys)), f"workers never differed in bucket: {keys}"
+    ref = _lstm_reference(results, 2)
+    got = _section(results[0], "final")
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_dist_async_mlp_reaches_the_local_accuracy_bar(tmp_path):
+    launch.run("mlp_async", 2, tmp_path)
+    results = _load(tmp_path, 2)
+    # test_module.test_fit_mlp_reaches_accuracy_with_speedometer's bar for local training
+    for r, res in enumerate(results):
+        assert float(res["accuracy"]) >= 0.95, (r, float(res["accuracy"]))
+    # the states file rank 0 wrote holds every owner's states
+    up = opt.Updater(opt.create('sgd', **worker.SGD))
+    with open(tmp_path / "async.states", "rb") as f:
+        up.set_states(f.read())
+    assert sorted(up.states) == sorted(_section(results[0], "final"))
+
+
+def test_a_killed_worker_makes_the_others_fail_naming_it(tmp_path):
+    procs = launch.start("mlp_kill", 3, tmp_path)
+    t_dead = None
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        if t_dead is None and procs[1].poll() is not None:
+            t_dead = time.monotonic()
+        if t_dead is not None and time.monotonic() - t_dead > 60:
+            break
+        time.sleep(0.2)
+    if t_dead is None and procs[1].poll() is not None:
+        t_dead = time.monotonic()
+    still_running = [r for r, p in enumerate(procs) if p.poll() is None]
+    results = launch.finish(procs, timeout=5)
+    assert t_dead is not None, results[1][1][-2000:]
+    assert procs[1].returncode == -9
+    assert not still_running, f"ranks {still_running} still ran 60 s after rank 1 died"
+    for r in (0, 2):
+        rc, out = results[r]
+        assert rc != 0, out[-2000:]
+        assert "lost rank 1" in out, out[-3000:]
+        assert "WorkerLostError" in out
+
+
+def test_create_outside_a_job_says_how_to_start_one(monkeypatch):
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    from runtime import dist_group
+    monkeypatch.setattr(dist_group, "_GROUP", None)
+    with pytest.raises(mx.MXNetError, match="torchrun --nproc_per_node"):
+        mx.kv.create("dist_sync")

@@ -1,0 +1,153 @@
+"""One worker of the distributed tests: ``python worker.py JOB OUT_DIR``.
+
+Started with the environment torchrun gives its workers (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT) by ``test_dist_kvstore.py``. Each job trains a small
+model through the Module API with a distributed kvstore and writes what the
+test compares into ``OUT_DIR/rank<R>.npz``: the parameters after
+``init_optimizer`` (rank 0's, whatever this worker drew), every batch it
+trained on, and the final parameters.
+"""
+import os
+import random
+import signal
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import numpy as np  # noqa: E402
+
+import module_api as mx  # noqa: E402
+from tests.models import mlp  # noqa: E402
+
+MLP_BATCH, MLP_STEPS = 8, 4
+LSTM_VOCAB, LSTM_HIDDEN, LSTM_BATCH, LSTM_BUCKETS = 12, 8, 4, (4, 8)
+SGD = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4}
+
+
+def blobs(n, dim=10, classes=4, seed=42):
+    """Gaussian blobs: the data test_module's accuracy test uses."""
+    rng = np.random.RandomState(seed)
+    centers = rng.randn(classes, dim) * 1.5
+    y = rng.randint(0, classes, size=n)
+    x = (centers[y] + rng.randn(n, dim)).astype(np.float32)
+    return x, y.astype(np.float32)
+
+
+def lstm_sym_gen(seq_len):
+    """mxnet's lstm_bucketing model, small."""
+    data = mx.sym.Variable('data')
+    label = mx.sym.Variable('softmax_label')
+    embed = mx.sym.Embedding(data=data, input_dim=LSTM_VOCAB, output_dim=LSTM_HIDDEN,
+                             name='embed')
+    cell = mx.rnn.LSTMCell(num_hidden=LSTM_HIDDEN, prefix='lstm_l0_')
+    outputs, _ = cell.unroll(seq_len, inputs=embed, merge_outputs=True)
+    pred = mx.sym.Reshape(outputs, shape=(-1, LSTM_HIDDEN))
+    pred = mx.sym.FullyConnected(data=pred, num_hidden=LSTM_VOCAB, name='pred')
+    label = mx.sym.Reshape(label, shape=(-1,))
+    pred = mx.sym.SoftmaxOutput(data=pred, label=label, name='softmax')
+    return pred, ('data',), ('softmax_label',)
+
+
+def lstm_sentences(n=120, seed=7):
+    rng = np.random.RandomState(seed)
+    return [list(rng.randint(1, LSTM_VOCAB, size=rng.randint(2, max(LSTM_BUCKETS) + 1)))
+            for _ in range(n)]
+
+
+class Recorder:
+    """A batch_end_callback that keeps every batch (and can kill this worker)."""
+
+    def __init__(self, kill_at=None):
+        self.data, self.label, self.keys = [], [], []
+        self.kill_at = kill_at
+
+    def __call__(self, param):
+        batch = param.locals['data_batch']
+        self.data.append(batch.data[0].asnumpy())
+        self.label.append(batch.label[0].asnumpy())
+        self.keys.append(getattr(batch, 'bucket_key', None) or -1)
+        if self.kill_at is not None and param.nbatch == self.kill_at:
+            print(f"rank {os.environ['RANK']}: killing myself at batch {param.nbatch}",
+                  flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _params(mod):
+    arg, _ = mod.get_params()
+    return {k: v.asnumpy() for k, v in arg.items()}
+
+
+def _save(out, kv, initial, mod, rec, **extra):
+    final = _params(mod)
+    np.savez(os.path.join(out, f"rank{kv.rank}.npz"),
+             **{f"init:{k}": v for k, v in initial.items()},
+             **{f"final:{k}": v for k, v in final.items()},
+             **{f"data:{i}": v for i, v in enumerate(rec.data)},
+             **{f"label:{i}": v for i, v in enumerate(rec.label)},
+             keys=np.array(rec.keys), **extra)
+
+
+def mlp_job(kv_type, out, epochs=1, steps=MLP_STEPS, batch=MLP_BATCH, kill_at=None):
+    kv = mx.kv.create(kv_type)
+    mx.random.seed(100 + kv.rank)       # every worker draws different initial weights
+    n = kv.num_workers * batch * steps
+    x, y = blobs(n + 80)
+    train = mx.io.NDArrayIter(x[:n], y[:n], batch_size=batch, shuffle=epochs > 1,
+                              num_parts=kv.num_workers, part_index=kv.rank)
+    val = mx.io.NDArrayIter(x[n:], y[n:], batch_size=40)
+    mod = mx.mod.Module(mlp(hidden=(32,), classes=4), context=mx.cpu())
+    mod.bind(train.provide_data, train.provide_label)
+    mod.init_params(mx.init.Xavier())
+    mod.init_optimizer(kvstore=kv, optimizer='sgd', optimizer_params=SGD)
+    initial = _params(mod)
+    rec = Recorder(kill_at)
+    mod.fit(train, num_epoch=epochs, kvstore=kv, optimizer='sgd', optimizer_params=SGD,
+            batch_end_callback=rec)
+    acc = dict(mod.score(val, 'acc'))['accuracy']
+    if kv.rank == 0 and kv.type == 'dist_async':
+        mod.save_optimizer_states(os.path.join(out, "async.states"))
+    _save(out, kv, initial, mod, rec, accuracy=np.float64(acc))
+    print(f"rank {kv.rank}: accuracy {acc:.3f}", flush=True)
+
+
+def lstm_job(kv_type, out):
+    kv = mx.kv.create(kv_type)
+    mx.random.seed(100 + kv.rank)
+    random.seed(kv.rank)       # BucketSentenceIter shuffles with the random module
+    train = mx.rnn.BucketSentenceIter(lstm_sentences(), LSTM_BATCH, buckets=list(LSTM_BUCKETS),
+                                      invalid_label=0, num_parts=kv.num_workers,
+                                      part_index=kv.rank)
+    mod = mx.mod.BucketingModule(lstm_sym_gen, default_bucket_key=train.default_bucket_key,
+                                 context=mx.cpu())
+    mod.bind(train.provide_data, train.provide_label)
+    mod.init_params(mx.init.Xavier())
+    mod.init_optimizer(kvstore=kv, optimizer='sgd', optimizer_params=SGD)
+    initial = _params(mod)
+    rec = Recorder()
+    mod.fit(train, num_epoch=1, kvstore=kv, optimizer='sgd', optimizer_params=SGD,
+            eval_metric=mx.metric.Perplexity(0), batch_end_callback=rec)
+    _save(out, kv, initial, mod, rec)
+
+
+def main(job, out):
+    if job == "mlp_sync":
+        mlp_job("dist_sync", out)
+    elif job == "mlp_device_sync":
+        mlp_job("dist_device_sync", out)
+    elif job == "mlp_async":
+        # test_module's accuracy run: 320 rows in batches of 32, 5 epochs, shared out
+        mlp_job("dist_async", out, epochs=5, batch=32,
+                steps=10 // int(os.environ["WORLD_SIZE"]))
+    elif job == "mlp_kill":
+        mlp_job("dist_sync", out, steps=40,
+                kill_at=3 if os.environ["RANK"] == "1" else None)
+    elif job == "lstm_sync":
+        lstm_job("dist_sync", out)
+    else:
+        raise SystemExit(f"unknown job {job!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
