@@ -10,6 +10,15 @@ best perplexity reachable on the validation set beside the one it reached.
     python examples/lstm_bucketing.py --gpus 0 --num-hidden 200 --num-embed 200 \\
         --train-data ../shared/data/sherlockholmes/sherlockholmes.train.txt \\
         --valid-data ../shared/data/sherlockholmes/sherlockholmes.test.txt   # mxnet's configuration
+
+Data-parallel on two worker processes (each trains on its half of the sentences;
+gradients are summed across workers every step):
+
+    torchrun --nproc_per_node 2 examples/lstm_bucketing.py --kv-store dist_sync
+
+and across machines, the same command on every machine with
+``--nnodes 2 --rdzv-backend c10d --rdzv-endpoint HOST:PORT`` added (README,
+"Training on several machines").
 """
 from __future__ import annotations
 
@@ -119,8 +128,15 @@ def main(argv=None):
     start_label, invalid_label = 1, 0
     train_sent, val_sent, vocab, best = load_corpus(args, invalid_label, start_label)
 
+    # a distributed kvstore: each worker reads its share, checkpoints and plots on rank 0
+    kv = mx.kv.create(args.kv_store) if "dist" in args.kv_store else args.kv_store
+    rank, workers = (kv.rank, kv.num_workers) if "dist" in args.kv_store else (0, 1)
+    if workers > 1:
+        logging.getLogger().handlers[0].setFormatter(
+            logging.Formatter("%(asctime)-15s [rank " + str(rank) + "] %(message)s"))
     data_train = mx.rnn.BucketSentenceIter(train_sent, args.batch_size, buckets=buckets,
-                                           invalid_label=invalid_label)
+                                           invalid_label=invalid_label, num_parts=workers,
+                                           part_index=rank)
     data_val = mx.rnn.BucketSentenceIter(val_sent, args.batch_size, buckets=buckets,
                                          invalid_label=invalid_label)
 
@@ -150,7 +166,7 @@ def main(argv=None):
         train_data=data_train,
         eval_data=data_val,
         eval_metric=mx.metric.Perplexity(invalid_label),
-        kvstore=args.kv_store,
+        kvstore=kv,
         optimizer=args.optimizer,
         optimizer_params={"learning_rate": args.lr, "wd": args.wd,
                           **({"momentum": args.mom} if args.optimizer == "sgd" else {})},
@@ -165,7 +181,7 @@ def main(argv=None):
                      "(ratio %.3f)", reached, best, reached / best)
     else:
         logging.info("validation perplexity reached %.3f", reached)
-    if args.plot:
+    if args.plot and rank == 0:
         write_plot(history, args.plot, best)
     return reached, best, history
 

@@ -120,20 +120,27 @@ class WorkerGroup:
         while not self._stop.wait(_HEARTBEAT_S):
             try:
                 store.add(self._key("hb", self.rank), 1)
+                since = self._waiting_since
+                # peers are read only while this worker has been waiting a while, so
+                # a large job does not poll the store from every worker all the time
+                if since is None or time.monotonic() - since[0] < 2.0:
+                    self._seen.clear()
+                    continue
                 now = time.monotonic()
                 for r, (count, done) in self._counters(store).items():
                     last = self._seen.get(r)
                     if last is None or last[0] != count or done:
                         self._seen[r] = (count, now)
-                self._watchdog(now)
+                self._watchdog(now, since)
             except Exception:   # noqa: BLE001 - the store's host is gone; errors say so
                 if self._stop.is_set():
                     return
                 time.sleep(_HEARTBEAT_S)
 
-    def _watchdog(self, now):
-        since = self._waiting_since
-        if since is None or now - since[0] < self.lost_after_s:
+    def _watchdog(self, now, since):
+        """End this worker when it has waited ``lost_after_s`` in a collective for a
+        peer whose heartbeat has not moved for as long."""
+        if now - since[0] < self.lost_after_s:
             return
         stale = sorted(r for r, (_, t) in self._seen.items()
                        if r != self.rank and now - t >= self.lost_after_s)
@@ -175,9 +182,9 @@ class WorkerGroup:
                                  f"shard data with num_parts=kv.num_workers, "
                                  f"part_index=kv.rank)")
                 who = "; ".join(parts) or "a peer that is still alive (see its log)"
+        cause = (str(error).splitlines() or [repr(error)])[0].strip("'\" ")
         return WorkerLostError(f"distributed training failed on rank {self.rank} of "
-                               f"{self.size} during {what}: {who}. Cause: "
-                               f"{str(error).splitlines()[0] if str(error) else error!r}")
+                               f"{self.size} during {what}: {who}. Cause: {cause}")
 
     @contextlib.contextmanager
     def collective(self, what):

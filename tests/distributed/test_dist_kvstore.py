@@ -67,8 +67,13 @@ def test_dist_sync_mlp_equals_one_process_on_concatenated_batches(tmp_path, worl
     assert all(len(r["keys"]) == worker.MLP_STEPS for r in results)
     # each worker read its own shard
     assert not np.array_equal(results[0]["data:0"], results[1]["data:0"])
+    # fit ran epoch_end_callback (the checkpoint) on rank 0 only
+    assert sorted(p.name for p in tmp_path.glob("epoch*")) == ["epoch0-ended-on-rank0"]
+    _, saved, _ = mx.model.load_checkpoint(str(tmp_path / "mlp"), 1)
     ref = _mlp_reference(results, world)
     got = _section(results[0], "final")
+    for k, v in saved.items():
+        np.testing.assert_array_equal(v.asnumpy(), got[k])
     moved = max(float(np.abs(got[k] - _section(results[0], "init")[k]).max()) for k in got)
     assert moved > 1e-2, "training did not change the parameters"
     for k in ref:
@@ -161,6 +166,26 @@ def test_a_killed_worker_makes_the_others_fail_naming_it(tmp_path):
         assert rc != 0, out[-2000:]
         assert "lost rank 1" in out, out[-3000:]
         assert "WorkerLostError" in out
+
+
+def test_a_hung_worker_trips_the_watchdog_of_the_others(tmp_path):
+    procs = launch.start("mlp_hang", 2, tmp_path, extra_env={"SYMTRITON_DIST_LOST_AFTER": "4"})
+    try:
+        rc, out = launch.finish(procs[:1], timeout=120)[0]
+    finally:
+        procs[1].kill()         # it is stopped (SIGSTOP): only SIGKILL ends it
+        procs[1].communicate()
+    assert rc == 75, out[-3000:]
+    assert "lost rank 1: no heartbeat for 4 s" in out, out[-3000:]
+
+
+def test_a_worker_that_finishes_early_is_named(tmp_path):
+    results = launch.finish(launch.start("mlp_uneven", 2, tmp_path), timeout=120)
+    rc0, out0 = results[0]
+    assert results[1][0] == 0, results[1][1][-2000:]
+    assert rc0 != 0
+    assert "rank 1 finished before this worker" in out0, out0[-3000:]
+    assert "num_parts=kv.num_workers" in out0
 
 
 def test_create_outside_a_job_says_how_to_start_one(monkeypatch):

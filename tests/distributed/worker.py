@@ -59,9 +59,9 @@ def lstm_sentences(n=120, seed=7):
 class Recorder:
     """A batch_end_callback that keeps every batch (and can kill this worker)."""
 
-    def __init__(self, kill_at=None):
+    def __init__(self, kill_at=None, kill_signal=signal.SIGKILL):
         self.data, self.label, self.keys = [], [], []
-        self.kill_at = kill_at
+        self.kill_at, self.kill_signal = kill_at, kill_signal
 
     def __call__(self, param):
         batch = param.locals['data_batch']
@@ -69,9 +69,9 @@ class Recorder:
         self.label.append(batch.label[0].asnumpy())
         self.keys.append(getattr(batch, 'bucket_key', None) or -1)
         if self.kill_at is not None and param.nbatch == self.kill_at:
-            print(f"rank {os.environ['RANK']}: killing myself at batch {param.nbatch}",
-                  flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
+            print(f"rank {os.environ['RANK']}: sending myself {self.kill_signal.name} at "
+                  f"batch {param.nbatch}", flush=True)
+            os.kill(os.getpid(), self.kill_signal)
 
 
 def _params(mod):
@@ -89,22 +89,32 @@ def _save(out, kv, initial, mod, rec, **extra):
              keys=np.array(rec.keys), **extra)
 
 
-def mlp_job(kv_type, out, epochs=1, steps=MLP_STEPS, batch=MLP_BATCH, kill_at=None):
+def mlp_job(kv_type, out, epochs=1, steps=MLP_STEPS, batch=MLP_BATCH, kill_at=None,
+            kill_signal=signal.SIGKILL, unsharded_steps=None):
     kv = mx.kv.create(kv_type)
     mx.random.seed(100 + kv.rank)       # every worker draws different initial weights
     n = kv.num_workers * batch * steps
     x, y = blobs(n + 80)
-    train = mx.io.NDArrayIter(x[:n], y[:n], batch_size=batch, shuffle=epochs > 1,
-                              num_parts=kv.num_workers, part_index=kv.rank)
+    if unsharded_steps is None:
+        train = mx.io.NDArrayIter(x[:n], y[:n], batch_size=batch, shuffle=epochs > 1,
+                                  num_parts=kv.num_workers, part_index=kv.rank)
+    else:       # a mistake: workers read unequal numbers of batches
+        m = unsharded_steps * batch
+        train = mx.io.NDArrayIter(x[:m], y[:m], batch_size=batch)
     val = mx.io.NDArrayIter(x[n:], y[n:], batch_size=40)
     mod = mx.mod.Module(mlp(hidden=(32,), classes=4), context=mx.cpu())
     mod.bind(train.provide_data, train.provide_label)
     mod.init_params(mx.init.Xavier())
     mod.init_optimizer(kvstore=kv, optimizer='sgd', optimizer_params=SGD)
     initial = _params(mod)
-    rec = Recorder(kill_at)
+    rec = Recorder(kill_at, kill_signal)
+    def mark_epoch_end(epoch, *_):
+        open(os.path.join(out, f"epoch{epoch}-ended-on-rank{kv.rank}"), "w").close()
+
     mod.fit(train, num_epoch=epochs, kvstore=kv, optimizer='sgd', optimizer_params=SGD,
-            batch_end_callback=rec)
+            batch_end_callback=rec,
+            epoch_end_callback=[mx.callback.do_checkpoint(os.path.join(out, "mlp")),
+                                mark_epoch_end])
     acc = dict(mod.score(val, 'acc'))['accuracy']
     if kv.rank == 0 and kv.type == 'dist_async':
         mod.save_optimizer_states(os.path.join(out, "async.states"))
@@ -143,6 +153,11 @@ def main(job, out):
     elif job == "mlp_kill":
         mlp_job("dist_sync", out, steps=40,
                 kill_at=3 if os.environ["RANK"] == "1" else None)
+    elif job == "mlp_hang":
+        mlp_job("dist_sync", out, steps=40,
+                kill_at=3 if os.environ["RANK"] == "1" else None, kill_signal=signal.SIGSTOP)
+    elif job == "mlp_uneven":
+        mlp_job("dist_sync", out, unsharded_steps=2 if os.environ["RANK"] == "1" else 6)
     elif job == "lstm_sync":
         lstm_job("dist_sync", out)
     else:
