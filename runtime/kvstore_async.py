@@ -110,9 +110,8 @@ class DistAsyncKVStore(KVStore):
         return self._store.get(k)
 
     def _reduce(self, k, values):
-        shape, dtype = self._meta[k] if k in self._meta else (None, None)
-        if shape is None:
-            self._stored(k)
+        self._stored(k)         # an unknown key is an error naming it
+        shape, dtype = self._meta[k]
         for v in values:
             if tuple(v.shape) != shape:
                 raise MXNetError(f"kvstore key {k!r}: pushed shape {tuple(v.shape)} does not "

@@ -44,6 +44,25 @@ def _assert_identical_workers(results):
             np.testing.assert_array_equal(v, init0[k])
 
 
+@pytest.mark.parametrize("job", ["kv_api_sync", "kv_api_async"])
+def test_kvstore_api_across_three_workers(tmp_path, job):
+    launch.run(job, 3, tmp_path)
+    results = _load(tmp_path, 3)
+    assert [int(r["rank"]) for r in results] == [0, 1, 2]
+    assert all(int(r["workers"]) == 3 for r in results)
+    for res in results:
+        # init took rank 0's values
+        np.testing.assert_array_equal(res["first:a"], np.full((3,), 10.0))
+        np.testing.assert_array_equal(res["first:c"], np.full((5,), -1.0))
+        if job == "kv_api_sync":   # sum over workers r=0..2 of (r+1) + 1
+            expected = sum(r + 1 + 1 for r in range(3))
+        else:                      # the last worker's push replaced the value
+            expected = 3 + 1
+        for k in "abc":
+            np.testing.assert_array_equal(res[f"after:{k}"], np.full_like(res[f"after:{k}"],
+                                                                          expected))
+
+
 def _mlp_reference(results, world):
     """One process, kvstore='local', each step on the workers' batches concatenated."""
     batch = worker.MLP_BATCH * world
