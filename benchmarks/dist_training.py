@@ -55,6 +55,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
+
+from benchmarks.data import make_data  # noqa: E402
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -64,14 +66,6 @@ COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_t
 
 
 # ------------------------------------------------------------------ data and model
-
-def make_data(n, dim, classes, seed=0):
-    rng = np.random.RandomState(seed)
-    centers = rng.randn(classes, dim).astype(np.float32) * 0.35
-    y = rng.randint(0, classes, n)
-    x = centers[y] + rng.randn(n, dim).astype(np.float32)
-    return x.astype(np.float32), y.astype(np.float32)
-
 
 def job_data(args, world):
     """Training rows for ``world`` workers (one warm-up + ``steps`` batches each), and

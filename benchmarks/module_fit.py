@@ -22,18 +22,12 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("SYMTRITON_CACHE_DIR", tempfile.mkdtemp(prefix="symtriton-fit-bench-"))
 
 import numpy as np  # noqa: E402
+
+from benchmarks.data import make_data  # noqa: E402
 import torch  # noqa: E402
 
 import module_api as mx  # noqa: E402
 from runtime.launcher import LaunchCounter  # noqa: E402
-
-
-def make_data(n, dim, classes, seed=0):
-    rng = np.random.RandomState(seed)
-    centers = rng.randn(classes, dim).astype(np.float32) * 0.35
-    y = rng.randint(0, classes, n)
-    x = centers[y] + rng.randn(n, dim).astype(np.float32)
-    return x.astype(np.float32), y.astype(np.float32)
 
 
 def mlp(hidden, classes):
