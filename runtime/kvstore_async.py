@@ -89,10 +89,6 @@ class DistAsyncKVStore(KVStore):
                 raise MXNetError(f"dist_async: key {k!r} is already initialised")
             v = vals[0].detach()
             fresh.append((k, v.to("cpu", copy=True).contiguous().as_subclass(NDArray)))
-        if self.num_workers > 1 and fresh:
-            with self._group.collective(f"broadcast of {len(fresh)} initial values"):
-                _flat_collective([v for _, v in fresh],
-                                 lambda f: self._dist.broadcast(f, src=0), _bucket_bytes())
         with self._lock:
             for k, v in fresh:
                 owner = min(range(self.num_workers), key=lambda r: (self._load[r], r))
@@ -103,6 +99,13 @@ class DistAsyncKVStore(KVStore):
                 self._meta[k] = (tuple(v.shape), v.dtype)
                 if owner == self.rank:
                     self._store[k] = v
+        if self.num_workers > 1 and fresh:
+            # the keys are registered before any peer can pass the broadcast, and the
+            # barrier keeps every request out until every owner holds rank 0's value
+            with self._group.collective(f"broadcast of {len(fresh)} initial values"):
+                _flat_collective([v for _, v in fresh],
+                                 lambda f: self._dist.broadcast(f, src=0), _bucket_bytes())
+                self._dist.barrier()
 
     def _stored(self, k):
         if k not in self._owner:
