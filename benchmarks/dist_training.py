@@ -44,8 +44,6 @@ import argparse
 import json
 import logging
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +55,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from benchmarks.data import make_data  # noqa: E402
+from tests.distributed.launch import finish, start_command  # noqa: E402
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -271,39 +270,11 @@ def worker_main(args):
 
 # ------------------------------------------------------------------ driver
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def worker_env(rank, world, port, cache_dir):
-    env = dict(os.environ)
-    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-               LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-               OMP_NUM_THREADS="1", TRITON_INTERPRET="1", SYMTRITON_CACHE_DIR=cache_dir,
-               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
-    return env
-
-
 def launch(side, world, argv, cache_dir, timeout):
     """Run ``world`` workers of ``side``; their JSON results, rank order. Fails with
     every worker's output unless all exit 0."""
-    port = free_port()
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", side] + argv
-    procs = [subprocess.Popen(cmd, env=worker_env(r, world, port, cache_dir),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(world)]
-    deadline = time.monotonic() + timeout
-    outputs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            out = p.communicate()[0] + "\n[killed by the driver: timeout]"
-        outputs.append((p.returncode, out))
+    outputs = finish(start_command(cmd, world, {"SYMTRITON_CACHE_DIR": cache_dir}), timeout)
     results = [json.loads(line[len(TAG):]) for _, out in outputs
                for line in out.splitlines() if line.startswith(TAG)]
     if any(rc != 0 for rc, _ in outputs) or len(results) != world:

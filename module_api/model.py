@@ -102,16 +102,15 @@ def _initialize_kvstore(kvstore, param_arrays, arg_params, param_names, update_o
     starts from the same parameters (mxnet leaves that to equal random seeds).
     """
     names = list(param_names[:len(param_arrays)])
-    dense = [n for n in names if getattr(arg_params[n], "stype", "default") == 'default']
-    if not update_on_kvstore or len(dense) != len(names):
-        kvstore.init(names, [arg_params[n] for n in names])
-        if update_on_kvstore or not _is_distributed(kvstore):
-            return
-        dense = names
+    kvstore.init(names, [arg_params[n] for n in names])
+    if update_on_kvstore:       # mxnet's broadcast, for dense parameters
+        pulled = [n for n in names if getattr(arg_params[n], "stype", "default") == 'default']
+    elif _is_distributed(kvstore):
+        pulled = names
     else:
-        kvstore.init(names, [arg_params[n] for n in names])
-    outs = [param_arrays[names.index(n)] for n in dense]
-    kvstore.pull(dense, out=outs, priority=0)
+        return
+    if pulled:
+        kvstore.pull(pulled, out=[param_arrays[names.index(n)] for n in pulled], priority=0)
 
 
 def _pushpull(kvstore, names, grad_lists, out):

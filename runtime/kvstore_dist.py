@@ -13,6 +13,10 @@ when their initialisers drew different random numbers.
 ``dist_device_sync`` keeps it on the device of the first value (NCCL for CUDA
 tensors, gloo on the CPU).
 
+Every worker holds the same full optimizer state, so the file any rank's
+``save_optimizer_states`` writes is complete; write it from rank 0 only, so that
+workers do not race on one file.
+
 Each push first exchanges a three-number summary of what the worker pushes
 (key count, total elements, a hash of the key names): workers that push
 different parameters in the same step get an error naming both sides instead
@@ -133,8 +137,3 @@ class DistSyncKVStore(KVStore):
     def set_gradient_compression(self, compression_params):
         raise MXNetError("gradient compression is not supported by symtriton's distributed "
                          "kvstore; gradients are all-reduced in full precision")
-
-    def save_optimizer_states(self, fname, dump_optimizer=False):
-        """Write the optimizer states. Every worker holds the same full copy, so any
-        rank's file is complete; write it from rank 0 only to avoid racing writers."""
-        super().save_optimizer_states(fname, dump_optimizer)

@@ -25,17 +25,23 @@ def worker_env(rank, world, port):
     return env
 
 
-def start(job, world, out_dir, extra_env=None):
-    """Popen objects for ranks 0..world-1 running ``worker.py job out_dir``."""
+def start_command(cmd, world, extra_env=None):
+    """Popen objects for ranks 0..world-1 each running ``cmd`` (stdout and stderr
+    together), with torchrun's environment and a fresh port."""
     port = free_port()
     procs = []
     for rank in range(world):
         env = worker_env(rank, world, port)
         env.update(extra_env or {})
-        procs.append(subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "worker.py"), job, str(out_dir)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
     return procs
+
+
+def start(job, world, out_dir, extra_env=None):
+    """Workers running ``worker.py job out_dir``."""
+    return start_command([sys.executable, os.path.join(HERE, "worker.py"), job, str(out_dir)],
+                         world, extra_env)
 
 
 def finish(procs, timeout):
@@ -49,7 +55,7 @@ def finish(procs, timeout):
             for q in procs:
                 q.kill()
             out, _ = p.communicate()
-            out += "\n[killed by the test: timeout]"
+            out += "\n[killed by the launcher: timeout]"
         results.append((p.returncode, out))
     return results
 
