@@ -1,8 +1,12 @@
 # Two commands on a fresh machine: `make demo` (the main job) and `make test`.
 PY := .venv/bin/python
 export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
+# The mxnet 1.9.1 peer of the benchmarks (`make mxnet-venv` creates it); its column is
+# skipped when this interpreter does not exist.
+MXNET_PYTHON ?= $(CURDIR)/.mxnet-venv/bin/python
+MXNET_FLAG = $(if $(wildcard $(MXNET_PYTHON)),--mxnet-python $(MXNET_PYTHON),)
 
-.PHONY: venv demo demo-mlp test bench clean
+.PHONY: venv demo demo-mlp test bench mxnet-venv clean
 
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
@@ -15,7 +19,8 @@ export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
 
 venv: .venv/.installed
 
-# The main job: the bucketed LSTM language model (a few minutes on 2 CPU cores).
+# The main job: mxnet's lstm_bucketing example on the Sherlock Holmes corpus
+# (about five minutes on 2 CPU cores).
 demo: venv
 	$(PY) examples/lstm_bucketing.py
 
@@ -25,8 +30,16 @@ demo-mlp: venv
 test: venv
 	$(PY) -m pytest -q tests
 
+# The benchmark tables (benchmarks/README.md explains them).
 bench: venv
 	$(PY) benchmarks/compiled_vs_eager.py
+	$(PY) benchmarks/module_fit.py $(MXNET_FLAG)
+	$(PY) benchmarks/lstm_bucketing.py $(MXNET_FLAG)
+
+# mxnet 1.9.1 in its own venv, for the benchmarks' peer column (never imported here).
+mxnet-venv:
+	python3 -m venv .mxnet-venv
+	.mxnet-venv/bin/python -m pip install -q mxnet==1.9.1 "numpy<1.24"
 
 clean:
-	rm -rf .venv
+	rm -rf .venv .mxnet-venv

@@ -22,9 +22,13 @@ For each it prints a table of:
   warm-up, symtriton's Executor beside PyTorch eager (``torch.nn.functional``
   with the same weights and data), and the ratio.
 
-On a machine without a GPU symtriton's kernels run in Triton's interpreter,
-so expect it to be far slower than eager: the ratio is the measured figure,
-not a target. ``--quick`` uses tiny shapes (CI smoke test).
+* host overhead per launch: at tiny shapes (where the kernels' arithmetic is
+  negligible) the median training step time divided by its launches, for a
+  small MLP and a small unrolled LSTM.
+
+``cpu()`` contexts run the ``cpu`` target (``SYMTRITON_CPU_TARGET=interpret``
+measures Triton's interpreter instead). ``--quick`` uses tiny shapes (CI smoke
+test).
 """
 from __future__ import annotations
 
@@ -44,18 +48,10 @@ if ROOT not in sys.path:
 
 def _early_threads(argv) -> int:
     """``--threads N`` (default 1), applied before torch and numpy load their
-    thread pools: OpenMP with 2 threads on a busy 2-core machine made eager
-    matmuls ~100x slower in our runs, so both sides run single-threaded
-    unless asked otherwise (the Triton interpreter is single-threaded too)."""
-    n = 1
-    for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            n = int(argv[i + 1])
-        elif a.startswith("--threads="):
-            n = int(a.split("=", 1)[1])
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(n)
-    return n
+    thread pools: the shapes here are small, and OpenMP with 2 threads on a busy
+    2-core machine slows small calls down several times."""
+    from benchmarks.data import set_thread_env
+    return set_thread_env(argv, 1)
 
 
 _THREADS = _early_threads(sys.argv[1:]) if __name__ == "__main__" else None
@@ -275,6 +271,34 @@ def run_model(name, title, symbol, input_shapes, labels_range, eager_fn, args):
     return worst
 
 
+def host_overhead(sym, steps):
+    """Microseconds per launch at tiny shapes: median step time / launches per step."""
+    from runtime.context import cpu
+    from runtime.launcher import LaunchCounter
+    out = {}
+    models = {"mlp": (mlp_symbol(sym, (16, 16)), {"data": (4, 16)}, 10),
+              "lstm": (lstm_symbol(sym, 10, 8, 8), {"data": (2, 10, 8), "init_h": (2, 8),
+                                                    "init_c": (2, 8),
+                                                    "softmax_label": (20,)}, 8)}
+    for name, (symbol, shapes, classes) in models.items():
+        req = {n: ("null" if n in ("data", "softmax_label", "init_h", "init_c") else "write")
+               for n in symbol.list_arguments()}
+        exe = symbol.simple_bind(cpu(), grad_req=req, **shapes)
+        exe.arg_dict["softmax_label"][:] = torch.randint(0, classes, exe.arg_dict[
+            "softmax_label"].shape)
+
+        def step():
+            exe.forward(is_train=True)
+            exe.backward()
+        step()
+        LaunchCounter.reset()
+        step()
+        launches = LaunchCounter.total
+        ms = _median_ms(step, 5, steps)
+        out[name] = (ms * 1e3 / launches, launches, ms)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny shapes, 2 steps (CI smoke)")
@@ -289,7 +313,7 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=None, help="LSTM hidden size (default 64)")
     ap.add_argument("--lstm-batch", type=int, default=None, help="LSTM batch (default 8)")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch / BLAS threads for both sides (default 1)")
+                    help="torch / BLAS threads for both sides (default 1: the shapes are small)")
     ap.add_argument("--cache-dir", default=None,
                     help="kernel cache directory (default: a fresh temporary one, so the "
                          "cold compile is cold)")
@@ -310,15 +334,12 @@ def main(argv=None):
 
     os.environ["SYMTRITON_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="symtriton-bench-")
     os.environ.pop("SYMTRITON_OFFLINE", None)
-    import compiler                                    # noqa: F401 (chooses the Triton mode)
     from compiler import symbol as sym
-    from compiler.triton_mode import interpreting
-    import triton
+    from runtime.context import cpu_target
 
     print("symtriton compiled training step vs PyTorch eager (same process)")
-    print(f"machine: {platform.machine()} {os.cpu_count()}-core CPU, "
-          f"{'Triton interpreter (no GPU)' if interpreting() else 'GPU: ' + torch.cuda.get_device_name()}; "
-          f"torch {torch.__version__} ({torch.get_num_threads()} threads), triton {triton.__version__}")
+    print(f"machine: {platform.machine()} {os.cpu_count()}-core CPU; cpu() target "
+          f"{cpu_target()}; torch {torch.__version__} ({torch.get_num_threads()} threads)")
     print(f"cache dir: {os.environ['SYMTRITON_CACHE_DIR']}; timed steps: symtriton {args.steps}, "
           f"eager {max(args.steps, args.eager_steps)}, warm-up {args.warmup}"
           f"{'; QUICK shapes' if q else ''}")
@@ -343,6 +364,13 @@ def main(argv=None):
                 lambda p, d, l: lstm_eager(p, d, l, seq_len), args))
         else:
             ap.error(f"unknown model {m!r}")
+    ho = host_overhead(sym, 50 if q else 300)
+    print("\n== host overhead per launch, tiny shapes (median step / launches) ==")
+    for name, (us, launches, ms) in ho.items():
+        print(f"  {name}: {us:.1f} us per launch ({launches} launches, {ms * 1e3:.0f} us "
+              f"per training step)")
+    print("RESULT host_overhead " + " ".join(f"{n}_us_per_launch={v[0]:.2f}"
+                                             for n, v in ho.items()))
     print(f"\ntotal benchmark time {time.perf_counter() - t_all:.1f} s")
     if worst > 1e-3:
         print(f"ERROR: symtriton's gradients differ from eager's (max relative {worst:.1e})",

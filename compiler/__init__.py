@@ -1,10 +1,9 @@
-"""symtriton's compiler: MXNet Symbol graphs to fused Triton kernels.
+"""symtriton's compiler: MXNet Symbol graphs to fused Triton kernels (GPUs, Triton's
+interpreter) and to torch calls (the ``cpu`` target).
 
-``cache_stats()`` / ``reset_cache_stats()`` expose the compile cache counters.
+``cache_stats()`` / ``reset_cache_stats()`` expose the compile cache counters. Importing
+the compiler does not import triton: the launcher decides the Triton mode
+(``triton_mode.py``) when it first loads a Triton kernel.
 """
-from .triton_mode import ensure_mode as _ensure_mode
-
-_ensure_mode()
-
-from .cache import cache_stats, reset_cache_stats  # noqa: E402,F401
-from .errors import MXNetError  # noqa: E402,F401
+from .cache import cache_stats, reset_cache_stats  # noqa: F401
+from .errors import MXNetError  # noqa: F401

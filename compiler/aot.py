@@ -182,6 +182,11 @@ def _sha_file(path) -> str:
     return h.hexdigest()
 
 
+def _is_triton_kernel(source_hash: str) -> bool:
+    with open(cache.kernel_path(source_hash)) as f:
+        return "@triton.jit" in f.read()
+
+
 def _target_dir(target: str) -> str:
     return target.replace(":", "_")
 
@@ -222,7 +227,7 @@ def _progress(total, desc, enabled):
 def compile_aot(symbol=None, sym_gen=None, bucket_keys=None, shapes=(), shapes_json=None,
                 train=False, predict=False, grad_req="write", fixed_params=(),
                 inputs_need_grad=False, optimizer=None, optimizer_params=None,
-                contexts=1, batch_per_context=None, targets=("interpret",), out=None,
+                contexts=1, batch_per_context=None, targets=("cpu",), out=None,
                 workers=None, progress=True, command=None) -> dict:
     """Compile everything a run needs into the cache directory; return the summary.
 
@@ -256,7 +261,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
     root = cache.cache_dir()
     if cache.offline():
         raise AOTError("SYMTRITON_OFFLINE=1 is set: unset it to compile")
-    targets = [check_target(t) for t in (targets or ["interpret"])]
+    targets = [check_target(t) for t in (targets or ["cpu"])]
     targets = list(dict.fromkeys(targets))
     modes = []
     if train:
@@ -380,7 +385,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
             opt = opt_mod.create(optimizer, **dict(optimizer_params or {}))
         except Exception as exc:
             raise AOTError(f"--optimizer {optimizer}: {type(exc).__name__}: {exc}") from None
-        opt_kernels = opt_mod.precompile(opt)
+        opt_kernels = opt_mod.precompile(opt, targets=targets)
 
     # ---- cubins
     cuda_targets = [t for t in targets if t.startswith("cuda:")]
@@ -392,7 +397,8 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                 for h in job["kernels"]:
                     wanted.setdefault(h, job["_configs"][h])
         for h in opt_kernels:
-            wanted.setdefault(h, None)
+            if _is_triton_kernel(h):     # the cpu target's foreach function has no cubin
+                wanted.setdefault(h, None)
         cubin_items += [(h, target, cfg) for h, cfg in wanted.items()]
     cubins = {}
     if cubin_items:

@@ -55,7 +55,8 @@ log = logging.getLogger("symtriton.cache")
 
 _stats_lock = threading.Lock()
 _STATS = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "kernels_compiled": 0,
-          "compile_seconds": 0.0, "corrupt_entries": 0}
+          "kernels_loaded": 0, "compile_seconds": 0.0, "corrupt_entries": 0}
+_GENERATED: set = set()             # kernel hashes whose source this process generated
 _MEMORY: dict = {}
 _MEMORY_ONLY_DIRS: set = set()      # cache dirs found unwritable (warned once per process)
 _REPORTED_STALE: set = set()        # (entry, versions) already reported as a version mismatch
@@ -72,8 +73,10 @@ def cache_stats() -> dict:
     """Counters since the process started (or the last :func:`reset_cache_stats`).
 
     ``hits`` (memory or disk), ``misses``, ``disk_hits``, ``compiles`` (Programs
-    built), ``kernels_compiled`` (Triton sources first loaded in this
-    process), ``compile_seconds`` and ``corrupt_entries``.
+    built), ``kernels_compiled`` (kernels loaded that this process generated: their
+    files were not in the cache), ``kernels_loaded`` (ready kernel files loaded: from
+    an AOT directory or an earlier run),
+    ``compile_seconds`` and ``corrupt_entries``.
     """
     with _stats_lock:
         return dict(_STATS)
@@ -119,15 +122,31 @@ def _crash_point(stage: str):
         os._exit(1)
 
 
+_VERSIONS = None
+
+
 def _versions() -> dict:
-    import triton
-    try:
-        from importlib.metadata import version
-        ours = version("symtriton")
-    except Exception:  # not installed: running from a checkout
-        ours = "checkout"
-    return {"symtriton": ours, "triton": triton.__version__, "templates": codegen.template_hash(),
-            "compiler": _compiler_hash()}
+    # importlib.metadata, not ``import triton``: the cpu target never imports triton,
+    # and importing it early would fix the interpreter choice (triton_mode.py)
+    global _VERSIONS
+    if _VERSIONS is None:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            ours = version("symtriton")
+        except PackageNotFoundError:  # not installed: running from a checkout
+            ours = "checkout"
+        try:
+            triton_version = version("triton")
+        except PackageNotFoundError:
+            import triton
+            triton_version = triton.__version__
+        _VERSIONS = {"symtriton": ours, "triton": triton_version}
+    return dict(_VERSIONS, templates=codegen.template_hash(), compiler=_compiler_hash())
+
+
+def generated_here(source_hash: str) -> bool:
+    """Whether this process generated the kernel ``source_hash`` (a real compile)."""
+    return source_hash in _GENERATED
 
 
 _COMPILER_HASH = None
@@ -358,10 +377,11 @@ def write_kernel(source_hash: str, source: str) -> str:
         data = source.encode("utf-8")
         try:
             with open(path, "rb") as f:
-                if f.read() == data:
+                if f.read() == data:      # already in the cache: loading it is not a compile
                     return path
         except OSError:
             pass
+        _GENERATED.add(source_hash)
         try:
             atomic_write_text(path, source)
             return path
@@ -375,6 +395,7 @@ _FALLBACK_DIR = None
 
 def _write_private_kernel(source_hash: str, source: str) -> str:
     global _FALLBACK_DIR
+    _GENERATED.add(source_hash)
     if _FALLBACK_DIR is None:
         import atexit
         _FALLBACK_DIR = tempfile.mkdtemp(prefix=f"symtriton-{os.getpid()}-kernels-")

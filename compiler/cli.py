@@ -102,9 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="index of the launch whose generated source is shown (default 0, the "
                         "first)")
     p.add_argument("--target", metavar="TARGET", type=parse_target, default="interpret",
-                   help="'interpret' (Triton's interpreter: whole-tensor tiles; the default) "
-                        "or 'cuda:<arch>' such as cuda:80, cuda:90 (GPU tile sizes; "
-                        "compiling needs no GPU)")
+                   help="'interpret' (the Triton kernels, with the interpreter's "
+                        "whole-tensor tiles; the default), 'cpu' (the torch code cpu() "
+                        "contexts run) or 'cuda:<arch>' such as cuda:80, cuda:90 (GPU tile "
+                        "sizes; compiling needs no GPU)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (forward_launches, backward_launches, "
                         "unfused_forward_ops, unfused_backward_ops, bytes_per_step, "
@@ -206,9 +207,10 @@ def _add_compile(sub):
     g.add_argument("--batch-per-context", metavar="B1,B2,...", type=parse_int_list,
                    help="the batch share of each device (the Module's work_load_list)")
     p.add_argument("--target", metavar="TARGET", action="append", type=parse_target,
-                   help="'interpret' (CPU contexts) or 'cuda:<arch>' (gpu contexts, e.g. "
+                   help="'cpu' (cpu() contexts), 'interpret' (cpu() contexts with "
+                        "SYMTRITON_CPU_TARGET=interpret) or 'cuda:<arch>' (gpu contexts, e.g. "
                         "cuda:80, cuda:90; cubins are compiled too); repeat for several "
-                        "(default interpret)")
+                        "(default cpu)")
     p.add_argument("--out", metavar="DIR",
                    help="the cache directory to fill (same layout as SYMTRITON_CACHE_DIR; "
                         "default: SYMTRITON_CACHE_DIR or the per-user cache)")
@@ -263,7 +265,7 @@ def cmd_compile(ns) -> int:
             fixed_params=ns.fixed_param, inputs_need_grad=ns.inputs_need_grad,
             optimizer=ns.optimizer, optimizer_params=dict(ns.optimizer_param),
             contexts=ns.contexts, batch_per_context=ns.batch_per_context,
-            targets=ns.target or ["interpret"], out=ns.out, workers=ns.workers,
+            targets=ns.target or ["cpu"], out=ns.out, workers=ns.workers,
             progress=not ns.no_progress, command=" ".join([PROG] + sys.argv[1:]))
     except _aot_errors() as exc:
         raise UsageError(_one_line(exc)) from None
@@ -405,6 +407,8 @@ def ln_summary(ln) -> str:
 
 
 def _fmt_cfg(cfg: dict) -> str:
+    if "BM" not in cfg:       # the cpu target: torch calls over whole arrays
+        return "whole arrays (torch calls)"
     return (f"BM={cfg.get('BM')} BN={cfg.get('BN')} BK={cfg.get('BK')} "
             f"warps={cfg.get('num_warps')} grid={tuple(cfg.get('grid', ()))}")
 

@@ -251,6 +251,8 @@ def tile_config(r: Rendered, target: str, reduce_cols: bool = False) -> dict:
     """Tile sizes, warps and grid for one launch on ``target``."""
     def np2(x):
         return 1 << max(0, (int(x) - 1).bit_length())
+    if target == "cpu":   # torch calls over whole arrays: no tiles, one call per launch
+        return {"grid": [1, 1]}
     M, N, K = max(r.M, 1), max(r.N, 1), max(r.K, 1)
     cpu = target == "interpret"
     if r.kind == "fill":

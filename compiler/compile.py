@@ -6,24 +6,23 @@ import time
 
 from . import cache
 from .errors import MXNetError
-from .passes.fuse import unfused_counts
 from .passes.pipeline import run_passes
 from .program import Program, build_program
 
 log = logging.getLogger("symtriton.compile")
 
-TARGETS = ("interpret",)
+TARGETS = ("cpu", "interpret")
 
 
 def check_target(target: str) -> str:
-    if target == "interpret":
+    if target in TARGETS:
         return target
     if target.startswith("cuda:"):
         arch = target.split(":")[1]
         if arch.isdigit() and int(arch) >= 70:
             return target
-    raise MXNetError(f"unsupported target {target!r}: use 'interpret' or 'cuda:<arch>' "
-                     f"such as cuda:80 or cuda:90")
+    raise MXNetError(f"unsupported target {target!r}: use 'cpu', 'interpret' or "
+                     f"'cuda:<arch>' such as cuda:80 or cuda:90")
 
 
 def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
@@ -56,7 +55,7 @@ def canonical_graph_json(symbol) -> str:
 
 
 def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
-                   is_train: bool = None, target: str = "interpret") -> Program:
+                   is_train: bool = None, target: str = "cpu") -> Program:
     """Return the Program of ``symbol`` for ``shapes`` (cached).
 
     Parameters
@@ -71,7 +70,7 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
     is_train : bool
         Forward in training mode (Dropout, BatchNorm); defaults to ``for_training``.
     target : str
-        ``interpret`` or ``cuda:<arch>``.
+        ``cpu`` (torch calls), ``interpret`` (Triton's interpreter) or ``cuda:<arch>``.
     """
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
@@ -115,7 +114,7 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target):
                   for n in base.variables("arg")}
     aux_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
                   for n in base.variables("aux")}
-    unfused = _unfused(symbol, shapes, for_training, grad_req, is_train)
+    unfused = g.meta["unfused"]
     stats = {
         "forward_launches": sum(1 for ln in launches if ln.phase == "fwd"),
         "backward_launches": sum(1 for ln in launches if ln.phase == "bwd"),
@@ -136,17 +135,3 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target):
         head_grads={str(k): v for k, v in g.meta.get("head_grads", {}).items()},
         arg_shapes=arg_shapes, aux_shapes=aux_shapes, groups=group_ops, stats=stats)
     return prog, sources
-
-
-def _unfused(symbol, shapes, for_training, grad_req, is_train):
-    """Operator count and bytes of the same graph with one kernel per operator."""
-    from .passes.autodiff import autodiff
-    from .passes.decompose import decompose
-    from .passes.infer_shapes import infer_shapes
-    g = infer_shapes(symbol.to_graph(), shapes)
-    if for_training:
-        g = autodiff(g, grad_req)
-    g.meta.setdefault("num_forward_heads", len(g.heads))
-    g = decompose(g, is_train)
-    g.remove_dead()
-    return unfused_counts(g)

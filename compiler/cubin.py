@@ -23,9 +23,9 @@ Two facts about triton 3.9 shape this module:
   ``backends/nvidia/bin`` for ``sm_90`` and newer and the legacy ``ptxas``
   (CUDA 12.9) below, and sets the PTX ``.version`` from the ptxas it picked,
   so both ``cuda:80`` and ``cuda:90`` assemble with the bundled tools
-  (checked: PTX 8.8 for sm_80, 9.x for sm_90). The failure DESIGN.md
-  mentions appears only when ``TRITON_PTXAS_PATH`` forces the 12.9 ptxas
-  onto PTX made for 13.x; we therefore set no ``TRITON_PTXAS_PATH`` and
+  (checked: PTX 8.8 for sm_80, 9.x for sm_90). The known failure ("the
+  bundled ptxas rejects its own PTX 9.4") appears only when
+  ``TRITON_PTXAS_PATH`` forces the 12.9 ptxas onto PTX made for 13.x; we therefore set no ``TRITON_PTXAS_PATH`` and
   leave an explicit user setting alone.
 """
 from __future__ import annotations

@@ -112,8 +112,10 @@ class Graph:
 
     def inputs(self, n) -> list:
         """Input entries of ``n`` in slot order."""
-        edges = sorted(self.g.in_edges(n, keys=True, data="out"), key=lambda e: e[2])
-        return [(u, out) for u, _, _, out in edges]
+        # straight from networkx's adjacency (no edge views): fusion calls this a lot
+        edges = sorted((slot, u, data["out"]) for u, keyed in self.g._pred[n].items()
+                       for slot, data in keyed.items())
+        return [(u, out) for _, u, out in edges]
 
     def consumers(self, n, index: Optional[int] = None) -> list:
         """``(consumer, slot)`` pairs reading ``n`` (output ``index`` if given)."""

@@ -312,11 +312,20 @@ class _Builder:
             else:
                 varies = frozenset().union(*[self.varies[a] for a in args]) if args else frozenset()
                 text = low.expr(d["attrs"], *args)
+                cpu = low.cpu(d["attrs"], *args) if getattr(low, "cpu", None) else None
                 self.instrs.append(Instr("expr", name, tuple(args), text=text,
-                                         varies=frozenset(varies)))
+                                         varies=frozenset(varies),
+                                         extra={"cpu": cpu} if cpu else {}))
             if special == "softmax_ce_grad":
+                # ``ce_grad`` restates the expression for targets that scatter the one-hot (cpu)
+                a = d["attrs"]
                 self.instrs.append(Instr("expr", name, tuple(args), text=text,
-                                         varies=frozenset(varies)))
+                                         varies=frozenset(varies),
+                                         extra={"ce_grad": {
+                                             "pos": pos, "classes": g.shape(ins[0])[a["axis"] % len(g.shape(ins[0]))],
+                                             "grad_scale": a["grad_scale"], "smooth_alpha": a["smooth_alpha"],
+                                             "use_ignore": a["use_ignore"],
+                                             "ignore_label": a["ignore_label"]}}))
             self.value[(n, 0)] = name
             self.varies[name] = frozenset(varies)
         self.emit_stores()
@@ -341,8 +350,10 @@ class _Builder:
         for name, end in reversed(parts[:-1]):
             text = f"tl.where({{coord:{pos}}} < {end}, {name}, {text})"
         out = self.fresh()
+        # ``concat`` restates the where-chain for targets that join whole arrays (cpu)
         self.instrs.append(Instr("expr", out, tuple(p for p, _ in parts), text=text,
-                                 varies=frozenset(p for p in out_dm if p is not None and self.domain[p] > 1)))
+                                 varies=frozenset(p for p in out_dm if p is not None and self.domain[p] > 1),
+                                 extra={"concat": (pos, tuple(p for p, _ in parts))}))
         self.value[(n, 0)] = out
         self.varies[out] = self.instrs[-1].varies
 

@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from .codegen import render, render_fill, tile_config
+from .codegen_cpu import render_cpu, render_cpu_fill
 from .ops.registry import prod
 
 
@@ -67,14 +68,19 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
     """Render every group and assemble the Program; fills ``sources`` (hash -> text)."""
     launches, group_ops = [], []
     layouts = plan["layouts"]
+    cpu = target == "cpu"
     for grp in groups:
         prog = grp["program"]
         strides = [[lay[3] for lay in layouts[e]] for e in prog.tensors]
         shapes = [layouts[e][0][2] for e in prog.tensors]
-        rendered = render(prog, strides, shapes)
+        if cpu:
+            slots = [[tuple(lay[0]) for lay in layouts[e]] for e in prog.tensors]
+            rendered = render_cpu(prog, strides, shapes, slots)
+        else:
+            rendered = render(prog, strides, shapes)
         if prog.kind == "scatter":
             out = layouts[prog.tensors[2]][0]
-            fill = render_fill(prod(out[2]))
+            fill = (render_cpu_fill if cpu else render_fill)(prod(out[2]))
             launches.append(_launch(fill, [[out[0][0], out[0][1], out[1], prod(out[2])]],
                                     grp["phase"], target, sources, 0, 4 * prod(out[2]), False))
             group_ops.append(["_fill"])
@@ -108,10 +114,10 @@ def _launch(rendered, args, phase, target, sources, read, written, reduce_cols):
 
 
 def _summary_line(source: str) -> str:
-    """The comment line right under ``def kernel(`` (what the kernel computes)."""
+    """The comment line right under ``def kernel(`` / ``def bind(`` (what it computes)."""
     lines = source.splitlines()
     for i, line in enumerate(lines):
-        if line.startswith("def kernel(") and i + 1 < len(lines):
+        if line.startswith(("def kernel(", "def bind(")) and i + 1 < len(lines):
             return lines[i + 1].strip().lstrip("# ")
     return ""
 

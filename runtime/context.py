@@ -38,11 +38,17 @@ class Context:
 
     @property
     def target(self) -> str:
-        """The compile target for kernels launched on this context."""
+        """The compile target for kernels launched on this context.
+
+        ``gpu(i)``: ``cuda:<major><minor>`` of that device. ``cpu(i)``: ``cpu``
+        (torch calls generated from the same tile programs), or ``interpret``
+        (Triton's interpreter running the GPU kernels) when the environment
+        sets ``SYMTRITON_CPU_TARGET=interpret``.
+        """
         if self.device_type == "gpu":
             major, minor = torch.cuda.get_device_capability(self.device_id)
             return f"cuda:{major}{minor}"
-        return "interpret"
+        return cpu_target()
 
     def __eq__(self, other):
         return isinstance(other, Context) and (self.device_type, self.device_id) == \
@@ -67,6 +73,19 @@ class Context:
     def empty_cache(self):
         if self.device_type == "gpu":
             torch.cuda.empty_cache()
+
+
+CPU_TARGETS = ("cpu", "interpret")
+
+
+def cpu_target() -> str:
+    """What ``cpu()`` contexts compile for: ``SYMTRITON_CPU_TARGET``, ``cpu`` by default."""
+    import os
+    name = os.environ.get("SYMTRITON_CPU_TARGET", "") or "cpu"
+    if name not in CPU_TARGETS:
+        raise ValueError(f"SYMTRITON_CPU_TARGET={name!r} is not a CPU target: use 'cpu' (torch "
+                         f"calls, the default) or 'interpret' (Triton's interpreter)")
+    return name
 
 
 def cpu(device_id=0) -> Context:

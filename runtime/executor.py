@@ -14,10 +14,10 @@ import torch
 
 from compiler.compile import compile_symbol
 from compiler.errors import MXNetError
-from compiler.triton_mode import interpreting
+from compiler.triton_mode import ensure_mode
 
 from .context import Context, current_context
-from .launcher import run_launches
+from .launcher import bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
 
 
@@ -71,11 +71,13 @@ class Executor:
         # mxnet's buckets share the default bucket's memory): executors that
         # never run at the same time reuse the same tensors.
         self._pool = shared_exec._pool if shared_exec is not None else _BufferPool()
-        if self._ctx.device_type != "gpu" and not interpreting():
+        if self._ctx.device_type != "gpu" and self._ctx.target == "interpret" and \
+                not ensure_mode():
             raise MXNetError(
-                f"{self._ctx} cannot run kernels in this process: Triton compiles for the GPU "
-                f"here. Run CPU contexts with TRITON_INTERPRET=1 set before the first import, "
-                f"or bind to mx.gpu()")
+                f"{self._ctx} cannot run Triton's interpreter in this process "
+                f"(SYMTRITON_CPU_TARGET=interpret): Triton was imported for the GPU. Set "
+                f"TRITON_INTERPRET=1 before the first import, or leave SYMTRITON_CPU_TARGET "
+                f"unset to run CPU contexts on the cpu target")
         arg_names = symbol.list_arguments()
         aux_names = symbol.list_auxiliary_states()
         self.arg_dict = self._collect(args, arg_names, "args")
@@ -101,7 +103,7 @@ class Executor:
         self._train_prog = None
         self._infer_prog = None
         self._buffers = {}
-        self._resolved = {}
+        self._bound = {}            # (id(program), phase) -> launches bound to our arrays
         self._head_grads = {}
         self._last_train = False
         self.outputs = []
@@ -195,6 +197,15 @@ class Executor:
         """Bytes of internal memory this executor's pool holds (shared ones included)."""
         return self._pool.nbytes()
 
+    def _launches(self, prog, phase):
+        """The launches of ``phase`` bound to this executor's arrays (bound once)."""
+        key = (id(prog), phase)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = bind_launches(prog.launches_in(phase), self._resolver(prog))
+            self._bound[key] = bound
+        return bound
+
     def _resolver(self, prog):
         bufs = self._buffers_for(prog)
         heads = self._head_grads[id(prog)]
@@ -247,7 +258,7 @@ class Executor:
         else:
             prog = self._train_prog if is_train else self._infer_prog
         self._fill_random(prog)
-        run_launches(prog.launches_in("fwd"), self._resolver(prog))
+        run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
         self._last_train = bool(is_train)
         if self._monitor is not None:
@@ -296,7 +307,7 @@ class Executor:
                 raise MXNetError(f"out_grads[{i}] has shape {tuple(g.shape)}, output "
                                  f"'{prog.output_names[i]}' has {tuple(heads[name].shape)}")
             heads[name].copy_(g)
-        run_launches(prog.launches_in("bwd"), self._resolver(prog))
+        run_bound(self._launches(prog, "bwd"))
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes (mxnet's ``Executor.reshape``).

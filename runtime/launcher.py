@@ -1,31 +1,40 @@
-"""Load generated kernels from the cache directory and launch them.
+"""Load generated kernels from the cache directory, bind them to buffers, launch them.
 
-A kernel file is imported only if its content hashes to its name (a cache
-directory is never a way to run arbitrary code). On CUDA tensors Triton
-compiles for the GPU; without a GPU the same kernels run in Triton's
-interpreter, with whole-tensor tiles chosen at compile time.
+A kernel file is imported only if its content hashes to its name, so a file
+changed after it was written is refused (who may write the cache directory
+is the trust boundary, as for Triton's own cache). Two kinds of kernel:
+
+* Triton kernels (targets ``interpret`` and ``cuda:<arch>``): ``kernel`` is a
+  ``@triton.jit`` function; on CUDA tensors Triton compiles it for the GPU,
+  without a GPU it runs in Triton's interpreter with whole-tensor tiles.
+* cpu kernels (target ``cpu``): ``bind(*flat_buffers)`` makes the strided
+  views of one launch once and returns ``run()``, a closure of torch calls.
+
+:func:`bind_launches` resolves every launch's buffers once (per executor and
+Program); :func:`run_bound` then costs one Python call per launch.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import threading
+
+import torch
 
 from compiler import cache
 from compiler.errors import MXNetError
 
-_KERNELS: dict = {}
+_MODULES: dict = {}
 # Triton's interpreter keeps the running grid in module-level state, so two threads
 # must not launch at once (dist_async applies updates from a server thread).
 LAUNCH_LOCK = threading.RLock()
 
 
-def load_kernel(source_hash: str):
-    """The ``@triton.jit`` function of a cached kernel source (verified)."""
-    fn = _KERNELS.get(source_hash)
-    if fn is not None:
-        return fn
+def load_module(source_hash: str):
+    """The imported module of a cached kernel source (verified against its hash)."""
+    module = _MODULES.get(source_hash)
+    if module is not None:
+        return module
     path = cache.kernel_path(source_hash)
     try:
         with open(path, "rb") as f:
@@ -35,18 +44,25 @@ def load_kernel(source_hash: str):
                          f"program entry or recompile") from None
     if hashlib.sha256(data).hexdigest()[:24] != source_hash:
         raise MXNetError(f"kernel file {path} does not match its checksum; refusing to load it")
+    if b"import triton" in data:
+        from compiler.triton_mode import ensure_mode
+        ensure_mode()            # before triton's first import: the interpreter, or not
     name = f"symtriton_k_{source_hash}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    fn = module.kernel
-    _KERNELS[source_hash] = fn
-    cache.bump("kernels_compiled")
-    return fn
+    _MODULES[source_hash] = module
+    cache.bump("kernels_compiled" if cache.generated_here(source_hash) else "kernels_loaded")
+    return module
+
+
+def load_kernel(source_hash: str):
+    """The ``@triton.jit`` function of a cached Triton kernel source (verified)."""
+    return load_module(source_hash).kernel
 
 
 class LaunchCounter:
-    """Counts launches by phase; tests and benchmarks read it."""
+    """Counts launches; tests and benchmarks read it."""
     total = 0
 
     @classmethod
@@ -54,14 +70,41 @@ class LaunchCounter:
         cls.total = 0
 
 
-def run_launches(launches, resolve):
-    """Launch each kernel; ``resolve(kind, name, offset, numel)`` gives its tensor."""
+def bind_launches(launches, resolve) -> list:
+    """One callable per launch, its buffers resolved now.
+
+    ``resolve(kind, name, offset, numel)`` gives the flat tensor of one
+    argument; arrays must stay the same objects while the result is used.
+    """
+    bound = []
     for ln in launches:
-        kernel = load_kernel(ln.kernel)
-        ptrs = [resolve(*arg) for arg in ln.args]
-        cfg = ln.config
-        grid = (int(cfg["grid"][0]), int(cfg["grid"][1]))
+        module = load_module(ln.kernel)
+        flat = [resolve(*arg) for arg in ln.args]
+        if hasattr(module, "bind"):
+            # plain tensors: NDArray's __torch_function__ would wrap every call of run()
+            bound.append(module.bind(*[t.as_subclass(torch.Tensor) for t in flat]))
+        else:
+            bound.append(_triton_launch(module.kernel, flat, ln.config))
+    return bound
+
+
+def _triton_launch(kernel, ptrs, cfg):
+    grid = (int(cfg["grid"][0]), int(cfg["grid"][1]))
+    consts = dict(BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], num_warps=cfg["num_warps"])
+
+    def run():
         with LAUNCH_LOCK:
-            kernel[grid](*ptrs, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
-                         num_warps=cfg["num_warps"])
-        LaunchCounter.total += 1
+            kernel[grid](*ptrs, **consts)
+    return run
+
+
+def run_bound(bound):
+    """Run bound launches in order."""
+    for run in bound:
+        run()
+    LaunchCounter.total += len(bound)
+
+
+def run_launches(launches, resolve):
+    """Bind and run ``launches`` once (callers that run a Program once)."""
+    run_bound(bind_launches(launches, resolve))

@@ -34,9 +34,11 @@ the GPU; in the interpreter, where each program is costly, the power of two
 that minimises ``programs * (block + 16384)``, at most 65536 (measured:
 ~2 ms fixed cost a program, and larger tiles slow down again).
 
-Where no kernel can run (a CPU tensor in a process whose Triton compiles for
-the GPU, e.g. a ``'local'`` kvstore updating on the host), the same generated
-body lines are evaluated with torch operations instead.
+On CPU tensors (the ``cpu`` target, the default for ``cpu()`` contexts) the
+same body lines are lowered to one generated function of ``torch._foreach_*``
+calls instead (``runtime/optimizer_cpu.py``): one call per step for all the
+parameters of a dtype. ``SYMTRITON_CPU_TARGET=interpret`` runs the Triton
+kernel in the interpreter there.
 
 Numbers follow mxnet's fused operators (``sgd_mom_update``,
 ``nag_mom_update``, ``adam_update``, ``rmsprop_update``,
@@ -72,6 +74,7 @@ import torch
 
 from compiler.errors import MXNetError
 from . import lr_scheduler as _lrs
+from . import optimizer_cpu
 from .ndarray import NDArray
 
 log = logging.getLogger("symtriton")
@@ -202,11 +205,12 @@ def _kernel_for(spec: _Spec):
     return fn
 
 
-def precompile(optimizer, dtypes=(torch.float32,)) -> list:
+def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> list:
     """Render and cache the update kernels ``optimizer`` launches for weights of ``dtypes``.
 
     Used by ``symtriton compile --optimizer`` so that a later (offline) run finds every
-    kernel source in the cache. Returns the kernels' source hashes.
+    kernel source in the cache: the Triton kernel for ``interpret`` / ``cuda:<arch>``
+    targets, the foreach function for ``cpu``. Returns the sources' hashes.
     """
     from compiler import cache
     clip = optimizer.clip_gradient
@@ -220,11 +224,13 @@ def precompile(optimizer, dtypes=(torch.float32,)) -> list:
         st = optimizer._state_tensors(inner)
         spec = _Spec(optimizer._rule(inner), w.dtype, st[0].dtype if st else w.dtype,
                      has_clip, optimizer._clip_weights(), mp)
-        source = spec.render()
-        h = hashlib.sha256(source.encode()).hexdigest()[:24]
-        cache.write_kernel(h, source)
-        if h not in hashes:
-            hashes.append(h)
+        sources = ([optimizer_cpu.render(spec)] if "cpu" in targets else []) + \
+            ([spec.render()] if any(t != "cpu" for t in targets) else [])
+        for source in sources:
+            h = hashlib.sha256(source.encode()).hexdigest()[:24]
+            cache.write_kernel(h, source)
+            if h not in hashes:
+                hashes.append(h)
     return hashes
 
 
@@ -274,56 +280,21 @@ def _ptr_table(rows, device):
     return t
 
 
-class _TorchTL:
-    """The few ``tl`` functions the update bodies use, on torch tensors (fallback path)."""
-
-    @staticmethod
-    def _t(x, like):
-        return x if torch.is_tensor(x) else torch.tensor(x, dtype=like.dtype, device=like.device)
-
-    @classmethod
-    def minimum(cls, a, b):
-        return torch.minimum(a, cls._t(b, a))
-
-    @classmethod
-    def maximum(cls, a, b):
-        return torch.maximum(a, cls._t(b, a))
-
-
-
-def _torch_update(spec, groups, lrs, wds, scalars):
-    """Evaluate the generated body with torch ops (CPU tensors when Triton compiles for GPU)."""
-    code = compile("\n".join(spec.body()), f"<optimizer {spec.rule}>", "exec")
-    ct = spec.compute_dtype
-    names = [r[0] for r in spec.roles()]
-    for tensors, lr, wd in zip(groups, lrs, wds):
-        env = dict(zip(("rescale", "clip", "c0", "c1", "c2", "c3"),
-                       [float(np.float32(s)) for s in scalars]))
-        env.update(tl=_TorchTL, _div=torch.div, _sqrt=torch.sqrt,
-                   lr=float(np.float32(lr)), wd=float(np.float32(wd)))
-        byname = dict(zip(names, tensors))
-        env["w"] = (byname["master"] if spec.mp else byname["w"]).to(ct)
-        env["g"] = byname["g"].to(ct)
-        for s in spec.state_names:
-            env[s] = byname[s].to(ct)
-        exec(code, env)  # our own generated lines, never user text
-        with torch.no_grad():
-            for s in spec.state_names:
-                byname[s].copy_(env[s])
-            if spec.mp:
-                byname["master"].copy_(env["w"])
-            byname["w"].copy_(env["w"])
-
-
 def _launch(spec: _Spec, groups, lrs, wds, scalars, device):
     """One launch of ``spec``'s kernel over ``groups`` (per tensor: role tensors in order)."""
+    from .context import cpu_target
     from .launcher import LAUNCH_LOCK, LaunchCounter
     if not groups:
         return
+    if device.type == "cpu" and cpu_target() == "cpu":
+        optimizer_cpu.launch(spec, groups, lrs, wds, scalars)
+        LaunchCounter.total += 1
+        return
     interp = _interpreting()
     if device.type == "cpu" and not interp:
-        _torch_update(spec, groups, lrs, wds, scalars)
-        return
+        raise MXNetError("SYMTRITON_CPU_TARGET=interpret, but Triton was imported for the "
+                         "GPU in this process: set TRITON_INTERPRET=1 before the first import, "
+                         "or leave SYMTRITON_CPU_TARGET unset")
     written = set(spec.written())
     staged = []     # (original, working copy) to copy back after the launch
     work = []
@@ -621,10 +592,12 @@ class Optimizer:
             st = self._state_tensors(inner)
             s_dtype = st[0].dtype if st else w.dtype
             spec = _Spec(rule, w.dtype, s_dtype, has_clip, self._clip_weights(), mp)
-            if g.dtype != w.dtype or g.device != w.device:
-                g = g.to(device=w.device, dtype=w.dtype)
+            w_t, g_t = torch.Tensor.as_subclass(w, torch.Tensor), \
+                torch.Tensor.as_subclass(g, torch.Tensor)   # attribute reads skip NDArray
+            if g_t.dtype != w_t.dtype or g_t.device != w_t.device:
+                g = g.to(device=w_t.device, dtype=w_t.dtype)
             tensors = [w, g] + st + ([master] if mp else [])
-            entry = plan.setdefault((spec.key, str(w.device)), (spec, w.device, [], [], []))
+            entry = plan.setdefault((spec.key, str(w_t.device)), (spec, w_t.device, [], [], []))
             entry[2].append(tensors)
             entry[3].append(lr)
             entry[4].append(wd)

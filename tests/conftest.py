@@ -18,3 +18,30 @@ if os.environ.get("SYMTRITON_TEST_GPU", "0") in ("", "0"):
 os.environ.pop("SYMTRITON_OFFLINE", None)
 
 import compiler  # noqa: E402,F401  (sets TRITON_INTERPRET=1 when there is no GPU)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(params=["cpu", "interpret"])
+def cpu_target(request, monkeypatch):
+    """Run the test on both targets of cpu() contexts: ``cpu`` (torch calls) and
+    ``interpret`` (the Triton kernels a GPU runs, in Triton's interpreter)."""
+    monkeypatch.setenv("SYMTRITON_CPU_TARGET", request.param)
+    return request.param
+
+
+def assert_same_launches_on_cpu_targets(exe):
+    """The ``cpu`` and ``interpret`` Programs of an executor's symbol have the same
+    launches (phase and what each computes): one fusion, two lowerings."""
+    from compiler.compile import compile_symbol
+    train, infer = exe.programs
+    calls = []
+    if train is not None:
+        calls.append((True, exe._grad_req, True))
+    if infer is not None and infer is not train:
+        calls.append((False, {}, False))
+    for ft, req, it in calls:
+        got = {t: [(ln.phase, ln.summary) for ln in compile_symbol(
+            exe._symbol, exe._input_shapes, ft, req, it, t).launches]
+            for t in ("cpu", "interpret")}
+        assert got["cpu"] == got["interpret"], got

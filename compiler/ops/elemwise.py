@@ -67,6 +67,14 @@ UNARY = {
 }
 
 
+# Backward rows ATen computes in one kernel (the cpu target calls it).
+ATEN_BACKWARD = {
+    "sigmoid": "aten.sigmoid_backward({dy}, {y})",     # dy * y * (1 - y)
+    "tanh": "aten.tanh_backward({dy}, {y})",           # dy * (1 - y * y)
+    "relu": "aten.threshold_backward({dy}, {y}, 0.0)",  # dy where y > 0, else 0
+}
+
+
 def _unary_expr(template):
     return lambda attrs, x: template.format(x=x)
 
@@ -88,7 +96,9 @@ for _name, (_expr, _ref, _gexpr, _gref) in UNARY.items():
         gradient=_unary_gradient(_name),
         aliases=("_copy",) if False else ()))
     register(OpDef(
-        name=f"_backward_{_name}", pattern="elemwise", lowering=Pointwise(_backward_expr(_gexpr)),
+        name=f"_backward_{_name}", pattern="elemwise",
+        lowering=Pointwise(_backward_expr(_gexpr), cpu=_backward_expr(ATEN_BACKWARD[_name])
+                           if _name in ATEN_BACKWARD else None),
         arguments=("ograd", "data", "output"), infer_shape=same_shape,
         reference=lambda attrs, ins, is_train, f=_gref: [f(*ins)]))
 

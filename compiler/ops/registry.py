@@ -151,10 +151,15 @@ class Pointwise:
     Operands are Triton expressions of the same (broadcast) tile; numeric
     attributes reach the text only through :func:`lit`. ``input_dims(attrs,
     in_shapes, out_shape)`` may say, per input, which output dim each input
-    dim lies along (default: numpy's right-aligned broadcasting).
+    dim lies along (default: numpy's right-aligned broadcasting). ``cpu``, if
+    given, is the same function as one ATen call (``aten.<name>(...)``) for the
+    cpu target.
     """
     expr: Callable[..., str]
     input_dims: Optional[Callable[..., Optional[list]]] = None
+    # The cpu target's form when ATen has one kernel for what ``expr`` spells in several
+    # operations (``aten.sigmoid_backward(dy, y)``); same operands, same numbers.
+    cpu: Optional[Callable[..., str]] = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ def fuse(graph: Graph) -> list:
     head_set = set(map(tuple, graph.heads))
     order = graph.topo()
     pos = {n: i for i, n in enumerate(order)}
+    succ = {n: list(graph.g.successors(n)) for n in order}   # the cycle check's hot loop
     graph.meta["topo_pos"] = pos
     group_of, members = {}, {}
     for n in order:
@@ -63,7 +64,7 @@ def fuse(graph: Graph) -> list:
         if graph.node(gu)["phase"] != graph.node(gv)["phase"]:
             return False
         union = members[gu] | members[gv]
-        if _creates_cycle(graph, members[gu], members[gv], pos, group_of, members):
+        if _creates_cycle(succ, members[gu], members[gv], pos, group_of, members):
             return False
         try:
             program = build_tile_program(graph, union, outside_uses(graph, union, head_set))
@@ -124,25 +125,38 @@ def _program(graph, nodes, head_set, strict=False):
         return None
 
 
-def _creates_cycle(graph, a: set, b: set, pos, group_of=None, members=None) -> bool:
+def _creates_cycle(succ, a: set, b: set, pos, group_of, members) -> bool:
     """Would contracting groups ``a`` and ``b`` close a cycle through another node
-    or another group (a group is one launch: reaching one member reaches all)?"""
+    or another group (a group is one launch: reaching one member reaches all)?
+
+    A depth-first search from the union's successors, bounded by the union's last
+    topological position (nothing later can lead back into it); each group is
+    expanded once, when the search first reaches one of its members.
+    """
     union = a | b
     limit = max(pos[n] for n in union)
-    stack = [v for n in union for v in graph.g.successors(n) if v not in union]
-    seen = set()
+    stack = [v for n in union for v in succ[n] if v not in union]
+    seen, seen_groups = set(), set()
     while stack:
         n = stack.pop()
         if n in seen or pos[n] > limit:
             continue
         seen.add(n)
-        g = group_of.get(n) if group_of is not None else None
-        nodes = members.get(g, ()) if g is not None else ()
-        for m in (n, *nodes):
-            for v in graph.g.successors(m):
+        g = group_of.get(n)
+        if g is None:
+            nodes = (n,)
+        elif g in seen_groups:
+            continue
+        else:
+            seen_groups.add(g)
+            nodes = members[g]
+        for m in nodes:
+            seen.add(m)
+            for v in succ[m]:
                 if v in union:
                     return True
-                stack.append(v)
+                if v not in seen:
+                    stack.append(v)
     return False
 
 
@@ -175,10 +189,16 @@ def _schedule(graph, groups, group_of):
 
 
 def unfused_counts(graph: Graph) -> dict:
-    """Launches and bytes if every non-view operator ran as its own kernel."""
+    """Launches and bytes if every live non-view operator ran as its own kernel."""
+    import networkx as nx
+    live = set()
+    for h, _ in graph.heads:
+        if h not in live:
+            live.add(h)
+            live |= nx.ancestors(graph.g, h)
     counts = {"fwd": 0, "bwd": 0, "bytes": 0}
     for n in graph.ops():
-        if is_free_view(graph, n) or is_source(graph, n):
+        if n not in live or is_free_view(graph, n) or is_source(graph, n):
             continue
         d = graph.node(n)
         counts[d["phase"]] += 1

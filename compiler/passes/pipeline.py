@@ -13,7 +13,7 @@ from ..graph import Builder, Graph
 from ..ops.registry import View
 from .autodiff import autodiff
 from .decompose import decompose
-from .fuse import fuse
+from .fuse import fuse, unfused_counts
 from .hoist_matmuls import hoist_matmuls
 from .infer_shapes import infer_shapes
 from .plan_memory import contiguous_strides, plan_memory
@@ -71,6 +71,7 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     g = timed("autodiff", autodiff, g, grad_req) if is_train else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train)
+    g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures
     g = timed("hoist_matmuls", hoist_matmuls, g)
     g = timed("prepare_heads", prepare_heads, g)
     g = timed("simplify", simplify, g)

@@ -25,7 +25,8 @@ def test_compiled_vs_eager_quick(tmp_path):
         if line.startswith("RESULT "):
             _, model, *fields = line.split()
             results[model] = {k: float(v) for k, v in (f.split("=") for f in fields)}
-    assert set(results) == {"mlp", "lstm"}, out
+    assert set(results) == {"mlp", "lstm", "host_overhead"}, out
+    assert results.pop("host_overhead")["mlp_us_per_launch"] > 0
     for model, r in results.items():
         assert 0 < r["fused_launches"] < r["unfused_ops"], (model, r)
         assert 0 < r["bytes"] <= r["unfused_bytes"], (model, r)

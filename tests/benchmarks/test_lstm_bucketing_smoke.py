@@ -19,8 +19,9 @@ def test_lstm_bucketing_benchmark_tiny(tmp_path):
     env = dict(os.environ, SYMTRITON_CACHE_DIR=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "benchmarks", "lstm_bucketing.py"),
-         "--num-hidden", "8", "--num-embed", "8", "--num-sentences", "60",
-         "--buckets", "5,10", "--batch-size", "4", "--switches", "50"],
+         "--num-hidden", "8", "--num-embed", "8", "--generated", "60",
+         "--buckets", "5,10", "--batch-size", "4", "--switches", "50", "--rounds", "1",
+         "--ignore-pad", "--lr", "0.1", "--threads", "1"],
         capture_output=True, text=True, env=env, timeout=90)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout

@@ -1,6 +1,6 @@
 """``symtriton compile`` (ahead of time) and ``symtriton cache``: compile the bucketed LSTM
-for interpret and cuda:90 in one process, then train offline from that directory in a
-fresh process with zero compiles."""
+for cpu, interpret and cuda:90 in one process, then train offline from that directory in a
+fresh process (cpu() contexts: the cpu target) with zero compiles."""
 import json
 import os
 import shutil
@@ -89,7 +89,8 @@ def compiled(tmp_path_factory):
                     "--bucket-keys", BUCKETS, "--shape", "data=4,{key}",
                     "--shape", "softmax_label=4,{key}", "--train",
                     "--optimizer", "sgd", "--optimizer-param", "momentum=0.9",
-                    "--contexts", "2", "--target", "interpret", "--target", "cuda:90",
+                    "--contexts", "2", "--target", "cpu", "--target", "interpret",
+                    "--target", "cuda:90",
                     "--out", str(out)], cache_dir=out.parent / "unused")
     assert r.returncode == 0, r.stderr[-4000:]
     return out, r
@@ -98,8 +99,8 @@ def compiled(tmp_path_factory):
 def test_compile_then_train_offline_with_zero_compiles(compiled, tmp_path):
     out, r = compiled
     # the summary
-    assert "programs: 6 (6 compiled, 0 already cached)" in r.stdout
-    assert "1 optimizer kernel(s) (sgd)" in r.stdout
+    assert "programs: 9 (9 compiled, 0 already cached)" in r.stdout
+    assert "2 optimizer kernel(s) (sgd)" in r.stdout      # the Triton kernel, the cpu function
     assert "total compile time:" in r.stdout and "regs" in r.stdout
     assert "kernels (cubin)" in r.stderr            # the progress bar
     # a fresh process trains the BucketingModule on [cpu(0), cpu(1)] offline
@@ -110,7 +111,8 @@ def test_compile_then_train_offline_with_zero_compiles(compiled, tmp_path):
     assert run.returncode == 0, run.stderr[-4000:]
     lines = dict(line.split(" ", 1) for line in run.stdout.splitlines() if " " in line)
     stats = json.loads(lines["STATS"])
-    assert stats["compiles"] == 0, stats
+    assert stats["compiles"] == 0 and stats["kernels_compiled"] == 0, stats
+    assert stats["kernels_loaded"] > 0, stats
     assert stats["hits"] >= 3 and stats["corrupt_entries"] == 0, stats
     assert json.loads(lines["BUCKETS"]) == [10, 20, 30]
     # an unseen bucket fails clearly, naming the key and the command that adds it
@@ -127,12 +129,12 @@ def test_compile_then_train_offline_with_zero_compiles(compiled, tmp_path):
 def test_manifest_lists_keys_files_and_cubins(compiled, capsys):
     out, _ = compiled
     m = json.loads((out / aot.MANIFEST).read_text())
-    assert m["format"] == aot.FORMAT and m["targets"] == ["interpret", "cuda:90"]
+    assert m["format"] == aot.FORMAT and m["targets"] == ["cpu", "interpret", "cuda:90"]
     assert {"triton", "torch", "symtriton"} <= set(m["versions"])
     assert m["bucket_keys"] == [10, 20, 30] and m["contexts"] == 2
     progs = m["programs"]
     assert sorted((p["bucket"], p["target"]) for p in progs) == sorted(
-        (b, t) for b in (10, 20, 30) for t in ("interpret", "cuda:90"))
+        (b, t) for b in (10, 20, 30) for t in ("cpu", "interpret", "cuda:90"))
     for p in progs:
         assert p["contexts"] == [0, 1] and p["mode"] == "train"
         assert p["inputs"]["data"] == [2, p["bucket"]]
@@ -141,7 +143,8 @@ def test_manifest_lists_keys_files_and_cubins(compiled, capsys):
         assert f"programs/{p['key']}/program.json" in m["files"]
     # every kernel of a cuda:90 program (and the optimizer's) has a cubin and its metadata
     wanted = {h for p in progs if p["target"] == "cuda:90" for h in p["kernels"]}
-    wanted |= set(m["optimizer"]["kernels"])
+    wanted |= {h for h in m["optimizer"]["kernels"]
+               if "@triton.jit" in (out / "kernels" / f"k_{h}.py").read_text()}
     assert {n.split("/", 1)[1] for n in m["cubins"]} == wanted
     for h in wanted:
         meta = json.loads((out / "cubin" / "cuda_90" / f"{h}.json").read_text())
@@ -164,7 +167,7 @@ def test_cache_verify_ls_prune_clear(compiled, tmp_path, capsys):
     r = _inproc(capsys, ["cache", "verify", str(d)])
     assert r.returncode == 0, r.stdout + r.stderr
     r = _inproc(capsys, ["cache", "ls", str(d)])
-    assert r.returncode == 0 and "6 program entries" in r.stdout
+    assert r.returncode == 0 and "9 program entries" in r.stdout
     # corrupt one kernel file and one cubin
     m = json.loads((d / aot.MANIFEST).read_text())
     kernel = next(f for f in m["files"] if f.startswith("kernels/"))
@@ -181,7 +184,7 @@ def test_cache_verify_ls_prune_clear(compiled, tmp_path, capsys):
     (d / "programs" / ("0" * 32)).mkdir()
     r = _inproc(capsys, ["cache", "prune", str(d)])
     assert r.returncode == 0 and f"removed programs/{'0' * 32}" in r.stdout
-    assert len(os.listdir(d / "programs")) == 6
+    assert len(os.listdir(d / "programs")) == 9
     r = _inproc(capsys, ["cache", "clear", str(d)])
     assert r.returncode == 0
     assert not (d / "programs").exists() and not (d / aot.MANIFEST).exists()

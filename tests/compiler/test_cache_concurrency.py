@@ -272,9 +272,9 @@ def test_read_only_cache_dir_uses_memory_with_one_warning(tmp_path, monkeypatch,
         warnings = [r for r in caplog.records if "not writable" in r.getMessage()]
         assert len(warnings) == 1 and "memory only" in warnings[0].getMessage()
         # the Programs run: their kernels load (from this process's private copy)
-        from runtime.launcher import load_kernel
+        from runtime.launcher import load_module
         for ln in a.launches + b.launches:
-            assert load_kernel(ln.kernel) is not None
+            assert load_module(ln.kernel) is not None
     finally:
         os.chmod(tmp_path / "ro", 0o755)
         cache.clear_memory_cache()
@@ -375,7 +375,7 @@ def test_lock_timeout_is_a_clear_error(fresh_cache, monkeypatch):
     s = _model()
     shapes = _all_argument_shapes(s, {"data": (4, 12), "softmax_label": (4,)})
     key = cache.make_key(program_parts(s, shapes, True, {n: "write" for n in s.list_arguments()},
-                                       True, "interpret"))
+                                       True, "cpu"))
     os.makedirs(fresh_cache / "locks", exist_ok=True)
     held = filelock.FileLock(str(fresh_cache / "locks" / f"{key}.lock"))
     monkeypatch.setenv("SYMTRITON_CACHE_LOCK_TIMEOUT", "0.2")

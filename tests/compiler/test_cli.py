@@ -64,6 +64,21 @@ def test_inspect_json_training_mlp(mlp_json, tmp_path):
     assert info["mode"] == "training" and info["target"] == "interpret"
 
 
+def test_inspect_cpu_target_shows_the_torch_code(mlp_json, tmp_path):
+    """The same kernel groups as the Triton targets; the source is the cpu lowering."""
+    common = ("inspect", mlp_json, "--shape", "data=16,784", "--shape", "softmax_label=16",
+              "--train", "--json")
+    cpu = json.loads(run_cli(*common, "--target", "cpu", cache_dir=tmp_path).stdout)
+    interp = json.loads(run_cli(*common, cache_dir=tmp_path).stdout)
+    assert cpu["target"] == "cpu"
+    assert [g["ops"] for g in cpu["groups"]] == [g["ops"] for g in interp["groups"]]
+    for k in KEYS:
+        assert cpu[k] == interp[k], k
+    src = cpu["kernel"]["source"]
+    assert "def bind(" in src and "as_strided" in src and "torch.addmm(" in src
+    assert "import triton" not in src and "tl." not in src
+
+
 def test_inspect_text_and_kernel_choice(mlp_json, tmp_path):
     r = run_cli("inspect", mlp_json, "--shape", "data=8,784", "--shape", "softmax_label=8",
                 "--train", "--inputs-need-grad", "--kernel", "1", "--target", "cuda:90",

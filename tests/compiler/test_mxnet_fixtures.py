@@ -17,6 +17,8 @@ import os
 
 import numpy as np
 import pytest
+
+from tests.conftest import assert_same_launches_on_cpu_targets
 import torch
 
 from compiler import symbol as sym
@@ -61,7 +63,7 @@ def _bind(case, s, arrays):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_mxnet_case(name):
+def test_mxnet_case(name, cpu_target):
     case = CASES[name]
     s = sym.load(os.path.join(FIXTURES, case["symbol"]))
     assert s.list_arguments() == case["arguments"]
@@ -105,6 +107,8 @@ def test_mxnet_case(name):
         for aux in case["aux_states"]:
             _close(exe.aux_dict[aux], arrays[f"aux_{aux}_after"],
                    f"{name}: {aux} after a training step")
+        if cpu_target == "interpret":
+            assert_same_launches_on_cpu_targets(exe)
 
 
 def test_mlp_checkpoint_prediction():

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from compiler import symbol as sym
 from compiler.errors import MXNetError
 from runtime.context import cpu
+from tests.conftest import assert_same_launches_on_cpu_targets
 
 RTOL, ATOL = 1e-4, 1e-5
 FD_EPS = 1e-6
@@ -129,7 +130,7 @@ def check(op: Op, shapes):
     train_outs = [o.clone() for o in outs]
     if not diff:
         _check_infer(op, exe, xs_list, train_outs, shapes)
-        return
+        return exe
 
     # (b) gradients
     if op.mx_grad is not None:
@@ -169,6 +170,7 @@ def check(op: Op, shapes):
                     assert abs(got - fd) <= 1e-4 + 1e-3 * abs(fd), \
                         f"{op.name}{shapes} d/d{n}[{j}]: compiled {got}, finite difference {fd}"
     _check_infer(op, exe, xs_list, train_outs, shapes)
+    return exe
 
 
 def _check_infer(op, exe, xs_list, train_outs, shapes):
@@ -650,8 +652,10 @@ def test_table_is_complete():
 
 
 @pytest.mark.parametrize("op,shapes", _params())
-def test_op(op, shapes):
-    check(op, shapes)
+def test_op(op, shapes, cpu_target):
+    exe = check(op, shapes)
+    if cpu_target == "interpret":
+        assert_same_launches_on_cpu_targets(exe)
 
 
 # ---------------------------------------------------------------------------

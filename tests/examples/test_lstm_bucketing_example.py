@@ -22,11 +22,12 @@ def test_best_perplexity_is_the_true_models():
 def test_example_trains_and_validation_perplexity_falls(tmp_path):
     reached, best, history = lstm_bucketing.main([
         "--num-hidden", "16", "--num-embed", "16", "--batch-size", "16",
-        "--num-sentences", "240", "--num-epochs", "3", "--buckets", "10,20,30",
-        "--lr", "0.02", "--plot", str(tmp_path / "ppl.png"), "--kv-store", "local"])
+        "--generated", "240", "--num-epochs", "3", "--buckets", "10,20,30",
+        "--optimizer", "adam", "--lr", "0.02", "--plot", str(tmp_path / "ppl.png"),
+        "--kv-store", "local"])
     assert math.isfinite(reached) and best is not None
     assert 1.0 < best < reached < 61.0   # learned something, cannot beat the true model
-    valid = [history.valid[e]["perplexity"] for e in sorted(history.valid)]
+    valid = [history.valid[e] for e in sorted(history.valid)]
     assert valid[-1] < valid[0], valid
 
 
@@ -44,8 +45,8 @@ def test_example_trains_on_two_workers_under_torchrun(tmp_path):
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
          os.path.join(root, "examples", "lstm_bucketing.py"), "--kv-store", "dist_sync",
          "--num-hidden", "16", "--num-embed", "16", "--batch-size", "16",
-         "--num-sentences", "240", "--num-epochs", "1", "--buckets", "10,20,30",
-         "--lr", "0.02", "--disp-batches", "2", "--plot", str(plot)],
+         "--generated", "240", "--num-epochs", "1", "--buckets", "10,20,30",
+         "--optimizer", "adam", "--lr", "0.02", "--disp-batches", "2", "--plot", str(plot)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]

@@ -1,0 +1,180 @@
+"""mxnet 1.9.1 itself, as the peer column of the benchmarks. Runs in mxnet's own venv:
+
+    python3 -m venv mxnet-venv && mxnet-venv/bin/pip install mxnet==1.9.1 "numpy<1.24"
+    mxnet-venv/bin/python benchmarks/mxnet_peer.py lstm --train T.txt --valid V.txt --epochs 1
+    mxnet-venv/bin/python benchmarks/mxnet_peer.py mlp --batch 128 --steps 60
+
+The benchmarks start it as a subprocess (their ``--mxnet-python PATH``); this project
+never imports mxnet. It prints one JSON object on its last line.
+
+* ``lstm``: mxnet's ``example/rnn/bucketing/lstm_bucketing.py`` (Embedding, a
+  2-layer ``mx.rnn.LSTMCell`` stack unrolled per bucket, FullyConnected,
+  SoftmaxOutput; BucketSentenceIter; SGD; Xavier(in, 2.34)), its arguments and
+  defaults. ``--mode speed`` times training epochs as a loop of
+  ``forward_backward`` + ``update`` over the epoch's batches after one warm-up
+  step per bucket (``mx.nd.waitall()`` before the clock stops: mxnet's engine
+  is asynchronous). ``--mode fit`` runs the example's ``Module.fit`` and
+  reports the validation perplexity after every epoch (the reference figures
+  ``examples/lstm_bucketing.py`` prints beside its own).
+* ``mlp``: ``Module`` training steps (``forward_backward`` + ``update``) of an
+  MLP (784-512-512-10, ReLU, SoftmaxOutput) on fixed random batches.
+
+The thread count is set with ``--threads`` (``OMP_NUM_THREADS``) before mxnet loads.
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--threads", type=int, default=2)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    lstm = sub.add_parser("lstm")
+    lstm.add_argument("--train", required=True)
+    lstm.add_argument("--valid", required=True)
+    lstm.add_argument("--mode", choices=("speed", "fit"), default="speed")
+    lstm.add_argument("--num-layers", type=int, default=2)
+    lstm.add_argument("--num-hidden", type=int, default=200)
+    lstm.add_argument("--num-embed", type=int, default=200)
+    lstm.add_argument("--epochs", type=int, default=1)
+    lstm.add_argument("--lr", type=float, default=0.01)
+    lstm.add_argument("--mom", type=float, default=0.0)
+    lstm.add_argument("--wd", type=float, default=0.00001)
+    lstm.add_argument("--batch-size", type=int, default=32)
+    lstm.add_argument("--buckets", default="10,20,30,40,50,60")
+    lstm.add_argument("--seed", type=int, default=None)
+    mlp = sub.add_parser("mlp")
+    mlp.add_argument("--batch", type=int, default=128)
+    mlp.add_argument("--hidden", type=int, default=512)
+    mlp.add_argument("--steps", type=int, default=60)
+    mlp.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def tokenize_text(mx, fname, vocab=None, invalid_label=-1, start_label=0):
+    lines = [list(filter(None, line.split(" "))) for line in open(fname)]
+    return mx.rnn.encode_sentences(lines, vocab=vocab, invalid_label=invalid_label,
+                                   start_label=start_label)
+
+
+def lstm_model(mx, args, vocab):
+    stack = mx.rnn.SequentialRNNCell()
+    for i in range(args.num_layers):
+        stack.add(mx.rnn.LSTMCell(num_hidden=args.num_hidden, prefix="lstm_l%d_" % i))
+
+    def sym_gen(seq_len):
+        data = mx.sym.Variable("data")
+        label = mx.sym.Variable("softmax_label")
+        embed = mx.sym.Embedding(data=data, input_dim=len(vocab), output_dim=args.num_embed,
+                                 name="embed")
+        stack.reset()
+        outputs = stack.unroll(seq_len, inputs=embed, merge_outputs=True)[0]
+        pred = mx.sym.Reshape(outputs, shape=(-1, args.num_hidden))
+        pred = mx.sym.FullyConnected(data=pred, num_hidden=len(vocab), name="pred")
+        label = mx.sym.Reshape(label, shape=(-1,))
+        pred = mx.sym.SoftmaxOutput(data=pred, label=label, name="softmax")
+        return pred, ("data",), ("softmax_label",)
+    return sym_gen
+
+
+def run_lstm(mx, args):
+    import numpy as np
+    if args.seed is not None:
+        mx.random.seed(args.seed)
+        np.random.seed(args.seed)
+    buckets = [int(b) for b in args.buckets.split(",")]
+    start_label, invalid_label = 1, 0
+    train_sent, vocab = tokenize_text(mx, args.train, start_label=start_label,
+                                      invalid_label=invalid_label)
+    val_sent, _ = tokenize_text(mx, args.valid, vocab=vocab, start_label=start_label,
+                                invalid_label=invalid_label)
+    data_train = mx.rnn.BucketSentenceIter(train_sent, args.batch_size, buckets=buckets,
+                                           invalid_label=invalid_label)
+    data_val = mx.rnn.BucketSentenceIter(val_sent, args.batch_size, buckets=buckets,
+                                         invalid_label=invalid_label)
+    model = mx.mod.BucketingModule(sym_gen=lstm_model(mx, args, vocab),
+                                   default_bucket_key=data_train.default_bucket_key,
+                                   context=mx.cpu(0))
+    opt_params = {"learning_rate": args.lr, "momentum": args.mom, "wd": args.wd}
+    init = mx.init.Xavier(factor_type="in", magnitude=2.34)
+    if args.mode == "fit":
+        valid = []
+        model.fit(train_data=data_train, eval_data=data_val,
+                  eval_metric=mx.metric.Perplexity(invalid_label), kvstore="device",
+                  optimizer="sgd", optimizer_params=opt_params, initializer=init,
+                  num_epoch=args.epochs,
+                  eval_end_callback=lambda p: valid.append(p.eval_metric.get()[1]))
+        return {"valid_perplexity": valid, "vocab": len(vocab)}
+    model.bind(data_train.provide_data, data_train.provide_label)
+    model.init_params(initializer=init)
+    model.init_optimizer(kvstore="device", optimizer="sgd", optimizer_params=opt_params)
+    batches = list(data_train)
+    seen = set()
+    for b in batches:                    # warm-up: one step per bucket (bind, first run)
+        if b.bucket_key not in seen:
+            seen.add(b.bucket_key)
+            model.forward_backward(b)
+            model.update()
+    mx.nd.waitall()
+    epochs = []
+    for _ in range(args.epochs):
+        t0 = time.perf_counter()
+        for b in batches:
+            model.forward_backward(b)
+            model.update()
+        mx.nd.waitall()
+        epochs.append(time.perf_counter() - t0)
+    tokens = sum(b.data[0].shape[0] * b.data[0].shape[1] for b in batches)
+    real = sum(int((b.label[0].asnumpy() != invalid_label).sum()) for b in batches)
+    return {"epoch_seconds": epochs, "batches": len(batches), "tokens": tokens,
+            "real_tokens": real, "vocab": len(vocab)}
+
+
+def run_mlp(mx, args):
+    import numpy as np
+    rng = np.random.RandomState(args.seed)
+    net = mx.sym.var("data")
+    for i in (1, 2):
+        net = mx.sym.FullyConnected(net, num_hidden=args.hidden, name="fc%d" % i)
+        net = mx.sym.Activation(net, act_type="relu", name="relu%d" % i)
+    net = mx.sym.FullyConnected(net, num_hidden=10, name="fc3")
+    net = mx.sym.SoftmaxOutput(net, name="softmax")
+    mod = mx.mod.Module(net, context=mx.cpu(0))
+    mod.bind([("data", (args.batch, 784))], [("softmax_label", (args.batch,))])
+    mod.init_params(mx.init.Xavier())
+    mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.01,
+                                                          "momentum": 0.9})
+    batches = [mx.io.DataBatch([mx.nd.array(rng.rand(args.batch, 784))],
+                               [mx.nd.array(rng.randint(0, 10, args.batch))])
+               for _ in range(8)]
+    for b in batches[:3]:
+        mod.forward_backward(b)
+        mod.update()
+    mx.nd.waitall()
+    times = []
+    for i in range(args.steps):
+        t0 = time.perf_counter()
+        mod.forward_backward(batches[i % len(batches)])
+        mod.update()
+        mx.nd.waitall()
+        times.append(time.perf_counter() - t0)
+    return {"step_seconds": times, "batch": args.batch}
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(args.threads)
+    logging.basicConfig(level=logging.WARNING)
+    import mxnet as mx
+    out = run_lstm(mx, args) if args.cmd == "lstm" else run_mlp(mx, args)
+    out.update(mxnet=mx.__version__, threads=args.threads)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
