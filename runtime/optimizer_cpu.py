@@ -2,39 +2,42 @@
 
 The same body lines that ``templates/optimizer.py.j2`` turns into one Triton
 kernel over a pointer table are translated here into one Python function,
-``update(roles..., lr, wd, rescale, clip, c0, c1, c2, c3)``, whose statements
-are ``torch._foreach_*`` calls over the lists of all tensors of one dtype:
-one call of the function per step updates every parameter, and each statement
-is one ATen call over all of them. ``lr`` and ``wd`` are per-tensor lists
-(lr_mult, wd_mult and schedules folded in); the other scalars are shared.
+``update(roles..., lr, wd, rescale, clip, c0, c1, c2, c3)``, called once per step
+for all the tensors of one dtype. Each role argument is the list of that role's
+tensors; ``lr`` and ``wd`` are per-tensor lists (lr_mult, wd_mult, schedules and
+Adam's bias correction folded in). The function updates the tensors that share an
+``(lr, wd)`` pair together (usually one or two groups: weights, and biases with
+``wd_mult`` 0), and every statement is one ``torch._foreach_*`` call over a group.
 
-A list that dies at a statement is overwritten in place (``_foreach_mul_``),
-including a written role's own tensors once their old values have been read,
-so SGD and momentum SGD run without temporaries beyond the scaled gradient;
-gradients are never written. Values follow the Triton kernel: fp32 arithmetic
-(fp64 for fp64 weights) on the per-tensor scalars rounded to fp32.
+Two rewrites keep the statements few and in place:
+
+* a list that dies at a statement is overwritten (``_foreach_mul_``), a written
+  role's own tensors included once their old values have been read; gradients
+  are never written;
+* ``x ± s * y`` becomes ``_foreach_add_(x, y, alpha=±s)`` and ``(y * s1) * s2``
+  becomes ``y * (s1 * s2)`` when the product is used only there.
+
+So momentum SGD is four in-place statements and no temporary. Values follow the
+Triton kernel to fp32 rounding: the hyper-parameters are rounded to fp32 and a
+product of scalars is rounded once.
 """
 from __future__ import annotations
 
 import ast
 import hashlib
+from collections import Counter
 
 _BIN = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div"}
 _PYOP = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_SHARED = ("rescale", "clip", "c0", "c1", "c2", "c3")
+_SCALARS = {"lr": "lr_", "wd": "wd_", "rescale": "rescale", "clip": "clip", "c0": "c0",
+            "c1": "c1", "c2": "c2", "c3": "c3"}
 
 
 class _Scalar:
-    """A scalar expression: ``code`` in Python; per tensor when it uses lr or wd."""
+    """A scalar expression, as Python code over the update's scalar arguments."""
 
-    def __init__(self, code, per_tensor=False):
-        self.code, self.per_tensor = code, per_tensor
-
-    def value(self):
-        """The argument a foreach call takes: a number, or a list of numbers."""
-        if not self.per_tensor:
-            return self.code
-        return f"[{self.code} for lr_, wd_ in zip(lr, wd)]"
+    def __init__(self, code):
+        self.code = code
 
 
 class _List:
@@ -44,14 +47,20 @@ class _List:
         self.name, self.writable = name, writable
 
 
+class _Op:
+    """``out = torch._foreach_<fn>(args...)`` (``alpha`` for add: ``args[0] + alpha*args[1]``)."""
+
+    def __init__(self, fn, args, out, alpha=None):
+        self.fn, self.args, self.out, self.alpha = fn, list(args), out, alpha
+
+
 class _Translator:
     def __init__(self, spec):
         self.spec = spec
-        self.ops = []            # [fn, args (list of _List | str), out _List, commutative]
+        self.ops = []
         self.env = {}
         self.count = 0
         ct = "torch.float64" if spec.compute_dtype_name == "float64" else "torch.float32"
-        self.ct = ct
         self.loads = []
         written = {spec.role_names[i] for i in spec.written}
         for name, dtype in zip(spec.role_names, spec.role_dtypes):
@@ -69,26 +78,17 @@ class _Translator:
         self.count += 1
         return f"t{self.count}"
 
-    def scalar(self, n):
+    # -- the expression tree -> ops ----------------------------------------------------
+    def node(self, n):
         if isinstance(n, ast.Constant):
             return _Scalar(repr(float(n.value)))
-        if isinstance(n, ast.Name) and n.id in ("lr", "wd"):
-            return _Scalar(f"{n.id}_", True)
-        if isinstance(n, ast.Name) and n.id in _SHARED:
-            return _Scalar(n.id)
-        return None
-
-    def node(self, n):
-        s = self.scalar(n)
-        if s is not None:
-            return s
+        if isinstance(n, ast.Name) and n.id in _SCALARS:
+            return _Scalar(_SCALARS[n.id])
         if isinstance(n, ast.Name):
             return self.env[n.id]
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             x = self.node(n.operand)
-            if isinstance(x, _Scalar):
-                return _Scalar(f"(-{x.code})", x.per_tensor)
-            return self.op("neg", [x])
+            return _Scalar(f"(-{x.code})") if isinstance(x, _Scalar) else self.op("neg", [x])
         if isinstance(n, ast.BinOp) and type(n.op) in _BIN:
             return self.binary(_BIN[type(n.op)], self.node(n.left), self.node(n.right))
         if isinstance(n, ast.Call):
@@ -100,13 +100,12 @@ class _Translator:
             if fname == "_div":
                 return self.binary("div", *args)
             if fname in ("minimum", "maximum") and isinstance(args[1], _Scalar):
-                return self.op("clamp_max" if fname == "minimum" else "clamp_min",
-                               [args[0], args[1]])
+                return self.op("clamp_max" if fname == "minimum" else "clamp_min", args)
         raise NotImplementedError(f"cpu optimizer: unsupported expression {ast.dump(n)[:100]}")
 
     def binary(self, fn, a, b):
         if isinstance(a, _Scalar) and isinstance(b, _Scalar):
-            return _Scalar(f"({a.code} {_PYOP[fn]} {b.code})", a.per_tensor or b.per_tensor)
+            return _Scalar(f"({a.code} {_PYOP[fn]} {b.code})")
         if isinstance(a, _Scalar):
             if fn in ("add", "mul"):
                 return self.op(fn, [b, a])
@@ -117,15 +116,51 @@ class _Translator:
 
     def op(self, fn, args):
         out = _List(self.fresh(), True)
-        self.ops.append([fn, args, out])
+        self.ops.append(_Op(fn, args, out))
         return out
 
     def translate(self, lines):
         for line in lines:
             stmt = ast.parse(line).body[0]
-            target = stmt.targets[0].id
-            self.env[target] = self.node(stmt.value)
+            self.env[stmt.targets[0].id] = self.node(stmt.value)
+        self.fold_scalars()
         return self.emit() or self.emit(roles_in_place=False)
+
+    # -- rewrites -------------------------------------------------------------------------
+    def fold_scalars(self):
+        """``(y*s1)*s2`` -> ``y*(s1*s2)``; ``x ± y*s`` -> ``add(x, y, alpha=±s)`` (the
+        product used only there)."""
+        stored = {self.env["w" if n == "master" else n].name for n in self.spec.stored_names}
+        uses = Counter(a.name for op in self.ops for a in op.args if isinstance(a, _List))
+        producer = {op.out.name: op for op in self.ops}
+
+        def scaled(lst):    # the mul-by-scalar op making ``lst``, if it is used only once
+            op = producer.get(lst.name) if isinstance(lst, _List) else None
+            if op is not None and op.fn == "mul" and isinstance(op.args[1], _Scalar) \
+                    and uses[lst.name] == 1 and lst.name not in stored and op in self.ops:
+                return op
+            return None
+
+        for op in list(self.ops):
+            if op not in self.ops:
+                continue
+            if op.fn == "mul" and isinstance(op.args[1], _Scalar):
+                inner = scaled(op.args[0])
+                if inner is not None:
+                    self.ops.remove(inner)
+                    op.args = [inner.args[0],
+                               _Scalar(f"({inner.args[1].code} * {op.args[1].code})")]
+            elif op.fn in ("add", "sub") and all(isinstance(a, _List) for a in op.args):
+                for k in ((1, 0) if op.fn == "add" else (1,)):
+                    inner = scaled(op.args[k])
+                    if inner is None:
+                        continue
+                    self.ops.remove(inner)
+                    s = inner.args[1].code
+                    op.alpha = _Scalar(f"(-{s})" if op.fn == "sub" else s)
+                    op.args = [op.args[1 - k], inner.args[0]]
+                    op.fn = "add"
+                    break
 
     def emit(self, roles_in_place=True):
         """Statements, reusing in place every list that dies at a statement, then the
@@ -134,8 +169,8 @@ class _Translator:
         stores = [(name, self.env["w" if name == "master" else name])
                   for name in self.spec.stored_names]
         last = {}
-        for i, (_, args, _) in enumerate(self.ops):
-            for a in args:
+        for i, op in enumerate(self.ops):
+            for a in op.args:
                 if isinstance(a, _List):
                     last[a.name] = i
         for _, v in stores:
@@ -143,19 +178,23 @@ class _Translator:
         own = {lst.name: name for name, lst in self.originals.items() if lst.writable}
         alias = {}
         lines = list(self.loads)
-        for i, (fn, args, out) in enumerate(self.ops):
-            names = [alias.get(a.name, a.name) if isinstance(a, _List) else a.value()
-                     for a in args]
-            lists = [k for k, a in enumerate(args) if isinstance(a, _List)]
-            order = lists if fn in ("add", "mul") else lists[:1]
-            dying = next((k for k in order if args[k].writable and last.get(args[k].name) == i
+        for i, op in enumerate(self.ops):
+            names = [alias.get(a.name, a.name) if isinstance(a, _List) else a.code
+                     for a in op.args]
+            lists = [k for k, a in enumerate(op.args) if isinstance(a, _List)]
+            order = lists if op.fn == "mul" or (op.fn == "add" and op.alpha is None) \
+                else lists[:1]
+            dying = next((k for k in order if op.args[k].writable
+                          and last.get(op.args[k].name) == i
                           and (roles_in_place or names[k] not in own)), None)
+            if op.alpha is not None:
+                names.append(f"alpha={op.alpha.code}")
             if dying is not None:
                 names[0], names[dying] = names[dying], names[0]
-                lines.append(f"torch._foreach_{fn}_({', '.join(names)})")
-                alias[out.name] = names[0]
+                lines.append(f"torch._foreach_{op.fn}_({', '.join(names)})")
+                alias[op.out.name] = names[0]
             else:
-                lines.append(f"{out.name} = torch._foreach_{fn}({', '.join(names)})")
+                lines.append(f"{op.out.name} = torch._foreach_{op.fn}({', '.join(names)})")
         for name, v in stores:
             src = alias.get(v.name, v.name)
             if src in own and own[src] != ("w" if name == "master" and self.spec.mp else name):
@@ -169,30 +208,26 @@ class CpuRuleSpec:
     """What the translator needs of an optimizer ``_Spec`` (names, dtypes, written roles)."""
 
     def __init__(self, spec):
-        import torch
         roles = spec.roles()
         self.role_names = [r[0] for r in roles]
         self.role_dtypes = [str(r[1]).replace("torch.", "") for r in roles]
         self.compute_dtype_name = str(spec.compute_dtype).replace("torch.", "")
         self.written = spec.written()
         self.mp = spec.mp
-        states = list(spec.state_names)
-        self.stored_names = states + (["master"] if spec.mp else []) + ["w"]
+        self.stored_names = list(spec.state_names) + (["master"] if spec.mp else []) + ["w"]
         self.body = spec.body()
         self.rule = spec.rule
         self.summary = ", ".join(f"{n}:{d}" for n, d in zip(self.role_names, self.role_dtypes))
-        self._torch = torch
 
 
 def render(spec) -> str:
     """Python source of ``spec``'s update for the cpu target."""
     from compiler.codegen import _env
     cs = CpuRuleSpec(spec)
-    tr = _Translator(cs)
-    body = tr.translate(cs.body)
+    body = _Translator(cs).translate(cs.body)
     return _env.get_template("cpu_optimizer.py.j2").render(k={
         "rule": cs.rule, "summary": cs.summary + (" clip" if spec.clip else "")
-        + (" mp" if spec.mp else ""), "params": ", ".join(cs.role_names), "body": body})
+        + (" mp" if spec.mp else ""), "roles": cs.role_names, "body": body})
 
 
 _FUNCTIONS: dict = {}
