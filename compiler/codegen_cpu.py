@@ -45,17 +45,20 @@ def plan(ops, stores):
     index = {id(op): i for i, op in enumerate(ops)}
     left = []
     done = set()
-    for v, name, slot, shape, flips in stores:
+    for v, name, slot, shape, flips, matrix in stores:
         root = owner.get(id(v))
         if id(v) in done or flips:
             left.append((v, name, flips))
             continue
         if root is None or v.dtype != "f" or v.shape != shape or root.dest is not None or \
                 root.kind in ("cast", "gather") or \
-                _reads_slot(ops[index[id(root)]:], slot) or (root.mm2d and root.kind == "mm"):
+                _reads_slot(ops[index[id(root)]:], slot) or \
+                (root.mm2d and root.kind == "mm" and matrix is None):
             left.append((v, name, flips))
             continue
-        root.dest = name
+        # a matmul on more than two dims writes the destination's 2-D view
+        root.dest = matrix if root.mm2d and root.kind == "mm" else name
+        root.dest_value = name
         done.add(id(v))
         v.name = name
     return left
@@ -101,7 +104,9 @@ def _lines(ops, left):
             if op.mm2d:
                 out.append(f"{op.out.name} = {op.out.name}.view({op.out.shape})")
         else:
-            out.append(op.fmt.format(out=target, **args))
+            out.append(_method_form(op, args, target) or op.fmt.format(out=target, **args))
+        if op.dest is not None:
+            target = op.dest_value           # later calls read the domain-shaped view
         names[id(op.out)] = target or op.out.name
     for v, name, flips in left:
         src = names.get(id(v), v.name)
@@ -113,6 +118,29 @@ def _lines(ops, left):
         else:
             out.append(f"{name}.copy_({src})")
     return out
+
+
+# Elementwise calls with an in-place tensor method (``x.mul_(y)`` costs less host time
+# than ``torch.mul(x, y, out=x)``, which matters at small shapes); the commutative ones
+# may take the operand written in place from either side.
+_METHODS = {"add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max",
+            "exp", "log", "abs", "sqrt", "sigmoid", "tanh", "neg"}
+_COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
+
+
+def _method_form(op, args, target):
+    """``target.fn_(other)`` for an in-place elementwise call, or None."""
+    if op.inplace is None or op.kind != "ew" or op.fn not in _METHODS or \
+            not op.fmt.startswith(f"torch.{op.fn}({{a0}}") or not op.fmt.endswith(", out={out})"):
+        return None
+    k = next(i for i, a in enumerate(op.args) if a is op.inplace)
+    inner = op.fmt[len(f"torch.{op.fn}("):-len(", out={out})")]
+    rest = inner.split(", ", 1)[1] if ", " in inner else ""
+    if k == 0:
+        return f"{target}.{op.fn}_({rest.format(**args)})"
+    if k == 1 and op.fn in _COMMUTATIVE and rest == "{a1}":
+        return f"{target}.{op.fn}_({args['a0']})"
+    return None
 
 
 # ------------------------------------------------------------------------------ entry points

@@ -39,10 +39,9 @@ _UNARY = {"exp": "exp", "log": "log", "abs": "abs", "sqrt": "sqrt", "sigmoid": "
 # ATen kernels a registry entry may name for the cpu target (Pointwise.cpu), with the
 # keyword of their out= variant.
 _ATEN = {
-    "sigmoid_backward": "torch.ops.aten.sigmoid_backward.grad_input({0}, {1}, grad_input={{out}})",
-    "tanh_backward": "torch.ops.aten.tanh_backward.grad_input({0}, {1}, grad_input={{out}})",
-    "threshold_backward": "torch.ops.aten.threshold_backward.grad_input({0}, {1}, {2}, "
-                          "grad_input={{out}})",
+    "sigmoid_backward": "sigmoid_backward({0}, {1}, grad_input={{out}})",
+    "tanh_backward": "tanh_backward({0}, {1}, grad_input={{out}})",
+    "threshold_backward": "threshold_backward({0}, {1}, {2}, grad_input={{out}})",
 }
 _PY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
        "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
@@ -128,13 +127,22 @@ class _Lowering(MatmulLowering):
         return Val(name, tuple(sizes), kind="view", slot=self.slots[t][0])
 
     def store_view(self, st, d):
-        """``(name, flips, shape)`` of the view a store writes."""
+        """``(name, flips, shape, matrix)`` of the view a store writes; ``matrix``: a
+        2-D ``(rows, cols)`` view of it for a matmul on a domain of more dims, or None."""
         sizes, strides = [1] * len(self.D), [0] * len(self.D)
         for pos, j in st.terms:
             sizes[pos] = self.D[pos]
             strides[pos] += self.strides[st.tensor][d][j]
         name, flips = self.view(st.tensor, d, sizes, strides, prefix="o", store=True)
-        return name, flips, tuple(sizes)
+        matrix = None
+        if self.p.kind == "matmul" and len(self.D) > 2 and not self.p.grid_pos and not flips:
+            rows = mergeable([sizes[p] for p in self.p.row_pos],
+                             [strides[p] for p in self.p.row_pos])
+            cols = mergeable([sizes[p] for p in self.p.col_pos],
+                             [strides[p] for p in self.p.col_pos])
+            if rows and cols:
+                matrix = self.view(st.tensor, d, (rows[0], cols[0]), (rows[1], cols[1]), "o")
+        return name, flips, tuple(sizes), matrix
 
     # -- ops ---------------------------------------------------------------------------------
     def emit(self, kind, fmt, args, shape, dtype="f", **kw):
@@ -172,7 +180,7 @@ class _Lowering(MatmulLowering):
             fn = "clamp_max"
         dtype = "b" if fn in _FLIP or fn.startswith("logical") else _arith_dtype(a)
         return self.emit("ew", f"torch.{fn}({{a0}}, {_arg(a[1], 1)}, out={{out}})", a, shape,
-                         dtype)
+                         dtype, fn=fn)
 
     def add_product(self, fn, x, y):
         """``x + p*q`` / ``x - p*q`` as one ``addcmul`` (``x ± s*p``: ``add(alpha=)``) when
@@ -199,7 +207,7 @@ class _Lowering(MatmulLowering):
     def unary(self, fn, x):
         if x.kind == "scalar":
             return Val("", (), kind="scalar", scalar=_fold(fn, x.scalar))
-        return self.emit("ew", f"torch.{fn}({{a0}}, out={{out}})", [x], x.shape, "f")
+        return self.emit("ew", f"torch.{fn}({{a0}}, out={{out}})", [x], x.shape, "f", fn=fn)
 
     def where(self, c, x, y):
         if c.kind == "scalar":
@@ -254,6 +262,9 @@ class _Lowering(MatmulLowering):
             args = [self.node(a) for a in n.args]
             tens = [a for a in args if a.kind != "scalar"]
             shape = broadcast([a.shape for a in tens], len(self.D))
+            bound = f"{f.attr} = torch.ops.aten.{f.attr}.grad_input"   # looked up once, in bind
+            if bound not in self.bind_lines:
+                self.bind_lines.append(bound)
             fmt = _ATEN[f.attr].format(*[f"{{a{k}}}" if a.kind != "scalar" else lit(a.scalar)
                                           for k, a in enumerate(args)])
             return self.emit("ew", fmt, args, shape)
@@ -280,7 +291,7 @@ class _Lowering(MatmulLowering):
             fn = {"sum": "torch.sum", "max": "torch.amax", "min": "torch.amin"}[ins.text]
             shape = tuple(1 if p in dims else s for p, s in enumerate(x.shape))
             x = self.emit("reduce", f"{fn}({{a0}}, {tuple(dims)}, keepdim=True, out={{out}})",
-                          [x], shape)
+                          [x], shape, fn=fn[6:], dims=tuple(dims))
         if scale != 1.0:
             x = self.ew("mul", x, Val("", (), kind="scalar", scalar=scale))
         return x
@@ -315,20 +326,17 @@ class _Lowering(MatmulLowering):
         if pos is None or ce["smooth_alpha"] or p.shape != self.D or \
                 any(label.shape[q] != self.D[q] for q in range(len(self.D)) if q != pos):
             return None
-        gs = float(ce["grad_scale"])
+        gs, last = float(ce["grad_scale"]), ce["classes"] - 1
         lines = ["{out}.copy_({a0})" if gs == 1.0 else
                  f"torch.mul({{a0}}, {lit(gs)}, out={{out}})",
-                 f"lab = {{a1}}.to(torch.int64)"]
+                 "lab = {a1}.to(torch.int64)",
+                 f"idx = lab.clamp(0, {last})",
+                 # labels outside [0, classes) hit no class, as in the where-form
+                 "hit = torch.eq(idx, lab)"]
         if ce["use_ignore"]:
-            lines.append(f"keep = lab != {int(ce['ignore_label'])}")
-            lines.append(f"{{out}}.mul_(keep)")
-            value = f"keep.to(torch.float32) * {lit(-gs)}"
-        else:
-            value = f"torch.full_like(lab, {lit(-gs)}, dtype=torch.float32)"
-        # one-hot entries of labels outside [0, classes) hit nothing, as the where-form
-        lines.append(f"ok = (lab >= 0) & (lab < {ce['classes']})")
-        lines.append(f"{{out}}.scatter_add_({pos}, lab.clamp(0, {ce['classes'] - 1}), "
-                     f"{value} * ok)")
+            lines += [f"keep = torch.ne(lab, {int(ce['ignore_label'])})",
+                      "{out}.mul_(keep)", "hit.logical_and_(keep)"]
+        lines.append(f"{{out}}.scatter_add_({pos}, idx, torch.mul(hit, {lit(-gs)}))")
         return self.emit("custom", "\n".join(lines), [p, label], self.D)
 
     # -- the whole program --------------------------------------------------------------------
@@ -358,9 +366,63 @@ class _Lowering(MatmulLowering):
             v = self.values[st.value]
             v.stored = True
             for d in range(len(self.strides[st.tensor])):
-                name, flips, shape = self.store_view(st, d)
-                stores.append((v, name, self.slots[st.tensor][d], shape, flips))
+                name, flips, shape, matrix = self.store_view(st, d)
+                stores.append((v, name, self.slots[st.tensor][d], shape, flips, matrix))
+        self.softmax_calls()
         return stores
+
+    def softmax_calls(self):
+        """``exp(x - max(x)) / sum(...)`` as ATen's softmax, and ``xs - log(sum(exp(xs)))``
+        (``xs = x - max(x)``) as its log_softmax: one kernel and two passes over the data
+        where the spelled-out form (``decompose``'s) makes five calls and five passes."""
+        readers = {}
+        for op in self.ops:
+            for a in op.args:
+                readers.setdefault(id(a), []).append(op)
+
+        def only(v, *ops):          # ``v`` is a temporary read by exactly ``ops``, not stored
+            return v.kind == "temp" and not v.stored and \
+                sorted(map(id, readers.get(id(v), []))) == sorted(map(id, ops))
+
+        def made(v, fn):
+            return v.op if v.op is not None and v.op.fn == fn and v.op in self.ops else None
+
+        for last in list(self.ops):
+            if last not in self.ops or last.fn not in ("div", "sub") or len(last.args) != 2:
+                continue
+            top, den = last.args
+            s_op = made(den, "log" if last.fn == "sub" else "sum")
+            if last.fn == "sub":          # log_softmax: xs - log(sum(exp(xs)))
+                logged, s_op = s_op, (made(s_op.args[0], "sum") if s_op else None)
+                e_op = made(s_op.args[0], "exp") if s_op else None
+                xs = top
+                if e_op is None or e_op.args[0] is not xs:
+                    continue
+                inner = [logged, s_op, e_op]
+            else:                         # softmax: e / sum(e), e = exp(xs)
+                e_op = made(top, "exp")
+                if s_op is None or e_op is None or s_op.args[0] is not top:
+                    continue
+                xs = e_op.args[0]
+                inner = [s_op, e_op]
+            sub = made(xs, "sub")
+            m_op = made(sub.args[1], "amax") if sub else None
+            if m_op is None or m_op.args[0] is not sub.args[0] or m_op.dims != s_op.dims or \
+                    len(m_op.dims) != 1 or sub.args[0].shape != last.out.shape:
+                continue
+            x, dim = sub.args[0], m_op.dims[0]
+            if last.fn == "div":
+                ok = only(top, s_op, last) and only(den, last) and only(xs, e_op)
+            else:
+                ok = only(xs, e_op, last) and only(e_op.out, s_op) and \
+                    only(s_op.out, logged) and only(den, last)
+            if not (ok and only(m_op.out, sub)):
+                continue
+            for op in inner + [sub, m_op]:
+                self.ops.remove(op)
+            fn = "softmax" if last.fn == "div" else "log_softmax"
+            last.kind, last.fn, last.args, last.dims = "softmax", fn, [x], (dim,)
+            last.fmt = f"torch.{fn}({{a0}}, {dim}, out={{out}})"
 
 def _ir_uses(prog):
     """How many times each IR value is read (by instructions and stores)."""
@@ -400,8 +462,8 @@ def _fold(fn, *xs):
 
 def lower(prog: TileProgram, strides: list, shapes: list, slots: list):
     """``(bind lines, ops, stores)`` of ``prog``: the views and constants bind() makes,
-    the calls run() makes in order, and ``(value, view name, slot, shape, flips)`` per
-    store destination."""
+    the calls run() makes in order, and ``(value, view name, slot, shape, flips, 2-D
+    view)`` per store destination."""
     k = _Lowering(prog, strides, shapes, slots)
     stores = k.build()
     return k.bind_lines, k.ops, stores

@@ -52,13 +52,13 @@ class MatmulLowering:
         return v
 
     def stack_form(self, t, shape, strides, role, transposed):
-        """``(view, cat dim, transpose)``: the operand as a 2-D view in its own layout, the
-        dim its K runs along, and whether the ``mm`` operand is that view transposed."""
+        """``((tensor, shape, strides), cat dim, transpose)``: the operand as a 2-D view in its
+        own layout, the dim its K runs along, and whether the ``mm`` operand is that view
+        transposed (the view is made only if the operands are stacked)."""
         if len(shape) != 2:
             return None
-        natural = self.view(t, 0, shape, strides, prefix="m")
         k_dim = (0 if transposed else 1) if role == "a" else (1 if transposed else 0)
-        return natural, k_dim, transposed
+        return (t, tuple(shape), tuple(strides)), k_dim, transposed
 
     def nd_operand(self, t, shape, strides, transposed):
         sizes, st = list(shape), list(strides)
@@ -150,7 +150,8 @@ class MatmulLowering:
                 if len(kinds) != 1:
                     break
                 dim, transposed = kinds.pop()
-                views = ", ".join(f[side][0] for f in forms)
+                views = ", ".join(self.view(f[side][0][0], 0, f[side][0][1], f[side][0][2], "m")
+                                  for f in forms)
                 sides.append(f"torch.cat(({views},), {dim})" + (".t()" if transposed else ""))
             if len(sides) != 2:
                 continue

@@ -29,8 +29,11 @@ class Op:
     reads: list = field(default_factory=list)   # views read besides ``args``
     inplace: object = None      # the argument whose buffer ``out`` reuses
     dest: object = None         # the store view ``out`` is written to directly, if any
+    dest_value: object = None   # that store's domain-shaped view (differs for N-D matmuls)
     mm2d: tuple = ()            # mm/addmm: (M, N) when the domain is not already 2-D
     stack: tuple = None         # mm/addmm: each operand's (view, K dim, transposed), and K
+    fn: str = ""                # the torch function, for rewrites that look for a pattern
+    dims: tuple = ()            # reductions: the reduced dims
 
 
 def broadcast(shapes, nd):

@@ -171,6 +171,7 @@ def write_plot(history, path, best):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         logging.warning("matplotlib is not installed (pip install 'symtriton[examples]'); "
                         "no plot written")
@@ -190,6 +191,7 @@ def write_plot(history, path, best):
     if best is not None:
         ax.axhline(best, color="gray", linestyle="--", label="best reachable")
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_ylabel("perplexity")
     ax.set_yscale("log")
     ax.legend()
