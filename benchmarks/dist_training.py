@@ -412,7 +412,8 @@ def main(argv=None):
           f"batch {args.batch}, SGD lr {args.lr} momentum 0.9; timed steps per worker: "
           f"symtriton {args.steps}, DDP {args.steps} x {args.ddp_passes} passes; 1 warm-up step; "
           f"figures of the median of {args.repeats} runs (samples/s range in brackets)")
-    print(f"machine: {os.cpu_count()}-core CPU, Triton interpreter (no GPU), 1 thread per "
+    from runtime.context import cpu_target
+    print(f"machine: {os.cpu_count()}-core CPU, symtriton target {cpu_target()}, 1 thread per "
           f"worker; torch {torch.__version__}; load average {load_before:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after; cache dir {cache_dir}")
     if len(workers) > 1 and workers[-1] >= (os.cpu_count() or 1):

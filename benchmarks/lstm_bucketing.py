@@ -77,7 +77,7 @@ def build_parser():
     p.add_argument("--ignore-pad", action="store_true",
                    help="SoftmaxOutput(use_ignore=True) on the padding label (mxnet's "
                         "example does not ignore it)")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=int, default=5,
                    help="timed epochs per side, alternating the sides; medians reported")
     p.add_argument("--mxnet-python", default=None,
                    help="python of a venv with mxnet==1.9.1 (numpy<1.24): adds the mxnet "
@@ -430,8 +430,9 @@ def main(argv=None):
                 mx_times.append(res["epoch_seconds"][0])
                 mx_info = res
         print(f"round {r + 1}: epoch seconds symtriton {sym_times[-1]:.2f}, eager "
-              f"{eager_times[-1]:.2f}" + (f", mxnet {mx_times[-1]:.2f}" if mx_times and
-                                          len(mx_times) == r + 1 else ""), flush=True)
+              f"{eager_times[-1]:.2f} (symtriton speed / eager {et / st:.3f})"
+              + (f", mxnet {mx_times[-1]:.2f} (/ mxnet {mx_times[-1] / st:.3f})"
+                 if mx_times and len(mx_times) == r + 1 else ""), flush=True)
     sym_s, eager_s = statistics.median(sym_times), statistics.median(eager_times)
     sym_tps, eager_tps = tokens / sym_s, tokens / eager_s
     mx_tps = mx_info["tokens"] / statistics.median(mx_times) if mx_times else None

@@ -1,14 +1,23 @@
 """Hoist per-time-step matmuls that share a weight into one matmul.
 
-An unrolled RNN computes ``x_t @ W`` for every step ``t``, where each
-``x_t`` is step ``t`` of one sequence tensor (``SliceChannel`` /
-``slice_axis`` over the time axis, squeezed). When every step of the
-sequence is multiplied by the same ``W`` (same transpose flags, same
-phase), one matmul over the whole sequence does the work of all of them
-with a larger, better-shaped tile; each step then reads its rows of the
-result through a view, which costs no launch.
+An unrolled RNN computes ``x_t @ W`` for every step ``t``. Two cases become
+one matmul with a larger, better-shaped tile, each step then reading its rows
+of the result through a view (no launch):
+
+* **slices of one sequence**: each ``x_t`` is step ``t`` of one tensor
+  (``SliceChannel`` / ``slice_axis`` over the time axis, squeezed) and every
+  step is multiplied by the same ``W``: one matmul over the whole sequence;
+* **independent steps**: the ``x_t`` are separate values (a stacked RNN's
+  layer 1 reads layer 0's per-step outputs; in backward, each layer's input
+  gradient is ``dG_t @ W`` per step) and none of them depends on any of the
+  matmuls: one matmul over their ``Concat``. A recurrence (``h_{t-1} @ W``
+  feeding step ``t``) fails that test and stays per step.
+
+Matmuls group by weight, transpose flags, phase and operand shape.
 """
 from __future__ import annotations
+
+from collections import deque
 
 from ..graph import Builder, Graph
 
@@ -35,7 +44,49 @@ def hoist_matmuls(graph: Graph) -> Graph:
             rows = b.op("Reshape", rows, shape=tuple(out.node(n)["shapes"][0]))
             out.replace_entry((n, 0), rows.entry)
     out.remove_dead()
+    _hoist_independent(out)
+    out.remove_dead()
     return out
+
+
+def _hoist_independent(g: Graph):
+    """``dot(x_t, W)`` for independent ``x_t`` -> slices of ``dot(Concat(x_t), W)``."""
+    groups = {}
+    for n in g.ops():
+        d = g.node(n)
+        if d["op"] != "dot" or d["attrs"].get("transpose_a"):
+            continue
+        a, w = g.inputs(n)
+        if len(g.shape(w)) != 2 or len(g.shape(a)) != 2:
+            continue
+        key = (w, bool(d["attrs"].get("transpose_b")), d["phase"], tuple(g.shape(a)))
+        groups.setdefault(key, []).append(n)
+    for (w, tb, phase, shape), dots in groups.items():
+        if len(dots) < 2 or not _independent(g, dots):
+            continue
+        b = Builder(g, phase, "hoist")
+        parts = [b.ref(g.inputs(n)[0]) for n in dots]
+        stacked = b.op("Concat", *parts, dim=0, num_args=len(parts))
+        seq = b.op("dot", stacked, b.ref(w), transpose_b=tb)
+        rows = shape[0]
+        for i, n in enumerate(dots):
+            part = b.op("slice_axis", seq, axis=0, begin=i * rows, end=(i + 1) * rows)
+            g.replace_entry((n, 0), part.entry)
+
+
+def _independent(g: Graph, dots) -> bool:
+    """No left operand of ``dots`` is computed from any of them (one search from all)."""
+    operands = {g.inputs(n)[0][0] for n in dots}
+    seen = set(dots)
+    queue = deque(dots)
+    while queue:
+        for v in g.g.successors(queue.popleft()):
+            if v in operands:
+                return False
+            if v not in seen:
+                seen.add(v)
+                queue.append(v)
+    return True
 
 
 def _sequence_step(graph: Graph, n):

@@ -37,17 +37,38 @@ def test_shared_weight_steps_become_one_matmul():
         assert torch.allclose(a, b, atol=1e-6)
 
 
-def test_not_hoisted_when_weights_differ_or_steps_are_missing():
+def test_not_hoisted_when_weights_differ():
     T = 3
     g = decompose(infer_shapes(_unrolled(T, share=False).to_graph(),
                                {"x": (2, T, 4), **{f"w{t}": (6, 4) for t in range(T)}}), False)
     assert len(_dots(hoist_matmuls(g))) == T
+
+
+def test_independent_steps_become_one_matmul_over_a_concat():
+    """Steps that are not a whole sequence (here: one unused) or are separate values (a
+    stacked RNN's layer 1 reading layer 0's outputs) still share one matmul."""
+    T = 3
     x, w = sym.Variable("x"), sym.Variable("w")
     steps = sym.SliceChannel(x, num_outputs=T, axis=1, squeeze_axis=True)
-    partial = sym.Group([sym.FullyConnected(steps[t], weight=w, num_hidden=6, no_bias=True)
-                         for t in range(T - 1)])   # step T-1 unused: nothing to gain
-    g = decompose(infer_shapes(partial.to_graph(), {"x": (2, T, 4)}), False)
-    assert len(_dots(hoist_matmuls(g))) == T - 1
+    partial = sym.Group([sym.tanh(sym.FullyConnected(sym.sigmoid(steps[t]), weight=w,
+                                                     num_hidden=6, no_bias=True))
+                         for t in range(T - 1)])
+    before = decompose(infer_shapes(partial.to_graph(), {"x": (2, T, 4)}), False)
+    after = hoist_matmuls(before)
+    assert len(_dots(before)) == T - 1 and len(_dots(after)) == 1
+    assert [after.node(n)["op"] for n in after.ops()].count("Concat") == 1
+    feeds = {"x": torch.randn(2, T, 4), "w": torch.randn(6, 4)}
+    for a, b in zip(evaluate(before, feeds).values(), evaluate(after, feeds).values()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_a_recurrence_stays_per_step():
+    """h_t = tanh(h_{t-1} @ W): each step's operand comes from the previous matmul."""
+    h, w = sym.Variable("h"), sym.Variable("w")
+    for _ in range(4):
+        h = sym.tanh(sym.FullyConnected(h, weight=w, num_hidden=5, no_bias=True))
+    g = decompose(infer_shapes(h.to_graph(), {"h": (2, 5)}), False)
+    assert len(_dots(hoist_matmuls(g))) == 4
 
 
 def test_hoisted_program_trains_like_torch():
