@@ -52,7 +52,6 @@ from collections import Counter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import numpy as np  # noqa: E402
 
 from benchmarks.data import make_data  # noqa: E402
 from tests.distributed.launch import finish, start_command  # noqa: E402
@@ -406,8 +405,8 @@ def main(argv=None):
                 runs[side, w].append(combine(launch(side, w, argv, cache_dir, args.timeout)))
     sym = {w: median_run(runs["symtriton", w]) for w in workers}
     ddp = {w: median_run(runs["ddp", w]) for w in workers}
-    print(f"Data-parallel training: symtriton Module.fit (kvstore dist_sync) vs PyTorch "
-          f"DistributedDataParallel (gloo), worker processes on this machine")
+    print("Data-parallel training: symtriton Module.fit (kvstore dist_sync) vs PyTorch "
+          "DistributedDataParallel (gloo), worker processes on this machine")
     print(f"model: MLP {args.dim}-{args.hidden}-{args.hidden}-{args.classes}, per-worker "
           f"batch {args.batch}, SGD lr {args.lr} momentum 0.9; timed steps per worker: "
           f"symtriton {args.steps}, DDP {args.steps} x {args.ddp_passes} passes; 1 warm-up step; "

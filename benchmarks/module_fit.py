@@ -31,7 +31,6 @@ if __name__ == "__main__":   # --threads (default: all cores) for every side, be
     from benchmarks.data import set_thread_env
     set_thread_env(sys.argv[1:], os.cpu_count() or 1)
 
-import numpy as np  # noqa: E402
 
 from benchmarks.data import make_data  # noqa: E402
 import torch  # noqa: E402

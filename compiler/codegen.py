@@ -208,7 +208,7 @@ def _dot_lines(ctx: _Ctx, ins):
     return [
         f"{v} = tl.zeros((BM, BN), dtype=tl.float32)",
         f"for k0 in range(0, {K}, BK):",
-        f"    kk = k0 + tl.arange(0, BK)",
+        "    kk = k0 + tl.arange(0, BK)",
         f"    a = tl.load(p{ta_i}_0 + ({a_off}) + kk[None, :] * {sak}, mask=mrow & (kk[None, :] < {K}), other=0.0)",
         f"    b = tl.load(p{tb_i}_0 + kk[:, None] * {sbk} + ({b_off}), mask=(kk[:, None] < {K}) & mcol, other=0.0)",
         f"    {v} += tl.dot(a, b, input_precision=\"ieee\")",

@@ -15,7 +15,6 @@ store is legal and whether a value is a whole tile or one per row.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from .ops.matmul import dot_dims
 from .ops.registry import MatMul, Pointwise, Reduction, Special, View, prod

@@ -10,7 +10,6 @@ auto-created argument variables (``fc1_weight``) and auto names
 """
 from __future__ import annotations
 
-import copy as _copy
 import json
 import os
 import sys

@@ -30,7 +30,7 @@ def _literal(text: str):
         raise ValueError(f"not a literal: {len(text)} characters is too long")
     try:
         return ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         raise ValueError(f"not a literal: {text[:80]!r}") from None
 
 

@@ -13,7 +13,7 @@ import torch
 
 from .registry import (Attr, Decompose, OpDef, ShapeError, Special, View, normalize_axis,
                        parse_bool, parse_count, parse_float, parse_int, parse_optional_int,
-                       parse_optional_shape, parse_shape, parse_str, prod, register)
+                       parse_shape, parse_str, prod, register)
 
 
 def _t(s):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..graph import Graph
 from ..kernel_ir import NotFusable, build_tile_program
-from ..ops.registry import MatMul, Reduction, Special, View, prod
+from ..ops.registry import Special, View, prod
 
 
 def is_free_view(graph: Graph, n) -> bool:

@@ -2,7 +2,6 @@
 import torch
 
 from compiler import symbol as sym
-from compiler.passes.autodiff import autodiff
 from compiler.passes.decompose import decompose
 from compiler.passes.hoist_matmuls import hoist_matmuls
 from compiler.passes.infer_shapes import infer_shapes

@@ -1,6 +1,5 @@
 """Launch counts after fusion: the bounds the compiler promises for the LSTM cell
 and the MLP, checked on the compiled Program and on a real run."""
-import torch
 
 from compiler.compile import compile_symbol
 from runtime.context import cpu
