@@ -1,8 +1,9 @@
-"""Train a small MLP through symtriton's compiled path (``make demo``).
+"""Train a small MLP through symtriton's compiled path (``make demo-mlp``).
 
 The network is written with the Symbol API, bound with ``simple_bind`` and
-every forward and backward step runs the fused Triton kernels the compiler
-generated for it (in Triton's interpreter when there is no GPU). Parameters
+every forward and backward step runs the fused kernels the compiler generated
+for it (on ``cpu()``: the cpu target's ATen calls; ``SYMTRITON_CPU_TARGET=interpret``
+runs the Triton kernels in Triton's interpreter instead). Parameters
 are updated with plain SGD in torch: the arrays in ``arg_dict`` and
 ``grad_dict`` are torch tensors.
 
@@ -27,10 +28,9 @@ if ROOT not in sys.path:          # running from a checkout without `pip install
 import numpy as np   # noqa: E402
 import torch         # noqa: E402
 
-import compiler                               # noqa: E402  (chooses the Triton mode first)
+import compiler                               # noqa: E402
 from compiler import symbol as sym            # noqa: E402
-from compiler.triton_mode import interpreting  # noqa: E402
-from runtime.context import cpu               # noqa: E402
+from runtime.context import cpu, cpu_target   # noqa: E402
 
 NUM_IN, HIDDEN, NUM_CLASSES = 64, (128, 64), 10
 
@@ -127,7 +127,7 @@ def main(argv=None):
     unfused = st["unfused_forward_ops"] + st["unfused_backward_ops"]
     print(f"symtriton demo: MLP {NUM_IN}-{'-'.join(map(str, HIDDEN))}-{NUM_CLASSES} + SoftmaxOutput, "
           f"batch {args.batch}, SGD lr {args.lr}, "
-          f"{'Triton interpreter (CPU)' if interpreting() else 'Triton on GPU'}")
+          f"cpu() target {cpu_target()}")
     print(f"data: {args.train_size} train / {args.test_size} test samples, "
           f"{NUM_CLASSES} overlapping Gaussian clusters (seed {args.seed})")
     print(f"bind + compile: {bind_s:.2f} s; launches per training step: {fused} "
