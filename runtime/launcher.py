@@ -99,9 +99,17 @@ def _triton_launch(kernel, ptrs, cfg):
 
 
 def run_bound(bound):
-    """Run bound launches in order."""
-    for run in bound:
-        run()
+    """Run bound launches in order.
+
+    Under ``torch.inference_mode``: the launches never need autograd, and the
+    mode skips its dispatch work on each ATen call (about 15% of a tiny
+    step's time on the cpu target). Every tensor a launch writes was made
+    outside the mode (planned buffers and their views, bound once), so none
+    of the mode's inference-only tensors escapes a launch.
+    """
+    with torch.inference_mode():
+        for run in bound:
+            run()
     LaunchCounter.total += len(bound)
 
 
