@@ -1,7 +1,12 @@
 """The compile pipeline, as one flat list of named passes.
 
-    infer_shapes -> autodiff -> decompose -> hoist_matmuls -> prepare_heads ->
-    simplify -> fuse -> plan_memory -> codegen
+    infer_shapes -> autodiff -> decompose -> hoist_matmuls -> simplify ->
+    prepare_heads -> fuse -> plan_memory -> codegen
+
+``prepare_heads`` runs after ``simplify``: folding ``x + 0`` can turn a head
+into a variable (the gradient of ``BlockGrad(x) * y + x`` with respect to
+``x`` is the head gradient itself), and every head needs a kernel that
+writes its array.
 
 Each stage is timed; ``SYMTRITON_LOG=passes`` prints the times.
 """
@@ -73,8 +78,8 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     g = timed("decompose", decompose, g, is_train)
     g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures
     g = timed("hoist_matmuls", hoist_matmuls, g)
-    g = timed("prepare_heads", prepare_heads, g)
     g = timed("simplify", simplify, g)
+    g = timed("prepare_heads", prepare_heads, g)
     groups = timed("fuse", fuse, g)
     plan = timed("plan_memory", plan_memory, g, groups)
     return g, groups, plan
