@@ -171,7 +171,9 @@ def _compiler_hash() -> str:
 
 def make_key(parts: dict) -> str:
     """sha256 over the canonical JSON of named parts (plus versions)."""
-    full = dict(parts)
+    # "name" is for messages only: auto names (makeloss0, makeloss1) depend on
+    # how many symbols the process built before, and must not split the cache
+    full = {k: v for k, v in parts.items() if k != "name"}
     full["versions"] = _versions()
     text = json.dumps(full, sort_keys=True, separators=(",", ":"))
     key = hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -1,6 +1,7 @@
 """Compile a Symbol for given input shapes into a cached :class:`Program`."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -84,7 +85,13 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
             log.warning("symtriton: compiling %s (key %s)", cache.describe_key(parts), key)
         return _build(symbol, shapes, for_training, grad_req, is_train, target)
 
-    return cache.lookup(key, parts, build)
+    prog = cache.lookup(key, parts, build)
+    names = symbol.list_outputs()
+    if prog.output_names != names:
+        # an equal graph built under other auto names hit the cache: same
+        # kernels, this symbol's output names
+        prog = dataclasses.replace(prog, output_names=names)
+    return prog
 
 
 def _all_argument_shapes(symbol, shapes: dict) -> dict:

@@ -102,3 +102,23 @@ def test_auto_names_do_not_change_the_key(fresh_cache):
     compile_symbol(a, {"data": (2, 4)})
     compile_symbol(b, {"data": (2, 4)})
     assert compiler.cache_stats()["compiles"] == 1
+
+
+def test_auto_named_head_does_not_change_the_key(fresh_cache, monkeypatch):
+    """The head's own auto name (makeloss0 / makeloss1) is not part of the key:
+    the second equal graph is a hit, also offline, and keeps its own output names."""
+    from compiler import symbol as sym
+
+    def build():
+        x = sym.Variable("x")
+        return sym.MakeLoss(sym.sum(x * x))
+
+    a, b = build(), build()
+    assert a.name != b.name
+    pa = compile_symbol(a, {"x": (3, 4)}, True, {"x": "write"})
+    monkeypatch.setenv("SYMTRITON_OFFLINE", "1")
+    pb = compile_symbol(b, {"x": (3, 4)}, True, {"x": "write"})
+    assert compiler.cache_stats()["compiles"] == 1
+    assert [ln.kernel for ln in pa.launches] == [ln.kernel for ln in pb.launches]
+    assert pa.output_names == a.list_outputs() and pb.output_names == b.list_outputs()
+    assert pa.output_names != pb.output_names
