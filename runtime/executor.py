@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from compiler.compile import compile_symbol
+from compiler.dtype_support import require_float32
 from compiler.errors import MXNetError
 from compiler.triton_mode import ensure_mode
 
@@ -80,6 +81,9 @@ class Executor:
                 f"unset to run CPU contexts on the cpu target")
         arg_names = symbol.list_arguments()
         aux_names = symbol.list_auxiliary_states()
+        for name, attrs in symbol.attr_dict().items():
+            if name in arg_names or name in aux_names:
+                require_float32(name, attrs.get("__dtype__"), "Variable(dtype=...)")
         self.arg_dict = self._collect(args, arg_names, "args")
         self.aux_dict = self._collect(aux_states or {}, aux_names, "aux_states", allow_missing=True)
         self._grad_req = _normalize_grad_req(grad_req, arg_names)
@@ -116,6 +120,8 @@ class Executor:
                     shared_buffer=None, shapes=None):
         """Allocate zeroed arrays of the inferred shapes and bind them."""
         shapes = dict(shapes or {})
+        for name, dtype in (type_dict or {}).items():
+            require_float32(name, dtype, "simple_bind type_dict")
         arg_shapes, _, aux_shapes = symbol.infer_shape(**shapes)
         if arg_shapes is None:
             _, _, _ = symbol.infer_shape_partial(**shapes)
@@ -140,6 +146,7 @@ class Executor:
             if v is None:
                 continue
             t = _to_tensor(v, self._ctx, f"{what}['{k}']")
+            require_float32(k, t.dtype, f"bind {what}")
             if not t.is_contiguous():
                 t = t.contiguous()
             out[k] = t if isinstance(t, NDArray) else as_ndarray(t, self._ctx)

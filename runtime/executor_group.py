@@ -20,6 +20,7 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 import torch
 
+from compiler.dtype_support import require_float32
 from compiler.errors import MXNetError
 
 from .context import Context
@@ -385,6 +386,9 @@ class DataParallelExecutorGroup:
             binding.
         """
         assert reshape or not self.execs
+        for desc in list(data_shapes) + list(label_shapes or []):
+            require_float32(getattr(desc, "name", desc[0]), getattr(desc, "dtype", None),
+                            "bind: DataDesc")
         self.batch_size = None
         self.data_layouts = self.decide_slices(data_shapes)
         if label_shapes is not None:

@@ -107,6 +107,9 @@ def test_detmodule_trains_with_imports_changed(monkeypatch):
     # the aliases module_api re-exports (mx.nd, mx.init), for as long as it may not yet
     monkeypatch.setattr(mx, 'nd', getattr(mx, 'nd', mx.ndarray), raising=False)
     monkeypatch.setattr(mx, 'init', getattr(mx, 'init', _init), raising=False)
+    # the fixed (never trained) body keeps its Xavier draw: unseeded, about one
+    # draw in twelve leaves 8 ReLU features that do not separate the clusters
+    mx.random.seed(0)
     rng = np.random.RandomState(0)
     centers = rng.randn(3, 4) * 3
     y = rng.randint(0, 3, size=48)
