@@ -86,8 +86,18 @@ def _fc_gradient(b, n):
     return grads
 
 
+def _fc_dim_links(attrs, in_ranks, out_ranks):
+    """The batch dims: data's first (flatten) or all but its last, and the output's."""
+    data, out = in_ranks[0], out_ranks[0]
+    if data is None or out is None:
+        return []
+    lead = 1 if attrs["flatten"] else min(data, out) - 1
+    return [[("in", 0, k), ("out", 0, k)] for k in range(lead)]
+
+
 register(OpDef(
     name="FullyConnected", pattern="composite", lowering=Decompose(_fc_build),
+    dim_links=_fc_dim_links,
     arguments=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
     attrs=[Attr("num_hidden", parse_int), Attr("no_bias", parse_bool, False),
            Attr("flatten", parse_bool, True)],

@@ -256,6 +256,12 @@ class OpDef:
         ``elemwise``, ``broadcast``, ``injective``, ``reduce``, ``matmul``,
         ``opaque`` or ``composite`` (TVM's pattern kinds).
     lowering : Pointwise | Reduction | MatMul | View | Decompose | Special
+    dim_links : callable(attrs, in_ranks, out_ranks) -> list of groups, optional
+        Dims that must be equal, as groups of ``(side, index, dim)`` with side
+        ``"in"`` or ``"out"`` (ranks are None where unknown). mxnet's unknown
+        (0) dims are filled through them both ways
+        (``passes/infer_unknown_dims.py``); ``pattern == "elemwise"`` links
+        every dim of same-rank inputs and the output without this.
     """
     name: str
     pattern: str
@@ -275,6 +281,7 @@ class OpDef:
     variadic: Optional[str] = None   # attribute holding the input count
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
+    dim_links: Optional[Callable] = None
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
 

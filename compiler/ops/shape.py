@@ -360,8 +360,19 @@ def _concat_grad(b, n):
     return grads
 
 
+def _concat_dim_links(attrs, in_ranks, out_ranks):
+    """Every dim but ``dim`` is shared by the inputs and the output."""
+    ndim = next((r for r in list(in_ranks) + list(out_ranks) if r is not None), None)
+    if ndim is None:
+        return []
+    dim = _concat_dim(attrs, ndim)
+    sides = [("in", i) for i in range(len(in_ranks))] + [("out", 0)]
+    return [[(side, i, k) for side, i in sides] for k in range(ndim) if k != dim]
+
+
 register(OpDef(
     name="Concat", pattern="injective", lowering=Special("concat"),
+    dim_links=_concat_dim_links,
     arguments=lambda attrs: [f"arg{i}" for i in range(attrs["num_args"])],
     attrs=[Attr("num_args", parse_count), Attr("dim", parse_int, 1)],
     infer_shape=_concat_shape,
@@ -491,8 +502,25 @@ def _split_grad(b, n):
     return [b.op("Concat", *grads, num_args=len(grads), dim=axis)]
 
 
+def _split_dim_links(attrs, in_ranks, out_ranks):
+    """Every dim but ``axis`` is shared by the input and each output."""
+    ndim = in_ranks[0]
+    if ndim is None:
+        return []
+    axis = attrs["axis"] % ndim
+    squeeze = attrs["squeeze_axis"]
+    groups = []
+    for k in range(ndim):
+        if k == axis:
+            continue
+        out_k = k - 1 if squeeze and k > axis else k
+        groups.append([("in", 0, k)] + [("out", i, out_k) for i in range(len(out_ranks))])
+    return groups
+
+
 register(OpDef(
     name="SliceChannel", pattern="injective", lowering=Decompose(_split_build),
+    dim_links=_split_dim_links,
     outputs=lambda attrs: [f"output{i}" for i in range(attrs["num_outputs"])],
     attrs=[Attr("num_outputs", parse_count), Attr("axis", parse_int, 1),
            Attr("squeeze_axis", parse_bool, False)],

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import MXNetError
 from ..graph import Graph, check_shape, infer_node
 from ..ops.registry import parse_shape
+from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims
 
 
 def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
@@ -22,6 +23,9 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
     dtypes : dict of str -> str, optional
     """
     dtypes = dtypes or {}
+    unknown_dims = has_unknown_dims(graph, shapes)
+    if unknown_dims:
+        shapes = infer_unknown_dims(graph, shapes)
     for n in graph.variables():
         d = graph.node(n)
         shape = shapes.get(d["name"])
@@ -50,6 +54,18 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
             raise MXNetError(
                 f"cannot infer the shapes of {missing}: give their shapes (for example "
                 f"{missing[0]}=(...)) or the shapes of the inputs they depend on")
+        if unknown_dims:
+            # mxnet reads 0 as "unknown": one nothing filled is an error, not a 0-size array
+            undecided = [f"{graph.describe(n)} {tuple(graph.node(n)['shapes'][0])}"
+                         for n in graph.topo()
+                         if (graph.node(n)["op"] == "null" or not graph.inputs(n))
+                         and graph.node(n)["shapes"] and graph.node(n)["shapes"][0] is not None
+                         and 0 in graph.node(n)["shapes"][0]]
+            if undecided:
+                raise MXNetError(
+                    f"cannot decide the unknown (0) dims of {undecided}: a 0 in a shape "
+                    f"means unknown, as in mxnet; give these shapes in full, or the shapes "
+                    f"of the inputs they meet")
         unknown = [graph.describe(n) for n in ops
                    if any(s is None for s in graph.node(n)["shapes"])]
         if unknown:

@@ -1,0 +1,172 @@
+"""mxnet's unknown dims: a 0 in a shape is filled in from the other operands.
+
+mxnet 1.x (legacy shape semantics) reads 0 in a shape as "not known yet":
+``sym.zeros(shape=(0, H))`` (the begin states ``mx.rnn`` cells make) and
+``Variable(shape=(0, H))`` hints take their batch size from the operands they
+meet. This pass runs before :func:`~compiler.passes.infer_shapes.infer_shapes`
+on graphs that hold such shapes. It propagates partial shapes forwards
+through the operators' own shape rules and, both ways, through the dims an
+operator links:
+
+* ``pattern == "elemwise"``: every input of the output's rank has the
+  output's shape;
+* ``OpDef.dim_links``: the operator's own list (FullyConnected's batch dims,
+  Concat's and SliceChannel's other axes).
+
+What it learns becomes the variables' shapes and the constants' ``shape``
+attributes; :func:`infer_shapes` then checks everything as usual, so a dim
+nothing fills stays 0 and a real disagreement is reported there.
+"""
+from __future__ import annotations
+
+from ..graph import Graph
+from ..ops.registry import ShapeError, parse_shape
+
+Partial = list   # dims, 0 where unknown
+
+
+def has_unknown_dims(graph: Graph, shapes: dict) -> bool:
+    """Whether the given shapes, variable hints or constants hold a 0 dim."""
+    if any(0 in tuple(s) for s in shapes.values() if s is not None):
+        return True
+    for n in graph.g.nodes:
+        d = graph.node(n)
+        if d["op"] == "null":
+            hint = d["raw"].get("__shape__")
+            if hint and d["name"] not in shapes and 0 in _hint(hint):
+                return True
+        elif not graph.inputs(n) and 0 in tuple(d["attrs"].get("shape", ()) or ()):
+            return True
+    return False
+
+
+def infer_unknown_dims(graph: Graph, shapes: dict) -> dict:
+    """Fill unknown (0) dims; return the completed variable shapes.
+
+    Parameters
+    ----------
+    graph : Graph
+        Constant nodes whose ``shape`` attribute had unknown dims get the
+        completed shape (modified in place).
+    shapes : dict of str -> tuple
+        Shapes given for variables, possibly with 0 dims.
+
+    Returns
+    -------
+    dict of str -> tuple
+        ``shapes`` plus every variable whose shape became fully known here.
+    """
+    known = {}                       # entry -> Partial
+    var_of = {}                      # entry of a variable -> its name
+    for n in graph.variables():
+        d = graph.node(n)
+        var_of[(n, 0)] = d["name"]
+        given = shapes.get(d["name"])
+        if given is None and d["raw"].get("__shape__"):
+            given = _hint(d["raw"]["__shape__"])
+        if given is not None:
+            known[(n, 0)] = [int(x) for x in given]
+    ops = graph.ops()
+    for _ in range(2 * len(ops) + 2):
+        changed = False
+        for n in ops:
+            changed |= _visit(graph, n, known)
+        if not changed:
+            break
+    out = dict(shapes)
+    for entry, name in var_of.items():
+        dims = known.get(entry)
+        if dims is not None and 0 not in dims and name not in shapes:
+            out[name] = tuple(dims)
+        elif dims is not None and 0 not in dims and 0 in tuple(shapes[name]):
+            out[name] = tuple(dims)
+    for n in ops:
+        d = graph.node(n)
+        shape = d["attrs"].get("shape")
+        dims = known.get((n, 0))
+        if not graph.inputs(n) and shape is not None and 0 in tuple(shape) and dims \
+                and 0 not in dims:
+            d["attrs"] = dict(d["attrs"], shape=tuple(dims))
+    return out
+
+
+def _hint(text) -> tuple:
+    try:
+        return tuple(parse_shape(text))
+    except ValueError:
+        return ()
+
+
+def _visit(graph: Graph, n, known: dict) -> bool:
+    d = graph.node(n)
+    opdef = d["opdef"]
+    ins = graph.inputs(n)
+    in_dims = [known.get(e) for e in ins]
+    changed = False
+    # forwards, through the operator's own rule (0 dims pass through as sizes)
+    try:
+        new_in, outs = opdef.infer_shape(d["attrs"], [None if s is None else tuple(s)
+                                                       for s in in_dims])
+    except (ShapeError, ZeroDivisionError, ValueError, TypeError, IndexError):
+        new_in, outs = [None] * len(ins), []
+    for e, s in zip(ins, new_in):
+        if s is not None and graph.node(e[0])["op"] == "null":
+            changed |= _merge(known, e, s)
+    for i, s in enumerate(outs):
+        if s is not None:
+            changed |= _merge(known, (n, i), s)
+    # both ways, through the dims the operator links
+    num_out = len(outs) or len(d["shapes"] or []) or 1
+    out_entries = [(n, i) for i in range(num_out)]
+    for group in _links(graph, n, ins, out_entries, known):
+        values = {known[e][k] for e, k in group if known.get(e) and known[e][k]}
+        if len(values) != 1:
+            continue            # nothing to give, or a conflict infer_shapes reports
+        v = values.pop()
+        for e, k in group:
+            dims = known.get(e)
+            if dims is not None and dims[k] == 0:
+                dims[k] = v
+                changed = True
+    return changed
+
+
+def _links(graph, n, ins, outs, known) -> list:
+    """Groups of ``(entry, dim)`` that must be equal."""
+    d = graph.node(n)
+    opdef = d["opdef"]
+    rank = lambda e: None if known.get(e) is None else len(known[e])  # noqa: E731
+    if opdef.pattern == "elemwise":
+        same = [e for e in ins + outs[:1] if rank(e) is not None]
+        ranks = {rank(e) for e in same}
+        if outs and rank(outs[0]) is not None:
+            same = [e for e in same if rank(e) == rank(outs[0])]
+        elif len(ranks) != 1:
+            return []
+        if len(same) < 2:
+            return []
+        return [[(e, k) for e in same] for k in range(rank(same[0]))]
+    if opdef.dim_links is None:
+        return []
+    groups = opdef.dim_links(d["attrs"], [rank(e) for e in ins], [rank(e) for e in outs])
+    entries = {("in", i): e for i, e in enumerate(ins)}
+    entries.update({("out", i): e for i, e in enumerate(outs)})
+    return [[(entries[(side, i)], k) for side, i, k in group
+             if (side, i) in entries and rank(entries[(side, i)]) is not None]
+            for group in groups]
+
+
+def _merge(known: dict, entry, dims) -> bool:
+    dims = [int(x) for x in dims]
+    old = known.get(entry)
+    if old is None:
+        known[entry] = dims
+        return True
+    if len(old) != len(dims):
+        return False
+    changed = False
+    for k, (a, b) in enumerate(zip(old, dims)):
+        if a == 0 and b:
+            old[k] = b
+            changed = True
+    return changed

@@ -1,0 +1,71 @@
+"""mxnet's 0-as-unknown dims (``sym.zeros(shape=(0, H))`` begin states,
+``Variable(shape=(0, H))`` hints) are filled from the other operands, forwards
+and backwards, as mxnet 1.9.1 does: shapes and outputs against mxnet-made
+fixtures (tests/fixtures/make_unknown_dims_fixtures.py)."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import module_api as mx
+from compiler.errors import MXNetError
+
+FIXTURES = json.load(open(os.path.join(os.path.dirname(__file__), "..", "fixtures",
+                                       "unknown_dims.json")))
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_infer_shape_matches_mxnet(name):
+    case = FIXTURES[name]
+    sym = mx.sym.load_json(case["symbol"])
+    args, outs, _ = sym.infer_shape(**{k: tuple(v) for k, v in case["given"].items()})
+    assert sym.list_arguments() == case["arg_names"]
+    assert [list(s) for s in args] == case["arg_shapes"]
+    assert [list(s) for s in outs] == case["out_shapes"]
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_forward_matches_mxnet(cpu_target, name):
+    case = FIXTURES[name]
+    sym = mx.sym.load_json(case["symbol"])
+    arrays = {n: torch.tensor(case["args"][n], dtype=torch.float32).reshape(s)
+              for n, s in zip(case["arg_names"], case["arg_shapes"])}
+    exe = sym.bind(mx.cpu(), {n: mx.nd.array(v.numpy()) for n, v in arrays.items()})
+    for got, want in zip(exe.forward(), case["outputs"]):
+        np.testing.assert_allclose(got.asnumpy().ravel(), np.array(want, np.float32),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_simple_bind_fills_begin_state_variables_and_trains():
+    """mxnet's test_module_states pattern: begin-state Variables get their
+    batch size from the data, and a backward pass runs."""
+    stack = mx.rnn.SequentialRNNCell()
+    for i in range(2):
+        stack.add(mx.rnn.LSTMCell(num_hidden=6, prefix=f"l{i}_"))
+    begin = stack.begin_state(func=mx.sym.Variable)
+    outs, states = stack.unroll(3, begin_state=begin, inputs=mx.sym.Variable("data"),
+                                merge_outputs=True)
+    exe = mx.sym.MakeLoss(mx.sym.sum(outs)).simple_bind(mx.cpu(), data=(4, 3, 5))
+    for s in begin:
+        assert tuple(exe.arg_dict[s.name].shape) == (4, 6)
+    torch.manual_seed(0)
+    for arr in exe.arg_dict.values():
+        arr[:] = torch.rand(arr.shape) - 0.5
+    exe.forward(is_train=True)
+    exe.backward()
+    assert float(exe.grad_dict["l0_i2h_weight"].abs().sum()) > 0
+
+
+def test_a_dim_nothing_fills_stays_unknown_with_the_usual_error():
+    z = mx.sym.zeros(shape=(0, 3))
+    v = mx.sym.var("v")
+    with pytest.raises(MXNetError, match=r"unknown \(0\) dims of \[.*variable 'v' \(0, 2\)"):
+        (mx.sym.FullyConnected(z, num_hidden=2, name="fc") + v).simple_bind(mx.cpu())
+
+
+def test_conflicting_known_dims_are_still_an_error():
+    a, b = mx.sym.var("a"), mx.sym.var("b", shape=(0, 4))
+    with pytest.raises(MXNetError, match="shape"):
+        (a + b).simple_bind(mx.cpu(), a=(2, 3))
