@@ -11,7 +11,7 @@ target, mode), exactly the :func:`compiler.compile.compile_symbol` call the
 runtime's ``Executor`` makes: the same grad_req as ``DataParallelExecutorGroup``
 (parameters ``write`` unless fixed, data ``null`` unless inputs need
 gradients, labels ``null``), each context's slice of the batch from
-``runtime.executor_group._split_input_slice``, the forward-only program the
+``batch_slices._split_input_slice``, the forward-only program the
 Executor also builds when the graph has mode-dependent operators (Dropout,
 BatchNorm). For ``cuda:<arch>`` targets every kernel is also compiled to a
 cubin (``compiler.cubin``; no GPU needed) and stored under
@@ -36,8 +36,10 @@ import time
 
 from . import cache
 from ._atomic import atomic_write_bytes, atomic_write_text
+from .batch_slices import _split_input_slice
 from .compile import canonical_graph_json
 from .errors import MXNetError
+from .symbol import is_mode_dependent
 
 MANIFEST = "symtriton-manifest.json"
 FORMAT = 1
@@ -132,7 +134,6 @@ def bucket_shapes(templates, shapes_json, key) -> dict:
 
 def context_slices(batch_size: int, contexts: int = 1, batch_per_context=None) -> list:
     """Per-context batch sizes, as ``DataParallelExecutorGroup`` slices the batch."""
-    from runtime.executor_group import _split_input_slice
     workload = list(batch_per_context) if batch_per_context else [1] * int(contexts)
     if batch_per_context and sum(workload) != batch_size:
         raise AOTError(f"--batch-per-context {','.join(map(str, workload))} adds up to "
@@ -157,11 +158,6 @@ def module_grad_req(arg_names, data_names, label_names, grad_req="write", fixed=
         else:
             out[k] = "null"
     return out
-
-
-def _mode_dependent(symbol) -> bool:
-    from runtime.executor import _nodes
-    return any(node.op != "null" and node.opdef().mode_dependent for node in _nodes(symbol))
 
 
 # ----------------------------------------------------------------- compiling
@@ -334,7 +330,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                 raise AOTError(f"--fixed-param {name}: the symbol has no argument '{name}'")
         gr = module_grad_req(args, data_names, label_names, grad_req, fixed_params,
                              inputs_need_grad)
-        mode_dep = _mode_dependent(s)
+        mode_dep = is_mode_dependent(s)
         for ctx_i, n in enumerate(sizes):
             sl = {k: ((n,) + tuple(v[1:]) if k in data_names + label_names else tuple(v))
                   for k, v in bshapes.items()}

@@ -80,6 +80,30 @@ def _topo(entries) -> list:
     return order
 
 
+# The runtime registers its Executor here when it is imported: imports flow
+# compiler -> runtime, never back, and module_api imports the runtime.
+_RUNTIME = {}
+
+
+def register_runtime(executor, current_context):
+    """Called by ``runtime.executor``: the classes ``bind``/``simple_bind``/``eval`` use."""
+    _RUNTIME.update(executor=executor, current_context=current_context)
+
+
+def _runtime(what) -> dict:
+    if not _RUNTIME:
+        raise MXNetError(f"Symbol.{what} runs on symtriton's runtime: import module_api "
+                         f"(or runtime) before binding")
+    return _RUNTIME
+
+
+def is_mode_dependent(symbol) -> bool:
+    """Whether some operator of ``symbol`` behaves differently in training
+    (Dropout, BatchNorm): then inference needs a Program of its own."""
+    return any(node.op != "null" and node.opdef().mode_dependent
+               for node in _topo(symbol._outputs))
+
+
 class Symbol:
     """A symbolic multi-output graph, as ``mxnet.symbol.Symbol``."""
 
@@ -415,22 +439,21 @@ class Symbol:
                     group2ctx=None, shared_arg_names=None, shared_exec=None,
                     shared_buffer=None, **kwargs):
         """Allocate arrays for the given input shapes and bind an :class:`Executor`."""
-        from runtime.executor import Executor
-        return Executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
+        executor = _runtime("simple_bind")["executor"]
+        return executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
                                     shared_exec=shared_exec, shared_buffer=shared_buffer,
                                     shapes=kwargs)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
         """Bind given arrays (list in ``list_arguments`` order or dict by name)."""
-        from runtime.executor import Executor
-        return Executor(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
+        executor = _runtime("bind")["executor"]
+        return executor(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
                         aux_states=aux_states, shared_exec=shared_exec)
 
     def eval(self, ctx=None, **kwargs):
         """Bind the given inputs, run forward and return the outputs."""
-        from runtime.context import current_context
-        exe = self.bind(ctx or current_context(), kwargs, grad_req="null")
+        exe = self.bind(ctx or _runtime("eval")["current_context"](), kwargs, grad_req="null")
         return exe.forward()
 
     # mxnet symbols also expose operators as methods (x.reshape(...)).

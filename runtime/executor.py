@@ -15,6 +15,7 @@ import torch
 from compiler.compile import compile_symbol
 from compiler.dtype_support import require_float32
 from compiler.errors import MXNetError
+from compiler.symbol import is_mode_dependent, register_runtime
 from compiler.triton_mode import ensure_mode
 
 from .context import Context, current_context
@@ -160,9 +161,7 @@ class Executor:
         if self._for_training:
             self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
                                               self._grad_req, True, target)
-        mode_dependent = any(node.op != "null" and node.opdef().mode_dependent
-                             for node in _nodes(self._symbol))
-        if not self._for_training or mode_dependent:
+        if not self._for_training or is_mode_dependent(self._symbol):
             self._infer_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
                                               False, target)
         else:
@@ -257,8 +256,7 @@ class Executor:
             self.arg_dict[name].copy_(t)
         if is_train and not self._for_training:
             prog = self._infer_prog if self._train_prog is None else self._train_prog
-            if self._train_prog is None and any(
-                    node.op != "null" and node.opdef().mode_dependent for node in _nodes(self._symbol)):
+            if self._train_prog is None and is_mode_dependent(self._symbol):
                 self._train_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
                                                   True, self._ctx.target)
                 prog = self._train_prog
@@ -373,6 +371,36 @@ class Executor:
         """The compiled Programs (training, inference) this executor runs."""
         return self._train_prog, self._infer_prog
 
+    def debug_str(self):
+        """The graph and the memory plan of this executor, as text (mxnet's ``debug_str``).
+
+        First mxnet's layout of the symbol: ``Symbol Outputs``, then every
+        node in topological order (``Variable:name`` with its shape, or
+        ``Op:type, Name=name`` with its inputs, attributes and output
+        shapes). Then, per compiled Program (training and, when it differs,
+        inference), the launches in order (fused operators, what the kernel
+        computes, its hash) and the memory plan: each internal buffer with
+        its size, the graph values that share it over the step (names from
+        the compiler's plan, which is recomputed here: the passes are pure)
+        and the launches that use it, and the planned total. Buffers are
+        allocated here if no forward has run yet; the last line gives the
+        bytes of the pool this executor uses (``_total_exec_bytes``).
+        """
+        lines = _graph_lines(self._symbol, self._input_shapes)
+        progs = []
+        if self._train_prog is not None:
+            progs.append(("training", self._train_prog, self._grad_req, True))
+        if self._infer_prog is not None and self._infer_prog is not self._train_prog:
+            progs.append(("inference", self._infer_prog, {}, False))
+        for title, prog, grad_req, is_train in progs:
+            self._buffers_for(prog)
+            values = _buffer_values(self._symbol, self._input_shapes, grad_req, is_train, prog)
+            lines += _plan_lines(title, prog, values)
+        total = self._pool.nbytes()
+        lines.append(f"Total {total} bytes ({total >> 20} MB) allocated in "
+                     f"{len(self._pool.tensors)} pool buffers")
+        return "\n".join(lines) + "\n"
+
 
 class _BufferPool:
     """Flat fp32 tensors handed to Programs; one Program never gets one tensor twice.
@@ -414,3 +442,86 @@ def _numel(shape):
 def _nodes(symbol):
     from compiler.symbol import _topo
     return _topo(symbol._outputs)
+
+
+def _graph_lines(symbol, input_shapes):
+    """mxnet's ``Symbol.Print`` layout, with the inferred shape of every output."""
+    internals = symbol.get_internals()
+    _, out_shapes, _ = internals.infer_shape(**input_shapes)
+    shapes = {}
+    for (node, i), shape in zip(internals._outputs, out_shapes or []):
+        shapes[(id(node), i)] = tuple(shape)
+    lines = ["Symbol Outputs:"]
+    for k, (name, (node, i)) in enumerate(zip(symbol.list_outputs(), symbol._outputs)):
+        lines.append(f"\toutput[{k}]={name}({i}) shape={shapes.get((id(node), i))}")
+    from compiler.symbol import _topo
+    for node in _topo(symbol._outputs):
+        if node.op == "null":
+            lines.append(f"Variable:{node.name} shape={shapes.get((id(node), 0))}")
+            continue
+        lines += ["--------------------", f"Op:{node.op}, Name={node.name}", "Inputs:"]
+        for k, (src, j) in enumerate(node.inputs):
+            lines.append(f"\targ[{k}]={src.output_names()[j]}({j})")
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("__")}
+        if attrs:
+            lines.append("Attrs:")
+            lines += [f"\t{k}={v}" for k, v in sorted(attrs.items())]
+        lines.append("Outputs:")
+        for j, name in enumerate(node.output_names()):
+            shape = shapes.get((id(node), j))
+            lines.append(f"\t{name}" + ("" if shape is None else f" shape={shape}"))
+    return lines
+
+
+def _buffer_values(symbol, input_shapes, grad_req, is_train, prog):
+    """``{buffer: [(offset, shape, value name)]}`` from the compiler's memory plan.
+
+    The passes are pure, so running them again gives the plan the Program
+    was built from; ``None`` if it does not match (then launches are listed).
+    """
+    from compiler.compile import _all_argument_shapes
+    from compiler.passes.pipeline import run_passes
+    shapes = _all_argument_shapes(symbol, input_shapes)
+    g, _, plan = run_passes(symbol.to_graph(), shapes, grad_req, is_train, {})
+    if [int(n) for n in plan["buffers"]] != [int(n) for n in prog.buffers]:
+        return None
+    values = {b: [] for b in range(len(prog.buffers))}
+    for (node, idx), layouts in sorted(plan["layouts"].items(), key=lambda kv: kv[0]):
+        name = g.node(node).get("name") or f"node{node}"
+        name = name if idx == 0 else f"{name}[{idx}]"
+        for slot, offset, shape, _ in layouts:
+            if slot[0] == "buf":
+                values[int(slot[1])].append((int(offset), tuple(shape), name))
+    return values
+
+
+def _plan_lines(title, prog, values):
+    """The launches of ``prog`` and the values that share each of its internal buffers."""
+    counts = {"fwd": 0, "bwd": 0}
+    lines = ["====================",
+             f"Program ({title}, target {prog.target}): {len(prog.launches)} launches"]
+    users = {b: [] for b in range(len(prog.buffers))}
+    for pos, ln in enumerate(prog.launches):
+        label = f"{ln.phase}[{counts[ln.phase]}]"
+        counts[ln.phase] += 1
+        ops = ", ".join(prog.groups[pos]) if pos < len(prog.groups) else ""
+        lines.append(f"Launch {label} ({ops}): {ln.summary} kernel={ln.kernel}")
+        for kind, name, _, _ in ln.args:
+            if kind == "buf" and label not in users[int(name)]:
+                users[int(name)].append(label)
+    lines.append("Memory plan:")
+    total = 0
+    for b, size in enumerate(prog.buffers):
+        nbytes = 4 * max(int(size), 1)
+        total += nbytes
+        rand = " (random, filled before each forward)" if b in prog.random_buffers else ""
+        held = values.get(b, []) if values is not None else []
+        lines.append(f"Buffer {b}: {int(size)} float32, {nbytes} bytes{rand}, shared by "
+                     f"{len(held)} value(s), used by launches {', '.join(users[b])}")
+        for offset, shape, name in held:
+            lines.append(f"\t{name} shape={shape} at element {offset}")
+    lines.append(f"Total {len(prog.buffers)} buffers, {total} bytes planned")
+    return lines
+
+
+register_runtime(Executor, current_context)

@@ -20,47 +20,13 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 import torch
 
+from compiler.batch_slices import _split_input_slice
 from compiler.dtype_support import require_float32
 from compiler.errors import MXNetError
 
 from .context import Context
 from .executor import Executor
 from .ndarray import as_ndarray, empty
-
-
-def _split_input_slice(batch_size, work_load_list):
-    """Get input slice from the input shape (mxnet 1.9.1 ``executor_manager``).
-
-    Each device gets ``round(w * batch_size / sum(w))`` samples (Python 3
-    rounding), the shortfall goes to the last device, and a device left with
-    no sample raises ``ValueError('Too many slices. Some splits are empty.')``.
-
-    Parameters
-    ----------
-    batch_size : int
-        The number of samples in a mini-batch.
-    work_load_list : list of float or int
-        The work load of each device, in the order of the contexts.
-
-    Returns
-    -------
-    list of slice
-    """
-    total_work_load = sum(work_load_list)
-    batch_num_list = [round(work_load * batch_size / total_work_load)
-                      for work_load in work_load_list]
-    batch_num_sum = sum(batch_num_list)
-    if batch_num_sum < batch_size:
-        batch_num_list[-1] += batch_size - batch_num_sum
-    slices = []
-    end = 0
-    for batch_num in batch_num_list:
-        begin = int(min((end, batch_size)))
-        end = int(min((begin + batch_num, batch_size)))
-        if begin >= end:
-            raise ValueError('Too many slices. Some splits are empty.')
-        slices.append(slice(begin, end))
-    return slices
 
 
 class _Desc(namedtuple("DataDesc", ["name", "shape"])):

@@ -28,6 +28,10 @@ _MODULES: dict = {}
 # Triton's interpreter keeps the running grid in module-level state, so two threads
 # must not launch at once (dist_async applies updates from a server thread).
 LAUNCH_LOCK = threading.RLock()
+# Set by ``mx.profiler`` while it records: run_bound then wraps every launch in a
+# named torch.profiler range. Checked once per run_bound, so off costs one test.
+PROFILING = False
+LAUNCH_NAMES: set = set()       # every range name bind_launches made (the profiler's "operator"s)
 
 
 def load_module(source_hash: str):
@@ -70,13 +74,27 @@ class LaunchCounter:
         cls.total = 0
 
 
+class BoundLaunches(list):
+    """The callables of bound launches, with ``names``: one profiler range name per launch."""
+    names: list = []
+
+
+def launch_name(ln) -> str:
+    """A launch's range name: phase, what it computes and its kernel hash."""
+    what = ln.summary or "kernel"
+    return f"{ln.phase} {what} #{ln.kernel[:8]}"
+
+
 def bind_launches(launches, resolve) -> list:
     """One callable per launch, its buffers resolved now.
 
     ``resolve(kind, name, offset, numel)`` gives the flat tensor of one
     argument; arrays must stay the same objects while the result is used.
+    The result is a list with ``names`` (see :func:`launch_name`).
     """
-    bound = []
+    bound = BoundLaunches()
+    bound.names = [launch_name(ln) for ln in launches]
+    LAUNCH_NAMES.update(bound.names)
     for ln in launches:
         module = load_module(ln.kernel)
         flat = [resolve(*arg) for arg in ln.args]
@@ -107,9 +125,23 @@ def run_bound(bound):
     outside the mode (planned buffers and their views, bound once), so none
     of the mode's inference-only tensors escapes a launch.
     """
+    if PROFILING:
+        _run_profiled(bound)
+        return
     with torch.inference_mode():
         for run in bound:
             run()
+    LaunchCounter.total += len(bound)
+
+
+def _run_profiled(bound):
+    """``run_bound`` with each launch in a ``torch.profiler.record_function`` range."""
+    names = getattr(bound, "names", None) or [f"kernel {i}" for i in range(len(bound))]
+    record = torch.profiler.record_function
+    with torch.inference_mode():
+        for name, run in zip(names, bound):
+            with record(name):
+                run()
     LaunchCounter.total += len(bound)
 
 

@@ -1,0 +1,535 @@
+"""``mx.profiler``: mxnet 1.9.1's profiler API, recorded with ``torch.profiler``.
+
+While the profiler runs (``set_state('run')``, not paused), every generated
+kernel launch an executor makes runs inside a ``torch.profiler`` range
+named after the launch (``fwd matmul over domain (32, 64) #f92c14ac``:
+phase, what the kernel computes, its source hash; see
+:func:`runtime.launcher.launch_name`), so the ATen calls (cpu target) or
+Triton launches inside it nest under it. ``dump()`` writes everything
+recorded so far as a Chrome trace (``chrome://tracing``, Perfetto) to the
+``filename`` of :func:`set_config` (default ``profile.json``): the kernel
+ranges have category ``operator`` as mxnet's operators do, a
+:class:`Task` / :class:`Frame` has its domain's name as category, a
+:class:`Counter` writes counter (``"ph": "C"``) events and a
+:class:`Marker` instant (``"ph": "i"``) events. ``dumps()`` returns mxnet's
+aggregate table (count, total / min / max / average time per name and
+category; value statistics for counters).
+
+Differences from mxnet, by design:
+
+* Aggregate statistics are always kept (``aggregate_stats`` is accepted).
+* ``continuous_dump`` / ``dump_period`` are accepted and ignored: call
+  ``dump(finished=False)`` to write the file while running.
+* ``profile_process='server'`` raises: there are no kvstore server
+  processes here (dist kvstores run in the workers).
+* Optimizer updates are not wrapped in ranges; their ATen calls appear
+  unnamed.
+* On a GPU, kernel ranges time the host side of the launch (launches are
+  asynchronous); torch's CUDA activity, recorded too, has device times.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+import threading
+import warnings
+
+import torch
+
+from compiler.errors import MXNetError
+from runtime import launcher as _launcher
+
+_CONFIG_KEYS = ("filename", "profile_all", "profile_symbolic", "profile_imperative",
+                "profile_memory", "profile_api", "continuous_dump",
+                "dump_period", "aggregate_stats", "profile_process")
+_lock = threading.RLock()
+_config = {"filename": "profile.json", "profile_memory": False}
+_state = {"run": False, "paused": False, "session": None, "origin_us": None}
+_events: list = []              # trace events (ts in us from the first session's start)
+_meta: dict = {}                # (name, pid, tid) -> metadata event, deduplicated
+_stats: dict = {}               # category -> name -> [count, total, min, max]
+_categories: dict = {}          # range name -> category (tasks, frames, events)
+_instants: dict = {}            # tag -> ("C" | "i", category, name, value or scope)
+_kvstore_handle = None
+_COUNTER_TAG = "__symtriton_counter__"
+_MARKER_TAG = "__symtriton_marker__"
+_tags = itertools.count()
+
+
+def set_kvstore_handle(handle):
+    """Remember the kvstore (mxnet profiles its server through it; nothing to do here)."""
+    global _kvstore_handle
+    _kvstore_handle = handle
+
+
+def _worker_only(profile_process):
+    if profile_process != "worker":
+        raise MXNetError(f"profile_process={profile_process!r}: symtriton has no kvstore "
+                         f"server processes to profile; use 'worker'")
+
+
+def set_config(**kwargs):
+    """Configure the profiler (keyword arguments only, as mxnet).
+
+    Parameters
+    ----------
+    filename : str
+        The trace file :func:`dump` writes (default ``profile.json``).
+    profile_all, profile_symbolic, profile_imperative, profile_memory, profile_api : bool
+        Accepted; kernel launches are recorded in every case,
+        ``profile_memory`` (or ``profile_all``) also records torch's
+        allocations.
+    continuous_dump, dump_period, aggregate_stats : optional
+        Accepted (see the module docstring).
+    profile_process : str
+        ``'worker'`` only.
+    """
+    unknown = sorted(set(kwargs) - set(_CONFIG_KEYS))
+    if unknown:
+        raise MXNetError(f"profiler.set_config: unknown option(s) {unknown}; known options are "
+                         f"{list(_CONFIG_KEYS)}")
+    _worker_only(kwargs.get("profile_process", "worker"))
+    with _lock:
+        for key, value in kwargs.items():
+            if key != "filename" and isinstance(value, str):
+                value = value.lower() in ("1", "true")
+            _config[key] = value
+        _config["filename"] = str(_config["filename"])
+
+
+def profiler_set_config(mode="symbolic", filename="profile.json"):
+    """Deprecated form of :func:`set_config`."""
+    warnings.warn("profiler.profiler_set_config() is deprecated. Please use "
+                  "profiler.set_config() instead")
+    set_config(**{"profile_" + mode: True, "filename": filename})
+
+
+def set_state(state="stop", profile_process="worker"):
+    """Start (``'run'``) or stop (``'stop'``) recording.
+
+    Parameters
+    ----------
+    state : str
+        ``'run'`` or ``'stop'``.
+    profile_process : str
+        ``'worker'`` only.
+    """
+    if state not in ("run", "stop"):
+        raise MXNetError(f"profiler.set_state: state must be 'run' or 'stop', got {state!r}")
+    _worker_only(profile_process)
+    with _lock:
+        if state == "run" and not _state["run"]:
+            _state["run"], _state["paused"] = True, False
+            _start_session()
+        elif state == "stop" and _state["run"]:
+            _state["run"] = False
+            _stop_session()
+
+
+def profiler_set_state(state="stop"):
+    """Deprecated form of :func:`set_state`."""
+    warnings.warn("profiler.profiler_set_state() is deprecated. Please use "
+                  "profiler.set_state() instead")
+    set_state(state)
+
+
+def pause(profile_process="worker"):
+    """Stop recording until :func:`resume` (what was recorded is kept)."""
+    _worker_only(profile_process)
+    with _lock:
+        if _state["run"] and not _state["paused"]:
+            _state["paused"] = True
+            _stop_session()
+
+
+def resume(profile_process="worker"):
+    """Resume recording after :func:`pause`."""
+    _worker_only(profile_process)
+    with _lock:
+        if _state["run"] and _state["paused"]:
+            _state["paused"] = False
+            _start_session()
+
+
+def state():
+    """``'run'`` while recording (paused included), else ``'stop'``."""
+    return "run" if _state["run"] else "stop"
+
+
+def dump(finished=True, profile_process="worker"):
+    """Write the trace recorded so far to the configured ``filename``.
+
+    Parameters
+    ----------
+    finished : bool
+        ``True`` (default): stop the profiler first, as mxnet does. ``False``:
+        keep recording (the file is rewritten with everything on the next dump).
+    profile_process : str
+        ``'worker'`` only.
+    """
+    _worker_only(profile_process)
+    with _lock:
+        if finished:
+            set_state("stop")
+        else:
+            _flush()
+        doc = {"traceEvents": list(_meta.values()) + sorted(_events, key=lambda e: e["ts"]),
+               "displayTimeUnit": "ms"}
+        path = _config["filename"]
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".profile-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+
+
+def dump_profile():
+    """Deprecated form of :func:`dump`."""
+    warnings.warn("profiler.dump_profile() is deprecated. Please use profiler.dump() instead")
+    dump(True)
+
+
+def dumps(reset=False, format="table", sort_by="total", ascending=False):  # noqa: A002
+    """The aggregate statistics recorded so far, as a table (or JSON) string.
+
+    Parameters
+    ----------
+    reset : bool
+        Clear the statistics afterwards.
+    format : str
+        ``'table'`` or ``'json'``.
+    sort_by : str
+        ``'total'``, ``'avg'``, ``'min'``, ``'max'`` or ``'count'``.
+    ascending : bool
+    """
+    assert format in ("table", "json"), \
+        "Invalid value provided for format: {0}. Support: 'table', 'json'".format(format)
+    keys = {"total": 1, "avg": None, "min": 2, "max": 3, "count": 0}
+    assert sort_by in keys, ("Invalid value provided for sort_by: {0}. Support: 'total', "
+                             "'avg', 'min', 'max', 'count'".format(sort_by))
+    assert ascending in (False, True), \
+        "Invalid value provided for ascending: {0}. Support: False, True".format(ascending)
+    assert reset in (False, True), \
+        "Invalid value provided for reset: {0}. Support: False, True".format(reset)
+    with _lock:
+        if _state["run"] and not _state["paused"]:
+            _flush()
+        text = _format_json() if format == "json" else _format_table(sort_by, ascending)
+        if reset:
+            _stats.clear()
+    return text
+
+
+# -- sessions: one torch.profiler run between start and stop / pause ---------------------
+
+def _start_session():
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    memory = bool(_config.get("profile_memory") or _config.get("profile_all"))
+    session = torch.profiler.profile(activities=activities, profile_memory=memory)
+    session.start()
+    _state["session"] = session
+    _launcher.PROFILING = True
+
+
+def _stop_session():
+    _launcher.PROFILING = False
+    session, _state["session"] = _state["session"], None
+    if session is None:
+        return
+    session.stop()
+    fd, tmp = tempfile.mkstemp(prefix="symtriton-trace-", suffix=".json")
+    os.close(fd)
+    try:
+        session.export_chrome_trace(tmp)
+        with open(tmp) as f:
+            doc = json.load(f)
+    finally:
+        os.unlink(tmp)
+    _collect(doc)
+
+
+def _flush():
+    """Close the running session into the recorded events, then start a new one."""
+    if _state["run"] and not _state["paused"]:
+        _stop_session()
+        _start_session()
+
+
+def _collect(doc):
+    base_us = float(doc.get("baseTimeNanoseconds", 0)) / 1000.0
+    if _state["origin_us"] is None:
+        events = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X"]
+        _state["origin_us"] = base_us + min((float(e["ts"]) for e in events), default=0.0)
+    shift = base_us - _state["origin_us"]
+    for ev in doc.get("traceEvents", []):
+        if "ts" not in ev:
+            continue
+        if ev.get("ph") == "M":
+            ev["ts"] = 0
+            _meta.setdefault((ev.get("name"), ev.get("pid"), ev.get("tid")), ev)
+            continue
+        ev["ts"] = float(ev["ts"]) + shift
+        ev = _classify(ev)
+        if ev is not None:
+            _events.append(ev)
+
+
+def _classify(ev):
+    """Give our ranges their mxnet category; turn tagged ranges into counter / marker events."""
+    name = ev.get("name", "")
+    if ev.get("ph") != "X":
+        return ev
+    if name.startswith((_COUNTER_TAG, _MARKER_TAG)):
+        inst = _instants.pop(name, None)
+        if inst is None:
+            return None
+        kind, cat, label, value = inst
+        out = {"name": label, "cat": cat, "ph": kind, "ts": ev["ts"], "pid": ev["pid"],
+               "tid": ev["tid"]}
+        if kind == "C":
+            out["args"] = {label: value}
+            _add_stat("Counter", f"{cat}::{label}", value)
+        else:
+            out["s"] = {"global": "g", "process": "p"}.get(value, "t")
+        return out
+    if name in _launcher.LAUNCH_NAMES:
+        ev["cat"] = "operator"
+    elif name in _categories:
+        ev["cat"] = _categories[name]
+    else:
+        return ev
+    _add_stat(ev["cat"], name, float(ev.get("dur", 0.0)))
+    return ev
+
+
+def _add_stat(category, name, value):
+    row = _stats.setdefault(category, {}).get(name)
+    if row is None:
+        _stats[category][name] = [1, value, value, value]
+    else:
+        row[0] += 1
+        row[1] += value
+        row[2] = min(row[2], value)
+        row[3] = max(row[3], value)
+
+
+def _rows(table, sort_by, ascending):
+    def key(item):
+        count, total, lo, hi = item[1]
+        return {"total": total, "avg": total / count, "min": lo, "max": hi,
+                "count": count}[sort_by]
+    return sorted(table.items(), key=key, reverse=not ascending)
+
+
+def _format_table(sort_by, ascending):
+    lines = ["", "Profile Statistics:", "\tNote the difference in units for different entries."]
+    for category in sorted(_stats):
+        counter = category == "Counter"
+        unit = ("Min Value", "Max Value", "Avg Value") if counter else \
+            ("Min Time (ms)", "Max Time (ms)", "Avg Time (ms)")
+        total = "Total Value" if counter else "Time (ms)"
+        scale = 1.0 if counter else 1e-3
+        lines += [category, "=================",
+                  f"{'Name':<40}{'Total Count':>12}{total:>17}{unit[0]:>17}{unit[1]:>17}"
+                  f"{unit[2]:>17}",
+                  f"{'----':<40}{'-----------':>12}{'-' * len(total):>17}"
+                  f"{'-' * len(unit[0]):>17}{'-' * len(unit[1]):>17}{'-' * len(unit[2]):>17}"]
+        for name, (count, tot, lo, hi) in _rows(_stats[category], sort_by, ascending):
+            lines.append(f"{name[:39]:<40}{count:>12}{tot * scale:>17.4f}{lo * scale:>17.4f}"
+                         f"{hi * scale:>17.4f}{tot * scale / count:>17.4f}")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _format_json():
+    doc = {"Time": {}, "Unit": {"Time": "ms"}}
+    for category, table in _stats.items():
+        scale = 1.0 if category == "Counter" else 1e-3
+        doc["Time"][category] = {
+            name: {"Count": count, "Total": tot * scale, "Min": lo * scale, "Max": hi * scale,
+                   "Avg": tot * scale / count}
+            for name, (count, tot, lo, hi) in table.items()}
+    return json.dumps(doc, indent=2)
+
+
+def _instant(kind, category, name, value):
+    """Record a counter value or a marker as a tagged empty range (aligned with the trace)."""
+    if not _launcher.PROFILING:
+        return
+    tag = f"{_COUNTER_TAG if kind == 'C' else _MARKER_TAG}{next(_tags)}"
+    _instants[tag] = (kind, category, name, value)
+    with torch.profiler.record_function(tag):
+        pass
+
+
+# -- user objects -------------------------------------------------------------------------
+
+class Domain:
+    """A profiling domain: the category of the tasks, frames, counters and markers it makes.
+
+    Parameters
+    ----------
+    name : str
+    """
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return self.name
+
+    def new_task(self, name):
+        """A :class:`Task` of this domain."""
+        return Task(self, name)
+
+    def new_frame(self, name):
+        """A :class:`Frame` of this domain."""
+        return Frame(self, name)
+
+    def new_counter(self, name, value=None):
+        """A :class:`Counter` of this domain."""
+        return Counter(self, name, value)
+
+    def new_marker(self, name):
+        """A :class:`Marker` of this domain."""
+        return Marker(self, name)
+
+
+class _Duration:
+    """A named range timed between ``start()`` and ``stop()`` (one torch range)."""
+
+    def __init__(self, category, name):
+        self.name = name
+        self._range = None
+        _categories[name] = category
+
+    def start(self):
+        """Start timing."""
+        if self._range is not None:
+            raise MXNetError(f"{type(self).__name__} '{self.name}' is already started; call "
+                             f"stop() first")
+        self._range = torch.profiler.record_function(self.name)
+        self._range.__enter__()
+
+    def stop(self):
+        """Stop timing."""
+        if self._range is None:
+            raise MXNetError(f"{type(self).__name__} '{self.name}' was not started; call "
+                             f"start() first")
+        rng, self._range = self._range, None
+        rng.__exit__(None, None, None)
+
+    def __str__(self):
+        return self.name
+
+
+class Task(_Duration):
+    """A unit of work, timed between ``start()`` and ``stop()``; category: its domain.
+
+    Parameters
+    ----------
+    domain : Domain
+    name : str
+    """
+
+    def __init__(self, domain, name):
+        super().__init__(str(domain), name)
+
+
+class Frame(_Duration):
+    """A frame (one pass of a repeated stage), timed between ``start()`` and ``stop()``.
+
+    Parameters
+    ----------
+    domain : Domain
+    name : str
+    """
+
+    def __init__(self, domain, name):
+        super().__init__(str(domain), name)
+
+
+class Event(_Duration):
+    """A named event timed between ``start()`` and ``stop()`` (category ``Events``).
+
+    Parameters
+    ----------
+    name : str
+    """
+
+    def __init__(self, name):
+        super().__init__("Events", name)
+
+
+class Counter:
+    """A value tracked over time; each change while recording is a trace counter event.
+
+    Parameters
+    ----------
+    domain : Domain
+    name : str
+    value : int, optional
+        Initial value.
+    """
+
+    def __init__(self, domain, name, value=None):
+        self.name = name
+        self.domain = domain
+        self.value = 0
+        if value is not None:
+            self.set_value(value)
+
+    def set_value(self, value):
+        """Set the counter to ``value``."""
+        self.value = int(value)
+        _instant("C", str(self.domain), self.name, self.value)
+
+    def increment(self, delta=1):
+        """Add ``delta``."""
+        self.set_value(self.value + int(delta))
+
+    def decrement(self, delta=1):
+        """Subtract ``delta``."""
+        self.set_value(self.value - int(delta))
+
+    def __iadd__(self, delta):
+        self.increment(delta)
+        return self
+
+    def __isub__(self, delta):
+        self.decrement(delta)
+        return self
+
+    def __str__(self):
+        return self.name
+
+
+class Marker:
+    """An instant in time, written as a trace instant event by :meth:`mark`.
+
+    Parameters
+    ----------
+    domain : Domain
+    name : str
+    """
+
+    def __init__(self, domain, name):
+        self.name = name
+        self.domain = domain
+
+    def mark(self, scope="process"):
+        """Record the marker now.
+
+        Parameters
+        ----------
+        scope : str
+            ``'global'``, ``'process'``, ``'thread'``, ``'task'`` or ``'marker'``.
+        """
+        scopes = ("global", "process", "thread", "task", "marker")
+        if scope not in scopes:
+            raise MXNetError(f"Marker.mark: scope must be one of {scopes}, got {scope!r}")
+        _instant("i", str(self.domain), self.name, scope)

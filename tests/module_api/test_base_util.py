@@ -1,0 +1,126 @@
+"""``mx.base`` and ``mx.util``: mxnet 1.9.1's names, and NumPy semantics refused clearly."""
+import os
+
+import numpy as np
+import pytest
+
+import module_api as mx
+from compiler.errors import MXNetError
+
+
+def test_base_error_is_the_project_error():
+    assert mx.base.MXNetError is MXNetError is mx.MXNetError
+    assert mx.base.error_types["MXNetError"] is MXNetError
+    with pytest.raises(mx.base.MXNetError):
+        mx.sym.Variable("x").infer_shape(y=(1, 2))
+
+
+def test_not_implemented_for_symbol_message():
+    def sort(x):
+        return x
+    err = mx.base.NotImplementedForSymbol(sort, "_sort", mx.sym.Variable("a"), 1)
+    assert isinstance(err, MXNetError)
+    msg = str(err)
+    assert msg.startswith('Function sort (namely operator "_sort") with arguments (')
+    assert msg.endswith("is not implemented for Symbol and only available in NDArray.")
+    assert "NotImplementedForSymbol" in mx.base.error_types
+
+
+def test_type_tuples_and_helpers():
+    assert isinstance("a", mx.base.string_types)
+    assert not isinstance(b"a", mx.base.string_types)
+    for v in (1, 2.5, np.float32(1), np.int64(3)):
+        assert isinstance(v, mx.base.numeric_types)
+    for v in (1, np.int32(1), np.int64(1)):
+        assert isinstance(v, mx.base.integer_types)
+    assert not isinstance(1.5, mx.base.integer_types)
+    assert mx.base.py_str(b"caf\xc3\xa9") == "caf\u00e9"
+    assert mx.base._as_list(3) == [3]
+    lst = [1, 2]
+    assert mx.base._as_list(lst) is lst
+    assert mx.base._as_list((1,)) == (1,)
+    assert repr(mx.base._Null) == "_Null"
+    assert mx.base.mx_real_t is np.float32
+
+
+def test_data_dir_follows_mxnet_home(monkeypatch):
+    monkeypatch.setenv("MXNET_HOME", "/tmp/some-mx-home")
+    assert mx.base.data_dir() == "/tmp/some-mx-home"
+    monkeypatch.delenv("MXNET_HOME")
+    assert mx.base.data_dir() == os.path.join(os.path.expanduser("~"), ".mxnet")
+
+
+def test_classproperty():
+    class A:
+        _v = 3
+
+        @mx.base.classproperty
+        def v(cls):
+            return cls._v
+    assert A.v == 3 and A().v == 3
+
+
+def test_np_shape_is_off_and_turning_off_works():
+    assert mx.util.is_np_shape() is False
+    assert mx.util.is_np_array() is False
+    assert mx.util.set_np_shape(False) is False
+    with mx.util.np_shape(False):
+        assert not mx.util.is_np_shape()
+    with mx.util.np_array(False):
+        assert not mx.util.is_np_array()
+    mx.util.reset_np()
+    mx.util.set_np(shape=False, array=False)
+
+
+def test_np_shape_on_raises_naming_what_is_unsupported():
+    with pytest.raises(MXNetError, match="NumPy shape semantics"):
+        mx.util.set_np_shape(True)
+    with pytest.raises(MXNetError, match="legacy shapes"):
+        with mx.util.np_shape():
+            pass
+    with pytest.raises(MXNetError, match="NumPy array semantics"):
+        with mx.util.np_array(True):
+            pass
+    with pytest.raises(MXNetError):
+        mx.util.set_np()
+    with pytest.raises(ValueError, match="required"):
+        mx.util.set_np(shape=False, array=True)
+    assert not mx.util.is_np_shape()
+
+
+def test_use_np_decorators_wrap_then_raise_when_called():
+    @mx.util.use_np_shape
+    def f():
+        return 1
+
+    @mx.util.use_np
+    class Block:
+        def forward(self):
+            return 2
+    with pytest.raises(MXNetError, match="NumPy shape semantics"):
+        f()
+    with pytest.raises(MXNetError):
+        Block().forward()
+    with pytest.raises(TypeError):
+        mx.util.use_np_shape(3)
+
+
+def test_getenv_setenv():
+    name = "SYMTRITON_TEST_UTIL_VAR"
+    assert mx.util.getenv(name) is None
+    mx.util.setenv(name, "abc")
+    try:
+        assert mx.util.getenv(name) == "abc" == os.environ[name]
+    finally:
+        mx.util.setenv(name, None)
+    assert name not in os.environ
+
+
+def test_misc_util():
+    @mx.util.set_module("mxnet.numpy")
+    def g():
+        pass
+    assert g.__module__ == "mxnet.numpy"
+    assert mx.util.get_gpu_count() >= 0
+    with pytest.raises(ValueError, match="gpu context"):
+        mx.util.get_cuda_compute_capability(mx.cpu())

@@ -1,0 +1,260 @@
+"""``mx.test_utils``: mxnet 1.9.1's semantics, and checks that fail when they must."""
+import os
+
+import numpy as np
+import pytest
+
+import module_api as mx
+from compiler.errors import MXNetError
+from module_api import test_utils as tu
+
+
+# -- comparisons -----------------------------------------------------------------------
+
+def test_assert_almost_equal_default_tolerances_follow_dtype():
+    a = np.ones((4,), np.float32)
+    tu.assert_almost_equal(a, a + 5e-4)                       # float32: atol 1e-3
+    with pytest.raises(AssertionError, match="exceeds tolerance"):
+        tu.assert_almost_equal(a, a + 3e-3)
+    with pytest.raises(AssertionError):                        # float64: atol 1e-20
+        tu.assert_almost_equal(a.astype(np.float64), a.astype(np.float64) + 5e-4)
+    tu.assert_almost_equal(a, a + 0.05, rtol=0, atol={np.dtype(np.float32): 0.1})
+    tu.assert_almost_equal(mx.nd.array(a), a + 5e-4)          # NDArray against numpy
+
+
+def test_assert_almost_equal_report_names_location_and_mismatch_share():
+    a = np.zeros(10, np.float32)
+    b = a.copy()
+    b[[2, 5, 7]] = [1.0, 3.0, 2.0]
+    with pytest.raises(AssertionError) as e:
+        tu.assert_almost_equal(a, b, names=("got", "want"))
+    msg = str(e.value)
+    assert "mismatch 30.000000%" in msg
+    assert "Location of maximum error: (5,)" in msg
+    assert "got=0.00000000, want=3.00000000" in msg
+    with pytest.raises(AssertionError) as e:                  # count at most 2 mismatches
+        tu.assert_almost_equal(a, b, mismatches=(1, 2))
+    assert "mismatch at least 30.000000%" in str(e.value)
+
+
+def test_assert_almost_equal_nan_broadcast_and_bool():
+    a = np.array([1.0, np.nan], np.float32)
+    with pytest.raises(AssertionError):
+        tu.assert_almost_equal(a, a)
+    tu.assert_almost_equal(a, a, equal_nan=True)
+    tu.assert_almost_equal(np.ones((2, 3)), np.ones(3))       # broadcasts by default
+    with pytest.raises(AssertionError, match="are not equal"):
+        tu.assert_almost_equal(np.ones((2, 3)), np.ones(3), use_broadcast=False)
+    tu.assert_almost_equal(np.array([True, False]), np.array([True, False]))
+    with pytest.raises(AssertionError):
+        tu.assert_almost_equal(np.array([True, False]), np.array([True, True]))
+
+
+def test_almost_equal_same_and_exceptions():
+    assert tu.almost_equal(np.ones(3), np.ones(3) + 1e-9)
+    assert not tu.almost_equal(np.ones(3), np.ones(3) + 1e-3)
+    assert tu.same(mx.nd.ones((2,)), np.ones(2))
+    assert not tu.same(np.ones(2), np.ones(3))
+    tu.assert_exception(int, ValueError, "x")
+    with pytest.raises(AssertionError, match="did not raise"):
+        tu.assert_exception(int, ValueError, "3")
+    tu.assert_almost_equal_ignore_nan(np.array([1.0, np.nan]), np.array([1.0, 5.0]))
+    tu.assert_almost_equal_with_err(np.arange(10.0), np.arange(10.0) + (np.arange(10) == 3),
+                                    etol=0.15)
+    with pytest.raises(AssertionError):
+        tu.assert_almost_equal_with_err(np.arange(10.0), np.arange(10.0) + 1, etol=0.15)
+
+
+# -- random data and contexts ------------------------------------------------------------
+
+def test_rand_ndarray_dense_and_sparse_refused():
+    arr = tu.rand_ndarray((3, 4))
+    assert isinstance(arr, mx.nd.NDArray)
+    assert tuple(arr.shape) == (3, 4) and arr.context == mx.cpu(0)
+    assert np.dtype(arr.asnumpy().dtype) == np.float32
+    arr64 = tu.rand_ndarray((2,), dtype=np.float64, ctx=mx.cpu(1))
+    assert arr64.asnumpy().dtype == np.float64 and arr64.context == mx.cpu(1)
+    for stype in ("csr", "row_sparse"):
+        with pytest.raises(MXNetError, match=stype):
+            tu.rand_ndarray((3, 4), stype, density=0.5)
+
+
+def test_rand_shapes():
+    np.random.seed(0)
+    for _ in range(20):
+        s2, s3, sn = tu.rand_shape_2d(3, 4), tu.rand_shape_3d(2, 2, 2), tu.rand_shape_nd(5, 3)
+        assert len(s2) == 2 and 1 <= s2[0] <= 3 and 1 <= s2[1] <= 4
+        assert len(s3) == 3 and all(1 <= d <= 2 for d in s3)
+        assert len(sn) == 5 and all(1 <= d <= 3 for d in sn)
+    zero = [tu.rand_shape_nd(4, 1, allow_zero_size=True) for _ in range(30)]
+    assert any(0 in s for s in zero)
+
+
+def test_default_context_and_set_default_context():
+    assert tu.default_context() == mx.cpu(0)
+    tu.set_default_context(mx.cpu(1))
+    try:
+        assert tu.default_context() == mx.cpu(1) == mx.current_context()
+        assert tu.rand_ndarray((2,)).context == mx.cpu(1)
+    finally:
+        tu.set_default_context(mx.cpu(0))
+    assert tu.default_context() == mx.cpu(0)
+
+
+def test_environment_sets_and_restores():
+    a, b = "SYMTRITON_TU_A", "SYMTRITON_TU_B"
+    os.environ[b] = "old"
+    try:
+        with tu.environment(a, "1"):
+            assert os.environ[a] == "1" and tu.getenv(a) == "1"
+        assert a not in os.environ
+        with pytest.raises(RuntimeError):
+            with tu.environment({a: "x", b: None}):
+                assert os.environ[a] == "x" and b not in os.environ
+                raise RuntimeError("body fails")
+        assert a not in os.environ and os.environ[b] == "old"
+    finally:
+        os.environ.pop(b, None)
+
+
+def test_discard_stderr(capfd):
+    with tu.discard_stderr():
+        os.write(2, b"hidden-by-discard\n")
+    os.write(2, b"shown-after\n")
+    err = capfd.readouterr().err
+    assert "hidden-by-discard" not in err and "shown-after" in err
+
+
+def test_retry_reruns_until_pass():
+    calls = []
+
+    @tu.retry(3)
+    def flaky():
+        calls.append(1)
+        assert len(calls) >= 2
+    flaky()
+    assert len(calls) == 2
+
+    @tu.retry(2)
+    def always():
+        assert False, "never"
+    with pytest.raises(AssertionError, match="never"):
+        always()
+
+
+# -- symbolic checks ----------------------------------------------------------------------
+
+def _ab():
+    return mx.sym.Variable("a"), mx.sym.Variable("b")
+
+
+def test_simple_forward():
+    a, b = _ab()
+    x, y = np.random.rand(2, 3), np.random.rand(2, 3)
+    np.testing.assert_allclose(tu.simple_forward(a * b + 1, a=x, b=y), x * y + 1, rtol=1e-5)
+
+
+def test_check_symbolic_forward_passes_and_fails():
+    a, b = _ab()
+    m1, m2 = np.array([[1, 2], [3, 4.0]]), np.array([[5, 6], [7, 8.0]])
+    outs = tu.check_symbolic_forward(mx.sym.dot(a, b), [m1, m2], [np.array([[19, 22], [43, 50.0]])])
+    assert outs[0].shape == (2, 2)
+    dot = mx.sym.dot(a, b)
+    tu.check_symbolic_forward(dot, {"a": m1, "b": m2}, {dot.list_outputs()[0]: m1 @ m2})
+    with pytest.raises(AssertionError, match="EXPECTED_"):
+        tu.check_symbolic_forward(mx.sym.dot(a, b), [m1, m2], [m1 @ m2 + 1])
+    with pytest.raises(ValueError, match="do not match"):
+        tu.check_symbolic_forward(mx.sym.dot(a, b), {"a": m1}, [m1])
+
+
+def test_check_symbolic_backward_write_add_null():
+    a, b = _ab()
+    x, y = np.random.rand(3, 4), np.random.rand(3, 4)
+    og = np.random.rand(3, 4)
+    grads = tu.check_symbolic_backward(a * b, [x, y], [og], [og * y, og * x])
+    np.testing.assert_allclose(grads["a"].asnumpy(), og * y, rtol=1e-5)
+    tu.check_symbolic_backward(a * b, [x, y], [og], [og * y, og * x], grad_req="add")
+    tu.check_symbolic_backward(a * b, [x, y], [og], {"a": og * y, "b": 0 * x},
+                               grad_req={"a": "write", "b": "null"})
+    with pytest.raises(AssertionError, match="BACKWARD_b"):
+        tu.check_symbolic_backward(a * b, [x, y], [og], [og * y, og * y])
+
+
+def test_check_numeric_gradient_correct_gradients_pass():
+    np.random.seed(1)
+    a, b = _ab()
+    x, y = np.random.rand(3, 4), np.random.rand(3, 4)
+    tu.check_numeric_gradient(mx.sym.tanh(a) * b, [x, y])
+    fc = mx.sym.FullyConnected(a, num_hidden=3, name="fc")
+    tu.check_numeric_gradient(fc, {"a": np.random.rand(2, 5), "fc_weight": np.random.rand(3, 5),
+                                   "fc_bias": np.random.rand(3)})
+    tu.check_numeric_gradient(a * b, [x, y], grad_nodes={"a": "add", "b": "null"})
+
+
+def test_check_numeric_gradient_wrong_gradient_fails():
+    # BlockGrad's backward is zero while the forward depends on ``a``: the
+    # symbolic gradient of ``a`` is wrong as a derivative, and the check must say so.
+    np.random.seed(2)
+    a, b = _ab()
+    x, y = np.random.rand(3, 4) + 0.5, np.random.rand(3, 4) + 0.5
+    wrong = mx.sym.BlockGrad(a) * b
+    with pytest.raises(AssertionError, match="NUMERICAL_a"):
+        tu.check_numeric_gradient(wrong, [x, y])
+    tu.check_numeric_gradient(wrong, [x, y], grad_nodes=["b"])   # b's gradient is right
+
+
+def test_symbolic_checks_refuse_other_dtypes():
+    a, b = _ab()
+    with pytest.raises(MXNetError, match="float32"):
+        tu.check_numeric_gradient(a * b, [np.ones(2), np.ones(2)], dtype=np.float64)
+    with pytest.raises(MXNetError, match="float32"):
+        tu.check_symbolic_forward(a * b, [np.ones(2), np.ones(2)], [np.ones(2)],
+                                  dtype=np.float16)
+
+
+def test_check_consistency_across_cpu_contexts():
+    np.random.seed(3)
+    a = mx.sym.Variable("a")
+    fc = mx.sym.FullyConnected(a, num_hidden=3, name="fc")
+    gt = tu.check_consistency(fc, [{"ctx": mx.cpu(0), "a": (2, 5)},
+                                   {"ctx": mx.cpu(1), "a": (2, 5)}])
+    assert set(gt) == {"fc_output", "a", "fc_weight", "fc_bias"}
+    params = {"a": np.random.rand(2, 5), "fc_weight": np.random.rand(3, 5),
+              "fc_bias": np.random.rand(3)}
+    gt = tu.check_consistency(fc, [mx.cpu(0), mx.cpu(1)], arg_params=params, grad_req="null")
+    np.testing.assert_allclose(gt["fc_output"].asnumpy(),
+                               params["a"] @ params["fc_weight"].T + params["fc_bias"],
+                               rtol=1e-5)
+
+
+def test_check_consistency_detects_a_difference():
+    a = mx.sym.Variable("a")
+    relu = mx.sym.Activation(a, act_type="relu", name="act")
+    tanh = mx.sym.Activation(a, act_type="tanh", name="act")
+    ctx = [{"ctx": mx.cpu(0), "a": (4, 3)}, {"ctx": mx.cpu(1), "a": (4, 3)}]
+    with pytest.raises(AssertionError):
+        tu.check_consistency([relu, tanh], ctx)
+    with pytest.raises(MXNetError, match="float16"):
+        tu.check_consistency(relu, [dict(ctx[0], type_dict={"a": np.float16}), ctx[1]])
+
+
+def test_compare_optimizer():
+    tu.compare_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9),
+                         mx.optimizer.SGD(learning_rate=0.1, momentum=0.9), (3, 4), np.float32)
+    tu.compare_optimizer(mx.optimizer.Adam(), mx.optimizer.Adam(), [(3, 4), (5,)], np.float32,
+                         ntensors=2)
+    with pytest.raises(AssertionError):
+        tu.compare_optimizer(mx.optimizer.SGD(learning_rate=0.1),
+                             mx.optimizer.SGD(learning_rate=0.2), (3, 4), np.float32)
+    with pytest.raises(MXNetError, match="row_sparse"):
+        tu.compare_optimizer(mx.optimizer.SGD(), mx.optimizer.SGD(), (3, 4), np.float32,
+                             w_stype="row_sparse")
+
+
+def test_dummy_iter_repeats_the_first_batch():
+    it = mx.io.NDArrayIter(np.arange(12.0).reshape(6, 2), np.arange(6.0), batch_size=2)
+    dummy = tu.DummyIter(it)
+    first = next(dummy)
+    for _ in range(5):
+        assert next(dummy) is first
+    assert dummy.batch_size == 2
