@@ -550,7 +550,9 @@ def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None
         raise TypeError("Variable name must be a string")
     attrs = _attribute.current().get(attr)
     if shape is not None:
-        attrs["__shape__"] = _raw(tuple(shape))
+        # mxnet also takes a bare int (``shape=(1)`` is the int 1): one dim
+        attrs["__shape__"] = _raw((int(shape),) if isinstance(shape, (int, np.integer))
+                                  else tuple(shape))
     if lr_mult is not None:
         attrs["__lr_mult__"] = str(lr_mult)
     if wd_mult is not None:

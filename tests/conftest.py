@@ -21,6 +21,10 @@ import compiler  # noqa: E402,F401  (sets TRITON_INTERPRET=1 when there is no GP
 
 import pytest  # noqa: E402
 
+# mxnet 1.9.1's own unit tests: run by tests/module_api/test_mxnet_unittests.py through
+# the mxnet -> module_api alias, in a process of their own
+collect_ignore = ["mxnet_unittest"]
+
 
 @pytest.fixture(params=["cpu", "interpret"])
 def cpu_target(request, monkeypatch):

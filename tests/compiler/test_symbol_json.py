@@ -90,3 +90,10 @@ def test_bad_json_is_a_clear_error(doc, words):
         sym.load_json(json.dumps(doc))
     for w in words:
         assert w in str(err.value)
+
+
+def test_variable_shape_may_be_a_bare_int_as_in_mxnet():
+    """mxnet's own tests write ``shape=(1)``, which is the int 1."""
+    from compiler import symbol as sym
+    v = sym.var("b", shape=(1))
+    assert v.infer_shape()[0] == [(1,)]
