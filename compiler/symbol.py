@@ -442,14 +442,14 @@ class Symbol:
         executor = _runtime("simple_bind")["executor"]
         return executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
                                     shared_exec=shared_exec, shared_buffer=shared_buffer,
-                                    shapes=kwargs)
+                                    shapes=kwargs, group2ctx=group2ctx)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
         """Bind given arrays (list in ``list_arguments`` order or dict by name)."""
         executor = _runtime("bind")["executor"]
         return executor(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
-                        aux_states=aux_states, shared_exec=shared_exec)
+                        aux_states=aux_states, shared_exec=shared_exec, group2ctx=group2ctx)
 
     def eval(self, ctx=None, **kwargs):
         """Bind the given inputs, run forward and return the outputs."""

@@ -63,12 +63,15 @@ class Executor:
     grad_req : str, list or dict
         ``write``, ``add`` or ``null`` per argument.
     aux_states : list or dict of arrays, optional
+    group2ctx : dict of str to Context, optional
+        Where the arguments of each ``ctx_group`` live (see :func:`placement`).
     """
 
     def __init__(self, symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
-                 shared_exec=None):
+                 shared_exec=None, group2ctx=None):
         self._symbol = symbol
         self._ctx = ctx if isinstance(ctx, Context) else current_context()
+        self._placement = placement(symbol, self._ctx, group2ctx)
         # Internal buffers come from a pool shared with ``shared_exec`` (as
         # mxnet's buckets share the default bucket's memory): executors that
         # never run at the same time reuse the same tensors.
@@ -96,8 +99,9 @@ class Executor:
                     self.aux_dict.setdefault(name, empty(s, self._ctx))
         self._input_shapes = shapes
         if args_grad is None:
-            self.grad_dict = {n: empty(self.arg_dict[n].shape, self._ctx)
-                              for n in arg_names if self._grad_req[n] != "null"}
+            self.grad_dict = {
+                n: empty(self.arg_dict[n].shape, self._placement.get(n, self._ctx))
+                for n in arg_names if self._grad_req[n] != "null"}
         else:
             self.grad_dict = self._collect(args_grad, arg_names, "args_grad", allow_missing=True)
             for n in arg_names:
@@ -118,7 +122,7 @@ class Executor:
     # -- construction -------------------------------------------------------------
     @classmethod
     def simple_bind(cls, symbol, ctx, grad_req="write", type_dict=None, shared_exec=None,
-                    shared_buffer=None, shapes=None):
+                    shared_buffer=None, shapes=None, group2ctx=None):
         """Allocate zeroed arrays of the inferred shapes and bind them."""
         shapes = dict(shapes or {})
         for name, dtype in (type_dict or {}).items():
@@ -131,9 +135,12 @@ class Executor:
             raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
                              f"as keyword arguments (name=shape)")
         ctx = ctx if isinstance(ctx, Context) else current_context()
-        args = {n: empty(s, ctx) for n, s in zip(symbol.list_arguments(), arg_shapes)}
-        aux = {n: empty(s, ctx) for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}
-        return cls(symbol, ctx, args, None, grad_req, aux, shared_exec)
+        place = placement(symbol, ctx, group2ctx)
+        args = {n: empty(s, place.get(n, ctx))
+                for n, s in zip(symbol.list_arguments(), arg_shapes)}
+        aux = {n: empty(s, place.get(n, ctx))
+               for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}
+        return cls(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
 
     def _collect(self, arrays, names, what, allow_missing=False):
         if isinstance(arrays, (list, tuple)):
@@ -150,7 +157,9 @@ class Executor:
             require_float32(k, t.dtype, f"bind {what}")
             if not t.is_contiguous():
                 t = t.contiguous()
-            out[k] = t if isinstance(t, NDArray) else as_ndarray(t, self._ctx)
+            if not isinstance(t, NDArray):
+                t = as_ndarray(t, self._placement.get(k, self._ctx))
+            out[k] = t
         missing = [n for n in names if n not in out]
         if missing and not allow_missing:
             raise MXNetError(f"{what}: no array for {missing}")
@@ -437,6 +446,35 @@ def _numel(shape):
     for d in shape:
         n *= int(d)
     return n
+
+
+def placement(symbol, ctx, group2ctx) -> dict:
+    """The context of each argument and auxiliary state in a ``ctx_group`` that
+    ``group2ctx`` maps (mxnet's model-parallel placement); others use ``ctx``.
+
+    Arrays are allocated on, and report, their group's context. The compiled
+    Program still runs as one: every group must map to the executor's torch
+    device (any ``cpu(i)``, or one GPU). Groups on different devices need
+    copies where an edge crosses devices, which are not built yet: an error.
+    """
+    if not group2ctx:
+        return {}
+    attrs = symbol.attr_dict()
+    out = {}
+    for name in symbol.list_arguments() + symbol.list_auxiliary_states():
+        group = attrs.get(name, {}).get("__ctx_group__")
+        if group is not None and group in group2ctx:
+            target = group2ctx[group]
+            if not isinstance(target, Context):
+                raise MXNetError(f"group2ctx['{group}'] must be a Context, got {target!r}")
+            out[name] = target
+    devices = sorted({str(c.torch_device) for c in out.values()} | {str(ctx.torch_device)})
+    if len(devices) > 1:
+        raise MXNetError(
+            f"group2ctx places ctx_groups on devices {devices}: running one symbol across "
+            f"devices (copies where an edge crosses them) is not supported yet; map every "
+            f"group to {ctx}'s device")
+    return out
 
 
 def _nodes(symbol):

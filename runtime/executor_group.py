@@ -25,7 +25,7 @@ from compiler.dtype_support import require_float32
 from compiler.errors import MXNetError
 
 from .context import Context
-from .executor import Executor
+from .executor import Executor, placement
 from .ndarray import as_ndarray, empty
 
 
@@ -423,23 +423,24 @@ class DataParallelExecutorGroup:
         if label_shapes is not None:
             input_shapes.update({d.name: tuple(d.shape) for d in label_shapes})
         arg_shapes, aux_shapes = self._infer_arg_shapes(i, input_shapes)
+        place = placement(self.symbol, context, self.group2ctxs[i])
         args, grads, aux = {}, {}, {}
         for name, shape in zip(self.arg_names, arg_shapes):
-            shape = tuple(shape)
+            shape, at = tuple(shape), place.get(name, context)
             need_grad = self.grad_req[name] != 'null'
             if name in self.param_names:
-                args[name] = self._shared_or_new(shared_exec, "arg_dict", name, shape, context)
+                args[name] = self._shared_or_new(shared_exec, "arg_dict", name, shape, at)
                 if need_grad:
-                    grads[name] = self._shared_or_new(shared_exec, "grad_dict", name, shape,
-                                                      context)
+                    grads[name] = self._shared_or_new(shared_exec, "grad_dict", name, shape, at)
             else:
-                args[name] = self._get_or_reshape(name, shared_data_arrays, shape, context)
+                args[name] = self._get_or_reshape(name, shared_data_arrays, shape, at)
                 if need_grad:
-                    grads[name] = empty(shape, context)
+                    grads[name] = empty(shape, at)
         for name, shape in zip(self.aux_names, aux_shapes):
-            aux[name] = self._shared_or_new(shared_exec, "aux_dict", name, tuple(shape), context)
+            aux[name] = self._shared_or_new(shared_exec, "aux_dict", name, tuple(shape),
+                                            place.get(name, context))
         exe = Executor(self.symbol, context, args, grads, self.grad_req, aux,
-                       shared_exec=shared_exec)
+                       shared_exec=shared_exec, group2ctx=self.group2ctxs[i])
         self._account(exe)
         return exe
 
@@ -449,15 +450,18 @@ class DataParallelExecutorGroup:
         context = self.contexts[i]
         input_shapes = {d.name: tuple(d.shape) for d in shapes_i}
         arg_shapes, aux_shapes = self._infer_arg_shapes(i, input_shapes)
+        place = placement(self.symbol, context, self.group2ctxs[i])
         args, grads, aux = {}, {}, {}
         for name, shape in zip(self.arg_names, arg_shapes):
-            shape = tuple(shape)
-            args[name] = self._shared_or_new(base, "arg_dict", name, shape, context)
+            shape, at = tuple(shape), place.get(name, context)
+            args[name] = self._shared_or_new(base, "arg_dict", name, shape, at)
             if self.grad_req[name] != 'null':
-                grads[name] = self._shared_or_new(base, "grad_dict", name, shape, context)
+                grads[name] = self._shared_or_new(base, "grad_dict", name, shape, at)
         for name, shape in zip(self.aux_names, aux_shapes):
-            aux[name] = self._shared_or_new(base, "aux_dict", name, tuple(shape), context)
-        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux, shared_exec=base)
+            aux[name] = self._shared_or_new(base, "aux_dict", name, tuple(shape),
+                                            place.get(name, context))
+        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux, shared_exec=base,
+                       group2ctx=self.group2ctxs[i])
         for mon in self._monitors:
             mon.install(exe)
         return exe
