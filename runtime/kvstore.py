@@ -25,7 +25,9 @@ import torch
 
 from compiler._atomic import atomic_write_bytes
 from compiler.errors import MXNetError
+
 from . import optimizer as opt
+from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
 
 __all__ = ["KVStoreBase", "KVStore", "create"]
@@ -149,9 +151,22 @@ class KVStore(KVStoreBase):
     def _combine(self, merged):
         """Hook: combine this worker's per-key sums with other workers' (in place)."""
 
+    def _pushed_sums(self, key, value):
+        """Each key's sum over its devices, compressed where mxnet compresses
+        (see runtime/gradient_compression.py)."""
+        pairs = _pairs(key, value, "push")
+        comp = self._compression
+        if comp is None:
+            return [(k, self._reduce(k, vals)) for k, vals in pairs]
+        if not self._type.startswith("dist"):
+            pairs = [(k, [comp.quantize((k, i), v) for i, v in enumerate(vals)])
+                     for k, vals in pairs]
+            return [(k, self._reduce(k, vals)) for k, vals in pairs]
+        return [(k, comp.quantize((k, "worker"), self._reduce(k, vals))) for k, vals in pairs]
+
     def push(self, key, value, priority=0):
         """Sum the values of each key (in device order); store the sum, or update with it."""
-        merged = [(k, self._reduce(k, vals)) for k, vals in _pairs(key, value, "push")]
+        merged = self._pushed_sums(key, value)
         self._combine(merged)
         if self._updater is not None:
             keys = [k for k, _ in merged]
@@ -186,7 +201,19 @@ class KVStore(KVStoreBase):
         raise MXNetError("row_sparse_pull: sparse storage is not supported by symtriton")
 
     def set_gradient_compression(self, compression_params):
-        raise MXNetError("gradient compression is not supported by symtriton's kvstore")
+        """2-bit gradient compression with error feedback, as mxnet 1.9.1 does it.
+
+        Parameters
+        ----------
+        compression_params : dict
+            ``{'type': '2bit', 'threshold': 0.5}`` (threshold optional). Only
+            ``device`` and ``dist_*`` stores compress; ``local`` refuses, as
+            in mxnet.
+        """
+        if "device" not in self._type and "dist" not in self._type:
+            raise MXNetError("Gradient compression is not supported for this type of kvstore "
+                             f"('{self._type}'): use 'device' or a 'dist_*' store")
+        self._compression = TwoBitCompression.from_params(compression_params)
 
     def set_optimizer(self, optimizer):
         """Update on the store: later pushes apply ``optimizer`` to the stored values."""

@@ -186,7 +186,7 @@ class DistAsyncKVStore(KVStore):
 
     def push(self, key, value, priority=0):
         """Send each key's gradient to its owner, which updates at once."""
-        merged = [(k, self._reduce(k, vals)) for k, vals in _pairs(key, value, "push")]
+        merged = self._pushed_sums(key, value)
         works = []
         with self._request(f"push of {len(merged)} keys"):
             for k, m in merged:

@@ -27,7 +27,7 @@ def test_create_and_properties():
     with pytest.raises(MXNetError):
         kvs.create("bogus")
     with pytest.raises(MXNetError, match="compression"):
-        kvs.create("device").set_gradient_compression({"type": "2bit"})
+        kvs.create("local").set_gradient_compression({"type": "2bit"})
 
 
 @pytest.mark.parametrize("kv_type", ["local", "device"])
