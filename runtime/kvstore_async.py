@@ -292,7 +292,3 @@ class DistAsyncKVStore(KVStore):
         self._group.barrier("kvstore barrier")
 
     _barrier = barrier
-
-    def set_gradient_compression(self, compression_params):
-        raise MXNetError("gradient compression is not supported by symtriton's distributed "
-                         "kvstore")

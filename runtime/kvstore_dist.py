@@ -133,7 +133,3 @@ class DistSyncKVStore(KVStore):
         self._group.barrier("kvstore barrier")
 
     _barrier = barrier
-
-    def set_gradient_compression(self, compression_params):
-        raise MXNetError("gradient compression is not supported by symtriton's distributed "
-                         "kvstore; gradients are all-reduced in full precision")

@@ -63,6 +63,16 @@ def test_kvstore_api_across_three_workers(tmp_path, job):
                                                                           expected))
 
 
+def test_dist_sync_compresses_each_workers_sum(tmp_path):
+    """2-bit compression on dist_sync quantizes each worker's sum over its devices
+    (0.3 (r+1) + 0.3 = 0.6, 0.9, 1.2 -> 0.5 each): 1.5 in all. Compressing each
+    device instead would give 0 + 0.5 + 0.5."""
+    launch.run("kv_api_compressed", 3, tmp_path)
+    for res in _load(tmp_path, 3):
+        for k in "abc":
+            np.testing.assert_allclose(res[f"after:{k}"], np.full_like(res[f"after:{k}"], 1.5))
+
+
 def _mlp_reference(results, world):
     """One process, kvstore='local', each step on the workers' batches concatenated."""
     batch = worker.MLP_BATCH * world

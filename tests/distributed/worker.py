@@ -147,19 +147,24 @@ def lstm_job(kv_type, out):
     _save(out, kv, initial, mod, rec)
 
 
-def kv_api_job(kv_type, out):
+def kv_api_job(kv_type, out, compress=False):
     """The kvstore API on its own: init takes rank 0's value; without an optimizer a
     dist_sync push stores the sum over every worker and device, a dist_async push
-    replaces the owner's copy."""
+    replaces the owner's copy. ``compress``: 2-bit compression (threshold 0.5) of
+    each worker's sum, the two devices pushing 0.3 (r+1) and 0.3."""
     kv = mx.kv.create(kv_type)
     r, n = kv.rank, kv.num_workers
+    if compress:
+        kv.set_gradient_compression({"type": "2bit", "threshold": 0.5})
     keys = ["a", "b", "c"]
     kv.init(keys, [mx.nd.full((3,), 10.0 * (r + 1)), mx.nd.full((2, 2), float(r)),
                    mx.nd.full((5,), -1.0 - r)])
     first = [mx.nd.zeros((3,)), mx.nd.zeros((2, 2)), mx.nd.zeros((5,))]
     kv.pull(keys, out=first)
     # two "devices" per worker push (r+1) and 1
-    pushed = [[mx.nd.full(v.shape, float(r + 1)), mx.nd.ones(v.shape)] for v in first]
+    scale = 0.3 if compress else 1.0
+    pushed = [[mx.nd.full(v.shape, scale * (r + 1)), mx.nd.full(v.shape, scale)]
+              for v in first]
     if kv_type == "dist_async":
         kv.barrier()
         if r == n - 1:
@@ -193,6 +198,8 @@ def main(job, out):
                 kill_at=3 if os.environ["RANK"] == "1" else None, kill_signal=signal.SIGSTOP)
     elif job == "mlp_uneven":
         mlp_job("dist_sync", out, unsharded_steps=2 if os.environ["RANK"] == "1" else 6)
+    elif job == "kv_api_compressed":
+        kv_api_job("dist_sync", out, compress=True)
     elif job in ("kv_api_sync", "kv_api_async"):
         kv_api_job("dist_sync" if job == "kv_api_sync" else "dist_async", out)
     elif job == "lstm_sync":
