@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_inspect)
     _add_compile(sub)
     _add_cache(sub)
+    _add_ops(sub)
     return parser
 
 
@@ -464,6 +465,41 @@ def cmd_inspect(ns) -> int:
         sys.stdout.write(json.dumps(info, sort_keys=True) + "\n")
     else:
         sys.stdout.write(format_text(info))
+    return 0
+
+
+def _add_ops(sub):
+    p = sub.add_parser("ops", help="list the mxnet operators symtriton implements",
+                       description="The operator registry: every mxnet operator name this "
+                                   "project implements, with its aliases, inputs and kind.")
+    p.add_argument("name", nargs="?", help="only operators whose name or alias contains this")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.set_defaults(func=cmd_ops)
+
+
+def cmd_ops(ns) -> int:
+    """``symtriton ops``: the registry, one operator per line."""
+    from .ops import registry
+    seen, rows = set(), []
+    for opdef in registry.REGISTRY.values():
+        if id(opdef) in seen or opdef.name.startswith("_backward"):
+            continue
+        seen.add(id(opdef))
+        names = (opdef.name, *opdef.aliases)
+        if ns.name and not any(ns.name.lower() in n.lower() for n in names):
+            continue
+        args = opdef.arguments if not callable(opdef.arguments) else ("...",)
+        rows.append({"name": opdef.name, "aliases": list(opdef.aliases),
+                     "inputs": list(args) + list(opdef.aux), "pattern": opdef.pattern})
+    rows.sort(key=lambda r: r["name"].lstrip("_").lower())
+    if ns.json:
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        return 0
+    for r in rows:
+        alias = f"  (also {', '.join(r['aliases'])})" if r["aliases"] else ""
+        sys.stdout.write(f"{r['name']:<28} {r['pattern']:<10} "
+                         f"inputs: {', '.join(r['inputs']) or '-'}{alias}\n")
+    sys.stdout.write(f"{len(rows)} operators\n")
     return 0
 
 

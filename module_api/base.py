@@ -12,7 +12,7 @@ libmxnet are here: the error classes (``MXNetError`` is the project's own
 that calls it talks to libmxnet itself and cannot run unchanged.
 
 Note: mxnet's ``MXNetError`` derives from ``RuntimeError``; this project's
-derives from ``ValueError`` (shared/API.md), so ``except MXNetError`` works
+derives from ``ValueError`` (README.md), so ``except MXNetError`` works
 the same while ``except RuntimeError`` does not catch it.
 """
 from __future__ import annotations

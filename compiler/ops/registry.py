@@ -355,8 +355,8 @@ def get_op(name: str, node_name: str = "?") -> OpDef:
     except KeyError:
         raise MXNetError(
             f"unknown operator '{name}' (node '{node_name}'). This project implements "
-            f"{len(set(map(id, REGISTRY.values())))} mxnet operators; see API.md "
-            f"for the list.") from None
+            f"{len(set(map(id, REGISTRY.values())))} mxnet operators: 'symtriton ops' "
+            f"(or python -m compiler ops) lists them.") from None
 
 
 # ---------------------------------------------------------------------------

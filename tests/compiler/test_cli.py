@@ -153,3 +153,18 @@ def test_help_lists_inspect():
     with pytest.raises(SystemExit) as exc:
         cli.main(["inspect", "--help"])
     assert exc.value.code == 0
+
+
+def test_ops_lists_the_registry(capsys):
+    """``symtriton ops``: what the unknown-operator error points to."""
+    from compiler.ops.registry import REGISTRY
+    assert cli.main(["ops", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    names = {r["name"] for r in rows}
+    assert {"FullyConnected", "SoftmaxOutput", "Concat"} <= names
+    aliases = {a for r in rows for a in r["aliases"]}
+    public = {n for n in REGISTRY if not n.startswith("_backward")}
+    assert public == names | aliases
+    assert cli.main(["ops", "softmax"]) == 0
+    out = capsys.readouterr().out
+    assert "SoftmaxOutput" in out and "FullyConnected" not in out

@@ -1,4 +1,4 @@
-"""Every first-tier operator of API.md through the FULL compile path.
+"""Every first-tier operator of the public contract (mxnet's first tier) through the FULL compile path.
 
 One table (``OPS``) and one helper (``check``), as tinygrad's test_ops: each
 row builds a symbol from named variables, gives an independent torch version

@@ -72,7 +72,7 @@ def test_variable_hidden_attributes_survive_json():
 
 @pytest.mark.parametrize("doc, words", [
     ({"nodes": [{"op": "NoSuchOp", "name": "x", "inputs": []}], "heads": [[0, 0, 0]]},
-     ["unknown operator", "NoSuchOp"]),
+     ["unknown operator", "NoSuchOp", "symtriton ops"]),
     ({"nodes": [{"op": "null", "name": "x", "inputs": []},
                 {"op": "Activation", "name": "act", "attrs": {"act_type": "relu", "bogus": "1"},
                  "inputs": [[0, 0, 0]]}], "heads": [[1, 0, 0]]},
