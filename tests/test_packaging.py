@@ -1,7 +1,10 @@
 """pyproject.toml installs every package of the source tree (an editable install
 hides a missing one; `pip install .` would not)."""
 import os
-import tomllib
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")      # Python 3.11+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
