@@ -59,6 +59,21 @@ def _pairs(key, value, what):
     return [(_check_key(key), _as_list(value))]
 
 
+class _PerKeyUpdater:
+    """A plain ``f(key, merged, stored)`` updater, called once per pushed key."""
+
+    def __init__(self, func):
+        self.func = func
+
+    def update_all(self, keys, merged, stored):
+        with torch.no_grad():
+            for k, m, w in zip(keys, merged, stored):
+                self.func(k, m, w)
+
+    def __call__(self, key, merged, stored):
+        self.func(key, merged, stored)
+
+
 class KVStoreBase:
     """mxnet's ``kvstore.base.KVStoreBase``: the capability names."""
     OPTIMIZER = "optimizer"
@@ -220,6 +235,10 @@ class KVStore(KVStoreBase):
         self._set_updater(opt.get_updater(optimizer))
 
     def _set_updater(self, updater):
+        """mxnet's updater hook: an ``Updater``, or any ``f(key, merged, stored)``
+        (called per key, in push order, as mxnet calls it)."""
+        if not hasattr(updater, "update_all"):
+            updater = _PerKeyUpdater(updater)
         self._updater = updater
         self._updater_func = updater
         self._str_updater_func = updater

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+import module_api as mx
 from compiler.errors import MXNetError
 from runtime import kvstore as kvs
 from runtime import optimizer as opt
@@ -136,3 +137,21 @@ def test_states_need_an_optimizer(tmp_path):
         kv.save_optimizer_states(str(tmp_path / "x"))
     with pytest.raises(MXNetError):
         kv.load_optimizer_states(str(tmp_path / "x"))
+
+
+def test_a_plain_function_updater_is_called_per_key():
+    """mxnet's test_kvstore pattern: ``kv._set_updater(f)`` with f(key, recv, local)."""
+    kv = kvs.create("local")
+    kv.init(["a", "b"], [mx.nd.zeros((2,)), mx.nd.ones((3,))])
+    seen = []
+
+    def updater(key, recv, local):
+        seen.append(key)
+        local += recv * 2
+
+    kv._set_updater(updater)
+    kv.push(["a", "b"], [mx.nd.ones((2,)), mx.nd.ones((3,))])
+    out = [mx.nd.zeros((2,)), mx.nd.zeros((3,))]
+    kv.pull(["a", "b"], out=out)
+    assert seen == ["a", "b"]
+    assert out[0].asnumpy().tolist() == [2.0, 2.0] and out[1].asnumpy().tolist() == [3.0] * 3
