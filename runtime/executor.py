@@ -406,8 +406,9 @@ class Executor:
             values = _buffer_values(self._symbol, self._input_shapes, grad_req, is_train, prog)
             lines += _plan_lines(title, prog, values)
         total = self._pool.nbytes()
-        lines.append(f"Total {total} bytes ({total >> 20} MB) allocated in "
-                     f"{len(self._pool.tensors)} pool buffers")
+        # mxnet's own last line (scripts and its tests parse it), then the detail
+        lines.append(f"Total {total >> 20} MB allocated")
+        lines.append(f"({total} bytes in {len(self._pool.tensors)} pool buffers)")
         return "\n".join(lines) + "\n"
 
 

@@ -430,7 +430,9 @@ _identity_view = View(view=lambda attrs, in_shape, out_shape, strides, offset: (
 register(OpDef(
     name="BlockGrad", pattern="injective", lowering=_identity_view, infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [ins[0]],
-    gradient=lambda b, n: [b.zeros_like(n.inputs[0])], aliases=("stop_gradient",)))
+    # no contribution at all (rather than zeros): the forward values behind a
+    # BlockGrad are then not kept for a backward pass that would multiply them by 0
+    gradient=lambda b, n: [None], aliases=("stop_gradient",)))
 register(OpDef(
     name="_copy", pattern="injective", lowering=_identity_view, infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [ins[0]],

@@ -55,6 +55,15 @@ def prepare_heads(graph: Graph) -> Graph:
     num_fwd = out.meta.get("num_forward_heads", len(out.heads))
     for i, h in enumerate(list(out.heads)):
         d = out.node(h[0])
+        if d["op"] != "null" and isinstance(d["opdef"].lowering, View):
+            # an identity view (BlockGrad, identity) of a kernel's own result: that
+            # kernel writes the output array itself instead of a buffer and a copy
+            src = out.inputs(h[0])[0]
+            if out.node(src[0])["op"] != "null" and src not in out.heads and \
+                    layouts.get(h) == layouts.get(src) and layouts[h][0] == 0 and \
+                    layouts[h][2] == contiguous_strides(layouts[h][1]):
+                out.heads[i] = src
+                continue
         if d["op"] == "null" or isinstance(d["opdef"].lowering, View):
             b.phase = "fwd" if i < num_fwd else "bwd"
             out.heads[i] = b.op("_materialize", b.ref(h)).entry

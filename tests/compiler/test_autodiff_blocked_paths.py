@@ -59,3 +59,21 @@ def test_gradients_through_blocked_and_unblocked_paths(cpu_target, name, req):
             want = want + old[n]
         torch.testing.assert_close(torch.as_tensor(exe.grad_dict[n].asnumpy()), want,
                                    msg=f"grad of {n} ({req})")
+
+
+def test_nothing_behind_a_blocked_head_is_kept_for_backward():
+    """mxnet's test_zero_prop: a graph ending in stop_gradient allocates what the
+    inference graph does (no forward values kept for a zero backward), and its
+    head is written by the kernel that computes it (no extra copy)."""
+    data = mx.sym.Variable("data")
+    for _ in range(6):
+        data = data * data
+    shape = {"data": (4, 3, 16, 16)}
+    big = data.simple_bind(mx.cpu(), **shape)
+    small1 = data.simple_bind(mx.cpu(), grad_req="null", **shape)
+    small2 = mx.sym.stop_gradient(data).simple_bind(mx.cpu(), **shape)
+    for exe in (big, small1, small2):
+        exe.forward(is_train=exe is not small1)
+    assert small2._total_exec_bytes == small1._total_exec_bytes == 0
+    assert big._total_exec_bytes > 0
+    assert len(small2._train_prog.launches_in("fwd")) == len(small1._infer_prog.launches)

@@ -52,8 +52,8 @@ def test_memory_plan_matches_the_program_and_the_pool():
     assert any(int(n) >= 2 for n in held)
     assert "(random, filled before each forward)" in text          # Dropout's mask draw
     assert re.search(r"^\tact1 shape=\(5, 8\) at element 0$", text, re.M)
-    total = re.search(r"^Total (\d+) bytes \(0 MB\) allocated in (\d+) pool buffers$",
-                      text, re.M)
+    assert re.search(r"^Total 0 MB allocated$", text, re.M)      # mxnet's line
+    total = re.search(r"^\((\d+) bytes in (\d+) pool buffers\)$", text, re.M)
     assert int(total.group(1)) == ex._total_exec_bytes == ex._pool.nbytes() > 0
     assert int(total.group(2)) == len(ex._pool.tensors)
 
@@ -65,4 +65,4 @@ def test_debug_str_after_forward_and_inference_only():
     text = ex.debug_str()
     assert "Program (training" not in text and "Program (inference" in text
     assert ex._total_exec_bytes == before            # nothing new allocated
-    assert f"Total {before} bytes" in text
+    assert f"({before} bytes in" in text
