@@ -35,7 +35,8 @@ _BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.
 _COMPARE = {ast.Gt: "gt", ast.GtE: "ge", ast.Lt: "lt", ast.LtE: "le", ast.Eq: "eq",
             ast.NotEq: "ne"}
 _FLIP = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}
-_UNARY = {"exp": "exp", "log": "log", "abs": "abs", "sqrt": "sqrt", "sigmoid": "sigmoid"}
+_UNARY = {"exp": "exp", "log": "log", "abs": "abs", "sqrt": "sqrt", "sigmoid": "sigmoid",
+          "erf": "erf"}
 # ATen kernels a registry entry may name for the cpu target (Pointwise.cpu), with the
 # keyword of their out= variant.
 _ATEN = {
@@ -455,7 +456,7 @@ def _fold(fn, *xs):
     f = {"gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b,
          "le": lambda a, b: a <= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
          "maximum": max, "minimum": min, "exp": math.exp, "log": math.log, "abs": abs,
-         "sqrt": math.sqrt, "tanh": math.tanh, "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
+         "erf": math.erf, "sqrt": math.sqrt, "tanh": math.tanh, "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
          "logical_and": lambda a, b: bool(a and b), "logical_or": lambda a, b: bool(a or b)}
     return f[fn](*xs)
 

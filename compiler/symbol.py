@@ -51,7 +51,7 @@ class _Node:
         if self.op == "null":
             return [self.name]
         outs = self.opdef().list_outputs(self.parsed())
-        return [f"{self.name}_{o}" for o in outs]
+        return [f"{self.name}_{o}" if self.name else o for o in outs]  # unnamed: atomic
 
     def num_arguments(self):
         return len(self.opdef().list_arguments(self.parsed()))
@@ -100,8 +100,13 @@ def _runtime(what) -> dict:
 def is_mode_dependent(symbol) -> bool:
     """Whether some operator of ``symbol`` behaves differently in training
     (Dropout, BatchNorm): then inference needs a Program of its own."""
-    return any(node.op != "null" and node.opdef().mode_dependent
-               for node in _topo(symbol._outputs))
+    for node in _topo(symbol._outputs):
+        if node.op == "null":
+            continue
+        dep = node.opdef().mode_dependent
+        if dep(node.parsed()) if callable(dep) else dep:
+            return True
+    return False
 
 
 class Symbol:
@@ -133,12 +138,62 @@ class Symbol:
         return dict(node.attrs)
 
     def attr_dict(self):
-        """``{node name: {attr: value}}`` for every node with attributes."""
+        """Every attribute of every node, as ``{node name: {key: value}}``.
+
+        As mxnet 1.9.1's ``MXSymbolListAttr``: nodes without attributes are left
+        out, and the hidden keys ``__lr_mult__``, ``__wd_mult__``, ``__ctx_group__``,
+        ``__force_mirroring__`` and ``__mirror_stage__`` are listed a second time
+        without their underscores (``lr_mult``). Variables an operator created for
+        its missing inputs carry a copy of the operator's attributes, so an
+        ``attr={'__lr_mult__': '0.1'}`` given to ``FullyConnected`` reaches
+        ``fc_weight`` and ``fc_bias`` here, where optimizers read it.
+
+        Returns
+        -------
+        dict of str to dict of str to str
+        """
         out = {}
         for node in _topo(self._outputs):
             if node.attrs:
-                out[node.name] = dict(node.attrs)
+                attrs = {}
+                for key, value in node.attrs.items():
+                    attrs[key] = value
+                    if key in _REPLACED_HIDDEN_KEYS:
+                        attrs[key[2:-2]] = value
+                out[node.name] = attrs
         return out
+
+    def _gen_atomic_symbol(self):
+        """A new, uncomposed symbol of this symbol's operator with its attributes.
+
+        As mxnet 1.9.1 (``MXGenAtomicSymbolFromSymbol``): the operator and its
+        own attributes (hidden ones included) without inputs or name; calling it
+        with inputs composes a new node (``atomic(*inputs)`` or
+        ``atomic(data=x, name='fc2')``), creating variables for inputs not given.
+        Every output must come from one operator node.
+
+        Returns
+        -------
+        Symbol
+        """
+        if not self._outputs:
+            raise MXNetError("_gen_atomic_symbol: the symbol has no outputs")
+        node = self._outputs[0][0]
+        if any(n is not node for n, _ in self._outputs):
+            raise MXNetError("_gen_atomic_symbol works on the outputs of one operator, not on "
+                             f"a group of several nodes ({self.list_outputs()})")
+        if node.op == "null":
+            raise MXNetError(f"_gen_atomic_symbol: '{node.name}' is a variable, not an operator")
+        atomic = _Node(node.op, "", node.attrs)
+        count = node.opdef().visible_outputs(node.parsed())
+        return Symbol([(atomic, i) for i in range(count)])
+
+    def _is_atomic(self):
+        """An uncomposed operator from :meth:`_gen_atomic_symbol`: no inputs yet."""
+        node = self._outputs[0][0] if self._outputs else None
+        return node is not None and node.op != "null" and not node.inputs and \
+            node.num_arguments() + len(node.opdef().aux) > 0 and \
+            all(n is node for n, _ in self._outputs)
 
     def _set_attr(self, **kwargs):
         node = self._single("_set_attr")
@@ -226,6 +281,13 @@ class Symbol:
 
     def _compose(self, *args, **kwargs):
         name = kwargs.pop("name", None)
+        if self._is_atomic():
+            node = self._outputs[0][0]
+            if args and kwargs:
+                raise MXNetError("compose takes positional or keyword symbols, not both")
+            made = _create(node.op, list(args), {**node.attrs, **kwargs}, name or None)
+            self._outputs = made._outputs
+            return
         arg_vars = self._variables()[0]
         subst = {}
         if args:
@@ -298,6 +360,10 @@ class Symbol:
     def __pow__(self, o): return self._binary(o, "_power", "_power_scalar")
     def __rpow__(self, o): return self._binary(o, "_power", "_rpower_scalar", True)
     def __neg__(self): return self._binary(-1.0, None, "_mul_scalar")
+
+    def __abs__(self):
+        """``abs(x)``: the ``abs`` operator, as ``x.abs()`` and ``mx.sym.abs(x)``."""
+        return _create("abs", [self], {}, None)
     def __gt__(self, o): return self._binary(o, "broadcast_greater", "_greater_scalar")
     def __ge__(self, o): return self._binary(o, "broadcast_greater_equal", "_greater_equal_scalar")
     def __lt__(self, o): return self._binary(o, "broadcast_lesser", "_lesser_scalar")
@@ -494,20 +560,48 @@ def _normalize_attr(key, value):
     return _raw(value)
 
 
+# mxnet's hidden keys: given as ``lr_mult`` they are stored as ``__lr_mult__``, and
+# ``attr_dict`` lists the stored ``__lr_mult__`` again as ``lr_mult`` (c_api_symbolic.cc).
+_HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage")
+_REPLACED_HIDDEN_KEYS = frozenset(f"__{k}__" for k in _HIDDEN_KEYS)
+
+
+def _hide_key(key, value, op_name, name):
+    """``lr_mult`` -> ``__lr_mult__``; ``weight_lr_mult`` is refused as in mxnet 1.9.1."""
+    for hidden in _HIDDEN_KEYS:
+        pos = key.rfind(hidden)
+        if pos == 0:
+            return f"__{key}__"
+        if pos > 0 and pos + len(hidden) == len(key):
+            raise MXNetError(
+                f"operator {op_name} '{name}': setting variable attributes with {key} is "
+                f"deprecated. please instead use\nw = Variable({hidden}={value})\n"
+                f"sym = YourSymbolName({key[:pos - 1]}=w)")
+    return key
+
+
 def _create(op_name, args, kwargs, name, attr=None, hint=None):
-    """Create one operator node, auto-creating missing argument variables."""
+    """Create one operator node, auto-creating missing argument variables.
+
+    Missing inputs become variables ``{name}_{input}`` carrying a copy of the
+    node's attributes (as mxnet's compose does, so ``attr={'__lr_mult__': ...}``
+    reaches the operator's weight and bias).
+    """
     opdef = get_op(op_name)
     sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     attrs = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
     if opdef.variadic and opdef.variadic not in attrs:
         attrs[opdef.variadic] = len(args)
-    raw = {k: _normalize_attr(k, v) for k, v in attrs.items()}
     name = _name.current().get(name, hint or op_name.lower())
+    raw = {_hide_key(k, v, op_name, name): _normalize_attr(k, v) for k, v in attrs.items()}
     parsed = opdef.parse_attrs(raw, name)
     arg_names = opdef.list_arguments(parsed)
     if len(args) > len(arg_names):
         raise MXNetError(f"operator {op_name} '{name}' takes {len(arg_names)} inputs "
                          f"({', '.join(arg_names)}), got {len(args)} positional symbols")
+    hidden = {_hide_key(k, v, op_name, name): v
+              for k, v in _attribute.current().get(attr).items()}
+    node_attrs = {**hidden, **raw}
     given = dict(zip(arg_names, args))
     for k, v in sym_kwargs.items():
         if k not in arg_names and k not in opdef.aux:
@@ -517,16 +611,20 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
             raise MXNetError(f"operator {op_name} '{name}': input '{k}' given twice")
         given[k] = v
     inputs = []
+    var_defaults = opdef.var_attrs(parsed) if opdef.var_attrs else {}
     for arg in list(arg_names) + list(opdef.aux):
         sym = given.get(arg)
         if sym is None:
-            sym = Variable(f"{name}_{arg}")
+            sym = Symbol([(_Node("null", f"{name}_{arg}", node_attrs), 0)])
         if not isinstance(sym, Symbol):
             raise MXNetError(f"operator {op_name} '{name}': input '{arg}' must be a Symbol, "
                              f"got {type(sym).__name__}")
-        inputs.append(sym._single_entry(f"input '{arg}' of {op_name} '{name}'"))
-    hidden = _attribute.current().get(attr)
-    node = _Node(op_name, name, {**hidden, **raw}, inputs)
+        entry = sym._single_entry(f"input '{arg}' of {op_name} '{name}'")
+        if entry[0].op == "null":
+            for key, value in var_defaults.get(arg, {}).items():
+                entry[0].attrs.setdefault(key, value)
+        inputs.append(entry)
+    node = _Node(op_name, name, node_attrs, inputs)
     return Symbol([(node, i) for i in range(opdef.visible_outputs(parsed))])
 
 

@@ -1,6 +1,8 @@
 """Operator families; importing this package fills the registry."""
 from .registry import REGISTRY, OpDef, get_op, register  # noqa: F401
 from . import elemwise  # noqa: F401
+from . import leaky_relu  # noqa: F401
+from . import indexing  # noqa: F401
 from . import reduce  # noqa: F401
 from . import shape  # noqa: F401
 from . import matmul  # noqa: F401

@@ -1,7 +1,6 @@
 """Elementwise and broadcast operators: unary math, binary arithmetic (same
-shape, broadcast and with scalars), comparisons, Activation, LeakyReLU,
-clip, where, zeros_like / ones_like, BlockGrad and the internal backward
-operators their gradients use.
+shape, broadcast and with scalars), comparisons, Activation, clip, where, zeros_like / ones_like, BlockGrad and the internal backward
+operators their gradients use. (LeakyReLU has a file of its own: ``leaky_relu.py``.)
 
 Each unary row holds the operator's forward expression, torch reference and
 gradient (expression and reference) together; the table below registers the
@@ -120,57 +119,6 @@ register(OpDef(
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [UNARY[attrs["act_type"]][1](ins[0])],
     gradient=_act_gradient))
-
-
-# -- LeakyReLU ------------------------------------------------------------------
-
-def _leaky_expr(attrs, x):
-    s = lit(attrs["slope"])
-    if attrs["act_type"] == "leaky":
-        return f"tl.where({x} > 0, {x}, {x} * {s})"
-    return f"tl.where({x} > 0, {x}, {s} * (tl.exp({x}) - 1.0))"  # elu
-
-
-def _leaky_ref(attrs, ins, is_train):
-    x, s = ins[0], attrs["slope"]
-    if attrs["act_type"] == "leaky":
-        return [torch.where(x > 0, x, x * s)]
-    return [torch.where(x > 0, x, s * torch.expm1(x))]
-
-
-def _leaky_gradient(b, n):
-    return [b.op("_backward_LeakyReLU", n.ograds[0], n.inputs[0], n.outputs[0],
-                 act_type=n.attrs["act_type"], slope=n.attrs["slope"])]
-
-
-def _leaky_backward_expr(attrs, dy, x, y):
-    s = lit(attrs["slope"])
-    if attrs["act_type"] == "leaky":
-        return f"tl.where({x} > 0, {dy}, {dy} * {s})"
-    return f"tl.where({x} > 0, {dy}, {dy} * ({y} + {s}))"
-
-
-def _leaky_backward_ref(attrs, ins, is_train):
-    dy, x, y = ins
-    s = attrs["slope"]
-    if attrs["act_type"] == "leaky":
-        return [torch.where(x > 0, dy, dy * s)]
-    return [torch.where(x > 0, dy, dy * (y + s))]
-
-
-_LEAKY_ATTRS = [Attr("act_type", choice("leaky", "elu"), "leaky"),
-                Attr("slope", parse_float, 0.25),
-                Attr("lower_bound", parse_float, 0.125),
-                Attr("upper_bound", parse_float, 0.334)]
-
-register(OpDef(
-    name="LeakyReLU", pattern="elemwise", lowering=Pointwise(_leaky_expr),
-    attrs=_LEAKY_ATTRS, infer_shape=same_shape, reference=_leaky_ref,
-    gradient=_leaky_gradient))
-register(OpDef(
-    name="_backward_LeakyReLU", pattern="elemwise", lowering=Pointwise(_leaky_backward_expr),
-    arguments=("ograd", "data", "output"), attrs=_LEAKY_ATTRS, infer_shape=same_shape,
-    reference=_leaky_backward_ref))
 
 
 # -- binary arithmetic ------------------------------------------------------------
@@ -437,6 +385,24 @@ register(OpDef(
     name="_copy", pattern="injective", lowering=_identity_view, infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [ins[0]],
     gradient=lambda b, n: [n.ograds[0]], aliases=("identity",)))
+
+def _cast_dtype(value) -> str:
+    """``Cast``'s ``dtype``: float32 only for now (every buffer and kernel is float32)."""
+    from ..dtype_support import SUPPORTED_DTYPE, dtype_name
+    name = dtype_name(value)
+    if name != SUPPORTED_DTYPE:
+        raise ValueError(f"Cast to {name} is not supported: float32 is the only dtype "
+                         f"symtriton supports for now (Cast to float32 is an identity)")
+    return name
+
+
+register(OpDef(
+    name="Cast", pattern="injective", lowering=_identity_view, infer_shape=same_shape,
+    attrs=[Attr("dtype", _cast_dtype)],
+    infer_type=lambda attrs, in_types: (in_types, [attrs["dtype"]]),
+    reference=lambda attrs, ins, is_train: [ins[0]],
+    gradient=lambda b, n: [n.ograds[0]], aliases=("cast",),
+    doc="Cast to ``dtype``; float32 is the only dtype for now, so an identity (a view)."))
 
 # A copy into fresh contiguous memory: inserted by the compiler where a view
 # cannot be expressed by strides, or where a head is a variable or a view.

@@ -343,6 +343,9 @@ register(OpDef(
     arguments=("data", "gamma", "beta"), aux=("moving_mean", "moving_var"),
     outputs=("output", "mean", "var"),
     num_visible=lambda attrs: 3 if attrs["output_mean_var"] else 1, mode_dependent=True,
+    # mxnet's FSetInputVarAttrOnCompose: the moving statistics start at 0 and 1
+    var_attrs=lambda attrs: {"moving_mean": {"__init__": '["zero", {}]'},
+                             "moving_var": {"__init__": '["one", {}]'}},
     attrs=[Attr("eps", parse_float, 1e-3), Attr("momentum", parse_float, 0.9),
            Attr("fix_gamma", parse_bool, True), Attr("use_global_stats", parse_bool, False),
            Attr("output_mean_var", parse_bool, False), Attr("axis", parse_int, 1),

@@ -277,11 +277,15 @@ class OpDef:
     gradient: Optional[Callable] = None
     aliases: Sequence[str] = ()
     is_loss: bool = False            # ignores the incoming head gradient
-    mode_dependent: bool = False     # behaves differently in training
+    mode_dependent: Any = False      # behaves differently in training (or callable(attrs))
     variadic: Optional[str] = None   # attribute holding the input count
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
     dim_links: Optional[Callable] = None
+    # callable(attrs) -> {input name: {key: value}}: attributes set on an input that is a
+    # variable when the operator is composed, unless the variable has them (mxnet's
+    # FSetInputVarAttrOnCompose: prelu's gamma gets ``__init__`` Constant 0.25).
+    var_attrs: Optional[Callable] = None
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
 

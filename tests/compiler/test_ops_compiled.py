@@ -24,6 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -316,6 +317,18 @@ def _bn_infer_torch(fix_gamma, eps=1e-3, axis=1):
     return f
 
 
+def _prelu_torch(x, g):
+    """mxnet's prelu: gamma's dims lie along data axes 0 and 1 (from its last dim)."""
+    lay = [1] * x.dim()
+    lay[2 - g.dim():2] = list(g.shape)
+    return torch.where(x > 0, x, x * g.reshape(lay))
+
+
+def _batch_take_torch(a, i):
+    j = i.detach().reshape(-1).long().clamp(0, a.shape[1] - 1)
+    return a[torch.arange(a.shape[0]), j].reshape(i.shape)
+
+
 def _unary(name, sfn, tfn, gen="randn", shapes=U3, **kw):
     return Op(name, sfn, tfn, shapes, gen={"x": gen}, **kw)
 
@@ -395,6 +408,15 @@ OPS = [
     _unary("LeakyReLU_default", lambda x: sym.LeakyReLU(x), lambda x: F.leaky_relu(x, 0.25)),
     _unary("LeakyReLU_elu", lambda x: sym.LeakyReLU(x, act_type="elu", slope=0.3),
            lambda x: F.elu(x, 0.3)),
+    _unary("LeakyReLU_selu", lambda x: sym.LeakyReLU(x, act_type="selu"), F.selu, shapes=U4),
+    _unary("LeakyReLU_gelu", lambda x: sym.LeakyReLU(x, act_type="gelu"), F.gelu, shapes=U4),
+    Op("LeakyReLU_prelu", lambda x, g: sym.LeakyReLU(x, g, act_type="prelu"), _prelu_torch,
+       [[(3, 5), (5,)], [(2, 3, 4), (3,)], [(2, 1, 3), (1,)], [(2, 3, 4), (2, 3)],
+        [(2, 3, 4, 5), (1,)]], inputs=("x", "g")),
+    # -- Cast (float32 only: an identity) and abs(symbol)
+    _unary("Cast", lambda x: sym.Cast(x * 2.0, dtype="float32"), lambda x: x * 2),
+    _unary("cast_alias", lambda x: sym.cast(x, dtype=np.float32) + 1.0, lambda x: x + 1),
+    _unary("abs_operator", lambda x: abs(x), torch.abs),
     # -- scalar arithmetic: operators and the op names they create
     _unary("plus_scalar", lambda x: x + 1.5, lambda x: x + 1.5),
     _unary("rplus_scalar", lambda x: 2 + x, lambda x: 2 + x),
@@ -509,6 +531,10 @@ OPS = [
     Op("Embedding_dim1", lambda d, w: sym.Embedding(d, w, input_dim=3, output_dim=1),
        lambda d, w: w[d.long()], [[(6,), (3, 1)], [(2, 5), (3, 1)], [(1,), (3, 1)]],
        inputs=("d", "w"), gen={"d": "index:3"}, nograd=("d",)),
+    # -- batch_take: indices up to 7 over 5 or fewer columns are clipped to the last
+    Op("batch_take", lambda a, i: sym.batch_take(a, i), _batch_take_torch,
+       [[(3, 5), (3,)], [(1, 7), (1,)], [(4, 1), (4,)], [(6, 3), (2, 3)]],
+       inputs=("a", "i"), gen={"i": "index:8"}, nograd=("i",)),
     # -- shape ops
     _reshape_row("Reshape_0_m1", (0, -1), lambda x: x.reshape(x.shape[0], -1),
                  [[(3, 5)], [(2, 1, 3)], [(2, 3, 4, 1)]]),
