@@ -34,8 +34,9 @@ def _run(tmp_path, test_file):
     env.update(MXNET_TEST_SEED="1234", MXNET_MODULE_SEED="1234")   # fixed seeds
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            "-c", os.path.join(UNITTEST, "pytest.ini"), "--rootdir", UNITTEST,
-           "--confcutdir", UNITTEST, f"--junitxml={report}", test_file]
-    proc = subprocess.run(cmd, cwd=UNITTEST, env=env, capture_output=True, text=True,
+           "--confcutdir", UNITTEST, f"--junitxml={report}", os.path.join(UNITTEST, test_file)]
+    # mxnet's tests write checkpoints into the working directory: a temporary one
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=900)
     assert report.exists(), (proc.stdout + proc.stderr)[-4000:]
     results = {}
