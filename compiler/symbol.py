@@ -19,7 +19,7 @@ import numpy as np
 
 from . import attribute as _attribute
 from . import name as _name
-from .errors import MXNetError
+from .errors import MXNetError, NotImplementedForSymbol
 from .graph import Graph, _raw
 from .ops import REGISTRY, get_op
 
@@ -247,11 +247,21 @@ class Symbol:
         return Symbol(entries)
 
     def get_children(self):
-        """The inputs of this symbol's node, grouped (None for a variable)."""
-        node = self._single("get_children")
-        if not node.inputs:
-            return None
-        return Symbol(node.inputs)
+        """The inputs of this symbol's nodes, grouped (None for variables).
+
+        As mxnet: for a group, each distinct output node's inputs in turn
+        (``Group([a + b, a * 2])`` gives ``a, b, a``); all outputs of one
+        multi-output node count once.
+        """
+        seen, inputs = set(), []
+        for node, _ in self._outputs:
+            if id(node) not in seen:
+                seen.add(id(node))
+                inputs.extend(node.inputs)
+        return Symbol(inputs) if inputs else None
+
+    def __bool__(self):
+        raise NotImplementedForSymbol(self.__bool__, "bool")
 
     def __len__(self):
         return len(self._outputs)
