@@ -208,7 +208,8 @@ class Module(BaseModule):
         force_init : bool
             Re-initialize even if already initialized.
         allow_extra : bool
-            Ignore names the symbol does not have.
+            Names the module does not have are ignored either way, as in mxnet;
+            without ``allow_extra`` a warning names them.
         """
         if self.params_initialized and not force_init:
             warnings.warn("Parameters already initialized and force_init=False. "
@@ -216,13 +217,14 @@ class Module(BaseModule):
             return
         assert self.binded, 'call bind before initializing the parameters'
         if not allow_extra:
-            # mxnet 1.9.1 ignores unknown names here; a typo or a checkpoint of
-            # another model then trains from random values. We refuse instead.
-            for given, known in ((arg_params, self._arg_params), (aux_params, self._aux_params)):
-                for name in sorted(given or {}):
-                    if name not in known:
-                        raise ValueError(f'Find name "{name}" that is not in the arguments: '
-                                         f'pass allow_extra=True to ignore extra parameters')
+            # mxnet 1.9.1 ignores names the module does not have (a checkpoint with
+            # extra layers loads); a warning names them, so a typo does not go unseen
+            extra = sorted(name for given, known in ((arg_params, self._arg_params),
+                                                     (aux_params, self._aux_params))
+                           for name in (given or {}) if name not in known)
+            if extra:
+                warnings.warn(f"init_params: ignoring {extra}: not parameters of this "
+                              f"module (allow_extra=True ignores them silently)", stacklevel=2)
 
         def _impl(name, arr, cache):
             """Internal helper for parameter initialization"""

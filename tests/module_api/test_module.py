@@ -200,8 +200,9 @@ def test_set_params_missing_and_extra():
     mod.set_params(partial, aux, allow_missing=True)
     extra = dict(arg)
     extra['junk'] = nd.zeros((2,))
-    # mxnet 1.9.1 silently ignores unknown names here; we raise unless allow_extra
-    with pytest.raises(ValueError, match='Find name "junk" that is not in the arguments'):
+    # as mxnet 1.9.1: ignored through init_params (with a warning naming them), an
+    # error where the values go to the executors directly (allow_missing=True)
+    with pytest.warns(UserWarning, match=r"ignoring \['junk'\]"):
         mod.set_params(extra, aux)
     with pytest.raises(ValueError, match='Find name "junk" that is not in the arguments'):
         mod.set_params(extra, aux, allow_missing=True)
@@ -475,3 +476,28 @@ def test_sequential_module_fits():
     arg, _ = seq.get_params()
     assert set(arg) == {'fc1_weight', 'fc1_bias', 'fc2_weight', 'fc2_bias'}
     assert dict(seq.score(it, 'acc'))['accuracy'] >= 0.9
+
+
+def test_fit_from_a_checkpoint_with_extra_layers_as_in_mxnet():
+    """mxnet's fine-tuning pattern: a pretrained checkpoint with layers this model
+    does not have; allow_missing fills the new ones, the extras are ignored."""
+    head = mx.sym.FullyConnected(mx.sym.Activation(mlp().get_internals()['fc2_output'],
+                                                   act_type='relu'), num_hidden=3, name='fc3')
+    big = mx.module.Module(mx.sym.SoftmaxOutput(head, name='softmax'))
+    big.bind(data_shapes=[('data', (4, 5))], label_shapes=[('softmax_label', (4,))])
+    big.init_params()
+    pretrained, aux = big.get_params()
+    small = mx.module.Module(mlp())
+    extra = sorted(set(pretrained) - set(small.symbol.list_arguments()))
+    assert extra
+    x = np.random.RandomState(0).randn(8, 5).astype(np.float32)
+    it = mx.io.NDArrayIter(x, np.zeros(8, np.float32), batch_size=4)
+    small.bind(it.provide_data, it.provide_label)
+    with pytest.warns(UserWarning, match=r"ignoring \['fc3_bias', 'fc3_weight'\]"):
+        small.init_params(arg_params=pretrained, aux_params=aux, allow_missing=True)
+    got, _ = small.get_params()
+    for name in ('fc1_weight', 'fc1_bias', 'fc2_weight', 'fc2_bias'):
+        np.testing.assert_array_equal(got[name].asnumpy(), pretrained[name].asnumpy())
+    with pytest.warns(UserWarning, match="ignoring"):
+        small.fit(it, num_epoch=1, arg_params=pretrained, aux_params=aux, allow_missing=True,
+                  force_init=True)

@@ -1,4 +1,6 @@
 """Bad input to a Module: a clear error, and the module unchanged afterwards."""
+import warnings
+
 import pytest
 
 import module_api as mx
@@ -59,9 +61,15 @@ def test_init_params_missing_and_extra():
     with pytest.raises(RuntimeError, match="fc_bias is not presented"):
         mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5))})
     assert not mod.params_initialized
-    with pytest.raises(ValueError, match="not in the arguments"):
+    with pytest.warns(UserWarning, match=r"ignoring \['other'\]"):
         mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5)),
                                     "fc_bias": mx.nd.zeros((3,)), "other": mx.nd.zeros((1,))})
-    mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5)), "fc_bias": mx.nd.zeros((3,)),
-                                "other": mx.nd.zeros((1,))}, allow_extra=True)
     assert mod.params_initialized
+    # missing and extra at once: mxnet's RuntimeError for the missing name
+    with pytest.raises(RuntimeError, match="fc_bias is not presented"):   # sorted order
+        mod.init_params(arg_params={"other": mx.nd.zeros((1,))}, force_init=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5)), "fc_bias":
+                                    mx.nd.zeros((3,)), "other": mx.nd.zeros((1,))},
+                        allow_extra=True, force_init=True)

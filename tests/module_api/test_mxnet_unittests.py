@@ -18,7 +18,6 @@ UNITTEST = os.path.join(HARNESS, "python", "unittest")
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
     "test_module_dtype": "float16 Modules: symtriton computes in float32 only for now",
-    "test_module_set_params": "set_params with extra names does not follow mxnet yet",
     "test_executor_group": "sparse storage (row_sparse weights, contrib.SparseEmbedding)",
     "test_factorization_machine_module": "sparse storage (csr data, row_sparse weights)",
     "test_module_initializer": "sparse storage (csr / row_sparse arrays)",
