@@ -71,6 +71,7 @@ class Executor:
                  shared_exec=None, group2ctx=None):
         self._symbol = symbol
         self._ctx = ctx if isinstance(ctx, Context) else current_context()
+        self._group2ctx = group2ctx
         self._placement = placement(symbol, self._ctx, group2ctx)
         # Internal buffers come from a pool shared with ``shared_exec`` (as
         # mxnet's buckets share the default bucket's memory): executors that
@@ -324,41 +325,69 @@ class Executor:
         run_bound(self._launches(prog, "bwd"))
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
-        """A new executor for new input shapes (mxnet's ``Executor.reshape``).
+        """A new executor for new input shapes, sharing memory as mxnet's does.
 
-        Arrays whose shape stays are shared with this executor; others are
-        new. A changing shape of an argument not named in ``kwargs`` needs
-        ``partial_shaping=True``. The new shapes compile (or fetch from the
-        cache) their own Program.
+        An array whose shape stays is the same array; one that shrinks (or keeps
+        its size) is a view of the first elements of the original; one that
+        grows is new and needs ``allow_up_sizing=True``. The outputs and the
+        internal buffers are shared the same way (``shared_exec``), so the two
+        executors must not run at the same time. The new shapes compile (or
+        fetch from the cache) their own Program.
+
+        Parameters
+        ----------
+        partial_shaping : bool
+            Allow the shapes of arguments not named in ``kwargs`` to change.
+        allow_up_sizing : bool
+            Allow arrays to grow (new memory for them).
+        **kwargs
+            New input shapes by name.
         """
         names = self._symbol.list_arguments()
         inferred, _, _ = self._symbol.infer_shape_partial(**kwargs)
         shapes = {}
         for name, s in zip(names, inferred):
             shapes[name] = tuple(s) if s else tuple(self.arg_dict[name].shape)
-        arg_shapes, _, _ = self._symbol.infer_shape(**shapes)
+        arg_shapes, out_shapes, aux_shapes = self._symbol.infer_shape(**shapes)
         if arg_shapes is None:
             raise MXNetError(f"reshape: cannot infer every shape from {kwargs}")
+
+        def fit(name, old, shape, what):
+            shape = tuple(int(x) for x in shape)
+            if tuple(old.shape) == shape:
+                return old
+            if name is not None and name not in kwargs and not partial_shaping:
+                raise MXNetError(f"reshape: the shape of {what} '{name}' changes from "
+                                 f"{tuple(old.shape)} to {shape}; name it in the call, or "
+                                 f"pass partial_shaping=True to allow it")
+            if _numel(shape) > old.numel():
+                if not allow_up_sizing:
+                    raise MXNetError(
+                        f"reshape: {what} '{name}' grows from {tuple(old.shape)} to {shape}; "
+                        f"making the big executor first and reshaping down shares memory, "
+                        f"or pass allow_up_sizing=True to allocate new arrays")
+                return empty(shape, getattr(old, "context", self._ctx))
+            # the first elements of the original, as mxnet's NDArray.reshape shares them
+            view = old.reshape(-1)[:_numel(shape)].view(shape)
+            return as_ndarray(view, getattr(old, "context", self._ctx))
+
         args, grads = {}, {}
         for name, s in zip(names, arg_shapes):
-            old = self.arg_dict[name]
-            if tuple(old.shape) == tuple(s):
-                args[name] = old
-                if name in self.grad_dict:
-                    grads[name] = self.grad_dict[name]
-                continue
-            if name not in kwargs and not partial_shaping:
-                raise MXNetError(f"reshape: the shape of '{name}' changes from "
-                                 f"{tuple(old.shape)} to {tuple(s)}; pass partial_shaping=True "
-                                 f"to allow it")
-            if old.numel() < _numel(s) and not allow_up_sizing and name not in kwargs:
-                raise MXNetError(f"reshape: '{name}' grows from {tuple(old.shape)} to {tuple(s)}; "
-                                 f"pass allow_up_sizing=True")
-            args[name] = empty(s, self._ctx)
+            args[name] = fit(name, self.arg_dict[name], s, "argument")
             if name in self.grad_dict:
-                grads[name] = empty(s, self._ctx)
-        aux = {n: self.aux_dict[n] for n in self._symbol.list_auxiliary_states()}
-        return Executor(self._symbol, self._ctx, args, grads or None, self._grad_req, aux)
+                grads[name] = fit(name, self.grad_dict[name], s, "gradient of")
+        aux = {n: fit(n, self.aux_dict[n], s, "auxiliary state")
+               for n, s in zip(self._symbol.list_auxiliary_states(), aux_shapes)}
+        new = Executor(self._symbol, self._ctx, args, grads or None, self._grad_req, aux,
+                       shared_exec=self, group2ctx=self._group2ctx)
+        if not self.outputs:
+            return new
+        outputs = []
+        for old, s in zip(self.outputs, out_shapes):
+            outputs.append(fit(None, old, s, "output") if _numel(s) <= old.numel()
+                           else empty(tuple(s), self._ctx))
+        new.outputs = outputs      # bound on first use: the new launches write these
+        return new
 
     def set_monitor_callback(self, callback, monitor_all=False):
         self._monitor = callback

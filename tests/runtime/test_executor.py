@@ -61,7 +61,9 @@ def test_reshape_compiles_new_shapes_and_returning_hits_the_cache():
     s = mlp(hidden=(8,))
     exe = s.simple_bind(cpu(), data=(4, 6))
     compiler.reset_cache_stats()
-    exe2 = exe.reshape(data=(7, 6), softmax_label=(7,))
+    with pytest.raises(MXNetError, match="allow_up_sizing"):
+        exe.reshape(data=(7, 6), softmax_label=(7,))
+    exe2 = exe.reshape(data=(7, 6), softmax_label=(7,), allow_up_sizing=True)
     assert compiler.cache_stats()["compiles"] >= 1
     assert exe2.arg_dict["fc1_weight"] is exe.arg_dict["fc1_weight"]
     assert tuple(exe2.outputs[0].shape) == (7, 10)
@@ -69,7 +71,29 @@ def test_reshape_compiles_new_shapes_and_returning_hits_the_cache():
     exe.reshape(data=(4, 6), softmax_label=(4,))
     assert compiler.cache_stats()["compiles"] == 0
     with pytest.raises(MXNetError, match="partial_shaping"):
-        exe.reshape(data=(4, 9))
+        exe.reshape(data=(4, 9), allow_up_sizing=True)   # fc1_weight would change
+
+
+def test_reshape_shares_memory_as_mxnet_does():
+    """mxnet 1.9.1's test_executor.test_reshape: a smaller executor's arrays and
+    outputs are views of the first elements of the original's."""
+    x = sym.Variable("x")
+    y = sym.FullyConnected(x, num_hidden=4, name="fc")
+    exe = y.simple_bind(cpu(), x=(5, 4), grad_req="null")
+    exe.arg_dict["x"][:] = 1
+    exe.arg_dict["fc_weight"][:] = 1
+    exe.arg_dict["fc_bias"][:] = 0
+    small = exe.reshape(x=(3, 4))
+    small.forward(is_train=False)
+    assert np.all(small.outputs[0].asnumpy() == 4)
+    assert np.all(exe.outputs[0].asnumpy()[:3] == 4)         # the same memory
+    assert small.arg_dict["x"].data_ptr() == exe.arg_dict["x"].data_ptr()
+    exe.forward(is_train=False)
+    assert np.all(exe.outputs[0].asnumpy() == 4)
+    big = exe.reshape(allow_up_sizing=True, x=(6, 4))
+    big.arg_dict["x"][:] = 0                                  # a new array
+    assert np.all(exe.arg_dict["x"].asnumpy() == 1)
+    assert big.arg_dict["fc_weight"] is exe.arg_dict["fc_weight"]
 
 
 def test_forward_rejects_wrong_shapes_before_running():
