@@ -99,6 +99,28 @@ class NDArray(torch.Tensor):
         return to_numpy_dtype(self.dtype)
 
     @property
+    def shape(self):
+        """The shape as a plain tuple, as mxnet returns it (prints ``(2, 3)``)."""
+        return tuple(torch.Tensor.size(self))
+
+    def __getitem__(self, key):
+        out = super().__getitem__(key)
+        # mxnet 1.x has no 0-d arrays: an element is a (1,) array (a view, as there)
+        if isinstance(out, torch.Tensor) and out.dim() == 0:
+            out = _keep_ctx(out.reshape(1), self)
+        return out
+
+    def __iter__(self):
+        if self.dim() == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(torch.Tensor.size(self, 0)))
+
+    def __repr__(self):
+        """mxnet's layout: the values, then ``<NDArray 2x3 @cpu(0)>``."""
+        shape = "x".join(str(d) for d in self.shape)
+        return f"\n{self.asnumpy()}\n<{type(self).__name__} {shape} @{self.context}>"
+
+    @property
     def T(self):
         return self.t() if self.dim() == 2 else self.permute(*reversed(range(self.dim())))
 

@@ -1,0 +1,41 @@
+"""mx.nd follows mxnet 1.x where ported scripts see the difference from torch:
+no 0-d arrays, tuple shapes, mxnet's repr (values recorded from mxnet 1.9.1)."""
+import numpy as np
+
+import module_api as mx
+
+
+def test_indexing_and_iterating_never_give_0d_arrays():
+    a = mx.nd.array([1, 2, 3])
+    assert a[0].shape == (1,)
+    assert [x.shape for x in a] == [(1,), (1,), (1,)]
+    b = mx.nd.array([[1, 2, 3], [4, 5, 6]])
+    assert b[0].shape == (3,) and b[1, 2].shape == (1,) and b[1][2].shape == (1,)
+    assert [x.shape for x in b] == [(3,), (3,)]
+    assert b[0:1].shape == (1, 3) and b[:, 1].shape == (2,)
+    assert a[2].asscalar() == 3.0
+
+
+def test_an_element_is_a_view_as_in_mxnet():
+    a = mx.nd.array([1, 2, 3])
+    a[1][:] = 7
+    np.testing.assert_array_equal(a.asnumpy(), [1, 7, 3])
+
+
+def test_an_element_keeps_its_context():
+    a = mx.nd.array([1, 2], ctx=mx.cpu(1))
+    assert a[0].context == mx.cpu(1)
+
+
+def test_shapes_are_tuples_and_print_like_mxnet():
+    b = mx.nd.zeros((2, 3))
+    assert type(b.shape) is tuple and str(b.shape) == "(2, 3)"
+    batch = mx.io.DataBatch([b], [mx.nd.zeros((3,))])
+    assert str(batch) == "DataBatch: data shapes: [(2, 3)] label shapes: [(3,)]"
+    assert str(mx.io.DataDesc("data", (2, 3))) == \
+        "DataDesc[data,(2, 3),<class 'numpy.float32'>,NCHW]"
+
+
+def test_repr_is_mxnets():
+    b = mx.nd.array([[1, 2, 3], [4, 5, 6]])
+    assert repr(b) == "\n[[1. 2. 3.]\n [4. 5. 6.]]\n<NDArray 2x3 @cpu(0)>"
