@@ -139,9 +139,11 @@ class NDArray(torch.Tensor):
         return torch.Tensor.numpy(t.as_subclass(torch.Tensor)).copy()
 
     def asscalar(self):
+        """The one value as a numpy scalar of the array's dtype (``np.float32``), as
+        mxnet returns it: arithmetic on it then rounds as mxnet users' code does."""
         if self.numel() != 1:
             raise ValueError("The current array is not a scalar")
-        return self.asnumpy().reshape(()).item()
+        return self.asnumpy().reshape(-1)[0]
 
     def astype(self, dtype, copy=True):
         """A copy converted to ``dtype`` (any dtype spelling)."""
