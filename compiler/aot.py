@@ -160,6 +160,26 @@ def module_grad_req(arg_names, data_names, label_names, grad_req="write", fixed=
     return out
 
 
+def _optimizer_kernels(optimizer, optimizer_params, targets) -> list:
+    """The optimizer's update kernels, made by the runtime that owns optimizers.
+
+    The compiler does not import the runtime (imports flow compiler -> runtime):
+    the runtime offers this through the ``symtriton.aot_kernels`` entry point
+    ``optimizer`` (pyproject.toml), which ``pip install`` registers.
+    """
+    from importlib.metadata import entry_points
+    found = [ep for ep in entry_points(group="symtriton.aot_kernels") if ep.name == "optimizer"]
+    if not found:
+        raise AOTError("--optimizer needs symtriton's runtime installed (`pip install -e .`: "
+                       "it registers the symtriton.aot_kernels entry point 'optimizer')")
+    try:
+        return found[0].load()(optimizer, dict(optimizer_params or {}), tuple(targets))
+    except MXNetError:
+        raise
+    except Exception as exc:
+        raise AOTError(f"--optimizer {optimizer}: {type(exc).__name__}: {exc}") from None
+
+
 # ----------------------------------------------------------------- compiling
 
 def _program_key(symbol, shapes, for_training, grad_req, is_train, target):
@@ -376,12 +396,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
     if optimizer:
         if not train:
             raise AOTError("--optimizer needs --train")
-        from runtime import optimizer as opt_mod
-        try:
-            opt = opt_mod.create(optimizer, **dict(optimizer_params or {}))
-        except Exception as exc:
-            raise AOTError(f"--optimizer {optimizer}: {type(exc).__name__}: {exc}") from None
-        opt_kernels = opt_mod.precompile(opt, targets=targets)
+        opt_kernels = _optimizer_kernels(optimizer, optimizer_params, targets)
 
     # ---- cubins
     cuda_targets = [t for t in targets if t.startswith("cuda:")]

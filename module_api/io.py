@@ -6,17 +6,17 @@ of these.
 """
 import numbers
 import threading
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 
 import numpy as np
 import torch
 
+from runtime.data_desc import DataDesc, _mx_real_t
 from runtime.ndarray import as_ndarray
 
 __all__ = ['DataDesc', 'DataBatch', 'DataIter', 'NDArrayIter',
            'PrefetchingIter', 'ResizeIter']
 
-_mx_real_t = np.float32
 
 
 def _numpy_type(dtype):
@@ -27,40 +27,6 @@ def _numpy_type(dtype):
         except (TypeError, RuntimeError):  # e.g. bfloat16 has no numpy twin
             return dtype
     return dtype
-
-
-class DataDesc(namedtuple('DataDesc', ['name', 'shape'])):
-    """Name, shape, dtype and layout of one data or label input.
-
-    A ``(name, shape)`` namedtuple with extra attributes ``dtype`` (default
-    ``numpy.float32``) and ``layout`` (default ``'NCHW'``); ``N`` in the
-    layout marks the batch axis.
-    """
-
-    def __new__(cls, name, shape, dtype=_mx_real_t, layout='NCHW'):
-        ret = super(DataDesc, cls).__new__(cls, name, shape)
-        ret.dtype = dtype
-        ret.layout = layout
-        return ret
-
-    def __repr__(self):
-        return "DataDesc[%s,%s,%s,%s]" % (self.name, self.shape, self.dtype, self.layout)
-
-    @staticmethod
-    def get_batch_axis(layout):
-        """Axis of the batch dimension in ``layout`` (0 when ``layout`` is None,
-        -1 when it has no ``N``)."""
-        if layout is None:
-            return 0
-        return layout.find('N')
-
-    @staticmethod
-    def get_list(shapes, types):
-        """DataDesc list from ``[(name, shape)]`` and optional ``[(name, dtype)]``."""
-        if types is not None:
-            type_dict = dict(types)
-            return [DataDesc(x[0], x[1], type_dict[x[0]]) for x in shapes]
-        return [DataDesc(x[0], x[1]) for x in shapes]
 
 
 class DataBatch(object):

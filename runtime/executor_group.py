@@ -15,7 +15,7 @@ from ``shared_data_arrays`` when one of the same name is large enough.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -25,34 +25,13 @@ from compiler.dtype_support import require_float32
 from compiler.errors import MXNetError
 
 from .context import Context
+from .data_desc import DataDesc
 from .executor import Executor, placement
 from .ndarray import as_ndarray, empty
 
 
-class _Desc(namedtuple("DataDesc", ["name", "shape"])):
-    """Stand-in for ``module_api.io.DataDesc`` while that module is absent."""
-
-    def __new__(cls, name, shape, dtype=np.float32, layout="NCHW"):
-        ret = super().__new__(cls, name, tuple(shape))
-        ret.dtype = dtype
-        ret.layout = layout
-        return ret
-
-    @staticmethod
-    def get_batch_axis(layout):
-        return 0 if layout is None else layout.find("N")
-
-
-def _desc_class():
-    try:
-        from module_api.io import DataDesc
-        return DataDesc
-    except ImportError:
-        return _Desc
-
-
 def _as_desc(x):
-    cls = _desc_class()
+    cls = DataDesc
     if isinstance(x, cls):
         return x
     if hasattr(x, "name") and hasattr(x, "shape") and hasattr(x, "layout"):
@@ -499,7 +478,7 @@ class DataParallelExecutorGroup:
 
     def _sliced_shape(self, shapes, i, major_axis):
         """The (name, shape) descriptors of the i-th executor's part of the batch."""
-        cls = _desc_class()
+        cls = DataDesc
         sliced_shapes = []
         for desc, axis in zip(shapes, major_axis):
             shape = list(desc.shape)

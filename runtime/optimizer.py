@@ -234,6 +234,12 @@ def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> li
     return hashes
 
 
+def aot_kernels(name, params, targets) -> list:
+    """``symtriton compile --optimizer NAME``: the hashes of the update kernels
+    ``create(name, **params)`` launches (the ``symtriton.aot_kernels`` entry point)."""
+    return precompile(create(name, **params), targets=targets)
+
+
 def _interpreting():
     from compiler.triton_mode import interpreting
     return interpreting()
