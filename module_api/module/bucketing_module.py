@@ -385,7 +385,9 @@ class BucketingModule(BaseModule):
         self.optimizer_initialized = True
 
         if self._preload_opt_states is not None:
-            self._curr_module.load_optimizer_states(self._preload_opt_states)
+            self._curr_module.load_optimizer_states(
+                self._preload_opt_states,
+                allow_pickle=getattr(self, "_preload_allow_pickle", False))
             self._preload_opt_states = None
 
     def borrow_optimizer(self, shared_module):
@@ -399,10 +401,11 @@ class BucketingModule(BaseModule):
         assert self.optimizer_initialized
         self._curr_module.save_optimizer_states(fname)
 
-    def load_optimizer_states(self, fname):
-        """Load the optimizer state shared by all buckets."""
+    def load_optimizer_states(self, fname, allow_pickle=False):
+        """Load the optimizer state shared by all buckets (``allow_pickle``: also
+        mxnet's pickled ``.states``, see ``Module.load_optimizer_states``)."""
         assert self.optimizer_initialized
-        self._curr_module.load_optimizer_states(fname)
+        self._curr_module.load_optimizer_states(fname, allow_pickle=allow_pickle)
 
     # ------------------------------------------------------------------ computation
     def prepare(self, data_batch, sparse_row_id_fn=None):
@@ -505,7 +508,7 @@ class BucketingModule(BaseModule):
 
     @staticmethod
     def load(prefix, epoch, sym_gen=None, default_bucket_key=None,
-             load_optimizer_states=False, **kwargs):
+             load_optimizer_states=False, allow_pickle=False, **kwargs):
         """Create a BucketingModule from a checkpoint written by ``save_checkpoint``.
 
         Parameters
@@ -517,6 +520,9 @@ class BucketingModule(BaseModule):
         default_bucket_key : str (or any python object)
         load_optimizer_states : bool
             Restore ``prefix-%04d.states`` at ``init_optimizer``.
+        allow_pickle : bool
+            Also accept a ``.states`` file mxnet wrote (a pickle; see
+            ``Module.load_optimizer_states``).
         **kwargs
             ``logger``, ``context``, ``work_load_list``, ``fixed_param_names``,
             ``state_names``, ``group2ctxs``, ``compression_params``.
@@ -553,6 +559,7 @@ class BucketingModule(BaseModule):
         bucketing_mod.params_initialized = True
         if load_optimizer_states:
             bucketing_mod._preload_opt_states = "%s-%04d.states" % (prefix, epoch)
+            bucketing_mod._preload_allow_pickle = allow_pickle   # mxnet's pickled .states
         return bucketing_mod
 
     @staticmethod

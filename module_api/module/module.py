@@ -118,11 +118,14 @@ class Module(BaseModule):
         self._label_shapes = None
 
     @staticmethod
-    def load(prefix, epoch, load_optimizer_states=False, **kwargs):
+    def load(prefix, epoch, load_optimizer_states=False, allow_pickle=False, **kwargs):
         """Create a module from a checkpoint (``prefix-symbol.json``, ``prefix-%04d.params``
-        and, with ``load_optimizer_states``, ``prefix-%04d.states``).
+        and, with ``load_optimizer_states``, ``prefix-%04d.states``, loaded by
+        ``init_optimizer``).
 
-        Other keyword arguments go to ``Module(...)``.
+        ``allow_pickle=True`` accepts a ``.states`` file mxnet wrote (a pickle, read
+        through a loader that admits NDArrays and optimizers only). Other keyword
+        arguments go to ``Module(...)``.
         """
         sym, args, auxs = load_checkpoint(prefix, epoch)
         mod = Module(symbol=sym, **kwargs)
@@ -131,6 +134,7 @@ class Module(BaseModule):
         mod.params_initialized = True
         if load_optimizer_states:
             mod._preload_opt_states = '%s-%04d.states' % (prefix, epoch)
+            mod._preload_allow_pickle = allow_pickle
         return mod
 
     def save_checkpoint(self, prefix, epoch, save_optimizer_states=False, remove_amp_cast=True):
@@ -444,7 +448,8 @@ class Module(BaseModule):
         self.optimizer_initialized = True
 
         if self._preload_opt_states is not None:
-            self.load_optimizer_states(self._preload_opt_states)
+            self.load_optimizer_states(self._preload_opt_states,
+                                       allow_pickle=getattr(self, "_preload_allow_pickle", False))
             self._preload_opt_states = None
 
     def borrow_optimizer(self, shared_module):
@@ -579,14 +584,22 @@ class Module(BaseModule):
                 fout.write(data)
             os.replace(tmp, fname)
 
-    def load_optimizer_states(self, fname):
-        """Load the optimizer (updater) state from ``fname``."""
+    def load_optimizer_states(self, fname, allow_pickle=False):
+        """Load the optimizer (updater) state from ``fname``.
+
+        Parameters
+        ----------
+        fname : str
+        allow_pickle : bool
+            Also accept mxnet's ``.states`` (a pickle), through a loader that
+            admits NDArrays, optimizers and lr schedulers only.
+        """
         assert self.optimizer_initialized
         if self._update_on_kvstore:
-            self._kvstore.load_optimizer_states(fname)
+            self._kvstore.load_optimizer_states(fname, allow_pickle=allow_pickle)
         else:
             with open(fname, 'rb') as fin:
-                self._updater.set_states(fin.read())
+                self._updater.set_states(fin.read(), allow_pickle=allow_pickle)
 
     def install_monitor(self, mon):
         """Install a monitor on all executors."""
