@@ -866,7 +866,17 @@ class Updater:
 
     # -- serialisation ------------------------------------------------------------
     def get_states(self, dump_optimizer=False) -> bytes:
-        """States (and the optimizer's settings when ``dump_optimizer``) as safe bytes."""
+        """States (and the optimizer's settings when ``dump_optimizer``) as safe bytes.
+
+        With ``SYMTRITON_STATES_FORMAT=mxnet``, mxnet 1.9.1's pickle of the states
+        instead (``runtime/mxnet_states.py``), which mxnet loads.
+        """
+        from . import mxnet_states
+        if mxnet_states.states_format() == "mxnet":
+            if dump_optimizer:
+                raise MXNetError("SYMTRITON_STATES_FORMAT=mxnet writes the states only: "
+                                 "dump_optimizer=True would need a pickled mxnet Optimizer")
+            return mxnet_states.dumps(self.states)
         arrays, blobs = [], []
         offset = 0
 
@@ -1132,7 +1142,8 @@ class _MXNDArrayShim:
 def _allowed_global(module, name):
     if module == "mxnet.ndarray.ndarray" and name == "NDArray":
         return _MXNDArrayShim
-    if module == "builtins" and name in ("bytearray", "bytes"):
+    # protocol-2 pickles (Python 2 naming, or written with protocol=2) say __builtin__
+    if module in ("builtins", "__builtin__") and name in ("bytearray", "bytes"):
         return {"bytearray": bytearray, "bytes": bytes}[name]
     if module == "_codecs" and name == "encode":
         import codecs
