@@ -2,12 +2,13 @@
 
 The same body lines that ``templates/optimizer.py.j2`` turns into one Triton
 kernel over a pointer table are translated here into one Python function,
-``update(roles..., lr, wd, rescale, clip, c0, c1, c2, c3)``, called once per step
+``update(roles..., hyp, rescale, clip, c0, c1, c2, c3)``, called once per step
 for all the tensors of one dtype. Each role argument is the list of that role's
-tensors; ``lr`` and ``wd`` are per-tensor lists (lr_mult, wd_mult, schedules and
-Adam's bias correction folded in). The function updates the tensors that share an
-``(lr, wd)`` pair together (usually one or two groups: weights, and biases with
-``wd_mult`` 0), and every statement is one ``torch._foreach_*`` call over a group.
+tensors; ``hyp`` holds each tensor's per-tensor hyper-parameters, ``(lr, wd)`` and
+any further ones the rule names (lr_mult, wd_mult, schedules and bias corrections
+folded in). The function updates the tensors that share those values together
+(usually one or two groups: weights, and biases with ``wd_mult`` 0), and every
+statement is one ``torch._foreach_*`` call over a group.
 
 Two rewrites keep the statements few and in place:
 
@@ -29,8 +30,9 @@ from collections import Counter
 
 _BIN = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div"}
 _PYOP = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_SCALARS = {"lr": "lr_", "wd": "wd_", "rescale": "rescale", "clip": "clip", "c0": "c0",
-            "c1": "c1", "c2": "c2", "c3": "c3"}
+_SCALARS = {"rescale": "rescale", "clip": "clip", "c0": "c0", "c1": "c1", "c2": "c2",
+            "c3": "c3"}     # and each per-tensor hyper-parameter ``name`` as ``name_``
+_UNARY = {"_sqrt": "sqrt", "_sign": "sign", "_abs": "abs"}
 
 
 class _Scalar:
@@ -59,6 +61,7 @@ class _Translator:
         self.spec = spec
         self.ops = []
         self.env = {}
+        self.scalars = dict(_SCALARS, **{h: f"{h}_" for h in spec.hyp_names})
         self.count = 0
         ct = "torch.float64" if spec.compute_dtype_name == "float64" else "torch.float32"
         self.loads = []
@@ -82,8 +85,8 @@ class _Translator:
     def node(self, n):
         if isinstance(n, ast.Constant):
             return _Scalar(repr(float(n.value)))
-        if isinstance(n, ast.Name) and n.id in _SCALARS:
-            return _Scalar(_SCALARS[n.id])
+        if isinstance(n, ast.Name) and n.id in self.scalars:
+            return _Scalar(self.scalars[n.id])
         if isinstance(n, ast.Name):
             return self.env[n.id]
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
@@ -95,12 +98,14 @@ class _Translator:
             f = n.func
             fname = f.attr if isinstance(f, ast.Attribute) else f.id
             args = [self.node(a) for a in n.args]
-            if fname == "_sqrt":
-                return self.op("sqrt", args)
+            if fname in _UNARY and isinstance(args[0], _List):
+                return self.op(_UNARY[fname], args)
             if fname == "_div":
                 return self.binary("div", *args)
-            if fname in ("minimum", "maximum") and isinstance(args[1], _Scalar):
-                return self.op("clamp_max" if fname == "minimum" else "clamp_min", args)
+            if fname in ("minimum", "maximum") and isinstance(args[0], _List):
+                if isinstance(args[1], _Scalar):
+                    return self.op("clamp_max" if fname == "minimum" else "clamp_min", args)
+                return self.op(fname, args)
         raise NotImplementedError(f"cpu optimizer: unsupported expression {ast.dump(n)[:100]}")
 
     def binary(self, fn, a, b):
@@ -217,6 +222,7 @@ class CpuRuleSpec:
         self.stored_names = list(spec.state_names) + (["master"] if spec.mp else []) + ["w"]
         self.body = spec.body()
         self.rule = spec.rule
+        self.hyp_names = tuple(getattr(spec, "hyp_names", ("lr", "wd")))
         self.summary = ", ".join(f"{n}:{d}" for n, d in zip(self.role_names, self.role_dtypes))
 
 
@@ -227,7 +233,8 @@ def render(spec) -> str:
     body = _Translator(cs).translate(cs.body)
     return _env.get_template("cpu_optimizer.py.j2").render(k={
         "rule": cs.rule, "summary": cs.summary + (" clip" if spec.clip else "")
-        + (" mp" if spec.mp else ""), "roles": cs.role_names, "body": body})
+        + (" mp" if spec.mp else ""), "roles": cs.role_names, "hyp": list(cs.hyp_names),
+        "body": body})
 
 
 _FUNCTIONS: dict = {}
@@ -247,13 +254,18 @@ def update_function(spec):
     return fn
 
 
-def launch(spec, groups, lrs, wds, scalars):
-    """Update every tensor of ``groups`` (per tensor: its role tensors) with one call."""
+def launch(spec, groups, lrs, wds, scalars, extra=None):
+    """Update every tensor of ``groups`` (per tensor: its role tensors) with one call.
+
+    ``lrs`` / ``wds`` are per tensor; ``extra`` (optional) holds, per tensor, the
+    values of the rule's further per-tensor hyper-parameters (``spec.hyp_names[2:]``).
+    """
     import numpy as np
     import torch
     # plain tensors: NDArray's __torch_function__ would wrap every foreach call
     columns = [[t.as_subclass(torch.Tensor) for t in col] for col in zip(*groups)]
     f32 = lambda x: float(np.float32(x))  # noqa: E731  (the kernel's fp32 hyper-parameters)
     with torch.no_grad():
-        update_function(spec)(*columns, [f32(x) for x in lrs], [f32(x) for x in wds],
-                              *[f32(s) for s in scalars])
+        rows = zip(lrs, wds, *zip(*extra)) if extra else zip(lrs, wds)
+        hyp = [tuple(f32(x) for x in row) for row in rows]
+        update_function(spec)(*columns, hyp, *[f32(s) for s in scalars])

@@ -10,6 +10,7 @@ from compiler import symbol as sym
 from compiler.errors import MXNetError
 from runtime import lr_scheduler as lrs
 from runtime import optimizer as opt
+from runtime import safe_unpickle
 from runtime.context import cpu
 from runtime.launcher import LaunchCounter
 from runtime.ndarray import NDArray
@@ -530,11 +531,11 @@ def test_raw_ndarray_fallback_decoder_matches_ndarray_io():
     import struct
     raw = (struct.pack("<IiI", 0xF993FAC9, 0, 2) + struct.pack("<qq", 2, 3)
            + struct.pack("<iii", 1, 0, 0) + np.arange(6, dtype=np.float32).tobytes())
-    a = opt._decode_single_ndarray_fallback(raw)
+    a = safe_unpickle._decode_single_ndarray_fallback(raw)
     torch.testing.assert_close(a, torch.arange(6, dtype=torch.float32).reshape(2, 3))
-    torch.testing.assert_close(opt._decode_raw_ndarray(raw), a)
+    torch.testing.assert_close(safe_unpickle._decode_raw_ndarray(raw), a)
     with pytest.raises(MXNetError):
-        opt._decode_single_ndarray_fallback(raw[:-2])
+        safe_unpickle._decode_single_ndarray_fallback(raw[:-2])
 
 
 def test_nag_multi_precision_and_sgd_without_momentum_states_round_trip():

@@ -1,0 +1,290 @@
+"""The optimizers' multi-tensor update kernels: rules, Triton source, launches.
+
+Each rule (``_RULES``) is a few body lines over the weight, its gradient and
+its state tensors; ``_Spec`` renders them through ``templates/optimizer.py.j2``
+for the ``interpret`` / ``cuda`` targets (the ``cpu`` target's lowering of the
+same lines is ``optimizer_cpu.py``). See ``optimizer.py`` for the design of
+the launch (pointer table, per-tensor hyper-parameters).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import torch
+
+from compiler.errors import MXNetError
+
+from . import optimizer_cpu
+from .ndarray import NDArray
+
+log = logging.getLogger("symtriton")
+
+_TL_TYPES = {torch.float16: "tl.float16", torch.float32: "tl.float32",
+             torch.float64: "tl.float64", torch.bfloat16: "tl.bfloat16"}
+
+# rule -> (state role names, body lines). Variables: w (weight, compute type), g (grad),
+# the state names, lr, wd (per tensor), rescale, clip, c0..c3 (scalars). A rule may also
+# read further tensors it never writes (_RULE_INPUTS: e.g. SGLD's noise) and take more
+# per-tensor hyper-parameters than lr and wd (_RULE_HYP: e.g. bias corrections that
+# depend on each tensor's update count); optimizer_more.py adds such rules.
+_CLIP = "g = tl.minimum(tl.maximum(g, -clip), clip)"
+_RULES = {
+    "sgd": ((), ["g = g * rescale", "{clip}",
+                 "w = (1.0 - lr * wd) * w - lr * g"]),
+    "sgd_mom": (("mom",), ["g = g * rescale", "{clip}",
+                           "mom = c0 * mom - lr * wd * w - lr * g",
+                           "w = w + mom"]),
+    # mxnet's NAGMomKernel with out=weight: the second momentum line reads the weight
+    # it has just written, so wd acts on the new weight there (kept for equal numbers).
+    "nag_mom": (("mom",), ["g = g * rescale", "{clip}",
+                           "mom = c0 * mom",
+                           "wn = w - mom + (c0 + 1.0) * (mom - lr * (g + wd * w))",
+                           "mom = mom - lr * (g + wd * wn)",
+                           "w = wn"]),
+    "adam": (("mean", "var"), ["g = g * rescale + wd * w", "{clip}",
+                               "mean = c0 * mean + (1.0 - c0) * g",
+                               "var = c1 * var + (1.0 - c1) * g * g",
+                               "w = w - lr * _div(mean, _sqrt(var) + c2)"]),
+    "adagrad": (("hist",), ["g = g * rescale", "{clip}",
+                            "hist = hist + g * g",
+                            "w = w + (_div(g, _sqrt(hist + c0)) + w * wd) * -lr"]),
+    "rmsprop": (("n",), ["g = g * rescale + wd * w", "{clip}",
+                         "n = (1.0 - c0) * g * g + c0 * n",
+                         "w = w - lr * _div(g, _sqrt(n + c1))", "{clipw}"]),
+    "rmspropalex": (("n", "gs", "delta"), [
+        "g = g * rescale + wd * w", "{clip}",
+        "n = (1.0 - c0) * g * g + c0 * n",
+        "gs = (1.0 - c0) * g + c0 * gs",
+        "delta = c2 * delta - lr * _div(g, _sqrt(n - gs * gs + c1))",
+        "w = w + delta", "{clipw}"]),
+    "adadelta": (("acc_g", "acc_d"), [
+        "g = g * rescale", "{clip}",
+        "acc_g = c0 * acc_g + (1.0 - c0) * g * g",
+        "cur = _div(_sqrt(acc_d + c1), _sqrt(acc_g + c1)) * g",
+        "acc_d = c0 * acc_d + (1.0 - c0) * cur * cur",
+        "w = w - (cur + wd * w)"]),
+}
+
+
+_RULE_INPUTS: dict = {}     # rule -> names of read-only tensor roles after the states
+_RULE_HYP: dict = {}        # rule -> names of per-tensor hyper-parameters after lr, wd
+
+
+class _Spec:
+    """One kernel variant: rule, dtypes and flags."""
+
+    def __init__(self, rule, w_dtype, s_dtype, clip, clipw=False, mp=False):
+        self.rule, self.w_dtype, self.s_dtype = rule, w_dtype, s_dtype
+        self.clip, self.clipw, self.mp = bool(clip), bool(clipw), bool(mp)
+        self.state_names = _RULES[rule][0]
+        self.input_names = tuple(_RULE_INPUTS.get(rule, ()))
+        self.hyp_names = ("lr", "wd") + tuple(_RULE_HYP.get(rule, ()))
+        self.key = (rule, str(w_dtype), str(s_dtype), self.clip, self.clipw, self.mp)
+
+    @property
+    def compute_dtype(self):
+        return torch.float64 if torch.float64 in (self.w_dtype, self.s_dtype) else torch.float32
+
+    def body(self):
+        out = []
+        for line in _RULES[self.rule][1]:
+            if line == "{clip}":
+                if self.clip:
+                    out.append(_CLIP)
+            elif line == "{clipw}":
+                if self.clipw:
+                    out.append("w = tl.minimum(tl.maximum(w, -c3), c3)")
+            else:
+                out.append(line)
+        return out
+
+    def roles(self):
+        """(name, torch dtype) in pointer-table order."""
+        r = [("w", self.w_dtype), ("g", self.w_dtype)]
+        r += [(s, self.s_dtype) for s in self.state_names]
+        r += [(s, self.w_dtype) for s in self.input_names]
+        if self.mp:
+            r.append(("master", torch.float32))
+        return r
+
+    def written(self):
+        """Indices of the roles the kernel stores."""
+        n_states = len(self.state_names)
+        mp = [len(self.roles()) - 1] if self.mp else []
+        return [0] + list(range(2, 2 + n_states)) + mp
+
+    def render(self) -> str:
+        from compiler.codegen import _env
+        ct = _TL_TYPES[self.compute_dtype]
+        roles = [{"name": n, "elem": _TL_TYPES[d]} for n, d in self.roles()]
+        loads = [{"var": "w", "name": "master" if self.mp else "w"}, {"var": "g", "name": "g"}]
+        loads += [{"var": s, "name": s} for s in self.state_names + self.input_names]
+        stores = [{"name": s, "value": s, "elem": _TL_TYPES[self.s_dtype]}
+                  for s in self.state_names]
+        if self.mp:
+            stores.append({"name": "master", "value": "w", "elem": "tl.float32"})
+        stores.append({"name": "w", "value": "w", "elem": _TL_TYPES[self.w_dtype]})
+        k = {"rule": self.rule, "summary": ", ".join(f"{n}:{e['elem']}" for n, e in
+                                                     zip([r[0] for r in self.roles()], roles))
+             + (" clip" if self.clip else "") + (" mp" if self.mp else ""),
+             "exact": "fp32" if self.compute_dtype == torch.float32 else "fp64",
+             "row": len(roles) + 1, "roles": roles, "ct": ct, "loads": loads,
+             "hyp": list(self.hyp_names),
+             "body": self.body(), "stores": stores}
+        return _env.get_template("optimizer.py.j2").render(k=k)
+
+
+_KERNELS: dict = {}
+_META: dict = {}
+_PTRS: dict = {}
+
+
+def _kernel_for(spec: _Spec):
+    fn = _KERNELS.get(spec.key)
+    if fn is None:
+        from compiler import cache
+        from .launcher import load_kernel
+        source = spec.render()
+        h = hashlib.sha256(source.encode()).hexdigest()[:24]
+        cache.write_kernel(h, source)
+        fn = load_kernel(h)
+        _KERNELS[spec.key] = fn
+    return fn
+
+
+def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> list:
+    """Render and cache the update kernels ``optimizer`` launches for weights of ``dtypes``.
+
+    Used by ``symtriton compile --optimizer`` so that a later (offline) run finds every
+    kernel source in the cache: the Triton kernel for ``interpret`` / ``cuda:<arch>``
+    targets, the foreach function for ``cpu``. Returns the sources' hashes.
+    """
+    from compiler import cache
+    clip = optimizer.clip_gradient
+    has_clip = clip is not None and bool(clip) and float(clip) >= 0
+    hashes = []
+    for dtype in dtypes:
+        w = _zeros_like(torch.zeros(1, dtype=dtype).as_subclass(NDArray))
+        mp = optimizer._mp(w)
+        state = optimizer.create_state_multi_precision(0, w)
+        inner = optimizer._split_mp(state)[0] if mp else state
+        st = optimizer._state_tensors(inner)
+        sources = []
+        for rule in optimizer._kernel_rules(inner):
+            spec = _Spec(rule, w.dtype, st[0].dtype if st else w.dtype,
+                         has_clip, optimizer._clip_weights(), mp)
+            sources += ([optimizer_cpu.render(spec)] if "cpu" in targets else []) + \
+                ([spec.render()] if any(t != "cpu" for t in targets) else [])
+        for source in sources:
+            h = hashlib.sha256(source.encode()).hexdigest()[:24]
+            cache.write_kernel(h, source)
+            if h not in hashes:
+                hashes.append(h)
+    return hashes
+
+
+def _interpreting():
+    from compiler.triton_mode import interpreting
+    return interpreting()
+
+
+def _block_for(numels, gpu):
+    if gpu:
+        return 1024
+    best = None
+    for p in range(6, 17):   # interpreter: blocks past 65536 elements get slower again
+        b = 1 << p
+        cost = sum(-(-n // b) for n in numels) * (b + 16384)
+        if best is None or cost < best[0]:
+            best = (cost, b)
+    return best[1]
+
+
+def _meta_table(numels, block, device):
+    key = (tuple(numels), block, str(device))
+    t = _META.get(key)
+    if t is None:
+        rows = []
+        for i, n in enumerate(numels):
+            for s in range(0, max(n, 1), block):
+                rows += [i, s]
+        t = torch.tensor(rows, dtype=torch.int64, device=device)
+        if len(_META) > 256:
+            _META.clear()
+        _META[key] = t
+    return t
+
+
+def _ptr_table(rows, device):
+    flat = tuple(v for r in rows for v in r)
+    if device.type == "cpu":
+        return torch.tensor(flat, dtype=torch.int64)
+    key = (flat, str(device))
+    t = _PTRS.get(key)
+    if t is None:
+        t = torch.tensor(flat, dtype=torch.int64, device=device)
+        if len(_PTRS) > 64:
+            _PTRS.clear()
+        _PTRS[key] = t
+    return t
+
+
+def _launch(spec: _Spec, groups, lrs, wds, scalars, device, extra=None):
+    """One launch of ``spec``'s kernel over ``groups`` (per tensor: role tensors in order).
+
+    ``lrs`` / ``wds``: per tensor; ``extra``: per tensor, the values of the rule's
+    further per-tensor hyper-parameters (``spec.hyp_names[2:]``), or None.
+    """
+    from .context import cpu_target
+    from .launcher import LAUNCH_LOCK, LaunchCounter
+    if not groups:
+        return
+    if device.type == "cpu" and cpu_target() == "cpu":
+        optimizer_cpu.launch(spec, groups, lrs, wds, scalars, extra)
+        LaunchCounter.total += 1
+        return
+    interp = _interpreting()
+    if device.type == "cpu" and not interp:
+        raise MXNetError("SYMTRITON_CPU_TARGET=interpret, but Triton was imported for the "
+                         "GPU in this process: set TRITON_INTERPRET=1 before the first import, "
+                         "or leave SYMTRITON_CPU_TARGET unset")
+    written = set(spec.written())
+    staged = []     # (original, working copy) to copy back after the launch
+    work = []
+    for tensors in groups:
+        row = []
+        for i, t in enumerate(tensors):
+            if (interp and t.device.type != "cpu") or not t.is_contiguous():
+                c = t.detach().to("cpu" if interp else t.device).contiguous()
+                if i in written:
+                    staged.append((t, c))
+                row.append(c)
+            else:
+                row.append(t)
+        work.append(row)
+    run_dev = torch.device("cpu") if interp else device
+    numels = [r[0].numel() for r in work]
+    block = _block_for(numels, gpu=not interp)
+    meta = _meta_table(numels, block, run_dev)
+    ptrs = _ptr_table([[t.data_ptr() for t in r] + [r[0].numel()] for r in work], run_dev)
+    rows = zip(lrs, wds, *zip(*extra)) if extra else zip(lrs, wds)
+    hyp = torch.tensor([float(v) for row in rows for v in row], dtype=torch.float32,
+                       device=run_dev)
+    fn = _kernel_for(spec)
+    grid = (meta.numel() // 2,)
+    with LAUNCH_LOCK:
+        fn[grid](ptrs, meta, hyp, *[float(s) for s in scalars], BLOCK=block)
+    LaunchCounter.total += 1
+    with torch.no_grad():
+        for orig, c in staged:
+            orig.copy_(c)
+
+
+def _zeros_like(weight, dtype=None):
+    z = torch.zeros(tuple(weight.shape), dtype=dtype or weight.dtype,
+                    device=weight.device).as_subclass(NDArray)
+    ctx = getattr(weight, "_mx_ctx", None)
+    if ctx is not None:
+        z._mx_ctx = ctx
+    return z

@@ -1,0 +1,360 @@
+"""mxnet 1.9.1's other element-wise optimizers: Signum, FTML, Adamax, Nadam, Ftrl,
+DCASGD, SGLD (re-exported by ``runtime.optimizer``, i.e. ``mx.optimizer``; the
+ones with per-layer trust ratios, LAMB, LARS and LBSGD, are in
+``optimizer_layerwise.py``).
+
+Each keeps mxnet's class name, registry name, constructor arguments and
+defaults, state layout and update formula, and updates through the same fused
+multi-tensor kernels as the first six (``optimizer_kernels.py``: Triton for the
+``interpret`` / ``cuda`` targets, ``optimizer_cpu.py``'s ``torch._foreach_*``
+lowering for ``cpu``): the rules below are body lines over the weight ``w``, its
+gradient ``g`` and the states; what depends on a tensor's own update count
+(bias corrections, Nadam's momentum schedule) is folded on the host into the
+per-tensor hyper-parameters ``h0...``.
+
+``multi_precision`` is accepted everywhere; weights are float32 in this
+project, so it behaves as mxnet's does for float32 weights (no master copy).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from compiler.errors import MXNetError
+
+from . import optimizer_kernels as _k
+from .optimizer import SGD, Optimizer, _zeros_like, register
+
+__all__ = ["Signum", "FTML", "Adamax", "Nadam", "Ftrl", "DCASGD", "SGLD", "ccSGD"]
+
+_k._RULES.update({
+    # mxnet's SignumKernel / SignSGDKernel (signsgd reads the raw gradient: its sign
+    # ignores rescale_grad and clipping)
+    "signum": (("mom",), ["g = g * rescale", "{clip}",
+                          "mom = c0 * mom - (1.0 - c0) * wd * w - (1.0 - c0) * g",
+                          "w = (1.0 - lr * c1) * w + lr * _sign(mom)"]),
+    "signsgd": ((), ["w = (1.0 - lr * wd) * w - lr * _sign(g)"]),
+    # FTMLKernel; h0 = 1 - beta1**t, h1 = 1 - beta2**t
+    "ftml": (("d", "v", "z"), ["g = g * rescale + wd * w", "{clip}",
+                               "v = c1 * v + (1.0 - c1) * (g * g)",
+                               "dt = h0 / lr * (_sqrt(_div(v, h1)) + c2)",
+                               "z = c0 * z + (1.0 - c0) * g - (dt - c0 * d) * w",
+                               "d = dt",
+                               "w = -_div(z, dt)"]),
+    # Adamax.update; lr already divided by 1 - beta1**t
+    "adamax": (("m", "u"), ["g = g * rescale + wd * w", "{clip}",
+                            "m = c0 * m + (1.0 - c0) * g",
+                            "u = tl.maximum(c1 * u, _abs(g))",
+                            "w = w - _div(lr * m, u)"]),
+    # Nadam.update; h0 = 1 - m_schedule, h1 = 1 - m_schedule_next, h2 = 1 - momentum_t,
+    # h3 = momentum_t_1, h4 = 1 - beta2**t
+    "nadam": (("m", "v"), ["g = g * rescale + wd * w", "{clip}",
+                           "m = c0 * m + (1.0 - c0) * g",
+                           "v = c1 * v + (1.0 - c1) * g * g",
+                           "mbar = h2 * _div(g, h0) + h3 * _div(m, h1)",
+                           "w = w - _div(lr * mbar, _sqrt(_div(v, h4)) + c2)"]),
+    # FtrlUpdateKernel; (sign(z)*lamda1 - z) * (|z| > lamda1) written as
+    # -sign(z) * max(|z| - lamda1, 0), the same value
+    "ftrl": (("z", "n"), ["g = g * rescale", "{clip}",
+                          "z = z + (g - _div((_sqrt(n + g * g) - _sqrt(n)) * w, lr))",
+                          "n = n + g * g",
+                          "w = _div(-_sign(z) * tl.maximum(_abs(z) - c1, 0.0), "
+                          "_div(c0 + _sqrt(n), lr) + wd)"]),
+    # DCASGD.update (prev = w * 1.0: the old weight, copied)
+    "dcasgd": (("prev",), ["g = g * rescale", "{clip}",
+                           "dw = -lr * (g + wd * w + c1 * g * g * (w - prev))",
+                           "prev = w * 1.0",
+                           "w = w + dw"]),
+    "dcasgd_mom": (("mom", "prev"), ["g = g * rescale", "{clip}",
+                                     "mom = c0 * mom + -lr * (g + wd * w + c1 * g * g * "
+                                     "(w - prev))",
+                                     "prev = w * 1.0",
+                                     "w = w + mom"]),
+    # SGLD.update; noise: standard normal drawn from mx.random's generator, h0 = sqrt(lr)
+    "sgld": ((), ["g = g * rescale", "{clip}",
+                  "w = w + -lr / 2.0 * (g + wd * w)",
+                  "w = w + noise * h0"]),
+})
+_k._RULE_HYP.update({"ftml": ("h0", "h1"), "nadam": ("h0", "h1", "h2", "h3", "h4"),
+                     "sgld": ("h0",)})
+_k._RULE_INPUTS.update({"sgld": ("noise",)})
+
+
+def _no_master(opt, weights):
+    for w in weights:
+        if opt._mp(w):
+            raise MXNetError(f"{type(opt).__name__}: multi_precision with float16 weights is "
+                             f"not supported (weights are float32 in symtriton); pass float32 "
+                             f"weights or multi_precision=False")
+
+
+def _counts(opt, indices):
+    return [opt._index_update_count[i] for i in indices]
+
+
+@register
+class Signum(Optimizer):
+    """signSGD / Signum (Bernstein et al. 2018; mxnet's ``signsgd_update`` /
+    ``signum_update``).
+
+    ``state = momentum * state - (1-momentum) * (wd * w + rescale_grad * clip(grad))``;
+    ``w = (1 - lr * wd_lh) * w + lr * sign(state)``. Without momentum:
+    ``w = (1 - lr * wd) * w - lr * sign(grad)``.
+
+    Parameters
+    ----------
+    learning_rate : float, default 0.01
+    momentum : float, default 0.9
+    wd_lh : float, default 0.0
+        Decoupled weight decay (Loshchilov & Hutter), applied to the weight only.
+    """
+
+    def __init__(self, learning_rate=0.01, momentum=0.9, wd_lh=0.0, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.momentum = momentum
+        self.wd_lh = wd_lh
+
+    def create_state(self, index, weight):
+        return _zeros_like(weight) if self.momentum != 0.0 else None
+
+    def _rule(self, state):
+        return "signum" if state is not None and self.momentum > 0 else "signsgd"
+
+    def _state_tensors(self, state):
+        return [state] if self._rule(state) == "signum" else []
+
+    def _scalars(self):
+        return (float(self.momentum), float(self.wd_lh), 0.0, 0.0)
+
+
+@register
+class FTML(Optimizer):
+    """FTML, Follow the Moving Leader (Zheng & Kwok 2017; mxnet's ``ftml_update``).
+
+    States ``(d, v, z)``; ``g = clip(rescale_grad * grad + wd * w)``,
+    ``v = beta2 * v + (1-beta2) * g**2``,
+    ``d_t = (1 - beta1**t) / lr * (sqrt(v / (1 - beta2**t)) + epsilon)``,
+    ``z = beta1 * z + (1-beta1) * g - (d_t - beta1 * d) * w``, ``w = -z / d_t``.
+
+    Parameters
+    ----------
+    beta1 : float, default 0.6
+    beta2 : float, default 0.999
+    epsilon : float, default 1e-8
+    """
+
+    def __init__(self, beta1=0.6, beta2=0.999, epsilon=1e-8, **kwargs):
+        super().__init__(**kwargs)
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+
+    def create_state(self, index, weight):
+        return (_zeros_like(weight), _zeros_like(weight), _zeros_like(weight))
+
+    def _rule(self, state):
+        return "ftml"
+
+    def _scalars(self):
+        return (float(self.beta1), float(self.beta2), float(self.epsilon), 0.0)
+
+    def _hyper(self, indices):
+        ts = _counts(self, indices)
+        return (self._get_lrs(indices), self._get_wds(indices),
+                [1. - self.beta1 ** t for t in ts], [1. - self.beta2 ** t for t in ts])
+
+
+@register
+class Adamax(Optimizer):
+    """AdaMax, Adam with the infinity norm (Kingma & Ba, section 7).
+
+    ``g = clip(rescale_grad * grad + wd * w)``, ``m = beta1 * m + (1-beta1) * g``,
+    ``u = max(beta2 * u, |g|)``, ``w -= lr / (1 - beta1**t) * m / u``.
+
+    Parameters
+    ----------
+    learning_rate : float, default 0.002
+    beta1 : float, default 0.9
+    beta2 : float, default 0.999
+    """
+
+    def __init__(self, learning_rate=0.002, beta1=0.9, beta2=0.999, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = beta1
+        self.beta2 = beta2
+
+    def create_state(self, index, weight):
+        return (_zeros_like(weight), _zeros_like(weight))
+
+    def _rule(self, state):
+        return "adamax"
+
+    def _scalars(self):
+        return (float(self.beta1), float(self.beta2), 0.0, 0.0)
+
+    def _hyper(self, indices):
+        lrs = [lr / (1. - self.beta1 ** t)
+               for lr, t in zip(self._get_lrs(indices), _counts(self, indices))]
+        return lrs, self._get_wds(indices)
+
+
+@register
+class Nadam(Optimizer):
+    """Nesterov Adam (Dozat 2015), mxnet's formula and momentum schedule.
+
+    ``momentum_t = beta1 * (1 - 0.5 * 0.96**(t * schedule_decay))``; as in mxnet the
+    running product ``m_schedule`` advances once per parameter updated (in index
+    order), not once per step.
+
+    Parameters
+    ----------
+    learning_rate : float, default 0.001
+    beta1 : float, default 0.9
+    beta2 : float, default 0.999
+    epsilon : float, default 1e-8
+    schedule_decay : float, default 0.004
+    """
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 schedule_decay=0.004, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+        self.schedule_decay = schedule_decay
+        self.m_schedule = 1.
+
+    def create_state(self, index, weight):
+        return (_zeros_like(weight), _zeros_like(weight))
+
+    def _rule(self, state):
+        return "nadam"
+
+    def _scalars(self):
+        return (float(self.beta1), float(self.beta2), float(self.epsilon), 0.0)
+
+    def _hyper(self, indices):
+        cols = [[] for _ in range(5)]
+        for t in _counts(self, indices):
+            mom_t = self.beta1 * (1. - 0.5 * (pow(0.96, t * self.schedule_decay)))
+            mom_t1 = self.beta1 * (1. - 0.5 * (pow(0.96, (t + 1) * self.schedule_decay)))
+            self.m_schedule = self.m_schedule * mom_t
+            for col, v in zip(cols, (1. - self.m_schedule, 1. - self.m_schedule * mom_t1,
+                                     1. - mom_t, mom_t1, 1. - pow(self.beta2, t))):
+                col.append(v)
+        return (self._get_lrs(indices), self._get_wds(indices), *cols)
+
+
+@register
+class Ftrl(Optimizer):
+    """FTRL-Proximal (McMahan et al. 2013; mxnet's ``ftrl_update``).
+
+    States ``(z, n)``; ``g = clip(rescale_grad * grad)``,
+    ``z += g - (sqrt(n + g**2) - sqrt(n)) * w / lr``, ``n += g**2``,
+    ``w = (sign(z) * lamda1 - z) / ((beta + sqrt(n)) / lr + wd) * (|z| > lamda1)``.
+
+    Parameters
+    ----------
+    lamda1 : float, default 0.01
+        L1 regularisation coefficient.
+    learning_rate : float, default 0.1
+    beta : float, default 1
+    """
+
+    def __init__(self, lamda1=0.01, learning_rate=0.1, beta=1, **kwargs):
+        super().__init__(**kwargs)
+        self.lamda1 = lamda1
+        self.beta = beta
+        self.lr = learning_rate
+
+    def create_state(self, index, weight):
+        return (_zeros_like(weight, torch.float32), _zeros_like(weight, torch.float32))
+
+    def _rule(self, state):
+        return "ftrl"
+
+    def _scalars(self):
+        return (float(self.beta), float(self.lamda1), 0.0, 0.0)
+
+
+@register
+class DCASGD(Optimizer):
+    """Delay-compensated asynchronous SGD (Zheng et al. 2016; mxnet's ``DCASGD``).
+
+    State ``(mom or None, previous weight)``;
+    ``step = -lr * (g + wd * w + lamda * g * g * (w - previous))`` with
+    ``g = clip(rescale_grad * grad)``; ``mom = momentum * mom + step`` (with momentum);
+    ``previous = w``; ``w += mom`` (or ``step``). mxnet 1.9.1 itself fails with
+    momentum > 0 (it tests an NDArray's truth value); this is the intended formula.
+
+    Parameters
+    ----------
+    momentum : float, default 0.0
+    lamda : float, default 0.04
+    """
+
+    def __init__(self, momentum=0.0, lamda=0.04, **kwargs):
+        super().__init__(**kwargs)
+        self.momentum = momentum
+        self.weight_previous = {}
+        self.lamda = lamda
+
+    def create_state(self, index, weight):
+        prev = _zeros_like(weight)
+        with torch.no_grad():
+            prev.copy_(weight)
+        return (None if self.momentum == 0.0 else _zeros_like(weight), prev)
+
+    def _rule(self, state):
+        return "dcasgd" if state[0] is None else "dcasgd_mom"
+
+    def _state_tensors(self, state):
+        return [s for s in state if s is not None]
+
+    def _scalars(self):
+        return (float(self.momentum), float(self.lamda), 0.0, 0.0)
+
+
+@register
+class SGLD(Optimizer):
+    """Stochastic gradient Langevin dynamics (mxnet's ``SGLD``).
+
+    ``w += -lr / 2 * (clip(rescale_grad * grad) + wd * w) + N(0, sqrt(lr))``; the
+    noise comes from ``mx.random``'s generator of the weight's context, so
+    ``mx.random.seed`` reproduces it (not mxnet's numbers: a different generator).
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
+    def create_state(self, index, weight):
+        return None
+
+    def _rule(self, state):
+        return "sgld"
+
+    def update_multi(self, indices, weights, grads, states, multi_precision=None):
+        from .context import cpu
+        from .random import generator_for
+        indices, weights, grads, states = list(indices), list(weights), list(grads), list(states)
+        if not indices:
+            return
+        _no_master(self, weights)
+        self._update_count(indices)
+        lrs, wds = self._get_lrs(indices), self._get_wds(indices)
+        noise = []
+        for w in weights:
+            ctx = getattr(w, "context", None) or cpu(0)
+            z = torch.randn(tuple(w.shape), generator=generator_for(ctx), dtype=torch.float32)
+            noise.append([z.to(device=w.device, dtype=w.dtype)])
+        self._fused_update(indices, weights, grads, states,
+                           (lrs, wds, [math.sqrt(lr) for lr in lrs]), False, inputs=noise)
+
+
+@register
+class ccSGD(SGD):  # noqa: N801  (mxnet's name)
+    """[DEPRECATED] Same as :class:`SGD`; mxnet keeps it for backward compatibility."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
