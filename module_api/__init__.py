@@ -27,7 +27,12 @@ __version__ = "1.9.1"
 
 
 class random:  # noqa: N801  (mxnet's module name)
-    """``mx.random.seed(n)`` seeds numpy, torch and the project's generators."""
+    """``mx.random``: ``seed(n)`` seeds numpy, torch and the project's generators;
+    ``uniform`` / ``normal`` / ``randint`` are ``mx.nd.random``'s samplers, as in mxnet."""
+
+    uniform = staticmethod(nd.random.uniform)
+    normal = staticmethod(nd.random.normal)
+    randint = staticmethod(nd.random.randint)
 
     @staticmethod
     def seed(seed_state, ctx="all"):

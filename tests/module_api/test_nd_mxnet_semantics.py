@@ -39,3 +39,13 @@ def test_shapes_are_tuples_and_print_like_mxnet():
 def test_repr_is_mxnets():
     b = mx.nd.array([[1, 2, 3], [4, 5, 6]])
     assert repr(b) == "\n[[1. 2. 3.]\n [4. 5. 6.]]\n<NDArray 2x3 @cpu(0)>"
+
+
+def test_mx_random_samplers_follow_the_seed():
+    mx.random.seed(3)
+    a = mx.random.uniform(0, 1, shape=(2, 3))
+    mx.random.seed(3)
+    b = mx.nd.random.uniform(0, 1, shape=(2, 3))
+    assert a.shape == (2, 3) and np.array_equal(a.asnumpy(), b.asnumpy())
+    n = mx.random.normal(0, 1, shape=(4,))
+    assert n.shape == (4,) and 0 <= float(mx.random.randint(0, 5, shape=(1,)).asnumpy()[0]) < 5
