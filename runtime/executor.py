@@ -67,6 +67,17 @@ class Executor:
         Where the arguments of each ``ctx_group`` live (see :func:`placement`).
     """
 
+    def __new__(cls, symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
+                shared_exec=None, group2ctx=None):
+        # A graph that group2ctx spreads over several contexts runs as one
+        # sub-executor per context segment (runtime/executor_partitioned.py).
+        if cls is Executor and group2ctx:
+            from .executor_partitioned import PartitionedExecutor, spans_contexts
+            ctx = ctx if isinstance(ctx, Context) else current_context()
+            if spans_contexts(symbol, ctx, args, aux_states, group2ctx):
+                cls = PartitionedExecutor
+        return object.__new__(cls)
+
     def __init__(self, symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
                  shared_exec=None, group2ctx=None):
         self._symbol = symbol
@@ -143,7 +154,9 @@ class Executor:
                for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}
         return cls(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
 
-    def _collect(self, arrays, names, what, allow_missing=False):
+    def _collect(self, arrays, names, what, allow_missing=False, where=None):
+        """Arrays by name as contiguous float32 NDArrays: on this executor's
+        device, or on ``where[name]`` (a context per variable) when given."""
         if isinstance(arrays, (list, tuple)):
             if len(arrays) != len(names):
                 raise MXNetError(f"{what}: {len(arrays)} arrays for {len(names)} names {names}")
@@ -154,12 +167,13 @@ class Executor:
                 raise MXNetError(f"{what}: '{k}' is not one of {names}")
             if v is None:
                 continue
-            t = _to_tensor(v, self._ctx, f"{what}['{k}']")
+            home = where[k] if where is not None else self._placement.get(k, self._ctx)
+            t = _to_tensor(v, home if where is not None else self._ctx, f"{what}['{k}']")
             require_float32(k, t.dtype, f"bind {what}")
             if not t.is_contiguous():
                 t = t.contiguous()
             if not isinstance(t, NDArray):
-                t = as_ndarray(t, self._placement.get(k, self._ctx))
+                t = as_ndarray(t, home)
             out[k] = t
         missing = [n for n in names if n not in out]
         if missing and not allow_missing:
@@ -254,16 +268,7 @@ class Executor:
         **kwargs
             New values for arguments, copied into ``arg_dict``.
         """
-        for name, value in kwargs.items():
-            if name not in self.arg_dict:
-                raise MXNetError(f"forward: '{name}' is not an argument; arguments are "
-                                 f"{list(self.arg_dict)}")
-            t = _to_tensor(value, self._ctx, f"forward({name}=...)")
-            if tuple(t.shape) != tuple(self.arg_dict[name].shape):
-                raise MXNetError(f"forward: '{name}' has shape {tuple(t.shape)}, the executor "
-                                 f"was bound with {tuple(self.arg_dict[name].shape)}; use "
-                                 f"reshape() for new shapes")
-            self.arg_dict[name].copy_(t)
+        _assign_inputs(self.arg_dict, kwargs)
         if is_train and not self._for_training:
             prog = self._infer_prog if self._train_prog is None else self._train_prog
             if self._train_prog is None and is_mode_dependent(self._symbol):
@@ -471,6 +476,20 @@ class _BufferPool:
         return sum(4 * t.numel() for t in self.tensors)
 
 
+def _assign_inputs(arg_dict, values):
+    """Copy ``forward(**values)`` into the bound arrays (same shapes only)."""
+    for name, value in values.items():
+        if name not in arg_dict:
+            raise MXNetError(f"forward: '{name}' is not an argument; arguments are "
+                             f"{list(arg_dict)}")
+        t = _to_tensor(value, arg_dict[name].context, f"forward({name}=...)")
+        if tuple(t.shape) != tuple(arg_dict[name].shape):
+            raise MXNetError(f"forward: '{name}' has shape {tuple(t.shape)}, the executor "
+                             f"was bound with {tuple(arg_dict[name].shape)}; use "
+                             f"reshape() for new shapes")
+        arg_dict[name].copy_(t)
+
+
 def _numel(shape):
     n = 1
     for d in shape:
@@ -482,10 +501,10 @@ def placement(symbol, ctx, group2ctx) -> dict:
     """The context of each argument and auxiliary state in a ``ctx_group`` that
     ``group2ctx`` maps (mxnet's model-parallel placement); others use ``ctx``.
 
-    Arrays are allocated on, and report, their group's context. The compiled
-    Program still runs as one: every group must map to the executor's torch
-    device (any ``cpu(i)``, or one GPU). Groups on different devices need
-    copies where an edge crosses devices, which are not built yet: an error.
+    As in mxnet, a variable whose group the map does not name stays on
+    ``ctx``. Where the operators of a graph land on several contexts,
+    ``Executor(...)`` gives a :class:`PartitionedExecutor` that copies values
+    across contexts (``runtime/executor_partitioned.py``).
     """
     if not group2ctx:
         return {}
@@ -498,12 +517,6 @@ def placement(symbol, ctx, group2ctx) -> dict:
             if not isinstance(target, Context):
                 raise MXNetError(f"group2ctx['{group}'] must be a Context, got {target!r}")
             out[name] = target
-    devices = sorted({str(c.torch_device) for c in out.values()} | {str(ctx.torch_device)})
-    if len(devices) > 1:
-        raise MXNetError(
-            f"group2ctx places ctx_groups on devices {devices}: running one symbol across "
-            f"devices (copies where an edge crosses them) is not supported yet; map every "
-            f"group to {ctx}'s device")
     return out
 
 

@@ -171,8 +171,10 @@ class DataParallelExecutorGroup:
     grad_req : str, list of str or dict of str to str
     state_names : list of str
     group2ctxs : dict or list, optional
-        mxnet's ``ctx_group`` placement. Accepted; every node of one
-        executor runs on that executor's context here.
+        mxnet's ``ctx_group`` placement: per data-parallel slice, the
+        context of each group (a dict of lists gives one context per
+        slice). A slice whose nodes land on several contexts runs as a
+        ``PartitionedExecutor`` (runtime/executor_partitioned.py).
     """
 
     def __init__(self, symbol, contexts, workload, data_shapes, label_shapes, param_names,

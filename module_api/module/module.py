@@ -62,6 +62,8 @@ class Module(BaseModule):
     state_names : list of str
         Inputs that are neither data nor labels; zero until ``set_states``.
     group2ctxs : dict or list, optional
+        Model parallelism: the context of each ``ctx_group`` attribute in
+        the symbol (a list per context in ``context``, or one list of dicts).
     compression_params : dict, optional
         Passed to the kvstore's ``set_gradient_compression``.
     """

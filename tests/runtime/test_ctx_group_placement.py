@@ -1,12 +1,10 @@
 """mxnet's ctx_group / group2ctx placement: arrays of a group live on (and report)
-the context the group maps to; results equal the unplaced executor's; groups
-on different devices are a clear error until cross-device copies exist."""
+the context the group maps to; results equal the unplaced executor's. The
+copies between contexts are tested in test_model_parallel.py."""
 import numpy as np
-import pytest
 import torch
 
 import module_api as mx
-from compiler.errors import MXNetError
 
 
 def _symbol():
@@ -54,9 +52,3 @@ def test_module_input_grads_report_their_groups_context():
     mod.backward([mx.nd.ones((2, 3))])
     ga, gb = mod.get_input_grads()
     assert ga.context == mx.cpu(3) and gb.context == mx.cpu(4)
-
-
-def test_groups_on_different_devices_are_refused():
-    with pytest.raises(MXNetError, match=r"across devices"):
-        _symbol().simple_bind(mx.cpu(0), a=(2, 4), b=(2, 3),
-                              group2ctx={"dev1": mx.gpu(0), "dev2": mx.cpu(0)})
