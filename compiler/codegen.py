@@ -26,7 +26,7 @@ _env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                           autoescape=False)
 
-_FAMILY_TEMPLATE = {"pointwise": "tile.py.j2", "reduce": "tile.py.j2",
+_FAMILY_TEMPLATE = {"pointwise": "tile.py.j2", "reduce": "reduce.py.j2",
                     "matmul": "matmul.py.j2", "scatter": "scatter.py.j2"}
 
 
@@ -47,6 +47,7 @@ class Rendered:
     N: int
     K: int                # largest reduction length of a dot (0 if none)
     kind: str
+    batch: int = 1        # batches of a batched matmul (folded into grid axis 0)
 
 
 class _Ctx:
@@ -76,8 +77,15 @@ class _Ctx:
                                  f"{self.coord(pos)} = {expr}")
                 inner *= size
         for pos in self.p.grid_pos:
-            lines.append(f"g{pos} = tl.program_id(1)")
+            lines.append(f"g{pos} = gb")   # the batch, folded into grid axis 0
         return lines
+
+    def col_coord_lines(self):
+        """The column coordinates alone (recomputed in each column loop)."""
+        return [ln for ln in self.coord_lines() if ln.startswith("c")]
+
+    def row_coord_lines(self):
+        return [ln for ln in self.coord_lines() if not ln.startswith("c")]
 
     def total(self, positions):
         return prod(self.p.domain[p] for p in positions)
@@ -111,52 +119,250 @@ def render(prog: TileProgram, strides: list, shapes: list) -> Rendered:
     """
     ctx = _Ctx(prog, strides, shapes)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
-    body = []
-    max_k = 0
-    for ins in prog.instrs:
-        if ins.kind == "load":
-            t = ins.args[0]
-            off = ctx.offset(ins.extra["dims"], strides[t][0], shift=ins.extra.get("shift"))
-            m = ctx.mask(ins.varies)
-            if "shift" in ins.extra:  # a Concat part: only its own range of the axis
-                pos, start, size = ins.extra["shift"]
-                c = ctx.coord(pos) or "0"
-                m = f"({m}) & ({c} >= {start}) & ({c} < {start + size})" if m else \
-                    f"({c} >= {start}) & ({c} < {start + size})"
-            body.append(f"{ins.out} = tl.load(p{t}_0 + {off}"
-                        + (f", mask={m}, other=0.0)" if m and off != "0" else ")"))
-        elif ins.kind == "expr":
-            body.append(f"{ins.out} = {_coords_in(ctx, ins.text)}")
-        elif ins.kind == "const":
-            body.append(f"{ins.out} = {ins.text}")
-        elif ins.kind == "reduce":
-            fill = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}[ins.text]
-            fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[ins.text]
-            scale = ins.extra.get("scale", 1.0)
-            tail = f" * {float(scale)!r}" if scale != 1.0 else ""
-            body.append(f"{ins.out} = {fn}(tl.where(mfull, {ins.args[0]}, {fill}), axis=1)[:, None]{tail}")
-        elif ins.kind == "gather":
-            idx, w = ins.args
-            rows, cols = shapes[w]
-            s0, s1 = strides[w][0]
-            last = ctx.coord(ins.extra["last"]) or "0"
-            m = ctx.mask(ins.varies)
-            body.append(f"{ins.out}_i = tl.minimum(tl.maximum({idx}.to(tl.int32), 0), {rows - 1})")
-            body.append(f"{ins.out} = tl.load(p{w}_0 + {ins.out}_i * {s0} + {last} * {s1}"
-                        + (f", mask={m}, other=0.0)" if m else ")"))
-        elif ins.kind == "dot":
-            body.extend(_dot_lines(ctx, ins))
-            max_k = max(max_k, ins.extra["K"])
-    for st in prog.stores:
-        for d, st_strides in enumerate(strides[st.tensor]):
-            body.extend(_store_lines(ctx, st, d, st_strides, shapes[st.tensor]))
+    max_k = max([ins.extra["K"] for ins in prog.instrs if ins.kind == "dot"], default=0)
     M = ctx.total(prog.row_pos)
     N = ctx.total(prog.col_pos)
-    summary = _summary(prog)
+    if prog.kind == "reduce":
+        head, body = ctx.row_coord_lines(), _looped_reduce_lines(ctx, N)
+    else:
+        accumulate = _dot_sums(prog) if prog.kind == "matmul" else {}
+        body = []
+        for ins in prog.instrs:
+            body.extend(_instr_lines(ctx, ins, accumulate))
+        for st in prog.stores:
+            for d, st_strides in enumerate(strides[st.tensor]):
+                body.extend(_store_lines(ctx, st, d, st_strides, shapes[st.tensor]))
+        head = ctx.coord_lines()
+    batch = int(prog.domain[prog.grid_pos[0]]) if prog.grid_pos else 1
     k = {"params": ", ".join(f"p{t}_{d}" for t, d in params), "M": M, "N": N,
-         "coord_lines": ctx.coord_lines(), "body_lines": body, "summary": summary}
+         "batched": bool(prog.grid_pos), "coord_lines": head, "body_lines": body,
+         "summary": _summary(prog)}
     source = _env.get_template(_FAMILY_TEMPLATE[prog.kind]).render(k=k)
-    return Rendered(source, params, M, N, max_k, prog.kind)
+    return Rendered(source, params, M, N, max_k, prog.kind, batch)
+
+
+def _instr_lines(ctx: _Ctx, ins, accumulate=None) -> list:
+    """The Triton lines computing one instruction (a reduction over a whole-row tile)."""
+    strides, shapes = ctx.strides, ctx.shapes
+    if ins.kind == "load":
+        t = ins.args[0]
+        off = ctx.offset(ins.extra["dims"], strides[t][0], shift=ins.extra.get("shift"))
+        m = ctx.mask(ins.varies)
+        if "shift" in ins.extra:  # a Concat part: only its own range of the axis
+            pos, start, size = ins.extra["shift"]
+            c = ctx.coord(pos) or "0"
+            m = f"({m}) & ({c} >= {start}) & ({c} < {start + size})" if m else \
+                f"({c} >= {start}) & ({c} < {start + size})"
+        return [f"{ins.out} = tl.load(p{t}_0 + {off}"
+                + (f", mask={m}, other=0.0)" if m and off != "0" else ")")]
+    if ins.kind == "expr":
+        if accumulate and ins.out in accumulate.get("silent", ()):
+            return []          # a sum of dots: they already added into one accumulator
+        return [f"{ins.out} = {_coords_in(ctx, ins.text)}"]
+    if ins.kind == "const":
+        return [f"{ins.out} = {ins.text}"]
+    if ins.kind == "reduce":
+        fill = _REDUCE_FILL[ins.text]
+        fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[ins.text]
+        scale = ins.extra.get("scale", 1.0)
+        tail = f" * {float(scale)!r}" if scale != 1.0 else ""
+        return [f"{ins.out} = {fn}(tl.where(mfull, {ins.args[0]}, {fill}), axis=1)[:, None]{tail}"]
+    if ins.kind == "gather":
+        idx, w = ins.args
+        rows, cols = shapes[w]
+        s0, s1 = strides[w][0]
+        last = ctx.coord(ins.extra["last"]) or "0"
+        m = ctx.mask(ins.varies)
+        return [f"{ins.out}_i = tl.minimum(tl.maximum({idx}.to(tl.int32), 0), {rows - 1})",
+                f"{ins.out} = tl.load(p{w}_0 + {ins.out}_i * {s0} + {last} * {s1}"
+                + (f", mask={m}, other=0.0)" if m else ")")]
+    if ins.kind == "dot":
+        acc = (accumulate or {}).get("into", {}).get(ins.out)
+        return _dot_lines(ctx, ins, acc, fresh=acc is None or
+                          accumulate["first"].get(acc) == ins.out)
+    raise ValueError(f"unknown instruction kind {ins.kind!r}")
+
+
+_REDUCE_FILL = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
+
+
+def _dot_sums(prog) -> dict:
+    """Sums of matmuls that add into one accumulator instead of one each.
+
+    A dot used only by ``(a + b [+ ...])`` chains of such values (autodiff's
+    sum of a weight's per-step gradients, dW = sum_t dG_t^T X_t) accumulates
+    straight into the chain's final value. Returns ``into`` (dot -> the
+    accumulator's name), ``first`` (accumulator -> its first dot, which
+    zeroes it) and ``silent`` (the adds that no longer compute anything).
+    """
+    import re
+    uses = {}
+    for ins in prog.instrs:
+        for name in set(re.findall(r"\bv\d+\b", ins.text)) | \
+                {a for a in ins.args if isinstance(a, str)}:
+            uses[name] = uses.get(name, 0) + 1
+    for st in prog.stores:
+        uses[st.value] = uses.get(st.value, 0) + 1
+    member = {ins.out: ins.out for ins in prog.instrs if ins.kind == "dot"}
+    adds = []
+    for ins in prog.instrs:
+        if ins.kind != "expr" or ins.extra:
+            continue
+        m = re.fullmatch(r"\((v\d+)((?: \+ v\d+)+)\)", ins.text)
+        if not m:
+            continue
+        terms = [m.group(1)] + re.findall(r"v\d+", m.group(2))
+        if len(set(terms)) == len(terms) and all(t in member and uses.get(t) == 1 for t in terms):
+            for t in terms:
+                member[t] = ins.out
+            member[ins.out] = ins.out
+            adds.append(ins.out)
+
+    def root(name):
+        while member[name] != name:
+            name = member[name]
+        return name
+    into, first = {}, {}
+    for ins in prog.instrs:
+        if ins.kind == "dot" and member[ins.out] != ins.out:
+            acc = root(ins.out)
+            into[ins.out] = acc
+            first.setdefault(acc, ins.out)
+    return {"into": into, "first": first, "silent": set(adds)}
+
+
+def _looped_reduce_lines(ctx: _Ctx, N: int) -> list:
+    """A row reduction kernel's body: loops over the reduced columns in ``BN`` chunks.
+
+    Values that vary along the columns are computed inside the loops, values
+    per row (a reduction's result and what follows from it) between them.
+    A value's *stage* counts the reductions it depends on through; loop ``j``
+    accumulates the reductions of stage ``j + 1`` and stores the column values
+    of stage ``j``, recomputing (reloading) whatever column values it needs.
+    A ``sum(exp(x - max(x)))`` (softmax, log_softmax) accumulates online with
+    its max (rescaled as the max grows), so a softmax reads its row twice, not
+    three times. With ``BN >= N`` (the interpreter's tiles) each loop runs once.
+    """
+    p = ctx.p
+    cols = set(q for q in p.col_pos if p.domain[q] > 1)
+    by_name = {ins.out: ins for ins in p.instrs}
+    varies_cols = {ins.out: bool(ins.varies & cols) for ins in p.instrs}
+    online = _online_softmax_sums(p.instrs, by_name)
+    stage = {}
+    for ins in p.instrs:
+        deps = [a for a in _operands(ins) if a in stage]
+        s = max((stage[a] for a in deps), default=0)
+        if ins.kind == "reduce":
+            s = stage[online[ins.out][0]] if ins.out in online else s + 1
+        stage[ins.out] = s
+    per_row = [ins for ins in p.instrs if ins.kind != "reduce" and not varies_cols[ins.out]]
+    reductions = [ins for ins in p.instrs if ins.kind == "reduce"]
+    col_stores = [st for st in p.stores if varies_cols.get(st.value, False)]
+    row_stores = [st for st in p.stores if not varies_cols.get(st.value, False)]
+    last = max([stage[r.out] - 1 for r in reductions] +
+               [stage[st.value] for st in col_stores], default=0)
+    lines = []
+    for j in range(last + 2):
+        for r in reductions:
+            if stage[r.out] == j and j > 0:
+                scale = r.extra.get("scale", 1.0)
+                if scale != 1.0:
+                    lines.append(f"{r.out} = {r.out} * {float(scale)!r}")
+        for ins in per_row:
+            if stage[ins.out] == j:
+                lines.extend(_instr_lines(ctx, ins))
+        if j > last:
+            break
+        accs = [r for r in reductions if stage[r.out] == j + 1]
+        stores = [st for st in col_stores if stage[st.value] == j]
+        if not accs and not stores:
+            continue
+        for r in accs:
+            lines.append(f"{r.out} = tl.full([BM, 1], {_REDUCE_FILL[r.text]}, tl.float32)")
+        # the column values this loop needs, in program order
+        need = set()
+        for r in accs:
+            need.update(_operands(r) if r.out not in online else [online[r.out][1]])
+        need.update(st.value for st in stores)
+        need = _closure(need, by_name, varies_cols)
+        # ``n0``: coordinates are r<pos>, c<pos>, g<pos>, so no name clashes
+        body = ["rn = n0 + tl.arange(0, BN)[None, :]", f"mcol = rn < {N}",
+                "mfull = mrow & mcol"] + ctx.col_coord_lines()
+        for ins in p.instrs:
+            if ins.out in need and varies_cols[ins.out] and ins.kind != "reduce":
+                body.extend(_instr_lines(ctx, ins))
+        partners = {online[r.out][0] for r in accs if r.out in online}
+        for r in accs:
+            if r.out in partners:
+                continue                  # updated with its online sum below
+            x = r.args[0]
+            fill = _REDUCE_FILL[r.text]
+            part = (f"tl.{r.text}(tl.where(mfull, {x}, {fill}), axis=1)[:, None]")
+            if r.out in online:
+                m, x = online[r.out]
+                body += [f"{m}_tile = tl.max(tl.where(mfull, {x}, float('-inf')), axis=1)[:, None]",
+                         f"{m}_new = tl.maximum({m}, {m}_tile)",
+                         # a row with nothing yet (padding rows): no -inf - -inf
+                         f"{m}_ref = tl.where({m}_new == float('-inf'), 0.0, {m}_new)",
+                         f"{r.out} = {r.out} * tl.exp({m} - {m}_ref) + tl.sum(tl.where("
+                         f"mfull, tl.exp({x} - {m}_ref), 0.0), axis=1)[:, None]",
+                         f"{m} = {m}_new"]
+            elif r.text == "sum":
+                body.append(f"{r.out} += {part}")
+            else:
+                op = "tl.maximum" if r.text == "max" else "tl.minimum"
+                body.append(f"{r.out} = {op}({r.out}, {part})")
+        for st in stores:
+            for d, st_strides in enumerate(ctx.strides[st.tensor]):
+                body.extend(_store_lines(ctx, st, d, st_strides, ctx.shapes[st.tensor]))
+        lines.append(f"for n0 in range(0, {N}, BN):")
+        lines.extend("    " + ln for ln in body)
+    for st in row_stores:
+        for d, st_strides in enumerate(ctx.strides[st.tensor]):
+            lines.extend(_store_lines(ctx, st, d, st_strides, ctx.shapes[st.tensor]))
+    return lines
+
+
+def _operands(ins) -> list:
+    import re
+    return list(dict.fromkeys([a for a in ins.args if isinstance(a, str)] +
+                              re.findall(r"\bv\d+\b", ins.text)))
+
+
+def _closure(names, by_name, varies_cols) -> set:
+    """``names`` and the column values they are computed from."""
+    out, todo = set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n in out or n not in by_name:
+            continue
+        out.add(n)
+        ins = by_name[n]
+        if ins.kind != "reduce":
+            todo.extend(a for a in _operands(ins) if varies_cols.get(a))
+    return out
+
+
+def _online_softmax_sums(instrs, by_name) -> dict:
+    """``{sum: (max, x)}`` for every ``sum(exp(x - m))`` where ``m = max(x)``."""
+    import re
+    out = {}
+    for ins in instrs:
+        if ins.kind != "reduce" or ins.text != "sum" or ins.extra.get("scale", 1.0) != 1.0:
+            continue
+        e = by_name.get(ins.args[0])
+        m1 = e is not None and e.kind == "expr" and re.fullmatch(r"tl\.exp\((v\d+)\)", e.text)
+        xs = by_name.get(m1.group(1)) if m1 else None
+        m2 = xs is not None and xs.kind == "expr" and re.fullmatch(r"\((v\d+) - (v\d+)\)",
+                                                                   xs.text)
+        if not m2:
+            continue
+        x, m = m2.group(1), m2.group(2)
+        mx = by_name.get(m)
+        if mx is not None and mx.kind == "reduce" and mx.text == "max" and mx.args[0] == x \
+                and mx.extra.get("scale", 1.0) == 1.0 and m not in {v[0] for v in out.values()}:
+            out[ins.out] = (m, x)
+    return out
 
 
 def _coords_in(ctx, text):
@@ -169,7 +375,9 @@ def _summary(prog):
     return f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}"
 
 
-def _dot_lines(ctx: _Ctx, ins):
+def _dot_lines(ctx: _Ctx, ins, acc=None, fresh=True):
+    """One dot's K loop into its own accumulator, or adding into ``acc``
+    (zeroed first when ``fresh``)."""
     p = ctx.p
     ta_i, tb_i = ins.args
     ta, tb, K = ins.extra["ta"], ins.extra["tb"], ins.extra["K"]
@@ -204,9 +412,8 @@ def _dot_lines(ctx: _Ctx, ins):
             b_terms.append(f"g0 * {sb[0]}")
     a_off = " + ".join(a_terms) or "0"
     b_off = " + ".join(b_terms) or "0"
-    v = ins.out
-    return [
-        f"{v} = tl.zeros((BM, BN), dtype=tl.float32)",
+    v = acc or ins.out
+    return ([f"{v} = tl.zeros((BM, BN), dtype=tl.float32)"] if fresh else []) + [
         f"for k0 in range(0, {K}, BK):",
         "    kk = k0 + tl.arange(0, BK)",
         f"    a = tl.load(p{ta_i}_0 + ({a_off}) + kk[None, :] * {sak}, mask=mrow & (kk[None, :] < {K}), other=0.0)",
@@ -248,31 +455,6 @@ def render_fill(numel: int, value: float = 0.0) -> Rendered:
 
 
 def tile_config(r: Rendered, target: str, reduce_cols: bool = False) -> dict:
-    """Tile sizes, warps and grid for one launch on ``target``."""
-    def np2(x):
-        return 1 << max(0, (int(x) - 1).bit_length())
-    if target == "cpu":   # torch calls over whole arrays: no tiles, one call per launch
-        return {"grid": [1, 1]}
-    M, N, K = max(r.M, 1), max(r.N, 1), max(r.K, 1)
-    cpu = target == "interpret"
-    if r.kind == "fill":
-        bm = min(np2(M), 1 << 20) if cpu else 1024
-        return {"BM": bm, "BN": 1, "BK": 1, "num_warps": 4, "grid": [-(-M // bm), 1]}
-    if r.kind == "matmul":
-        if cpu:
-            bm, bn, bk = max(16, min(np2(M), 256)), max(16, min(np2(N), 1024)), max(16, min(np2(K), 1024))
-        else:  # sized to the problem: 64x64x32 on a 3x5 matmul spilled 3.8 KB a thread
-            bm, bn, bk = max(16, min(np2(M), 64)), max(16, min(np2(N), 64)), max(16, min(np2(K), 32))
-        if reduce_cols:
-            bn = max(16, np2(N))
-            if not cpu:
-                bm = 32 if bn <= 256 else 16
-        grid = [-(-M // bm) * -(-N // bn), 1]
-        return {"BM": bm, "BN": bn, "BK": bk, "num_warps": 4, "grid": grid}
-    bn = np2(N)
-    if cpu:
-        bm = max(1, min(np2(M), (1 << 22) // bn))
-    else:  # 1024 elements a program: 4096 with 4 warps spilled (ptxas, cuda:90)
-        bm = max(1, min(np2(M), max(1, 1024 // bn)))
-    return {"BM": bm, "BN": bn, "BK": 1, "num_warps": 4 if bn * bm <= 4096 else 8,
-            "grid": [-(-M // bm), 1]}
+    """Tile sizes, warps, stages and grid for one launch on ``target`` (compiler/tiles.py)."""
+    from .tiles import tile_config as choose
+    return choose(r.kind, r.M, r.N, r.K, target, reduce_cols, r.batch)

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 if __package__:
     from .errors import MXNetError
@@ -168,7 +169,13 @@ def _arch(target: str) -> int:
 
 
 def _config_key(cfg: dict) -> str:
-    return json.dumps({k: int(cfg[k]) for k in ("BM", "BN", "BK", "num_warps")}, sort_keys=True)
+    return json.dumps(_config_fields(cfg), sort_keys=True)
+
+
+def _config_fields(cfg: dict) -> dict:
+    """The compile-relevant part of a launch config (Triton's default 3 stages if unset)."""
+    return {k: int(cfg.get(k, 3) if k == "num_stages" else cfg[k])
+            for k in ("BM", "BN", "BK", "num_warps", "num_stages")}
 
 
 def _tools_dir() -> str:
@@ -215,6 +222,7 @@ def _compile_here(path: str, source_hash: str, target: str, cfg: dict) -> dict:
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
+    started = time.perf_counter()
     fn = _load_raw_fn(path, source_hash)
     jit_fn = JITFunction(fn)
     params = list(inspect.signature(fn).parameters)
@@ -227,16 +235,19 @@ def _compile_here(path: str, source_hash: str, target: str, cfg: dict) -> dict:
         constexprs = {p: int(cfg[p]) for p in _CONSTEXPRS if p in params}
     compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs),
                               target=GPUTarget("cuda", _arch(target), 32),
-                              options={"num_warps": int(cfg["num_warps"])})
+                              options={"num_warps": int(cfg["num_warps"]),
+                                       "num_stages": int(cfg.get("num_stages", 3))})
     cubin = compiled.asm["cubin"]
     usage = resource_usage(cubin)
-    return {"hash": source_hash, "target": target, "config": {k: int(cfg[k]) for k in
-                                                               ("BM", "BN", "BK", "num_warps")},
+    return {"hash": source_hash, "target": target,
+            "config": _config_fields(cfg),
             "cubin": cubin, "n_regs": usage["n_regs"],
             # bytes of per-thread local memory (stack frame + local arrays): where
             # ptxas puts spilled registers; what the driver reports as n_spills
             "n_spills": usage["stack"] + usage["local"],
-            "shared": int(compiled.metadata.shared), "name": compiled.metadata.name}
+            "shared": int(compiled.metadata.shared), "name": compiled.metadata.name,
+            # Triton front end, LLVM and ptxas for this kernel alone
+            "seconds": round(time.perf_counter() - started, 3)}
 
 
 def _must_use_workers() -> bool:
@@ -398,7 +409,8 @@ def compile_cubin(source_hash_or_path, target: str = "cuda:90", config: dict = N
     -------
     dict with ``cubin`` (bytes), ``n_regs``, ``n_spills`` (local-memory bytes
     per thread), ``shared`` (bytes of shared memory), ``name`` (the kernel
-    symbol), plus ``hash``, ``target``, ``config`` and ``summary``.
+    symbol), ``seconds`` (compile time of this kernel), plus ``hash``,
+    ``target``, ``config`` and ``summary``.
     Raises :class:`CubinError` naming the kernel if Triton or ptxas fails.
     """
     r = compile_many([(source_hash_or_path, target, config)], workers=1)[0]

@@ -99,8 +99,6 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
                     read += nbytes
         launch = _launch(rendered, args, grp["phase"], target, sources, read, written,
                          prog.reduce_cols)
-        if prog.grid_pos:
-            launch.config["grid"][1] = int(prog.domain[prog.grid_pos[0]])
         launches.append(launch)
         group_ops.append(sorted(graph.node(n)["op"] for n in grp["nodes"]))
     return launches, group_ops

@@ -5,6 +5,7 @@ so data-parallel code can be tested without a GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import torch
@@ -107,3 +108,23 @@ def num_gpus() -> int:
 def current_context() -> Context:
     ctx = getattr(_local, "ctx", None)
     return ctx if ctx is not None else Context("cpu", 0)
+
+
+_NO_GUARD = contextlib.nullcontext()
+
+
+def device_guard(where):
+    """Make ``where``'s CUDA device current while a launch runs.
+
+    Triton launches on the current CUDA device, so a ``gpu(2)`` kernel
+    started while device 0 is current would run on device 0 with device-2
+    pointers. ``where`` is a :class:`Context` or a ``torch.device``; for
+    CPU ones this is a no-op context (shared: nothing to enter).
+    """
+    if isinstance(where, Context):
+        if where.device_type != "gpu":
+            return _NO_GUARD
+        return torch.cuda.device(where.device_id)
+    if where.type != "cuda":
+        return _NO_GUARD
+    return torch.cuda.device(where.index if where.index is not None else 0)

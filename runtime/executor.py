@@ -18,7 +18,7 @@ from compiler.errors import MXNetError
 from compiler.symbol import is_mode_dependent, register_runtime
 from compiler.triton_mode import ensure_mode
 
-from .context import Context, current_context
+from .context import Context, current_context, device_guard
 from .launcher import bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
 
@@ -278,7 +278,8 @@ class Executor:
         else:
             prog = self._train_prog if is_train else self._infer_prog
         self._fill_random(prog)
-        run_bound(self._launches(prog, "fwd"))
+        with device_guard(self._ctx):
+            run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
         self._last_train = bool(is_train)
         if self._monitor is not None:
@@ -327,7 +328,8 @@ class Executor:
                 raise MXNetError(f"out_grads[{i}] has shape {tuple(g.shape)}, output "
                                  f"'{prog.output_names[i]}' has {tuple(heads[name].shape)}")
             heads[name].copy_(g)
-        run_bound(self._launches(prog, "bwd"))
+        with device_guard(self._ctx):
+            run_bound(self._launches(prog, "bwd"))
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes, sharing memory as mxnet's does.

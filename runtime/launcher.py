@@ -108,7 +108,8 @@ def bind_launches(launches, resolve) -> list:
 
 def _triton_launch(kernel, ptrs, cfg):
     grid = (int(cfg["grid"][0]), int(cfg["grid"][1]))
-    consts = dict(BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], num_warps=cfg["num_warps"])
+    consts = dict(BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], num_warps=cfg["num_warps"],
+                  num_stages=cfg.get("num_stages", 3))
 
     def run():
         with LAUNCH_LOCK:

@@ -236,7 +236,7 @@ def _launch(spec: _Spec, groups, lrs, wds, scalars, device, extra=None):
     ``lrs`` / ``wds``: per tensor; ``extra``: per tensor, the values of the rule's
     further per-tensor hyper-parameters (``spec.hyp_names[2:]``), or None.
     """
-    from .context import cpu_target
+    from .context import cpu_target, device_guard
     from .launcher import LAUNCH_LOCK, LaunchCounter
     if not groups:
         return
@@ -273,7 +273,7 @@ def _launch(spec: _Spec, groups, lrs, wds, scalars, device, extra=None):
                        device=run_dev)
     fn = _kernel_for(spec)
     grid = (meta.numel() // 2,)
-    with LAUNCH_LOCK:
+    with LAUNCH_LOCK, device_guard(run_dev):   # the weights' device, not the current one
         fn[grid](ptrs, meta, hyp, *[float(s) for s in scalars], BLOCK=block)
     LaunchCounter.total += 1
     with torch.no_grad():

@@ -19,8 +19,9 @@ Two checks:
   a session fixture: a failure there is reported as an error at teardown
   and fails the run.
 
-Failures name the kernel (hash and its summary line). Registers and spill
-bytes per kernel are printed (visible with ``-s``). The end-of-session sweep
+Failures name the kernel (hash and its summary line). A kernel that spills
+(any local-memory bytes per thread) fails. Registers and spill bytes per
+kernel are printed (visible with ``-s``). The end-of-session sweep
 costs about 0.15 s per unique kernel on 2 cores with a cold Triton cache
 (``~/.triton/cache`` makes unchanged kernels free on later runs);
 ``SYMTRITON_CUBIN_SWEEP=0`` skips it for quick local runs.
@@ -48,6 +49,11 @@ def _report(results, title):
             failures.append(str(r))
             continue
         c = r["config"]
+        if r["n_spills"] or r["n_regs"] > 255:   # a spill is a failure, not a statistic
+            failures.append(f"kernel {r['hash']} ({r['summary']}) spills {r['n_spills']} bytes "
+                            f"a thread with {r['n_regs']} registers at BM={c['BM']} "
+                            f"BN={c['BN']} BK={c['BK']} warps={c['num_warps']}: shrink its "
+                            f"tiles in compiler/tiles.py")
         lines.append(f"  {r['hash']}  regs={r['n_regs']:>3} spill_bytes={r['n_spills']:>5} "
                      f"shared={r['shared']:>6}  BM={c['BM']} BN={c['BN']} BK={c['BK']} "
                      f"warps={c['num_warps']}  {r['summary']}")

@@ -1,0 +1,160 @@
+"""What the GPU would run: every kernel of the GPU configurations, compiled to
+cubin for ``cuda:90`` and ``cuda:80`` on this machine (no GPU needed), with the
+registers, spilled bytes, shared memory and compile seconds of each.
+
+Configurations (issue 12's):
+
+- ``lstm``: the README's GPU lstm_bucketing, 2 x LSTM 200, embed 200,
+  vocabulary 10,000, batch 32, buckets 10 to 60 (training and inference
+  programs, and the SGD-momentum update);
+- ``mlp``: 784-512-512-10 at batch 128 (training, inference, SGD update);
+- ``softmax33k``: a SoftmaxOutput over 33,278 classes (wikitext-2's
+  vocabulary) after a 200 -> 33,278 FullyConnected, batch 32.
+
+Usage::
+
+    python benchmarks/gpu_kernels.py                    # all, both targets
+    python benchmarks/gpu_kernels.py --config lstm --buckets 10,60 --target cuda:90
+    python benchmarks/gpu_kernels.py --kernels          # one line per kernel
+
+The exit status is 1 when any kernel spills, uses more than 255 registers,
+fails to compile, or takes longer than ``--max-seconds`` (60) to compile.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+os.environ.setdefault("TRITON_INTERPRET", "1")   # this process never runs a GPU kernel
+if "--keep-triton-cache" not in sys.argv:
+    # compile seconds are the point: Triton's own cache would make repeats free
+    import tempfile
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-kernels-triton-")
+
+
+def lstm_symbol(seq_len, num_layers=2, num_hidden=200, num_embed=200, vocab=10000):
+    """mxnet's lstm_bucketing symbol (example/rnn/bucketing/lstm_bucketing.py)."""
+    import module_api as mx
+    stack = mx.rnn.SequentialRNNCell()
+    for i in range(num_layers):
+        stack.add(mx.rnn.LSTMCell(num_hidden=num_hidden, prefix="lstm_l%d_" % i))
+    data = mx.sym.Variable("data")
+    label = mx.sym.Variable("softmax_label")
+    embed = mx.sym.Embedding(data=data, input_dim=vocab, output_dim=num_embed, name="embed")
+    outputs = stack.unroll(seq_len, inputs=embed, merge_outputs=True)[0]
+    pred = mx.sym.Reshape(outputs, shape=(-1, num_hidden))
+    pred = mx.sym.FullyConnected(data=pred, num_hidden=vocab, name="pred")
+    label = mx.sym.Reshape(label, shape=(-1,))
+    return mx.sym.SoftmaxOutput(data=pred, label=label, name="softmax")
+
+
+def mlp_symbol():
+    import module_api as mx
+    x = mx.sym.Variable("data")
+    for i, h in enumerate((512, 512)):
+        x = mx.sym.Activation(mx.sym.FullyConnected(x, num_hidden=h, name=f"fc{i + 1}"),
+                              act_type="relu")
+    x = mx.sym.FullyConnected(x, num_hidden=10, name="fc3")
+    return mx.sym.SoftmaxOutput(x, name="softmax")
+
+
+def softmax_symbol(classes=33278):
+    import module_api as mx
+    x = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=classes, name="pred")
+    return mx.sym.SoftmaxOutput(x, name="softmax")
+
+
+def configurations(buckets):
+    """``{name: [(symbol, input shapes, data names)]}``: the programs to compile."""
+    return {
+        "lstm": [(lstm_symbol(key), {"data": (32, key), "softmax_label": (32, key)},
+                  ("data", "softmax_label")) for key in buckets],
+        "mlp": [(mlp_symbol(), {"data": (128, 784), "softmax_label": (128,)},
+                 ("data", "softmax_label"))],
+        "softmax33k": [(softmax_symbol(), {"data": (32, 200), "softmax_label": (32,)},
+                        ("data", "softmax_label"))],
+    }
+
+
+def kernels_of(entries, target):
+    """``[(kernel hash, config)]`` of the training and inference programs and the SGD
+    update, deduplicated."""
+    from compiler.compile import compile_symbol
+    from runtime.optimizer import aot_kernels
+    seen, out = set(), []
+    params = 0
+    for symbol, shapes, data_names in entries:
+        grad_req = {a: ("null" if a in data_names else "write") for a in symbol.list_arguments()}
+        params = max(params, sum(1 for a in symbol.list_arguments() if a not in data_names))
+        for prog in (compile_symbol(symbol, shapes, True, grad_req, True, target),
+                     compile_symbol(symbol, shapes, False, {}, False, target)):
+            for ln in prog.launches:
+                key = (ln.kernel, tuple(sorted((k, v) for k, v in ln.config.items()
+                                               if k != "grid")))
+                if key not in seen:
+                    seen.add(key)
+                    out.append((ln.kernel, dict(ln.config)))
+    for h in aot_kernels("sgd", {"momentum": 0.9}, (target,)):
+        if (h, None) not in seen:
+            seen.add((h, None))
+            out.append((h, None))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", action="append", choices=["lstm", "mlp", "softmax33k"])
+    ap.add_argument("--buckets", default="10,20,30,40,50,60")
+    ap.add_argument("--target", action="append", choices=["cuda:90", "cuda:80"])
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--max-seconds", type=float, default=60.0)
+    ap.add_argument("--kernels", action="store_true", help="print one line per kernel")
+    ap.add_argument("--keep-triton-cache", action="store_true",
+                    help="use Triton's cache (repeats compile in no time)")
+    args = ap.parse_args(argv)
+    from compiler import cubin
+    buckets = [int(b) for b in args.buckets.split(",")]
+    configs = configurations(buckets)
+    bad = 0
+    print(f"{'config':<11} {'target':<8} {'kernels':>7} {'max regs':>8} {'spilled B':>9} "
+          f"{'max shared':>10} {'max s':>6} {'total s':>7}  failures")
+    for name in args.config or list(configs):
+        for target in args.target or ["cuda:90", "cuda:80"]:
+            t0 = time.perf_counter()
+            items = kernels_of(configs[name], target)
+            t1 = time.perf_counter()
+            raw = cubin.compile_many([(h, target, cfg) for h, cfg in items],
+                                     workers=args.workers)
+            # seconds: measured inside the worker, for that kernel alone
+            results = [(r, 0.0 if isinstance(r, Exception) else r["seconds"]) for r in raw]
+            ok = [(r, s) for r, s in results if not isinstance(r, Exception)]
+            failed = [str(r) for r, _ in results if isinstance(r, Exception)]
+            regs = max((r["n_regs"] for r, _ in ok), default=0)
+            spill = sum(r["n_spills"] for r, _ in ok)
+            shared = max((r["shared"] for r, _ in ok), default=0)
+            slowest = max((s for _, s in results), default=0.0)
+            over = [r for r, s in ok if r["n_spills"] or r["n_regs"] > 255] + \
+                [r for r, s in ok if s > args.max_seconds]
+            bad += len(failed) + len(over)
+            print(f"{name:<11} {target:<8} {len(results):>7} {regs:>8} {spill:>9} {shared:>10} "
+                  f"{slowest:>6.1f} {time.perf_counter() - t1:>7.1f}  "
+                  f"{len(failed) + len(over)} (programs {t1 - t0:.1f}s)")
+            if args.kernels:
+                for r, s in sorted(ok, key=lambda x: -x[1]):
+                    c = r["config"]
+                    print(f"    {r['hash']} regs={r['n_regs']:>3} spill={r['n_spills']:>5} "
+                          f"shared={r['shared']:>6} {s:5.1f}s BM={c['BM']} BN={c['BN']} "
+                          f"BK={c['BK']} warps={c['num_warps']}  {r['summary']}")
+            for msg in failed:
+                print("    FAILED " + msg[:600])
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
