@@ -129,8 +129,10 @@ def main(argv=None):
             t0 = time.perf_counter()
             items = kernels_of(configs[name], target)
             t1 = time.perf_counter()
+            # a worker's share may take max-seconds per kernel, then it is stopped
             raw = cubin.compile_many([(h, target, cfg) for h, cfg in items],
-                                     workers=args.workers)
+                                     workers=args.workers,
+                                     timeout=args.max_seconds * (len(items) // args.workers + 1))
             # seconds: measured inside the worker, for that kernel alone
             results = [(r, 0.0 if isinstance(r, Exception) else r["seconds"]) for r in raw]
             ok = [(r, s) for r, s in results if not isinstance(r, Exception)]
