@@ -19,8 +19,16 @@ cubin (``compiler.cubin``; no GPU needed) and stored under
 (num_warps, shared memory, signature and constexprs, n_regs, n_spills).
 
 The directory gets a self-describing ``symtriton-manifest.json`` (versions,
-targets, every program key with its description, the sha256 of every file),
-written atomically at the end; ``symtriton cache verify`` checks it.
+targets, every program key with its description and its compile inputs, the
+optimizer and its parameters, the sha256 of every file), written atomically at
+the end, and the symbol JSON of every program under ``symbols/``.
+``symtriton cache verify`` checks it; ``--rebuild`` regenerates everything from
+those inputs with :func:`build_outputs` and compares byte for byte
+(:mod:`compiler.aot_verify`).
+
+Trust: the directory is code (``compiler.cache_trust``). A run loads its
+kernels, so a directory copied from elsewhere should pass ``symtriton cache
+verify --rebuild`` first, and the runtime refuses one that others may write.
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ import shutil
 import sys
 import time
 
-from . import cache
+from . import cache, cache_trust
 from ._atomic import atomic_write_bytes, atomic_write_text
 from .batch_slices import _split_input_slice
 from .compile import canonical_graph_json
@@ -42,7 +50,10 @@ from .errors import MXNetError
 from .symbol import is_mode_dependent
 
 MANIFEST = "symtriton-manifest.json"
-FORMAT = 1
+#: 2: every program records its compile inputs (``compile``) and the symbols are stored
+#: under ``symbols/``, so ``symtriton cache verify --rebuild`` can regenerate everything.
+FORMAT = 2
+SYMBOLS = "symbols"
 
 
 class AOTError(MXNetError):
@@ -190,6 +201,20 @@ def _program_key(symbol, shapes, for_training, grad_req, is_train, target):
     return cache.make_key(parts), parts
 
 
+def symbol_file(symbol) -> str:
+    """Where a compiled symbol's JSON is stored: ``symbols/<sha256 prefix>.json``."""
+    digest = hashlib.sha256(symbol.tojson().encode()).hexdigest()[:24]
+    return f"{SYMBOLS}/{digest}.json"
+
+
+def compile_record(sym_file, shapes, for_training, grad_req, is_train, target) -> dict:
+    """A program's compile inputs as the manifest records them: the arguments of its
+    :func:`compile_symbol` call, the symbol given by its file (``symbols/...``)."""
+    return {"symbol": sym_file, "shapes": {k: list(v) for k, v in sorted(shapes.items())},
+            "for_training": bool(for_training), "grad_req": dict(sorted(grad_req.items())),
+            "is_train": bool(is_train), "target": target}
+
+
 def _sha_file(path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -272,7 +297,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                  fixed_params, inputs_need_grad, optimizer, optimizer_params, contexts,
                  batch_per_context, targets, workers, progress, command):
     from . import symbol as sym_mod
-    from .compile import check_target, compile_symbol
+    from .compile import check_target
     t_start = time.perf_counter()
     root = cache.cache_dir()
     if cache.offline():
@@ -351,6 +376,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
         gr = module_grad_req(args, data_names, label_names, grad_req, fixed_params,
                              inputs_need_grad)
         mode_dep = is_mode_dependent(s)
+        sym_file = symbol_file(s)
         for ctx_i, n in enumerate(sizes):
             sl = {k: ((n,) + tuple(v[1:]) if k in data_names + label_names else tuple(v))
                   for k, v in bshapes.items()}
@@ -371,51 +397,17 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                         job = {"key": pkey, "bucket": key, "contexts": [ctx_i], "target": target,
                                "mode": mname, "inputs": {k: list(v) for k, v in sl.items()},
                                "description": cache.describe_key(parts),
+                               "compile": compile_record(sym_file, sl, ft, g, it, target),
                                "_call": (s, sl, ft, g, it, target)}
                         seen[pkey] = job
                         jobs.append(job)
 
-    # ---- compile the programs
+    if optimizer and not train:
+        raise AOTError("--optimizer needs --train")
     stats0 = cache.cache_stats()
-    bar = _progress(len(jobs), "programs", progress)
-    for job in jobs:
-        s, sl, ft, g, it, target = job.pop("_call")
-        prog = compile_symbol(s, sl, for_training=ft, grad_req=g, is_train=it, target=target)
-        st = prog.stats
-        job.update(kernels=list(dict.fromkeys(ln.kernel for ln in prog.launches)),
-                   launches=len(prog.launches), forward_launches=st["forward_launches"],
-                   backward_launches=st["backward_launches"],
-                   bytes_per_step=st["bytes_per_step"],
-                   _configs={ln.kernel: dict(ln.config) for ln in prog.launches})
-        bar.update(1)
-    bar.close()
+    opt_kernels, cubins = build_outputs(root, jobs, optimizer, optimizer_params, targets,
+                                        workers, progress)
     stats1 = cache.cache_stats()
-
-    # ---- optimizer kernels
-    opt_kernels = []
-    if optimizer:
-        if not train:
-            raise AOTError("--optimizer needs --train")
-        opt_kernels = _optimizer_kernels(optimizer, optimizer_params, targets)
-
-    # ---- cubins
-    cuda_targets = [t for t in targets if t.startswith("cuda:")]
-    cubin_items = []
-    for target in cuda_targets:
-        wanted = {}
-        for job in jobs:
-            if job["target"] == target:
-                for h in job["kernels"]:
-                    wanted.setdefault(h, job["_configs"][h])
-        for h in opt_kernels:
-            if _is_triton_kernel(h):     # the cpu target's foreach function has no cubin
-                wanted.setdefault(h, None)
-        cubin_items += [(h, target, cfg) for h, cfg in wanted.items()]
-    cubins = {}
-    if cubin_items:
-        cubins = _compile_cubins(root, cubin_items, workers, progress)
-    for job in jobs:
-        job.pop("_configs", None)
 
     # ---- manifest
     manifest = {
@@ -444,6 +436,57 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
             stats1["compiles"] - stats0["compiles"],
             "programs_cached": len(jobs) - (stats1["compiles"] - stats0["compiles"]),
             "seconds": total}
+
+
+def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None,
+                  progress=False) -> tuple:
+    """Write into ``root`` everything ``jobs`` compile to; return ``(optimizer kernel
+    hashes, cubins)``.
+
+    ``root`` must be the current :func:`cache.cache_dir`. Writes the symbol files
+    (``symbols/<hash>.json``), the program entries and kernels, the optimizer's update
+    kernels and, for cuda targets, the cubins. Each job is a manifest ``programs`` item
+    plus ``_call``, its :func:`compile_symbol` arguments; the job gets its kernels,
+    launch counts and bytes per step. ``symtriton compile`` and ``symtriton cache verify
+    --rebuild`` both call this, so a rebuild makes exactly the files a compile made.
+    """
+    from .compile import compile_symbol
+    # the in-memory map is keyed by program key alone: a Program compiled earlier in
+    # this process for another cache directory would be a hit with no entry in root
+    cache.clear_memory_cache()
+    for rel, text in {job["compile"]["symbol"]: job["_call"][0].tojson() for job in jobs}.items():
+        path = os.path.join(root, rel)
+        cache_trust.make_dirs(os.path.dirname(path))
+        atomic_write_text(path, text)
+    bar = _progress(len(jobs), "programs", progress)
+    for job in jobs:
+        s, sl, ft, g, it, target = job.pop("_call")
+        prog = compile_symbol(s, sl, for_training=ft, grad_req=g, is_train=it, target=target)
+        st = prog.stats
+        job.update(kernels=list(dict.fromkeys(ln.kernel for ln in prog.launches)),
+                   launches=len(prog.launches), forward_launches=st["forward_launches"],
+                   backward_launches=st["backward_launches"],
+                   bytes_per_step=st["bytes_per_step"],
+                   _configs={ln.kernel: dict(ln.config) for ln in prog.launches})
+        bar.update(1)
+    bar.close()
+    opt_kernels = (_optimizer_kernels(optimizer, optimizer_params, targets)
+                   if optimizer else [])
+    cubin_items = []
+    for target in [t for t in targets if t.startswith("cuda:")]:
+        wanted = {}
+        for job in jobs:
+            if job["target"] == target:
+                for h in job["kernels"]:
+                    wanted.setdefault(h, job["_configs"][h])
+        for h in opt_kernels:
+            if _is_triton_kernel(h):     # the cpu target's foreach function has no cubin
+                wanted.setdefault(h, None)
+        cubin_items += [(h, target, cfg) for h, cfg in wanted.items()]
+    cubins = _compile_cubins(root, cubin_items, workers, progress) if cubin_items else {}
+    for job in jobs:
+        job.pop("_configs", None)
+    return opt_kernels, cubins
 
 
 def _compile_cubins(root, items, workers, progress) -> dict:
@@ -477,6 +520,7 @@ def _compile_cubins(root, items, workers, progress) -> dict:
                 errors.append(str(r))
                 continue
             folder = os.path.join(root, "cubin", _target_dir(target))
+            cache_trust.make_dirs(folder)
             bin_path = os.path.join(folder, f"{h}.cubin")
             atomic_write_bytes(bin_path, r["cubin"])
             with open(cache.kernel_path(h)) as f:
@@ -512,6 +556,7 @@ def _collect_files(root, jobs, opt_kernels, cubins) -> dict:
             files[rel] = _sha_file(path)
 
     for job in jobs:
+        add(os.path.join(root, job["compile"]["symbol"]))
         entry = os.path.join(root, "programs", job["key"])
         for name in sorted(os.listdir(entry)):
             add(os.path.join(entry, name))
@@ -600,27 +645,19 @@ def describe_dir(root) -> str:
     return "\n".join(out) + "\n"
 
 
-def verify_dir(root) -> list:
-    """Problems in ``root``: manifest checksums, then every program entry (cache's check)."""
-    problems = []
-    m = read_manifest(root)
-    for rel, digest in sorted(m.get("files", {}).items()):
-        path = os.path.join(root, rel)
-        try:
-            if _sha_file(path) != digest:
-                problems.append(f"{rel}: checksum mismatch")
-        except OSError as exc:
-            problems.append(f"{rel}: {exc.strerror or exc}")
-    for p in m.get("programs", []):
-        if not os.path.isdir(os.path.join(root, "programs", p["key"])):
-            problems.append(f"programs/{p['key']}: missing")
-    check = getattr(cache, "verify_cache", None)
-    if check is not None:
-        seen = {x.split(":", 1)[0] for x in problems}
-        for pr in check(root):
-            if f"programs/{pr.split(':', 1)[0]}" not in seen and pr not in problems:
-                problems.append(f"programs/{pr}")
-    return problems
+def verify_dir(root, rebuild: bool = False) -> list:
+    """Problems in ``root`` (``[]`` when there are none); see :mod:`compiler.aot_verify`.
+
+    Parameters
+    ----------
+    root : str
+        A directory written by ``symtriton compile`` (or used as a cache directory).
+    rebuild : bool
+        Also regenerate every program and kernel from the compile inputs the manifest
+        records and compare them byte for byte with what is stored.
+    """
+    from .aot_verify import verify_dir as _verify
+    return _verify(root, rebuild)
 
 
 def list_dir(root) -> str:
@@ -657,11 +694,12 @@ def _dir_size(path) -> int:
     return total
 
 
-_OURS = ("programs", "kernels", "cubin", "locks")
+_OURS = ("programs", "kernels", "cubin", "locks", SYMBOLS)
 
 
 def clear_dir(root) -> int:
-    """Remove symtriton's entries (programs/, kernels/, cubin/, locks/, the manifest) only."""
+    """Remove symtriton's entries (programs/, kernels/, cubin/, locks/, symbols/, the
+    manifest) only."""
     n = 0
     for sub in _OURS:
         path = os.path.join(root, sub)

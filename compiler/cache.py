@@ -28,6 +28,15 @@ Concurrency and crashes:
 * A cache directory that cannot be written (read-only, full) is reported once with a
   warning, and that process keeps its Programs in memory.
 
+Who may write it: a cache directory is code (its kernel files are imported, its
+programs choose what runs on which buffers), so whoever can write it can run code in
+every process that loads it; checksums only catch accidents. Before an entry or a
+kernel is read, ``cache_trust`` checks that the file and every directory up to the
+cache root are owned by this user (or root) and not group- or world-writable, as ssh
+does for its keys, and refuses anything else with an error naming the path and the
+fix. The directories created here are ``0o755`` and the files ``0o644``/``0o600``
+whatever the umask.
+
 Environment: ``SYMTRITON_OFFLINE=1`` turns a miss (or a stale entry) into an error naming
 the key; ``SYMTRITON_FORCE_RECOMPILE=1`` ignores hits and rebuilds (replacing entries).
 
@@ -41,13 +50,14 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
 import threading
 import time
 
-from . import codegen
+from . import cache_trust, codegen
 from ._atomic import atomic_write_text
 from .errors import MXNetError
 
@@ -67,6 +77,7 @@ CRASH_STAGES = ("locked", "kernels", "program", "manifest", "aside", "published"
 _TMP_PREFIX = ".tmp-"
 _OLD_PREFIX = ".old-"
 _STALE_TEMP_SECONDS = 3600.0
+_KERNEL_HASH = re.compile(r"[0-9a-f]{24}")
 
 
 def cache_stats() -> dict:
@@ -222,6 +233,8 @@ def lookup(key: str, parts: dict, build):
             bump("hits")
             return prog
     root = cache_dir()
+    if os.path.isdir(root):   # refuse a root others may write before reading or writing it
+        cache_trust.check_dir(root, root)
     entry = os.path.join(root, "programs", key)
     found = _Entry(status="forced") if force else _read_entry(entry, Program)
     if found.program is not None:
@@ -289,7 +302,9 @@ class _key_lock:
         path = os.path.join(self.root, "locks", f"{self.key}.lock")
         timeout = float(os.environ.get("SYMTRITON_CACHE_LOCK_TIMEOUT", "600"))
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            cache_trust.make_dirs(os.path.dirname(path))
+            # created here with an explicit mode: filelock's is 0o666 & ~umask
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, cache_trust.FILE_MODE))
             lock = filelock.FileLock(path, timeout=timeout)
             lock.acquire()
         except filelock.Timeout:
@@ -366,6 +381,21 @@ def kernel_path(source_hash: str) -> str:
     return path
 
 
+def trusted_kernel_path(source_hash: str) -> str:
+    """:func:`kernel_path`, checked for import (see ``cache_trust``).
+
+    Raises ``UntrustedCacheError`` when the file or a directory up to its cache root
+    may be written by someone else, ``FileNotFoundError`` when there is no such file.
+    """
+    if not _KERNEL_HASH.fullmatch(source_hash):
+        raise MXNetError(f"kernel name {source_hash!r} is not 24 hex digits: the program "
+                         f"that names it is not one symtriton wrote; delete its cache entry")
+    path = kernel_path(source_hash)
+    private = _FALLBACK_DIR is not None and cache_trust.inside(path, _FALLBACK_DIR)
+    cache_trust.check_file(path, _FALLBACK_DIR if private else cache_dir())
+    return path
+
+
 def write_kernel(source_hash: str, source: str) -> str:
     """Write a kernel source under its hash (atomically); a corrupt copy is replaced.
 
@@ -385,6 +415,7 @@ def write_kernel(source_hash: str, source: str) -> str:
             pass
         _GENERATED.add(source_hash)
         try:
+            cache_trust.make_dirs(os.path.dirname(path))
             atomic_write_text(path, source)
             return path
         except OSError as exc:
@@ -420,7 +451,7 @@ def _write_entry(entry: str, prog, sources: dict):
         return
     _crash_point("kernels")
     parent, key = os.path.split(entry)
-    os.makedirs(parent, exist_ok=True)
+    cache_trust.make_dirs(parent)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f"{_TMP_PREFIX}{key}-{_owner_tag()}-")
     try:
         body = prog.to_json().encode()
@@ -458,36 +489,55 @@ def _write_entry(entry: str, prog, sources: dict):
 
 
 def _write_synced(path, data: bytes):
-    with open(path, "wb") as f:
+    # an explicit mode: open()'s 0o666 & ~umask is group-writable under umask 002
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, cache_trust.FILE_MODE)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
 
 
-def _check_entry(entry: str, kernels: str = None) -> tuple:
-    """``(body, manifest)`` of a verified entry; raises ValueError/OSError/KeyError."""
-    kernels = kernels or os.path.join(cache_dir(), "kernels")
-    with open(os.path.join(entry, "manifest.json")) as f:
-        manifest = json.load(f)
-    with open(os.path.join(entry, "program.json"), "rb") as f:
-        body = f.read()
+def _check_entry(entry: str, root: str) -> tuple:
+    """``(body, manifest)`` of a verified entry; raises ValueError/OSError/KeyError.
+
+    Never reads a file that resolves outside ``root`` (a symlinked entry or kernel).
+    """
+    def read(path):
+        if not cache_trust.inside(path, root):
+            raise ValueError(f"{path} resolves outside the cache directory; not read")
+        with open(path, "rb") as f:
+            return f.read()
+
+    manifest = json.loads(read(os.path.join(entry, "manifest.json")))
+    body = read(os.path.join(entry, "program.json"))
     if _sha(body) != manifest["files"]["program.json"]:
         raise ValueError("program.json checksum mismatch")
     for name, digest in manifest["files"].items():
         if name.startswith("kernel:"):
             h = name.split(":", 1)[1]
-            with open(os.path.join(kernels, f"k_{h}.py"), "rb") as f:
-                if _sha(f.read()) != digest:
-                    raise ValueError(f"kernel {h} checksum mismatch")
+            if not _KERNEL_HASH.fullmatch(h):
+                raise ValueError(f"manifest names kernel {h!r}, not 24 hex digits")
+            if _sha(read(os.path.join(root, "kernels", f"k_{h}.py"))) != digest:
+                raise ValueError(f"kernel {h} checksum mismatch")
     return body, manifest
 
 
 def _read_entry(entry: str, program_cls, report: bool = True) -> _Entry:
-    """Read and verify one entry; never modifies the cache (replacing is the builder's job)."""
-    if not os.path.exists(os.path.join(entry, "manifest.json")):
+    """Read and verify one entry; never modifies the cache (replacing is the builder's job).
+
+    An entry others may write is refused (``UntrustedCacheError``), not rebuilt: the
+    rebuilt entry would land in the same directory.
+    """
+    root = cache_dir()
+    if not os.path.lexists(os.path.join(entry, "manifest.json")):
         return _Entry(status="missing")
+    for name in ("manifest.json", "program.json"):
+        try:
+            cache_trust.check_file(os.path.join(entry, name), root)
+        except FileNotFoundError:
+            pass        # a half-removed entry: reported as corrupt below
     try:
-        body, manifest = _check_entry(entry)
+        body, manifest = _check_entry(entry, root)
         built, ours = manifest.get("versions"), _versions()
         if built != ours:
             diff = ", ".join(f"{k} {(built or {}).get(k)!r} != {v!r}" for k, v in sorted(ours.items())
@@ -510,7 +560,8 @@ def verify_cache(path: str = None) -> list:
     """Check every program entry under ``path`` (default :func:`cache_dir`).
 
     Returns a list of problems (``[]`` when every entry's checksums and versions match);
-    temp directories being written by live builders are not problems.
+    temp directories being written by live builders are not problems. Nothing that
+    resolves outside ``path`` is read: such entries and kernels are problems.
     """
     root = path or cache_dir()
     problems = []
@@ -521,8 +572,12 @@ def verify_cache(path: str = None) -> list:
         if name.startswith("."):
             continue
         entry = os.path.join(programs, name)
+        if not cache_trust.inside(entry, root):
+            problems.append(f"{name}: resolves to {os.path.realpath(entry)}, outside "
+                            f"{root}; not read")
+            continue
         try:
-            _, manifest = _check_entry(entry, os.path.join(root, "kernels"))
+            _, manifest = _check_entry(entry, root)
             if manifest.get("key", name) != name:
                 problems.append(f"{name}: manifest names key {manifest.get('key')}")
             elif manifest.get("versions") != ours:
@@ -530,6 +585,6 @@ def verify_cache(path: str = None) -> list:
                 problems.append(f"{name}: built with other versions (" + ", ".join(
                     f"{k} {built.get(k)!r} != {v!r}" for k, v in sorted(ours.items())
                     if built.get(k) != v) + ")")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(f"{name}: {exc}")
     return problems

@@ -125,8 +125,12 @@ workflow (ahead of time):
            --optimizer sgd --optimizer-param momentum=0.9 --contexts 2 \\
            --target interpret --target cuda:90 --out ./symtriton-cache
   2. copy the directory to the GPU machine (it is self-describing:
-     symtriton-manifest.json lists versions, targets, keys and checksums;
-     check it there with: symtriton cache verify ./symtriton-cache)
+     symtriton-manifest.json lists versions, targets, keys, compile inputs
+     and checksums). A cache directory is code: check it there with
+       symtriton cache verify --rebuild ./symtriton-cache
+     (regenerates everything and compares byte for byte) and keep it
+     writable by you only: a directory or file that others may write is
+     refused at load time.
   3. run there with SYMTRITON_CACHE_DIR=./symtriton-cache SYMTRITON_OFFLINE=1:
      every program is a cache hit (zero compiles); a shape that was not
      compiled fails with an error naming its key and the symtriton compile
@@ -222,21 +226,40 @@ def _add_compile(sub):
     p.set_defaults(func=cmd_compile)
 
 
+_CACHE_ACTIONS = {
+    "ls": "list the entries and what they are",
+    "verify": "check every checksum, every manifest path (none may lead outside DIR) and "
+              "who may write the files; exit status 1 and one BAD line per problem",
+    "clear": "remove symtriton's entries (programs, kernels, cubins, symbols, locks, manifest)",
+    "prune": "remove entries the manifest does not list (or, with --days, entries unused "
+             "for that long)",
+}
+
+
 def _add_cache(sub):
     p = sub.add_parser("cache", help="list, verify, clear or prune a cache directory",
                        description="Manage a symtriton cache directory (one written by "
                                    "'symtriton compile' or used as SYMTRITON_CACHE_DIR).",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=AOT_WORKFLOW)
-    p.add_argument("action", choices=("ls", "verify", "clear", "prune"),
-                   help="ls: the entries and what they are; verify: check every checksum "
-                        "(exit 1 if anything is bad); clear: remove symtriton's entries; "
-                        "prune: remove entries the manifest does not list (or, with --days, "
-                        "entries unused for that long)")
-    p.add_argument("dir", metavar="DIR", nargs="?",
-                   help="the directory (default: SYMTRITON_CACHE_DIR or the per-user cache)")
-    p.add_argument("--days", type=float, help="prune: entries older than this many days")
-    p.set_defaults(func=cmd_cache)
+    # one sub-parser per action, so options may come before DIR (verify --rebuild DIR)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    for name, text in _CACHE_ACTIONS.items():
+        a = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        a.add_argument("dir", metavar="DIR", nargs="?",
+                       help="the directory (default: SYMTRITON_CACHE_DIR or the per-user "
+                            "cache)")
+        a.set_defaults(func=cmd_cache, days=None, rebuild=False)
+    actions.choices["prune"].add_argument(
+        "--days", type=float, help="entries unused for this many days")
+    actions.choices["verify"].add_argument(
+        "--rebuild", action="store_true",
+        help="also regenerate every program, kernel and cubin from the compile inputs the "
+             "manifest records (symbols, shapes, grad_req, mode, targets, optimizer) and "
+             "compare byte for byte; report every file that differs, is missing, or that "
+             "the rebuild does not produce. Nothing in DIR is imported or run. Use it "
+             "before trusting a directory from another machine")
 
 
 def _aot_errors():
@@ -286,14 +309,17 @@ def cmd_cache(ns) -> int:
         if ns.action == "ls":
             sys.stdout.write(aot.list_dir(root))
         elif ns.action == "verify":
-            problems = aot.verify_dir(root)
+            problems = aot.verify_dir(root, rebuild=ns.rebuild)
             for pr in problems:
                 sys.stdout.write(f"BAD {pr}\n")
             if problems:
                 sys.stdout.write(f"{root}: {len(problems)} bad entr"
                                  f"{'y' if len(problems) == 1 else 'ies'}\n")
                 return 1
-            sys.stdout.write(f"{root}: every checksum matches\n")
+            sys.stdout.write(f"{root}: every checksum matches"
+                             + (", and a rebuild from the recorded compile inputs gives "
+                                "every file byte for byte, and no other" if ns.rebuild else "")
+                             + "\n")
         elif ns.action == "clear":
             n = aot.clear_dir(root)
             sys.stdout.write(f"{root}: removed {n} files\n")

@@ -134,7 +134,7 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target):
     }
     prog = Program(
         target=target, launches=launches, buffers=plan["buffers"],
-        random_buffers=plan["random_buffers"],
+        seed_buffer=plan["seed_buffer"],
         arg_names=symbol.list_arguments(), aux_names=symbol.list_auxiliary_states(),
         grad_names=list(g.meta.get("grad_names", [])),
         output_names=symbol.list_outputs(),

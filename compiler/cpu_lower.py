@@ -13,7 +13,8 @@ Triton tile masks do:
 * matmuls call ``mm`` / ``bmm`` / ``addmm``; a sum of matmuls accumulates with
   ``addmm_``, and a long sum of thin ones joins its operands along K;
 * Embedding's gather is ``index_select``; SoftmaxOutput's gradient scatters its
-  one-hot; Concat is ``torch.cat``.
+  one-hot; Concat is ``torch.cat``; the random source's ``tl.rand`` is
+  ``compiler/philox.py``, the same bits.
 
 Where each call writes (in place, straight into a store, or a new tensor) is
 decided afterwards, by ``codegen_cpu.plan``.
@@ -269,6 +270,9 @@ class _Lowering(MatmulLowering):
             fmt = _ATEN[f.attr].format(*[f"{{a{k}}}" if a.kind != "scalar" else lit(a.scalar)
                                           for k, a in enumerate(args)])
             return self.emit("ew", fmt, args, shape)
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id == "philox" and f.attr == "stream_uniform":
+            return self.philox_uniform(*[self.node(a) for a in n.args])
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "tl":
             args = [self.node(a) for a in n.args]
             if f.attr in _UNARY:
@@ -278,6 +282,19 @@ class _Lowering(MatmulLowering):
             if f.attr == "where":
                 return self.where(*args)
         raise NotImplementedError(f"cpu target: unsupported call {ast.dump(n)[:120]}")
+
+    def philox_uniform(self, bits, stream, *pairs):
+        """``_philox_uniform``: Triton's ``tl.rand`` in torch (``compiler/philox.py``), one
+        call; its offset, the linear index, sums (coordinate, stride) ``pairs`` in int64."""
+        bound = "from compiler.philox import stream_uniform"   # imported once, in bind
+        if bound not in self.bind_lines:
+            self.bind_lines.append(bound)
+        coords, strides = list(pairs[0::2]), [int(s.scalar) for s in pairs[1::2]]
+        offset = " + ".join(f"{{a{k + 1}}}" + (f" * {s}" if s != 1 else "")
+                            for k, s in enumerate(strides)) or "0"
+        shape = broadcast([a.shape for a in [bits] + coords], len(self.D))
+        return self.emit("ew", f"stream_uniform({{a0}}, {int(stream.scalar)}, {offset}, "
+                               f"out={{out}})", [bits] + coords, shape, fn="philox")
 
     # -- instruction kinds ------------------------------------------------------------------------
     def reduce(self, ins):

@@ -310,8 +310,12 @@ class _Builder:
                 text = _ce_grad_text(d["attrs"], args, pos, g.shape(ins[0]))
             else:
                 varies = frozenset().union(*[self.varies[a] for a in args]) if args else frozenset()
-                text = low.expr(d["attrs"], *args)
-                cpu = low.cpu(d["attrs"], *args) if getattr(low, "cpu", None) else None
+                kw = {}
+                if d["opdef"].needs_random:   # a random source draws at its own linear index
+                    kw["coords"], own = _own_coords(self.dimmap[(n, 0)], self.domain)
+                    varies = varies | own
+                text = low.expr(d["attrs"], *args, **kw)
+                cpu = low.cpu(d["attrs"], *args, **kw) if getattr(low, "cpu", None) else None
                 self.instrs.append(Instr("expr", name, tuple(args), text=text,
                                          varies=frozenset(varies),
                                          extra={"cpu": cpu} if cpu else {}))
@@ -450,6 +454,15 @@ def _ce_grad_text(attrs, args, pos, shape):
     if attrs["use_ignore"]:
         grad = f"tl.where({lab} == {int(attrs['ignore_label'])}, 0.0, {grad})"
     return grad
+
+
+def _own_coords(dm, domain):
+    """For a random source (``OpDef.needs_random``) placed by dimmap ``dm``: per dim of
+    its shape the ``{coord:P}`` placeholder of its domain position (None where it does
+    not vary), and the positions it varies along."""
+    pos = [p if p is not None and domain[p] > 1 else None for p in dm]
+    return ([None if p is None else "{coord:%d}" % p for p in pos],
+            frozenset(p for p in pos if p is not None))
 
 
 def _base_node(graph, n):

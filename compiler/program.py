@@ -34,7 +34,8 @@ class Program:
     target: str
     launches: list
     buffers: list                # element counts of internal fp32 buffers
-    random_buffers: list
+    seed_buffer: object          # the buffer whose bits the runtime sets to a new random
+                                 # seed before each forward (compiler/ops/nn.py), or None
     arg_names: list
     aux_names: list
     grad_names: list

@@ -277,7 +277,7 @@ class Executor:
                 prog = self._train_prog
         else:
             prog = self._train_prog if is_train else self._infer_prog
-        self._fill_random(prog)
+        self._set_seed(prog)
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
@@ -287,15 +287,14 @@ class Executor:
                 self._monitor(name, arr)
         return self.outputs
 
-    def _fill_random(self, prog):
-        if not prog.random_buffers:
+    def _set_seed(self, prog):
+        """A new seed for the random kernels of ``prog`` (Dropout's masks are drawn
+        on the device from it), from this context's ``mx.random`` generator. It
+        stays until the next forward, so the step's backward sees the same seed."""
+        if prog.seed_buffer is None:
             return
-        from .random import generator_for
-        bufs = self._buffers_for(prog)
-        gen = generator_for(self._ctx)
-        for b in prog.random_buffers:
-            bufs[b].copy_(torch.rand(bufs[b].shape, generator=gen, device="cpu")
-                          .to(bufs[b].device))
+        from .random import set_step_seed
+        set_step_seed(self._buffers_for(prog)[int(prog.seed_buffer)], self._ctx)
 
     def backward(self, out_grads=None, is_train=True):
         """Run the backward launches, writing (or adding to) ``grad_dict``.
@@ -597,7 +596,7 @@ def _plan_lines(title, prog, values):
     for b, size in enumerate(prog.buffers):
         nbytes = 4 * max(int(size), 1)
         total += nbytes
-        rand = " (random, filled before each forward)" if b in prog.random_buffers else ""
+        rand = " (random seed, set before each forward)" if b == prog.seed_buffer else ""
         held = values.get(b, []) if values is not None else []
         lines.append(f"Buffer {b}: {int(size)} float32, {nbytes} bytes{rand}, shared by "
                      f"{len(held)} value(s), used by launches {', '.join(users[b])}")

@@ -1,8 +1,19 @@
 """Load generated kernels from the cache directory, bind them to buffers, launch them.
 
-A kernel file is imported only if its content hashes to its name, so a file
-changed after it was written is refused (who may write the cache directory
-is the trust boundary, as for Triton's own cache). Two kinds of kernel:
+Trust: a cache directory is code. Importing a kernel file runs it, so whoever
+can write the cache directory can run code in this process, and the checksum
+(the file must hash to its own name) only catches accidents: anyone who can
+write the directory can write a file that hashes to its name. Triton's own
+cache has the same model. So before a kernel file is imported, the file and
+every directory up to the cache root must be owned by this user (or root) and
+not group- or world-writable (``compiler.cache_trust``, checked once per
+directory per process); anything else is refused with an error naming the
+path and the fix. The import executes exactly the bytes that were checked:
+no ``__pycache__`` bytecode is read or written beside the kernel, so a planted
+``.pyc`` cannot run in the source's place. To accept a directory from another
+machine, check it first with ``symtriton cache verify --rebuild DIR``.
+
+Two kinds of kernel:
 
 * Triton kernels (targets ``interpret`` and ``cuda:<arch>``): ``kernel`` is a
   ``@triton.jit`` function; on CUDA tensors Triton compiles it for the GPU,
@@ -16,6 +27,7 @@ Program); :func:`run_bound` then costs one Python call per launch.
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import threading
 
@@ -39,11 +51,12 @@ def load_module(source_hash: str):
     module = _MODULES.get(source_hash)
     if module is not None:
         return module
-    path = cache.kernel_path(source_hash)
     try:
+        path = cache.trusted_kernel_path(source_hash)   # UntrustedCacheError propagates
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
+        path = cache.kernel_path(source_hash)
         raise MXNetError(f"kernel {source_hash} is missing from the cache ({path}); delete the "
                          f"program entry or recompile") from None
     if hashlib.sha256(data).hexdigest()[:24] != source_hash:
@@ -52,12 +65,39 @@ def load_module(source_hash: str):
         from compiler.triton_mode import ensure_mode
         ensure_mode()            # before triton's first import: the interpreter, or not
     name = f"symtriton_k_{source_hash}"
-    spec = importlib.util.spec_from_file_location(name, path)
+    loader = _CheckedSource(name, path, data)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     _MODULES[source_hash] = module
     cache.bump("kernels_compiled" if cache.generated_here(source_hash) else "kernels_loaded")
     return module
+
+
+class _CheckedSource(importlib.machinery.SourceFileLoader):
+    """Imports the bytes that were checked, and nothing else.
+
+    A plain ``SourceFileLoader`` runs ``__pycache__/<name>.pyc`` instead of the
+    source when the pyc's header matches the source's size and mtime, and writes
+    such files into the cache directory. This loader reads no bytecode (its
+    ``path_stats`` fails, so the pyc is never looked up) and writes none.
+    ``@triton.jit`` still finds the source through ``inspect`` (the file's path).
+    """
+
+    def __init__(self, fullname, path, data: bytes):
+        super().__init__(fullname, path)
+        self._data = data
+
+    def path_stats(self, path):
+        raise OSError("kernel files are imported from their checked source only")
+
+    def get_data(self, path):
+        if path != self.path:
+            raise OSError(f"{path}: only the checked kernel source {self.path} is read")
+        return self._data
+
+    def set_data(self, path, data, *, _mode=0o666):
+        pass
 
 
 def load_kernel(source_hash: str):

@@ -1,6 +1,6 @@
 """Neural-network layers: FullyConnected, Embedding, Dropout and BatchNorm,
 with the internal ops they lower to (``_embedding_backward``,
-``_random_uniform``).
+``_random_uniform`` and ``_philox_uniform``).
 
 FullyConnected, Dropout and BatchNorm are rewritten into dot / reductions /
 pointwise ops (``Decompose``); their gradients are written on the layer
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from .registry import (Attr, Decompose, OpDef, ShapeError, Special, choice, merge_shape,
-                       normalize_axis, parse_bool, parse_float, parse_int,
+from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, Special, choice,
+                       merge_shape, normalize_axis, parse_bool, parse_float, parse_int,
                        parse_optional_float, parse_shape, parse_str, prod, register)
 
 
@@ -163,14 +163,107 @@ register(OpDef(
 
 
 # -- random source and Dropout --------------------------------------------------------
+#
+# Random numbers are drawn inside the kernels that use them: ``_random_uniform`` (what
+# Dropout and LeakyReLU's rrelu ask for) expands into ``_philox_uniform``, an ordinary
+# fusable pointwise op whose value at linear index i of its shape is Triton's
+# ``tl.rand(seed, i)`` (Philox 4x32). The seed is the graph's one seed variable, a
+# one-element buffer the runtime sets from ``mx.random``'s generator before each forward
+# that draws (runtime/random.py), plus the source's stream number in the key's high word.
+# The cpu target computes the same numbers bit for bit (compiler/philox.py).
+
+SEED_VARIABLE = "__random_seed__"
+
+
+def seed_entry(graph):
+    """The graph's seed variable (made on first use): one float32 element whose
+    bits are the step's 32-bit seed; ``plan_memory`` gives it a buffer of its own."""
+    n = graph.meta.get("random_seed_node")
+    if n is None or n not in graph.g:
+        n = graph.add_node("null", SEED_VARIABLE, role="random")
+        graph.node(n)["shapes"] = [(1,)]
+        graph.node(n)["dtypes"] = ["float32"]
+        graph.meta["random_seed_node"] = n
+    return (n, 0)
+
+
+def _uniform_build(b, n, is_train):
+    # Streams are numbered in the order decompose expands the sources (a topological
+    # order), so equal graphs number them alike and share cached Programs.
+    stream = b.graph.meta.get("random_streams", 0)
+    b.graph.meta["random_streams"] = stream + 1
+    return [b.op("_philox_uniform", b.ref(seed_entry(b.graph)), shape=n.attrs["shape"],
+                 stream=stream)]
+
 
 register(OpDef(
-    name="_random_uniform", pattern="opaque", lowering=Special("random_uniform"),
+    name="_random_uniform", pattern="composite", lowering=Decompose(_uniform_build),
     arguments=(), attrs=[Attr("shape", parse_shape)], needs_random=True,
     infer_shape=lambda attrs, in_shapes: ([], [tuple(attrs["shape"])]),
     infer_type=lambda attrs, in_types: ([], ["float32"]),
     reference=lambda attrs, ins, is_train: [torch.rand(tuple(attrs["shape"]))],
-    doc="U[0, 1) samples of the given shape, drawn from the seeded generator each step."))
+    doc="U[0, 1) samples of the given shape, new each step (a _philox_uniform of the "
+        "graph's seed)."))
+
+
+def _parse_stream(v) -> int:
+    """A stream number: the high word of a 64-bit Philox key."""
+    n = parse_int(v)
+    if not 0 <= n < 2 ** 32:
+        raise ValueError(f"stream {n} is outside [0, 2**32)")
+    return n
+
+
+def _offset_text(shape, coords):
+    """The linear index in ``shape`` from the coordinates of its dims (None: size 1)."""
+    strides = [prod(shape[j + 1:]) for j in range(len(shape))]
+    return " + ".join(c if s == 1 else f"{c} * {s}" for c, s in zip(coords, strides) if c)
+
+
+def _philox_expr(attrs, seed, *, coords):
+    """``tl.rand(key, offset)``: the seed buffer's 32 bits, zero-extended, with the
+    stream in the high word; the offset an int32 linear index (int64 past 2**31).
+
+    ``coords`` (given by ``kernel_ir`` to every ``needs_random`` op) holds, per dim
+    of ``shape``, the ``{coord:P}`` placeholder of the domain position it runs
+    along, or None where it does not vary.
+    """
+    bits = f"{seed}.to(tl.uint32, bitcast=True)"
+    key = f"{bits}.to(tl.int64)" + (f" + {attrs['stream'] << 32}" if attrs["stream"] else "")
+    if prod(attrs["shape"]) > 2 ** 31:
+        coords = [c and f"{c}.to(tl.int64)" for c in coords]
+    # a one-element source still needs an integer tensor offset (tl.rand calls .to on it)
+    offset = _offset_text(attrs["shape"], coords) or f"({bits} * 0)"
+    return f"tl.rand({key}, {offset})"
+
+
+def _philox_cpu(attrs, seed, *, coords):
+    """compiler/philox.py's ``stream_uniform(seed, stream, coord, stride, ...)``: the
+    offset as (coordinate, stride) pairs, which ``cpu_lower`` sums in int64 (its
+    arithmetic on expression text would take the strides for floats)."""
+    shape = attrs["shape"]
+    pairs = [f", {c}, {prod(shape[j + 1:])}" for j, c in enumerate(coords) if c]
+    return f"philox.stream_uniform({seed}, {int(attrs['stream'])}{''.join(pairs)})"
+
+
+def _philox_ref(attrs, ins, is_train):
+    from ..philox import stream_uniform
+    shape = tuple(attrs["shape"])
+    offset = torch.arange(prod(shape), dtype=torch.int64).reshape(shape)
+    return [stream_uniform(ins[0], attrs["stream"], offset).to(ins[0].device)]
+
+
+register(OpDef(
+    name="_philox_uniform", pattern="broadcast",
+    lowering=Pointwise(_philox_expr, cpu=_philox_cpu),
+    arguments=("seed",), attrs=[Attr("shape", parse_shape), Attr("stream", _parse_stream)],
+    needs_random=True,
+    infer_shape=lambda attrs, in_shapes: ([merge_shape(in_shapes[0], (1,), "_philox_uniform "
+                                                       "seed")], [tuple(attrs["shape"])]),
+    infer_type=lambda attrs, in_types: (["float32"], ["float32"]),
+    reference=_philox_ref,
+    doc="out[i] = tl.rand(bits(seed) + (stream << 32), i) at linear index i of `shape`: "
+        "U[0, 1) from Triton's Philox, the same bits on every target."))
 
 
 def _types_for(n_out):

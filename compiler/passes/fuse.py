@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..graph import Graph
 from ..kernel_ir import NotFusable, build_tile_program
-from ..ops.registry import Special, View, prod
+from ..ops.registry import View, prod
 
 
 def is_free_view(graph: Graph, n) -> bool:
@@ -21,11 +21,8 @@ def is_free_view(graph: Graph, n) -> bool:
 
 
 def is_source(graph: Graph, n) -> bool:
-    d = graph.node(n)
-    if d["op"] == "null":
-        return True
-    low = d["opdef"].lowering
-    return isinstance(low, Special) and low.kind == "random_uniform"
+    """A value no kernel computes: a variable (argument, state, seed ...)."""
+    return graph.node(n)["op"] == "null"
 
 
 def outside_uses(graph: Graph, nodes: set, head_set: set) -> list:

@@ -29,12 +29,21 @@ def plan_memory(graph: Graph, groups: list) -> dict:
     -------
     dict with ``layouts`` (entry -> list of layouts, several for a value
     stored to several arrays), ``buffers`` (element counts) and
-    ``random_buffers`` (buffer ids the runtime fills before each forward).
+    ``seed_buffer`` (the buffer holding the random seed, or None: the runtime
+    sets it before each forward of a Program that draws random numbers).
     """
     homes = {}
+    buffers, free, seed_buffer = [], [], None
     for n in graph.variables():
         d = graph.node(n)
         role = d["role"]
+        if role == "random":
+            # the seed (compiler/ops/nn.py): one element of its own, never reused, so
+            # the backward of a step reads the seed its forward drew with
+            buffers.append(1)
+            seed_buffer = len(buffers) - 1
+            homes[(n, 0)] = [("buf", seed_buffer)]
+            continue
         if role == "grad_in":
             slot = ("grad", d["name"].split(":", 1)[1])
         else:
@@ -54,14 +63,7 @@ def plan_memory(graph: Graph, groups: list) -> dict:
             slot = ("aux", aux_updates[i - num_fwd - len(grad_names)][0])
         dests.setdefault(h, []).append(slot)
 
-    buffers, free, random_buffers = [], [], []
     last_read = _last_reads(graph, groups)
-    for n in graph.ops():
-        d = graph.node(n)
-        if d["op"] == "_random_uniform":
-            buffers.append(prod(d["shapes"][0]))
-            random_buffers.append(len(buffers) - 1)
-            homes[(n, 0)] = [("buf", len(buffers) - 1)]
     layouts = {}
     for li, grp in enumerate(groups):
         free.extend(b for b in list(_pending_free(last_read, li)))
@@ -83,7 +85,7 @@ def plan_memory(graph: Graph, groups: list) -> dict:
         for entry in grp["program"].tensors:
             if entry not in layouts:
                 layouts[entry] = [_view_layout(graph, entry, layouts)]
-    return {"layouts": layouts, "buffers": buffers, "random_buffers": random_buffers}
+    return {"layouts": layouts, "buffers": buffers, "seed_buffer": seed_buffer}
 
 
 def _view_layout(graph, entry, layouts):

@@ -38,7 +38,7 @@ def _merge_common(graph: Graph):
     seen = {}
     for n in graph.topo():
         d = graph.node(n)
-        if d["op"] == "null" or d["opdef"].needs_random or d["opdef"].lowering.__class__.__name__ == "Special" and d["op"] == "_random_uniform":
+        if d["op"] == "null" or d["opdef"].needs_random:   # two draws are two values
             continue
         key = (d["op"], tuple(sorted(d["raw"].items())), tuple(graph.inputs(n)), d["phase"])
         first = seen.get(key)

@@ -161,7 +161,8 @@ def test_dropout_signature_and_shapes():
     with pytest.raises(ShapeError):
         infer("Dropout", [(3, 4)], axes=(2,))
     assert infer("_random_uniform", [], shape=(3, 5))[1] == [(3, 5)]
-    assert get_op("_random_uniform").lowering == Special("random_uniform")
+    assert isinstance(get_op("_random_uniform").lowering, Decompose)   # -> _philox_uniform
+    assert infer("_philox_uniform", [None], shape=(3, 5), stream=2) == ([(1,)], [(3, 5)])
 
 
 def test_dropout_inference_is_identity():

@@ -50,7 +50,7 @@ def test_memory_plan_matches_the_program_and_the_pool():
     held = re.findall(r"shared by (\d+) value\(s\)", text)
     assert held and all(int(n) >= 1 for n in held)
     assert any(int(n) >= 2 for n in held)
-    assert "(random, filled before each forward)" in text          # Dropout's mask draw
+    assert "(random seed, set before each forward)" in text       # Dropout's mask seed
     assert re.search(r"^\tact1 shape=\(5, 8\) at element 0$", text, re.M)
     assert re.search(r"^Total 0 MB allocated$", text, re.M)      # mxnet's line
     total = re.search(r"^\((\d+) bytes in (\d+) pool buffers\)$", text, re.M)
