@@ -6,7 +6,7 @@ export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
 MXNET_PYTHON ?= $(CURDIR)/.mxnet-venv/bin/python
 MXNET_FLAG = $(if $(wildcard $(MXNET_PYTHON)),--mxnet-python $(MXNET_PYTHON),)
 
-.PHONY: venv demo demo-mlp test bench mxnet-venv clean
+.PHONY: venv demo demo-mlp test test-gpu bench mxnet-venv clean
 
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
@@ -29,6 +29,12 @@ demo-mlp: venv
 
 test: venv
 	$(PY) -m pytest -q tests
+
+# On a machine with a CUDA device and a CUDA build of torch (the venv pins the CPU
+# wheel: reinstall torch==2.13.0 from PyTorch's CUDA index first): the operator
+# table, Executor, Module, BucketingModule, Dropout and AOT on gpu(0) against cpu().
+test-gpu: venv
+	SYMTRITON_TEST_GPU=1 $(PY) -m pytest -q tests/gpu
 
 # The benchmark tables (benchmarks/README.md explains them).
 bench: venv

@@ -14,9 +14,15 @@ gradients, labels ``null``), each context's slice of the batch from
 ``batch_slices._split_input_slice``, the forward-only program the
 Executor also builds when the graph has mode-dependent operators (Dropout,
 BatchNorm). For ``cuda:<arch>`` targets every kernel is also compiled to a
-cubin (``compiler.cubin``; no GPU needed) and stored under
-``<dir>/cubin/cuda_<arch>/<hash>.cubin`` with ``<hash>.json`` beside it
-(num_warps, shared memory, signature and constexprs, n_regs, n_spills).
+cubin (``compiler.cubin``; no GPU needed), with the specialisation its launches
+ask for (signature, 16-byte divisibility of each pointer, constexprs, warps,
+stages: ``cubin.specialize`` runs Triton's own binder on stand-ins for the
+runtime's arguments), into Triton's own cache layout under ``<dir>/triton``. A GPU
+process using the directory points Triton's cache there (``runtime/launcher.py``),
+so its launches find every kernel compiled: zero Triton compiles. A readable
+copy of each cubin is stored under ``<dir>/cubin/cuda_<arch>/<hash>.cubin`` with
+``<hash>.json`` beside it (num_warps, shared memory, signature, divisibility,
+constexprs, Triton's entry, n_regs, n_spills).
 
 The directory gets a self-describing ``symtriton-manifest.json`` (versions,
 targets, every program key with its description and its compile inputs, the
@@ -32,6 +38,7 @@ verify --rebuild`` first, and the runtime refuses one that others may write.
 """
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
 import importlib
@@ -54,6 +61,7 @@ MANIFEST = "symtriton-manifest.json"
 #: under ``symbols/``, so ``symtriton cache verify --rebuild`` can regenerate everything.
 FORMAT = 2
 SYMBOLS = "symbols"
+TRITON_DIR = cache.TRITON_DIR
 
 
 class AOTError(MXNetError):
@@ -450,6 +458,7 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
     launch counts and bytes per step. ``symtriton compile`` and ``symtriton cache verify
     --rebuild`` both call this, so a rebuild makes exactly the files a compile made.
     """
+    from . import cubin as cubin_mod
     from .compile import compile_symbol
     # the in-memory map is keyed by program key alone: a Program compiled earlier in
     # this process for another cache directory would be a hit with no entry in root
@@ -467,7 +476,9 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
                    launches=len(prog.launches), forward_launches=st["forward_launches"],
                    backward_launches=st["backward_launches"],
                    bytes_per_step=st["bytes_per_step"],
-                   _configs={ln.kernel: dict(ln.config) for ln in prog.launches})
+                   # one compile per kernel and pointer alignment: Triton specialises on it
+                   _configs={(ln.kernel, cubin_mod.pointer_alignment(ln.args)): dict(ln.config)
+                             for ln in prog.launches})
         bar.update(1)
     bar.close()
     opt_kernels = (_optimizer_kernels(optimizer, optimizer_params, targets)
@@ -477,32 +488,55 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
         wanted = {}
         for job in jobs:
             if job["target"] == target:
-                for h in job["kernels"]:
-                    wanted.setdefault(h, job["_configs"][h])
+                for (h, aligned), cfg in job["_configs"].items():
+                    wanted.setdefault((h, aligned), cfg)
         for h in opt_kernels:
             if _is_triton_kernel(h):     # the cpu target's foreach function has no cubin
-                wanted.setdefault(h, None)
-        cubin_items += [(h, target, cfg) for h, cfg in wanted.items()]
+                wanted.setdefault((h, ""), None)
+        cubin_items += [(h, target, cfg and dict(cfg, aligned=aligned))
+                        for (h, aligned), cfg in wanted.items()]
     cubins = _compile_cubins(root, cubin_items, workers, progress) if cubin_items else {}
     for job in jobs:
         job.pop("_configs", None)
     return opt_kernels, cubins
 
 
+def _cubin_stem(h, cfg) -> str:
+    """File stem of a kernel's cubin: its hash, plus its pointer alignment when a
+    launch passes a pointer that is not 16-byte aligned (a different binary)."""
+    aligned = (cfg or {}).get("aligned") or ""
+    return h if "0" not in aligned else f"{h}-a{aligned}"
+
+
+def triton_entry(root, triton_hash: str) -> str:
+    """The directory of Triton's cache entry ``triton_hash`` under ``<root>/triton``
+    (Triton names entries by the base32 of their key's sha256)."""
+    name = base64.b32encode(bytes.fromhex(triton_hash)).decode().rstrip("=")
+    return os.path.join(root, TRITON_DIR, name)
+
+
 def _compile_cubins(root, items, workers, progress) -> dict:
-    """Compile ``(hash, target, config)`` items in chunks (for the progress bar); store them."""
+    """Compile ``(hash, target, config)`` items in chunks (for the progress bar); store them.
+
+    Each kernel is compiled with the specialisation its launches ask for
+    (``cubin.specialize``), into Triton's own cache layout under ``<root>/triton``,
+    where a GPU process using ``root`` finds it with no compile; the cubin and its
+    resource usage are also stored under ``cubin/<target>/`` for reading.
+    """
     from . import cubin as cubin_mod
     out = {}
     todo = []
     for h, target, cfg in items:
-        meta_path = os.path.join(root, "cubin", _target_dir(target), f"{h}.json")
-        bin_path = os.path.join(root, "cubin", _target_dir(target), f"{h}.cubin")
-        try:   # already there and whole: keep it
+        stem = _cubin_stem(h, cfg)
+        meta_path = os.path.join(root, "cubin", _target_dir(target), f"{stem}.json")
+        bin_path = os.path.join(root, "cubin", _target_dir(target), f"{stem}.cubin")
+        try:   # already there and whole, Triton's entry included: keep it
             with open(meta_path) as f:
                 meta = json.load(f)
-            if _sha_file(bin_path) == meta["sha256"]:
+            if _sha_file(bin_path) == meta["sha256"] and \
+                    os.path.isdir(triton_entry(root, meta["triton_hash"])):
                 meta["path"] = bin_path
-                out[(h, target)] = meta
+                out[(stem, target)] = meta
                 continue
         except (OSError, ValueError, KeyError):
             pass
@@ -512,34 +546,36 @@ def _compile_cubins(root, items, workers, progress) -> dict:
     n = max(1, workers or os.cpu_count() or 1)
     chunk = max(n * 2, 8)
     errors = []
+    triton_cache = os.path.join(root, TRITON_DIR)
+    cache_trust.make_dirs(triton_cache)
     for i in range(0, len(todo), chunk):
         part = todo[i:i + chunk]
-        results = cubin_mod.compile_many(part, workers=n)
+        results = cubin_mod.compile_many(part, workers=n, triton_cache=triton_cache)
         for (h, target, cfg), r in zip(part, results):
             if isinstance(r, Exception):
                 errors.append(str(r))
                 continue
+            stem = _cubin_stem(h, cfg)
             folder = os.path.join(root, "cubin", _target_dir(target))
             cache_trust.make_dirs(folder)
-            bin_path = os.path.join(folder, f"{h}.cubin")
+            bin_path = os.path.join(folder, f"{stem}.cubin")
             atomic_write_bytes(bin_path, r["cubin"])
             with open(cache.kernel_path(h)) as f:
                 declared = cubin_mod.declared_signature(f.read())
-            if declared is not None:
-                signature, constexprs = declared
-            else:
-                signature = None
-                constexprs = {k: r["config"][k] for k in ("BM", "BN", "BK")}
+            constexprs = declared[1] if declared is not None else \
+                {k: r["config"][k] for k in ("BM", "BN", "BK")}
             meta = {"hash": h, "target": target, "name": r.get("name"),
                     "num_warps": r["config"]["num_warps"], "shared": r["shared"],
                     "config": r["config"], "constexprs": constexprs,
-                    "signature": signature or "every pointer *fp32; BM, BN, BK constexpr",
+                    "signature": r["specialization"]["signature"],
+                    "divisible_by_16": r["specialization"]["divisible_by_16"],
+                    "triton_hash": r["triton_hash"],
                     "n_regs": r["n_regs"], "n_spills": r["n_spills"],
                     "summary": r.get("summary"), "sha256": hashlib.sha256(r["cubin"]).hexdigest()}
-            atomic_write_text(os.path.join(folder, f"{h}.json"),
+            atomic_write_text(os.path.join(folder, f"{stem}.json"),
                               json.dumps(meta, indent=1, sort_keys=True) + "\n")
             meta["path"] = bin_path
-            out[(h, target)] = meta
+            out[(stem, target)] = meta
         bar.update(len(part))
     bar.close()
     if errors:
@@ -562,9 +598,12 @@ def _collect_files(root, jobs, opt_kernels, cubins) -> dict:
             add(os.path.join(entry, name))
     for h in {h for job in jobs for h in job["kernels"]} | set(opt_kernels):
         add(os.path.join(root, "kernels", f"k_{h}.py"))
-    for (h, target), meta in cubins.items():
+    for (stem, target), meta in cubins.items():
         add(meta["path"])
-        add(os.path.join(os.path.dirname(meta["path"]), f"{h}.json"))
+        add(os.path.join(os.path.dirname(meta["path"]), f"{stem}.json"))
+        entry = triton_entry(root, meta["triton_hash"])
+        for name in sorted(os.listdir(entry)):
+            add(os.path.join(entry, name))
     return dict(sorted(files.items()))
 
 
@@ -694,12 +733,12 @@ def _dir_size(path) -> int:
     return total
 
 
-_OURS = ("programs", "kernels", "cubin", "locks", SYMBOLS)
+_OURS = ("programs", "kernels", "cubin", "locks", SYMBOLS, TRITON_DIR)
 
 
 def clear_dir(root) -> int:
-    """Remove symtriton's entries (programs/, kernels/, cubin/, locks/, symbols/, the
-    manifest) only."""
+    """Remove symtriton's entries (programs/, kernels/, cubin/, locks/, symbols/,
+    triton/, the manifest) only."""
     n = 0
     for sub in _OURS:
         path = os.path.join(root, sub)
@@ -751,12 +790,27 @@ def prune_dir(root, days=None) -> list:
                 os.unlink(path)
                 removed.append(f"kernels/{name}")
     cdir = os.path.join(root, "cubin")
+    kept_triton = set()
     for folder, _, files in os.walk(cdir):
         for name in sorted(files):
-            h = name.split(".", 1)[0]
+            h = name.split(".", 1)[0].split("-", 1)[0]     # <hash>[-a<alignment>].<ext>
+            path = os.path.join(folder, name)
             if h not in used:
-                os.unlink(os.path.join(folder, name))
-                removed.append(os.path.relpath(os.path.join(folder, name), root))
+                os.unlink(path)
+                removed.append(os.path.relpath(path, root))
+            elif name.endswith(".json"):
+                try:
+                    with open(path) as f:
+                        kept_triton.add(os.path.basename(triton_entry(root, json.load(f)["triton_hash"])))
+                except (OSError, ValueError, KeyError):
+                    pass
+    tdir = os.path.join(root, TRITON_DIR)
+    for name in sorted(os.listdir(tdir)) if os.path.isdir(tdir) else []:
+        path = os.path.join(tdir, name)
+        old = days is not None and now - _last_used(path) > days * 86400
+        if (m is not None and name not in kept_triton) or old:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(f"{TRITON_DIR}/{name}")
     return removed
 
 

@@ -381,6 +381,40 @@ def kernel_path(source_hash: str) -> str:
     return path
 
 
+#: Triton's own cache of compiled GPU kernels, inside the cache directory: written by
+#: ``symtriton compile --target cuda:<arch>`` and by a GPU process's own compiles.
+TRITON_DIR = "triton"
+
+
+def triton_dir():
+    """``<cache dir>/triton``, created if needed and checked for trust: the directory
+    where a GPU process keeps (and finds) its compiled Triton kernels (None when it
+    cannot be created: Triton then keeps its own default cache).
+
+    Everything in it must pass ``cache_trust.audit`` (cubins are code as much as
+    kernel sources); raises ``UntrustedCacheError`` naming the first problem.
+    """
+    root = cache_dir()
+    path = os.path.join(root, TRITON_DIR)
+    try:
+        cache_trust.make_dirs(path)
+    except OSError:
+        # a read-only directory without compiled kernels: Triton's default cache, or
+        # this process's private directory when it has one
+        if _FALLBACK_DIR is None:
+            return None
+        root, path = _FALLBACK_DIR, os.path.join(_FALLBACK_DIR, TRITON_DIR)
+        cache_trust.make_dirs(path)
+    cache_trust.check_dir(path, root)
+    problems = cache_trust.audit(path)
+    if problems:
+        rel, why = problems[0]
+        raise cache_trust.UntrustedCacheError(
+            f"refusing to use Triton's cache {path}: {rel} is {why}. A cache directory is "
+            f"code: whoever can write it can run code in every process that loads it.")
+    return path
+
+
 def trusted_kernel_path(source_hash: str) -> str:
     """:func:`kernel_path`, checked for import (see ``cache_trust``).
 

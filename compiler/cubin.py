@@ -174,8 +174,11 @@ def _config_key(cfg: dict) -> str:
 
 def _config_fields(cfg: dict) -> dict:
     """The compile-relevant part of a launch config (Triton's default 3 stages if unset)."""
-    return {k: int(cfg.get(k, 3) if k == "num_stages" else cfg[k])
-            for k in ("BM", "BN", "BK", "num_warps", "num_stages")}
+    out = {k: int(cfg.get(k, 3) if k == "num_stages" else cfg[k])
+           for k in ("BM", "BN", "BK", "num_warps", "num_stages")}
+    if cfg.get("aligned"):                # which pointers are 16-byte aligned, if not all
+        out["aligned"] = str(cfg["aligned"])
+    return out
 
 
 def _tools_dir() -> str:
@@ -203,40 +206,209 @@ def resource_usage(cubin: bytes) -> dict:
             "local": fields.get("LOCAL", 0), "static_shared": fields.get("SHARED", 0)}
 
 
-def _load_raw_fn(path: str, source_hash: str):
-    with open(path, "rb") as f:   # again: a worker must not trust the file either
-        if hashlib.sha256(f.read()).hexdigest()[:24] != source_hash:
-            raise CubinError(f"kernel file {path} does not match its checksum; refusing to "
-                             f"load it")
+def launch_kwargs(cfg: dict) -> dict:
+    """The keyword arguments ``runtime.launcher`` passes when it launches a tile kernel
+    with ``Launch.config`` ``cfg``: its constexpr tile sizes, warps and stages.
+
+    One place for both sides: the ahead-of-time compile specialises each kernel
+    with exactly these, so a GPU process finds Triton's cache entry under the
+    same key (see :func:`specialize`)."""
+    return dict(BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], num_warps=cfg["num_warps"],
+                num_stages=cfg.get("num_stages", 3))
+
+
+def pointer_alignment(args) -> str:
+    """Which arguments of a launch are 16-byte aligned, as ``'1'``/``'0'`` per argument.
+
+    ``args`` are a ``Launch.args`` list (``[kind, name, element offset, numel]``).
+    Every array and buffer the runtime binds is an allocation of its own (CUDA's
+    are 256-byte aligned), so a pointer is aligned when its fp32 element offset is
+    a multiple of 4. Triton specialises a kernel on this (``tt.divisibility``), so
+    it is part of what the ahead-of-time compile must match.
+    """
+    return "".join("1" if int(a[2]) % 4 == 0 else "0" for a in args)
+
+
+def _load_jit_fn(path: str, source_hash: str):
+    """The ``@triton.jit`` function of a kernel file, imported from the checked bytes.
+
+    Mirrors ``runtime.launcher.load_module``: the bytes must hash to the file's name
+    (a worker must not trust the file either), no bytecode is read or written, and
+    the result is the module's own ``JITFunction``, so its cache key (source and
+    starting line) is the one the runtime's launch computes.
+
+    The code is compiled under the kernel's path relative to the cache directory
+    (``kernels/k_<hash>.py``, its lines given to ``linecache``): Triton writes the
+    file name into the line information of the PTX and cubin, and what
+    ``symtriton compile`` writes must not depend on where the directory was (a
+    rebuild elsewhere compares byte for byte). The cache key holds no file name."""
+    import importlib.machinery
+    import linecache
+    from triton.runtime.jit import JITFunction
+
+    virtual = f"kernels/k_{source_hash}.py"
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest()[:24] != source_hash:
+        raise CubinError(f"kernel file {path} does not match its checksum; refusing to "
+                         f"load it")
+
+    class _Checked(importlib.machinery.SourceFileLoader):
+        def path_stats(self, p):
+            raise OSError("no bytecode for kernel files")
+
+        def get_data(self, p):
+            if p != self.path:
+                raise OSError(f"{p}: only {self.path} is read")
+            return data
+
+        def set_data(self, p, d, *, _mode=0o666):
+            pass
+
+        def source_to_code(self, d, p, *, _optimize=-1):
+            return compile(d, virtual, "exec", dont_inherit=True, optimize=_optimize)
+
+    text = data.decode()
+    linecache.cache[virtual] = (len(data), None, text.splitlines(True), virtual)
     name = f"symtriton_cubin_{source_hash}"
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=_Checked(name, path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     k = module.kernel
-    return getattr(k, "fn", k)   # InterpretedFunction keeps the Python function in .fn
+    return k if isinstance(k, JITFunction) else JITFunction(getattr(k, "fn", k))
 
 
-def _compile_here(path: str, source_hash: str, target: str, cfg: dict) -> dict:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
+_TORCH_DTYPES = {"*fp32": "float32", "*i64": "int64", "*i32": "int32", "*fp16": "float16",
+                 "*bf16": "bfloat16", "*fp64": "float64", "*u8": "uint8"}
 
-    started = time.perf_counter()
-    fn = _load_raw_fn(path, source_hash)
-    jit_fn = JITFunction(fn)
-    params = list(inspect.signature(fn).parameters)
-    with open(path) as f:
-        declared = declared_signature(f.read())
+
+def _launch_arguments(jit_fn, declared, cfg: dict) -> tuple:
+    """Stand-ins for the arguments the runtime passes: ``(args, kwargs)``.
+
+    Pointers are host tensors of the right dtype, 16-byte aligned or 4 bytes off
+    as ``cfg["aligned"]`` says; Triton's binder reads nothing else from them.
+    Declared kernels (the optimizer update) take their declared scalars and
+    constexprs, tile kernels the pointers and :func:`launch_kwargs`.
+    """
+    import torch
+
+    def pointer(kind, aligned=True):
+        base = torch.empty(64, dtype=getattr(torch, _TORCH_DTYPES[kind]))
+        return base if aligned else base[1:]
+
+    params = [p for p in jit_fn.params if not p.is_constexpr]
     if declared is not None:
         signature, constexprs = declared
-    else:
-        signature = {p: ("constexpr" if p in _CONSTEXPRS else "*fp32") for p in params}
-        constexprs = {p: int(cfg[p]) for p in _CONSTEXPRS if p in params}
-    compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs),
-                              target=GPUTarget("cuda", _arch(target), 32),
-                              options={"num_warps": int(cfg["num_warps"]),
-                                       "num_stages": int(cfg.get("num_stages", 3))})
+        args = []
+        for p in params:
+            kind = signature[p.name]
+            if kind.startswith("*"):
+                args.append(pointer(kind))
+            elif kind.startswith("fp"):
+                args.append(1.5)            # floats are not specialised on their value
+            else:
+                raise CubinError(f"kernel parameter {p.name}: cannot stand in for a "
+                                 f"{kind} argument; declare pointers and floats only")
+        return args, dict(constexprs)
+    aligned = cfg.get("aligned") or "1" * len(params)
+    if len(aligned) != len(params):
+        raise CubinError(f"the launch passes {len(aligned)} pointers, the kernel takes "
+                         f"{len(params)}")
+    return [pointer("*fp32", a == "1") for a in aligned], launch_kwargs(cfg)
+
+
+def specialize(jit_fn, backend, args, kwargs) -> tuple:
+    """``(ASTSource, options)`` of a launch ``jit_fn[grid](*args, **kwargs)``, computed
+    as ``JITFunction.run`` computes them in triton 3.9 (its binder, then
+    ``_pack_args``), for ``backend``'s target instead of the current device.
+
+    ``triton.compile`` of the result is the compile (and the cache key) a GPU
+    process's launch asks for; ``tests/compiler/test_aot_triton_cache.py`` runs the
+    runtime's launches through Triton's own ``JITFunction.run`` to check it.
+    """
+    from triton import knobs
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import create_function_from_signature
+
+    kwargs = dict(kwargs)
+    kwargs["debug"] = kwargs.get("debug", jit_fn.debug) or knobs.runtime.debug
+    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    kwargs["fpsan_homomorphic_casts"] = knobs.compilation.fpsan_homomorphic_casts
+    binder = create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
+    bound_args, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = jit_fn._pack_args(
+        backend, kwargs, bound_args, specialization, options)
+    return ASTSource(jit_fn, signature, constexprs, attrs), options
+
+
+_MANAGER = []
+
+
+def relocatable_cache_manager():
+    """Triton's ``FileCacheManager``, with each entry's files found beside its group file.
+
+    Triton's own group files (``__grp__<name>.json``) record the absolute paths of
+    an entry's files, so a cache directory copied to another path or machine
+    misses and recompiles. This manager writes bare file names and looks every
+    child up in the entry's own directory (absolute paths written by plain
+    Triton still resolve, by their base name). ``symtriton compile`` writes
+    ``<dir>/triton`` with it and the runtime reads that directory with it.
+    """
+    if _MANAGER:
+        return _MANAGER[0]
+    from triton.runtime.cache import FileCacheManager
+
+    class RelocatableCacheManager(FileCacheManager):
+        def get_group(self, filename):
+            grp = f"__grp__{filename}"
+            if not self.has_file(grp):
+                return None
+            try:
+                with open(self._make_path(grp)) as f:
+                    children = json.load(f)["child_paths"]
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+            out = {}
+            for child in children:
+                path = self._make_path(os.path.basename(child))
+                if not os.path.exists(path):
+                    return None
+                out[os.path.basename(child)] = path
+            return out
+
+        def put_group(self, filename, group):
+            body = json.dumps({"child_paths": sorted(os.path.basename(p) for p in group)})
+            return self.put(body, f"__grp__{filename}", binary=False)
+
+    _MANAGER.append(RelocatableCacheManager)
+    return RelocatableCacheManager
+
+
+def use_triton_cache(path: str):
+    """Make Triton keep its compiled kernels in ``path``, relocatably (see
+    :func:`relocatable_cache_manager`)."""
+    from triton import knobs
+    knobs.cache.dir = path
+    knobs.cache.manager_class = relocatable_cache_manager()
+
+
+def _compile_here(path: str, source_hash: str, target: str, cfg: dict,
+                  triton_cache: str = None) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+
+    started = time.perf_counter()
+    jit_fn = _load_jit_fn(path, source_hash)
+    with open(path) as f:
+        declared = declared_signature(f.read())
+    args, kwargs = _launch_arguments(jit_fn, declared, cfg)
+    backend = make_backend(GPUTarget("cuda", _arch(target), 32))
+    src, options = specialize(jit_fn, backend, args, kwargs)
+    if triton_cache:
+        use_triton_cache(triton_cache)
+    compiled = triton.compile(src, target=backend.target, options=options.__dict__)
     cubin = compiled.asm["cubin"]
     usage = resource_usage(cubin)
     return {"hash": source_hash, "target": target,
@@ -246,6 +418,12 @@ def _compile_here(path: str, source_hash: str, target: str, cfg: dict) -> dict:
             # ptxas puts spilled registers; what the driver reports as n_spills
             "n_spills": usage["stack"] + usage["local"],
             "shared": int(compiled.metadata.shared), "name": compiled.metadata.name,
+            # Triton's cache entry (a directory under triton_cache named by it)
+            "triton_hash": compiled.hash,
+            "specialization": {"signature": {k: str(v) for k, v in src.signature.items()},
+                               "divisible_by_16": sorted(
+                                   list(k) for k, v in src.attrs.items()
+                                   if ["tt.divisibility", 16] in [list(x) for x in v])},
             # Triton front end, LLVM and ptxas for this kernel alone
             "seconds": round(time.perf_counter() - started, 3)}
 
@@ -323,7 +501,8 @@ def _worker_main():
         sys.stdout.write(json.dumps({"job": job["job"], "started": True}) + "\n")
         sys.stdout.flush()
         try:
-            r = _compile_here(job["path"], job["hash"], job["target"], job["config"])
+            r = _compile_here(job["path"], job["hash"], job["target"], job["config"],
+                              job.get("triton_cache"))
             r["cubin"] = base64.b64encode(r["cubin"]).decode()
             r["job"] = job["job"]
         except Exception as exc:  # reported per kernel, the worker carries on
@@ -333,7 +512,8 @@ def _worker_main():
         sys.stdout.flush()
 
 
-def compile_many(items, workers: int = None, timeout: float = None) -> list:
+def compile_many(items, workers: int = None, timeout: float = None,
+                 triton_cache: str = None) -> list:
     """Compile many kernels; ``items`` are ``(hash_or_path, target, config or None)``.
 
     Returns one entry per item, in order: a result dict as
@@ -342,20 +522,25 @@ def compile_many(items, workers: int = None, timeout: float = None) -> list:
     target, config), so repeated sources compile once. ``workers``: worker
     processes (default: CPU count); ``timeout``: seconds each worker may take
     for its share (when this process interprets; default no limit).
+    ``triton_cache``: a directory where Triton keeps each compiled kernel under the
+    key a GPU process's launch computes (:func:`use_triton_cache`); default
+    Triton's own cache. A config's ``aligned`` (:func:`pointer_alignment`) says
+    which pointers the launch passes 16-byte aligned.
     """
     prepared, out = [], []
     for arg, target, cfg in items:
         _arch(target)
         path, h, source = resolve(arg)
         cfg = dict(cfg) if cfg else gpu_config(source, target)
-        key = (h, target, _config_key(cfg))
+        key = (h, target, _config_key(cfg), triton_cache)
         prepared.append((key, path, h, source, target, cfg))
     todo = {}
     with _RESULTS_LOCK:
         for key, path, h, source, target, cfg in prepared:
             if key not in _RESULTS and key not in todo:
                 todo[key] = {"job": len(todo), "path": path, "hash": h, "target": target,
-                             "config": cfg, "_summary": summary_line(source)}
+                             "config": cfg, "triton_cache": triton_cache,
+                             "_summary": summary_line(source)}
     if todo:
         jobs = list(todo.values())
         if _must_use_workers():
@@ -367,7 +552,8 @@ def compile_many(items, workers: int = None, timeout: float = None) -> list:
             by_job = {}
             for j in jobs:
                 try:
-                    by_job[j["job"]] = _compile_here(j["path"], j["hash"], j["target"], j["config"])
+                    by_job[j["job"]] = _compile_here(j["path"], j["hash"], j["target"],
+                                                     j["config"], triton_cache)
                 except Exception as exc:
                     by_job[j["job"]] = {"error": f"{type(exc).__name__}: {str(exc)[-4000:]}"}
         with _RESULTS_LOCK:

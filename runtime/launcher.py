@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
+import os
 import importlib.util
 import threading
 
 import torch
 
 from compiler import cache
+from compiler.cubin import launch_kwargs, use_triton_cache
 from compiler.errors import MXNetError
 
 _MODULES: dict = {}
@@ -63,7 +65,8 @@ def load_module(source_hash: str):
         raise MXNetError(f"kernel file {path} does not match its checksum; refusing to load it")
     if b"import triton" in data:
         from compiler.triton_mode import ensure_mode
-        ensure_mode()            # before triton's first import: the interpreter, or not
+        if not ensure_mode():    # before triton's first import: the interpreter, or not
+            _point_triton_at_cache_dir()
     name = f"symtriton_k_{source_hash}"
     loader = _CheckedSource(name, path, data)
     spec = importlib.util.spec_from_file_location(name, path, loader=loader)
@@ -72,6 +75,24 @@ def load_module(source_hash: str):
     _MODULES[source_hash] = module
     cache.bump("kernels_compiled" if cache.generated_here(source_hash) else "kernels_loaded")
     return module
+
+
+_TRITON_CACHE_SET = []
+
+
+def _point_triton_at_cache_dir():
+    """Once per GPU process: Triton keeps its compiled kernels in ``<cache dir>/triton``
+    (``compiler.cache.triton_dir``), where ``symtriton compile --target cuda:<arch>``
+    put them under the keys these launches compute, so an ahead-of-time directory
+    runs with no Triton compile. A ``TRITON_CACHE_DIR`` the user set wins."""
+    if _TRITON_CACHE_SET:
+        return
+    _TRITON_CACHE_SET.append(True)
+    if os.environ.get("TRITON_CACHE_DIR"):
+        return
+    path = cache.triton_dir()        # UntrustedCacheError propagates
+    if path is not None:
+        use_triton_cache(path)
 
 
 class _CheckedSource(importlib.machinery.SourceFileLoader):
@@ -148,8 +169,7 @@ def bind_launches(launches, resolve) -> list:
 
 def _triton_launch(kernel, ptrs, cfg):
     grid = (int(cfg["grid"][0]), int(cfg["grid"][1]))
-    consts = dict(BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], num_warps=cfg["num_warps"],
-                  num_stages=cfg.get("num_stages", 3))
+    consts = launch_kwargs(cfg)     # what `symtriton compile` specialised the kernel with
 
     def run():
         with LAUNCH_LOCK:

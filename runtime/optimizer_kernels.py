@@ -245,7 +245,7 @@ def _launch(spec: _Spec, groups, lrs, wds, scalars, device, extra=None):
         LaunchCounter.total += 1
         return
     interp = _interpreting()
-    if device.type == "cpu" and not interp:
+    if device.type == "cpu" and not interp and cpu_target() == "interpret":
         raise MXNetError("SYMTRITON_CPU_TARGET=interpret, but Triton was imported for the "
                          "GPU in this process: set TRITON_INTERPRET=1 before the first import, "
                          "or leave SYMTRITON_CPU_TARGET unset")
