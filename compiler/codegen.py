@@ -117,6 +117,9 @@ def render(prog: TileProgram, strides: list, shapes: list) -> Rendered:
     ``strides[t]`` is a list with one stride tuple per destination of tensor
     ``t`` (inputs have one; an output stored to several arrays has several).
     """
+    if prog.kind == "conv":      # implicit GEMM, templates/conv.py.j2
+        from .codegen_conv import render_conv
+        return render_conv(prog, strides, shapes)
     ctx = _Ctx(prog, strides, shapes)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
     max_k = max([ins.extra["K"] for ins in prog.instrs if ins.kind == "dot"], default=0)

@@ -155,12 +155,16 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
     if prog.kind == "scatter":
         bind, body = _scatter(prog, strides, shapes)
+    elif prog.kind == "conv":    # an ATen convolution call, then its epilogue
+        from .codegen_conv import render_conv_cpu, summary as conv_summary
+        bind, body = render_conv_cpu(prog, strides, shapes, slots)
     else:
         bind, ops, stores = lower(prog, strides, shapes, slots)
         body = _lines(ops, plan(ops, stores))
     m = prod(prog.domain[p] for p in prog.row_pos) if prog.kind != "scatter" else 0
     n = prod(prog.domain[p] for p in prog.col_pos) if prog.kind != "scatter" else 0
-    summary = f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}"
+    summary = (conv_summary(prog.instrs[0].extra) if prog.kind == "conv" else
+               f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}")
     source = _env.get_template("cpu_kernel.py.j2").render(k={
         "params": ", ".join(f"p{t}_{d}" for t, d in params), "summary": summary,
         "bind_lines": bind, "body_lines": body or ["pass"]})

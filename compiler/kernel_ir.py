@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .ops.conv import CONV_KINDS
 from .ops.matmul import dot_dims
 from .ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
@@ -493,6 +494,9 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     NotFusable
         When the nodes cannot share one domain, or a store would be a race.
     """
+    if any(_special(graph, n) in CONV_KINDS for n in nodes):
+        from .codegen_conv import conv_program    # an implicit GEMM and its epilogue
+        return conv_program(graph, nodes, outside_uses)
     b = _Builder(graph, nodes, [e for e in outside_uses])
     kind, anchor, sink = b.choose_domain()
     b.kind = kind

@@ -39,6 +39,8 @@ GPU_TABLE = {
 # dots); an fp32 "ieee" dot runs on FMA units and takes K chunks of 8
 MIN_DOT = 16
 MIN_FMA_K = 8
+# the interpreter's (BM, BN, BK) caps for convolutions: [BM, BK] index tiles of 2**18
+CONV_INTERPRET_BLOCK = (1024, 256, 256)
 
 
 def np2(x: int) -> int:
@@ -61,7 +63,7 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
     Parameters
     ----------
     kind : str
-        ``pointwise``, ``reduce``, ``matmul``, ``scatter`` or ``fill``.
+        ``pointwise``, ``reduce``, ``matmul``, ``conv``, ``scatter`` or ``fill``.
     M, N, K : int
         Rows, columns (the reduced length for ``reduce``) and the dot's
         reduction length.
@@ -84,6 +86,17 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
     if kind == "fill":
         bm = min(np2(M), MAX_TILE_NUMEL) if gpu is None else 1024
         return _cfg(bm, 1, 1, warps, stages, -(-M // bm))
+    if kind == "conv":
+        # an implicit GEMM (compiler/codegen_conv.py; batch = groups). On a GPU its K loop
+        # is a matmul's with computed addresses: the matmul tiles below, which is also what
+        # compiler/cubin.py re-derives from its source. The interpreter pays a few numpy
+        # calls per K step and tile: large row tiles.
+        if gpu is None:
+            bm, bn, bk = (max(MIN_DOT, min(np2(M), CONV_INTERPRET_BLOCK[0])),
+                          max(MIN_DOT, min(np2(N), CONV_INTERPRET_BLOCK[1])),
+                          max(MIN_DOT, min(np2(K), CONV_INTERPRET_BLOCK[2])))
+            return _cfg(bm, bn, bk, warps, stages, -(-M // bm) * -(-N // bn) * max(int(batch), 1))
+        kind = "matmul"
     if kind == "matmul":
         if gpu is None:
             bm, bn, bk = (max(MIN_DOT, min(np2(M), 256)), max(MIN_DOT, min(np2(N), 1024)),
@@ -117,9 +130,12 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
     bn = np2(N)
     if gpu is None:
         bm = max(1, min(np2(M), MAX_TILE_NUMEL // bn))
-    else:  # 1024 elements a program: 4096 with 4 warps spilled (ptxas, cuda:90)
+    else:
+        # 1024 elements a program (4096 with 4 warps spilled, ptxas cuda:90), over 8
+        # warps: 4 a thread. With 8 a thread (4 warps) a Concat of 60 time steps (60
+        # masked loads per element) spilled 3.4 KB a thread on cuda:80.
         bm = max(1, min(np2(M), max(1, gpu["program_numel"] // bn)))
-        warps = 4 if bm * bn <= 4096 else 8
+        warps = 8 if bm * bn >= 1024 else 4
     return _cfg(bm, bn, 1, warps, stages, -(-M // bm))
 
 

@@ -9,3 +9,4 @@ from . import matmul  # noqa: F401
 from . import nn  # noqa: F401
 from . import loss  # noqa: F401
 from . import rnn  # noqa: F401
+from . import conv  # noqa: F401

@@ -211,9 +211,10 @@ class Special:
 
     Kinds: ``concat`` (Concat), ``gather`` (Embedding / take forward: rows of
     input 1 picked by the indices in input 0... see codegen), ``scatter_add``
-    (Embedding's weight gradient), ``random_uniform`` (a buffer the runtime
-    fills from the seeded generator before each step), ``constant`` (zeros /
-    ones / full with a ``value``).
+    (Embedding's weight gradient), ``constant`` (zeros /
+    ones / full with a ``value``), ``conv_fwd`` / ``conv_dgrad`` / ``conv_wgrad``
+    (Convolution, Deconvolution and their gradients: an implicit GEMM anchoring its own
+    group, with a pointwise epilogue, ``compiler/codegen_conv.py``).
     """
     kind: str
 
