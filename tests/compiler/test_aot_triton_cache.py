@@ -187,3 +187,21 @@ def test_pointer_alignment_follows_element_offsets():
     assert cubin.pointer_alignment(args) == "1010"
     assert aot._cubin_stem("ab", {"aligned": "1111"}) == "ab"
     assert aot._cubin_stem("ab", {"aligned": "1010"}) == "ab-a1010"
+
+
+def test_triton_cache_that_others_may_write_is_refused(tmp_path, monkeypatch):
+    from compiler import cache, cache_trust
+    root = tmp_path / "cache"
+    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(root))
+    cache_trust.forget_checks()
+    path = cache.triton_dir()
+    assert path == str(root / "triton") and os.path.isdir(path)
+    entry = root / "triton" / "ENTRY"
+    entry.mkdir()
+    (entry / "kernel.cubin").write_bytes(b"planted")
+    os.chmod(entry / "kernel.cubin", 0o666)
+    cache_trust.forget_checks()
+    with pytest.raises(cache_trust.UntrustedCacheError, match="kernel.cubin"):
+        cache.triton_dir()
+    os.chmod(entry / "kernel.cubin", 0o644)
+    assert cache.triton_dir() == path
