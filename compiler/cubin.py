@@ -104,6 +104,8 @@ def source_shape(source: str) -> dict:
     """
     summary = summary_line(source)
     kind = summary.split(" ", 1)[0]
+    if kind == "matmul" and "implicit-GEMM" in summary:    # compiler/codegen_conv.py
+        kind = "conv"
     if kind == "fill":
         M, N = int(summary.split()[1]), 1
     else:

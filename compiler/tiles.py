@@ -96,7 +96,12 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
                           max(MIN_DOT, min(np2(N), CONV_INTERPRET_BLOCK[1])),
                           max(MIN_DOT, min(np2(K), CONV_INTERPRET_BLOCK[2])))
             return _cfg(bm, bn, bk, warps, stages, -(-M // bm) * -(-N // bn) * max(int(batch), 1))
-        kind = "matmul"
+        cfg = tile_config("matmul", M, N, K, target, False, batch)
+        # its address arithmetic (a strided data gradient's divisibility masks) adds to
+        # a matmul's registers: 64 x 16 tiles over 4 warps spilled 8-16 bytes (cuda:90)
+        if cfg["BM"] * cfg["BN"] >= 1024:
+            cfg["num_warps"] = 8
+        return cfg
     if kind == "matmul":
         if gpu is None:
             bm, bn, bk = (max(MIN_DOT, min(np2(M), 256)), max(MIN_DOT, min(np2(N), 1024)),
