@@ -120,6 +120,9 @@ def render(prog: TileProgram, strides: list, shapes: list) -> Rendered:
     if prog.kind == "conv":      # implicit GEMM, templates/conv.py.j2
         from .codegen_conv import render_conv
         return render_conv(prog, strides, shapes)
+    if prog.kind == "pool":      # window loops, templates/pool.py.j2
+        from .codegen_pool import render_pool
+        return render_pool(prog, strides, shapes)
     ctx = _Ctx(prog, strides, shapes)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
     max_k = max([ins.extra["K"] for ins in prog.instrs if ins.kind == "dot"], default=0)

@@ -43,7 +43,8 @@ from .kernel_ir import Instr, NotFusable, TileProgram, _base_node, _Builder, _sp
 from .ops.conv import CONV_KINDS, conv_problem
 from .ops.registry import prod
 
-__all__ = ["CONV_KINDS", "conv_program", "render_conv", "render_conv_cpu"]
+__all__ = ["CONV_KINDS", "conv_program", "index_sum", "render_conv", "render_conv_cpu",
+           "split_index"]
 
 
 class _ConvBuilder(_Builder):
@@ -138,7 +139,7 @@ def summary(p: dict) -> str:
 
 # ------------------------------------------------------------------------------ Triton
 
-def _split(var, names, sizes):
+def split_index(var, names, sizes):
     """Lines giving ``names`` (row-major coordinates of ``sizes``) from flat ``var``;
     a size-1 dim's coordinate is the literal ``0``. Returns ``(lines, coords)``."""
     lines, coords = [], []
@@ -156,7 +157,7 @@ def _split(var, names, sizes):
     return lines, coords
 
 
-def _sum(terms):
+def index_sum(terms):
     """``c0 * s0 + c1 * s1 ...`` over ``(coordinate, stride)`` terms (zero terms dropped)."""
     out = [c if s == 1 else f"{c} * {s}" for c, s in terms if c != "0" and s != 0]
     return " + ".join(out) or "0"
@@ -181,7 +182,7 @@ class _Operand:
             lines.append(f"{self.name}_w{i} = {out_e}")
             if div == 1:
                 terms.append((f"{self.name}_w{i}", stride))
-        return lines + [f"{self.name}_o = {_sum(terms)}"]
+        return lines + [f"{self.name}_o = {index_sum(terms)}"]
 
     def in_loop(self, k_mask):
         """Lines of the loop body, and the load's ``(pointer, mask)``."""
@@ -201,9 +202,9 @@ class _Operand:
             lines.append(f"{q} = tl.where({pos} >= 0, {pos}, 0) // {div}")
             full.append((q, stride))
             masks.append(f"({pos} >= 0) & ({pos} % {div} == 0) & ({q} < {size})")
-        lines.append(f"{self.name}_k = {_sum(terms)}")
+        lines.append(f"{self.name}_k = {index_sum(terms)}")
         address = " + ".join([f"{self.name}_o", f"{self.name}_k"] +
-                             [_sum([t]) for t in full if _sum([t]) != "0"])
+                             [index_sum([t]) for t in full if index_sum([t]) != "0"])
         return lines, f"{self.ptr} + {address}", " & ".join(masks)
 
 
@@ -212,9 +213,9 @@ def _fwd(p, ptr, st):
     x, w, y, g = p["x"], p["w"], p["y"], p["groups"]
     nd = len(p["kernel"])
     cg, og = x[1] // g, w[0] // g
-    rows, (n, *ys) = _split("rm", ["n"] + [f"y{i}" for i in range(nd)], [x[0], *y[2:]])
-    ka, (ca, *kas) = _split("ka", ["ca"] + [f"ka{i}" for i in range(nd)], [cg, *p["kernel"]])
-    kb, (cb, *kbs) = _split("kb", ["cb"] + [f"kb{i}" for i in range(nd)], [cg, *p["kernel"]])
+    rows, (n, *ys) = split_index("rm", ["n"] + [f"y{i}" for i in range(nd)], [x[0], *y[2:]])
+    ka, (ca, *kas) = split_index("ka", ["ca"] + [f"ka{i}" for i in range(nd)], [cg, *p["kernel"]])
+    kb, (cb, *kbs) = split_index("kb", ["cb"] + [f"kb{i}" for i in range(nd)], [cg, *p["kernel"]])
     wins = [(_affine(ys[i], p["stride"][i], -p["pad"][i]), _affine(kas[i], p["dilate"][i], 0),
              x[2 + i], st["x"][2 + i], 1, p["pad"][i] > 0) for i in range(nd)]
     a = _Operand("a", ptr["x"], [(n, st["x"][0]), (f"(gb * {cg})", st["x"][1])],
@@ -230,9 +231,9 @@ def _dgrad(p, ptr, st):
     x, w, y, g = p["x"], p["w"], p["y"], p["groups"]
     nd = len(p["kernel"])
     cg, og = x[1] // g, w[0] // g
-    rows, (n, *xs) = _split("rm", ["n"] + [f"x{i}" for i in range(nd)], [x[0], *x[2:]])
-    ka, (oa, *kas) = _split("ka", ["oa"] + [f"ka{i}" for i in range(nd)], [og, *p["kernel"]])
-    kb, (ob, *kbs) = _split("kb", ["ob"] + [f"kb{i}" for i in range(nd)], [og, *p["kernel"]])
+    rows, (n, *xs) = split_index("rm", ["n"] + [f"x{i}" for i in range(nd)], [x[0], *x[2:]])
+    ka, (oa, *kas) = split_index("ka", ["oa"] + [f"ka{i}" for i in range(nd)], [og, *p["kernel"]])
+    kb, (ob, *kbs) = split_index("kb", ["ob"] + [f"kb{i}" for i in range(nd)], [og, *p["kernel"]])
     wins = [(_affine(xs[i], 1, p["pad"][i]) + " + rm * 0", _affine(kas[i], -p["dilate"][i], 0),
              y[2 + i], st["y"][2 + i], p["stride"][i], True) for i in range(nd)]
     a = _Operand("a", ptr["y"], [(n, st["y"][0]), (f"(gb * {og})", st["y"][1])],
@@ -247,9 +248,9 @@ def _wgrad(p, ptr, st):
     x, w, y, g = p["x"], p["w"], p["y"], p["groups"]
     nd = len(p["kernel"])
     cg, og = x[1] // g, w[0] // g
-    cols, (c, *ks) = _split("rn", ["c"] + [f"kw{i}" for i in range(nd)], [cg, *p["kernel"]])
-    ka, (na, *yas) = _split("ka", ["na"] + [f"ya{i}" for i in range(nd)], [x[0], *y[2:]])
-    kb, (nb, *ybs) = _split("kb", ["nb"] + [f"yb{i}" for i in range(nd)], [x[0], *y[2:]])
+    cols, (c, *ks) = split_index("rn", ["c"] + [f"kw{i}" for i in range(nd)], [cg, *p["kernel"]])
+    ka, (na, *yas) = split_index("ka", ["na"] + [f"ya{i}" for i in range(nd)], [x[0], *y[2:]])
+    kb, (nb, *ybs) = split_index("kb", ["nb"] + [f"yb{i}" for i in range(nd)], [x[0], *y[2:]])
     a = _Operand("a", ptr["y"], [(f"(gb * {og} + rm)", st["y"][1])],
                  [(na, st["y"][0])] + list(zip(yas, st["y"][2:])), [])
     wins = [(_affine(ks[i], p["dilate"][i], -p["pad"][i]), _affine(ybs[i], p["stride"][i], 0),
@@ -287,7 +288,7 @@ def render_conv(prog: TileProgram, strides: list, shapes: list) -> Rendered:
     epilogue = []
     if "bias" in roles:
         epilogue.append(f"acc += tl.load({ptr['bias']} + "
-                        f"{_sum([(f'({bias_channel})', st['bias'][0])])}, mask=mcol, other=0.0)")
+                        f"{index_sum([(f'({bias_channel})', st['bias'][0])])}, mask=mcol, other=0.0)")
     epilogue.append(f"{conv.out} = acc")
     for ins in prog.instrs[1:]:
         epilogue.extend(_instr_lines(ctx, ins))

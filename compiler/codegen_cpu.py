@@ -152,6 +152,9 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
     element strides and the array it lives in (views of one array may overlap;
     views of two never do).
     """
+    if prog.kind == "pool":      # ATen pooling on the explicitly padded data
+        from .codegen_pool import render_pool_cpu
+        return render_pool_cpu(prog, strides, shapes, slots)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
     if prog.kind == "scatter":
         bind, body = _scatter(prog, strides, shapes)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ops.conv import CONV_KINDS
+from .ops.pool import POOL_KINDS
 from .ops.matmul import dot_dims
 from .ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
@@ -497,6 +498,9 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     if any(_special(graph, n) in CONV_KINDS for n in nodes):
         from .codegen_conv import conv_program    # an implicit GEMM and its epilogue
         return conv_program(graph, nodes, outside_uses)
+    if any(_special(graph, n) in POOL_KINDS for n in nodes):
+        from .codegen_pool import pool_program    # a pooling node stands alone
+        return pool_program(graph, nodes, outside_uses)
     b = _Builder(graph, nodes, [e for e in outside_uses])
     kind, anchor, sink = b.choose_domain()
     b.kind = kind

@@ -22,7 +22,8 @@ import torch.nn.functional as F
 
 from ..errors import MXNetError
 from .registry import (Attr, OpDef, ShapeError, Special, choice, merge_shape, parse_bool,
-                       parse_int, parse_shape, prod, register)
+                       parse_int, parse_nonneg_int, parse_positive_int, parse_shape, prod,
+                       register)
 
 CONV_KINDS = ("conv_fwd", "conv_dgrad", "conv_wgrad")
 _LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
@@ -37,22 +38,8 @@ def _optional_choice(*options):
     return parse_optional
 
 
-def _positive(v):
-    n = parse_int(v)
-    if n < 1:
-        raise ValueError(f"must be at least 1, got {n}")
-    return n
-
-
-def _nonneg(v):
-    n = parse_int(v)
-    if n < 0:
-        raise ValueError(f"must be at least 0, got {n}")
-    return n
-
-
 def _deconv_workspace(v):
-    n = _nonneg(v)
+    n = parse_nonneg_int(v)
     if n > 8192:
         raise ValueError(f"must be at most 8192 (MB), got {n}")
     return n
@@ -60,7 +47,7 @@ def _deconv_workspace(v):
 
 _COMMON = [Attr("kernel", parse_shape), Attr("stride", parse_shape, ()),
            Attr("dilate", parse_shape, ()), Attr("pad", parse_shape, ()),
-           Attr("num_filter", _positive), Attr("num_group", _positive, 1),
+           Attr("num_filter", parse_positive_int), Attr("num_group", parse_positive_int, 1),
            Attr("cudnn_tune", _optional_choice("off", "limited_workspace", "fastest"), None),
            Attr("cudnn_off", parse_bool, False),
            Attr("layout", _optional_choice("NCW", "NCHW", "NCDHW", "NHWC", "NDHWC"), None)]
@@ -176,7 +163,7 @@ def _batch_link(attrs, in_ranks, out_ranks):
 register(OpDef(
     name="Convolution", pattern="opaque", lowering=Special("conv_fwd"),
     arguments=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
-    attrs=_COMMON + [Attr("workspace", _nonneg, 1024), Attr("no_bias", parse_bool, False)],
+    attrs=_COMMON + [Attr("workspace", parse_nonneg_int, 1024), Attr("no_bias", parse_bool, False)],
     infer_shape=_conv_shape, reference=_conv_ref, gradient=_conv_gradient,
     dim_links=_batch_link,
     doc="y[n, o] = b[o] + sum over c in o's group and kernel offsets of "
@@ -281,7 +268,7 @@ register(OpDef(
 
 _INTERNAL = [Attr("kernel", parse_shape), Attr("stride", parse_shape),
              Attr("dilate", parse_shape), Attr("pad", parse_shape),
-             Attr("num_group", _positive, 1)]
+             Attr("num_group", parse_positive_int, 1)]
 
 
 def _internal_geo(attrs):

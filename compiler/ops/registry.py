@@ -58,6 +58,22 @@ def parse_int(v) -> int:
     return out
 
 
+def parse_positive_int(v) -> int:
+    """An integer of at least 1 (a kernel size, a stride, a group count)."""
+    n = parse_int(v)
+    if n < 1:
+        raise ValueError(f"must be at least 1, got {n}")
+    return n
+
+
+def parse_nonneg_int(v) -> int:
+    """An integer of at least 0 (a padding, a workspace size)."""
+    n = parse_int(v)
+    if n < 0:
+        raise ValueError(f"must be at least 0, got {n}")
+    return n
+
+
 def parse_count(v) -> int:
     """A count that sizes lists of inputs/outputs/layers: at most ``MAX_COUNT``."""
     n = parse_int(v)
@@ -214,7 +230,9 @@ class Special:
     (Embedding's weight gradient), ``constant`` (zeros /
     ones / full with a ``value``), ``conv_fwd`` / ``conv_dgrad`` / ``conv_wgrad``
     (Convolution, Deconvolution and their gradients: an implicit GEMM anchoring its own
-    group, with a pointwise epilogue, ``compiler/codegen_conv.py``).
+    group, with a pointwise epilogue, ``compiler/codegen_conv.py``), ``pool_fwd`` /
+    ``pool_bwd`` / ``roi_fwd`` / ``roi_bwd`` (Pooling, ROIPooling and their gradients: a
+    kernel of its own each, ``compiler/codegen_pool.py``).
     """
     kind: str
 

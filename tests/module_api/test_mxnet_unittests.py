@@ -22,7 +22,6 @@ EXPECTED_FAILURES = {
     "test_executor_group": "sparse storage (row_sparse weights, contrib.SparseEmbedding)",
     "test_factorization_machine_module": "sparse storage (csr data, row_sparse weights)",
     "test_module_initializer": "sparse storage (csr / row_sparse arrays)",
-    "test_forward_reshape": "Convolution and Pooling are not operators here yet",
     # test_model_parallel.py
     "test_chain_type_device": "float16 / float64 graphs: symtriton computes in float32 only "
                               "for now (its float32 case is test_chain, which passes)",
