@@ -14,7 +14,7 @@ import torch
 from runtime.data_desc import DataDesc, _mx_real_t
 from runtime.ndarray import as_ndarray
 
-__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'NDArrayIter',
+__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'NDArrayIter',
            'PrefetchingIter', 'ResizeIter']
 
 
@@ -551,3 +551,6 @@ class NDArrayIter(DataIter):
         np.random.shuffle(self.idx)
         self.data = _getdata_by_idx(self.data, self.idx)
         self.label = _getdata_by_idx(self.label, self.idx)
+
+
+from .mnist_iter import MNISTIter  # noqa: E402  (it subclasses DataIter above)
