@@ -18,6 +18,9 @@ never imports mxnet. It prints one JSON object on its last line.
   ``examples/lstm_bucketing.py`` prints beside its own).
 * ``mlp``: ``Module`` training steps (``forward_backward`` + ``update``) of an
   MLP (784-512-512-10, ReLU, SoftmaxOutput) on fixed random batches.
+* ``lenet``: mxnet's ``symbols/lenet.py`` trained on MNIST IDX files read with
+  ``mx.io.MNISTIter`` (SGD with momentum and weight decay, Xavier gaussian/in/2),
+  epochs timed, then the validation accuracy.
 
 The thread count is set with ``--threads`` (``OMP_NUM_THREADS``) before mxnet loads.
 """
@@ -47,6 +50,18 @@ def build_parser():
     lstm.add_argument("--batch-size", type=int, default=32)
     lstm.add_argument("--buckets", default="10,20,30,40,50,60")
     lstm.add_argument("--seed", type=int, default=None)
+    lenet = sub.add_parser("lenet")
+    lenet.add_argument("--train-images", required=True)
+    lenet.add_argument("--train-labels", required=True)
+    lenet.add_argument("--val-images", required=True)
+    lenet.add_argument("--val-labels", required=True)
+    lenet.add_argument("--epochs", type=int, default=3)
+    lenet.add_argument("--batch", type=int, default=64)
+    lenet.add_argument("--lr", type=float, default=0.05)
+    lenet.add_argument("--mom", type=float, default=0.9)
+    lenet.add_argument("--wd", type=float, default=0.0001)
+    lenet.add_argument("--max-batches", type=int, default=None)
+    lenet.add_argument("--seed", type=int, default=0)
     mlp = sub.add_parser("mlp")
     mlp.add_argument("--batch", type=int, default=128)
     mlp.add_argument("--hidden", type=int, default=512)
@@ -165,13 +180,54 @@ def run_mlp(mx, args):
     return {"step_seconds": times, "batch": args.batch}
 
 
+def run_lenet(mx, args):
+    """mxnet's symbols/lenet.py trained with Module (forward_backward + update) on
+    MNISTIter batches, epochs timed to ``mx.nd.waitall()``; then validation accuracy."""
+    data = mx.sym.Variable("data")
+    net = mx.sym.Convolution(data=data, kernel=(5, 5), num_filter=20)
+    net = mx.sym.Activation(data=net, act_type="tanh")
+    net = mx.sym.Pooling(data=net, pool_type="max", kernel=(2, 2), stride=(2, 2))
+    net = mx.sym.Convolution(data=net, kernel=(5, 5), num_filter=50)
+    net = mx.sym.Activation(data=net, act_type="tanh")
+    net = mx.sym.Pooling(data=net, pool_type="max", kernel=(2, 2), stride=(2, 2))
+    net = mx.sym.FullyConnected(data=mx.sym.Flatten(data=net), num_hidden=500)
+    net = mx.sym.Activation(data=net, act_type="tanh")
+    net = mx.sym.FullyConnected(data=net, num_hidden=10)
+    net = mx.sym.SoftmaxOutput(data=net, name="softmax")
+    train = mx.io.MNISTIter(image=args.train_images, label=args.train_labels,
+                            batch_size=args.batch, shuffle=True, seed=args.seed, silent=True)
+    val = mx.io.MNISTIter(image=args.val_images, label=args.val_labels,
+                          batch_size=args.batch, shuffle=False, silent=True)
+    mx.random.seed(args.seed)
+    mod = mx.mod.Module(net, context=mx.cpu(0))
+    mod.bind(train.provide_data, train.provide_label)
+    mod.init_params(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2))
+    mod.init_optimizer(optimizer="sgd", optimizer_params={
+        "learning_rate": args.lr, "momentum": args.mom, "wd": args.wd})
+    seconds, steps = [], 0
+    for _ in range(args.epochs):
+        train.reset()
+        mx.nd.waitall()
+        t0 = time.perf_counter()
+        for i, batch in enumerate(train):
+            if args.max_batches is not None and i >= args.max_batches:
+                break
+            mod.forward_backward(batch)
+            mod.update()
+            steps += 1
+        mx.nd.waitall()
+        seconds.append(time.perf_counter() - t0)
+    acc = dict(mod.score(val, mx.metric.Accuracy()))["accuracy"]
+    return {"epoch_seconds": seconds, "steps": steps, "batch": args.batch, "val_acc": acc}
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(args.threads)
     logging.basicConfig(level=logging.WARNING)
     import mxnet as mx
-    out = run_lstm(mx, args) if args.cmd == "lstm" else run_mlp(mx, args)
+    out = {"lstm": run_lstm, "mlp": run_mlp, "lenet": run_lenet}[args.cmd](mx, args)
     out.update(mxnet=mx.__version__, threads=args.threads)
     print(json.dumps(out))
 
