@@ -6,7 +6,7 @@ export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
 MXNET_PYTHON ?= $(CURDIR)/.mxnet-venv/bin/python
 MXNET_FLAG = $(if $(wildcard $(MXNET_PYTHON)),--mxnet-python $(MXNET_PYTHON),)
 
-.PHONY: venv demo demo-mlp test test-gpu bench mxnet-venv clean
+.PHONY: venv demo demo-mlp demo-mnist test test-gpu bench mxnet-venv clean
 
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
@@ -27,6 +27,10 @@ demo: venv
 demo-mlp: venv
 	$(PY) examples/train_mlp.py
 
+# LeNet on the MNIST split (examples/data/mnist), mxnet's train_mnist.py
+demo-mnist: venv
+	$(PY) examples/train_mnist.py --network lenet --num-epochs 3
+
 test: venv
 	$(PY) -m pytest -q tests
 
@@ -41,6 +45,7 @@ bench: venv
 	$(PY) benchmarks/compiled_vs_eager.py
 	$(PY) benchmarks/module_fit.py $(MXNET_FLAG)
 	$(PY) benchmarks/lstm_bucketing.py $(MXNET_FLAG)
+	$(PY) benchmarks/lenet.py $(MXNET_FLAG)
 
 # mxnet 1.9.1 in its own venv, for the benchmarks' peer column (never imported here).
 mxnet-venv:

@@ -9,7 +9,10 @@ Configurations (issue 12's):
   programs, and the SGD-momentum update);
 - ``mlp``: 784-512-512-10 at batch 128 (training, inference, SGD update);
 - ``softmax33k``: a SoftmaxOutput over 33,278 classes (wikitext-2's
-  vocabulary) after a 200 -> 33,278 FullyConnected, batch 32.
+  vocabulary) after a 200 -> 33,278 FullyConnected, batch 32;
+- ``lenet``: mxnet's LeNet (``examples/mnist_symbols.py``) at batch 64;
+- ``resnet20``: mxnet's CIFAR ResNet-20 (``symbols/resnet.py``, 3x32x32) at
+  batch 128.
 
 Usage::
 
@@ -70,6 +73,45 @@ def softmax_symbol(classes=33278):
     return mx.sym.SoftmaxOutput(x, name="softmax")
 
 
+def resnet_cifar_symbol(num_layers=20, num_classes=10):
+    """mxnet's symbols/resnet.py for CIFAR (``image_shape`` 3,32,32): pre-activation
+    residual units of two 3x3 convolutions (BatchNorm, relu, conv), filters 16/32/64,
+    ``(num_layers - 2) / 6`` units a stage, global average pooling, FC, softmax."""
+    import module_api as mx
+
+    def unit(x, filters, stride, dim_match, name):
+        bn1 = mx.sym.BatchNorm(x, fix_gamma=False, eps=2e-5, momentum=0.9, name=name + "_bn1")
+        act1 = mx.sym.Activation(bn1, act_type="relu", name=name + "_relu1")
+        conv1 = mx.sym.Convolution(act1, num_filter=filters, kernel=(3, 3), stride=stride,
+                                   pad=(1, 1), no_bias=True, name=name + "_conv1")
+        bn2 = mx.sym.BatchNorm(conv1, fix_gamma=False, eps=2e-5, momentum=0.9,
+                               name=name + "_bn2")
+        act2 = mx.sym.Activation(bn2, act_type="relu", name=name + "_relu2")
+        conv2 = mx.sym.Convolution(act2, num_filter=filters, kernel=(3, 3), stride=(1, 1),
+                                   pad=(1, 1), no_bias=True, name=name + "_conv2")
+        short = x if dim_match else mx.sym.Convolution(
+            act1, num_filter=filters, kernel=(1, 1), stride=stride, no_bias=True,
+            name=name + "_sc")
+        return conv2 + short
+
+    per_stage = (num_layers - 2) // 6
+    filters = [16, 16, 32, 64]
+    data = mx.sym.BatchNorm(mx.sym.Variable("data"), fix_gamma=True, eps=2e-5, momentum=0.9,
+                            name="bn_data")
+    body = mx.sym.Convolution(data, num_filter=filters[0], kernel=(3, 3), stride=(1, 1),
+                              pad=(1, 1), no_bias=True, name="conv0")
+    for i in range(3):
+        stride = (1, 1) if i == 0 else (2, 2)
+        body = unit(body, filters[i + 1], stride, False, f"stage{i + 1}_unit1")
+        for j in range(per_stage - 1):
+            body = unit(body, filters[i + 1], (1, 1), True, f"stage{i + 1}_unit{j + 2}")
+    body = mx.sym.Activation(mx.sym.BatchNorm(body, fix_gamma=False, eps=2e-5, momentum=0.9,
+                                              name="bn1"), act_type="relu", name="relu1")
+    pool = mx.sym.Pooling(body, global_pool=True, kernel=(7, 7), pool_type="avg", name="pool1")
+    fc = mx.sym.FullyConnected(mx.sym.Flatten(pool), num_hidden=num_classes, name="fc1")
+    return mx.sym.SoftmaxOutput(fc, name="softmax")
+
+
 def configurations(buckets):
     """``{name: [(symbol, input shapes, data names)]}``: the programs to compile."""
     return {
@@ -79,7 +121,17 @@ def configurations(buckets):
                  ("data", "softmax_label"))],
         "softmax33k": [(softmax_symbol(), {"data": (32, 200), "softmax_label": (32,)},
                         ("data", "softmax_label"))],
+        "lenet": [(_lenet(), {"data": (64, 1, 28, 28), "softmax_label": (64,)},
+                   ("data", "softmax_label"))],
+        "resnet20": [(resnet_cifar_symbol(20), {"data": (128, 3, 32, 32),
+                                                "softmax_label": (128,)},
+                      ("data", "softmax_label"))],
     }
+
+
+def _lenet():
+    from examples.mnist_symbols import lenet
+    return lenet()
 
 
 def kernels_of(entries, target):
@@ -109,7 +161,8 @@ def kernels_of(entries, target):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", action="append", choices=["lstm", "mlp", "softmax33k"])
+    ap.add_argument("--config", action="append",
+                    choices=["lstm", "mlp", "softmax33k", "lenet", "resnet20"])
     ap.add_argument("--buckets", default="10,20,30,40,50,60")
     ap.add_argument("--target", action="append", choices=["cuda:90", "cuda:80"])
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)

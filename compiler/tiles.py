@@ -98,8 +98,10 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
             return _cfg(bm, bn, bk, warps, stages, -(-M // bm) * -(-N // bn) * max(int(batch), 1))
         cfg = tile_config("matmul", M, N, K, target, False, batch)
         # its address arithmetic (a strided data gradient's divisibility masks) adds to
-        # a matmul's registers: 64 x 16 tiles over 4 warps spilled 8-16 bytes (cuda:90)
-        if cfg["BM"] * cfg["BN"] >= 1024:
+        # a matmul's registers. Checked with ptxas (cuda:90): 64 x 16 tiles over 4 warps
+        # spilled 8-16 bytes, over 8 none; 64 x 64 over 8 warps spilled 8 bytes (a
+        # ResNet weight gradient), over 4 none (106 registers).
+        if 1024 <= cfg["BM"] * cfg["BN"] <= 2048:
             cfg["num_warps"] = 8
         return cfg
     if kind == "matmul":
