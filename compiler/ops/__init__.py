@@ -12,3 +12,5 @@ from . import rnn  # noqa: F401
 from . import conv  # noqa: F401
 from . import pool  # noqa: F401
 from . import spatial  # noqa: F401
+from . import normalization  # noqa: F401
+from . import selection  # noqa: F401

@@ -410,3 +410,49 @@ register(OpDef(
     name="_materialize", pattern="elemwise", lowering=Pointwise(lambda attrs, x: f"({x} + 0.0)"),
     infer_shape=same_shape, reference=lambda attrs, ins, is_train: [ins[0].clone()],
     gradient=lambda b, n: [n.ograds[0]]))
+
+
+# -- smooth_l1 ----------------------------------------------------------------------------
+# mxnet's mshadow_op::smooth_l1_loss / smooth_l1_gradient, sigma = `scalar`:
+#   f(x) = x - 0.5/s2 (x > 1/s2),  -x - 0.5/s2 (x < -1/s2),  0.5 s2 x^2 (otherwise)
+#   f'(x) = 1, -1, s2 x on the same three pieces (s2 = sigma^2).
+
+def _smooth_l1_expr(attrs, x):
+    s2 = attrs["scalar"] ** 2
+    t = lit(1.0 / s2)
+    return (f"tl.where({x} > {t}, {x} - {lit(0.5 / s2)}, tl.where({x} < -{t}, "
+            f"-{x} - {lit(0.5 / s2)}, {lit(0.5 * s2)} * {x} * {x}))")
+
+
+def _smooth_l1_ref(attrs, ins, is_train):
+    x, s2 = ins[0], attrs["scalar"] ** 2
+    return [torch.where(x > 1.0 / s2, x - 0.5 / s2,
+                        torch.where(x < -1.0 / s2, -x - 0.5 / s2, 0.5 * s2 * x * x))]
+
+
+register(OpDef(
+    name="smooth_l1", pattern="elemwise", lowering=Pointwise(_smooth_l1_expr),
+    attrs=[Attr("scalar", parse_float, 1.0), Attr("is_int", parse_str, "True")],
+    infer_shape=same_shape, reference=_smooth_l1_ref,
+    gradient=lambda b, n: [b.op("_backward_smooth_l1", n.ograds[0], n.inputs[0],
+                                scalar=n.attrs["scalar"])],
+    doc="Smooth L1 (Huber) loss, elementwise, with sigma = scalar: 0.5 (sigma x)^2 where "
+        "|x| <= 1/sigma^2, |x| - 0.5/sigma^2 elsewhere."))
+
+
+def _smooth_l1_grad_expr(attrs, dy, x):
+    s2 = attrs["scalar"] ** 2
+    t = lit(1.0 / s2)
+    return (f"{dy} * tl.where({x} > {t}, 1.0, tl.where({x} < -{t}, -1.0, "
+            f"{lit(s2)} * {x}))")
+
+
+register(OpDef(
+    name="_backward_smooth_l1", pattern="elemwise", arguments=("ograd", "data"),
+    lowering=Pointwise(_smooth_l1_grad_expr),
+    attrs=[Attr("scalar", parse_float, 1.0), Attr("is_int", parse_str, "True")],
+    infer_shape=same_shape,
+    reference=lambda attrs, ins, is_train: [ins[0] * torch.where(
+        ins[1] > 1.0 / attrs["scalar"] ** 2, torch.ones_like(ins[1]),
+        torch.where(ins[1] < -1.0 / attrs["scalar"] ** 2, -torch.ones_like(ins[1]),
+                    attrs["scalar"] ** 2 * ins[1]))]))

@@ -1,0 +1,147 @@
+"""``one_hot`` and ``pick``, as mxnet 1.9.1 defines them
+(``src/operator/tensor/indexing_op.h``, ``broadcast_reduce_op_index.cc``).
+
+Both are composites over the one-hot kernel SoftmaxOutput's gradient already makes
+(``_softmax_ce_grad`` over a zero "probability", negated): a 1 where the
+coordinate along the axis equals ``int(index)`` (C's truncating cast, as mxnet's),
+0 elsewhere, so an index outside ``[0, depth)`` hits nothing.
+
+* ``one_hot(indices, depth, on_value, off_value)``: ``off + (on - off) * hit``;
+  out-of-range indices give a row of ``off_value``, as in mxnet. Indices get no
+  gradient.
+* ``pick(data, index, axis, keepdims, mode='clip')``: the index clipped into
+  ``[0, M)``, then ``sum(where(hit, data, 0), axis)``; ``data``'s gradient is the
+  head gradient at the picked element. ``mode='wrap'`` is refused (no integer
+  modulo kernel here yet).
+"""
+from __future__ import annotations
+
+import torch
+
+from .registry import (Attr, Decompose, OpDef, ShapeError, choice, normalize_axis,
+                       parse_bool, parse_float, parse_int, parse_optional_int, parse_str,
+                       register)
+
+
+def _hit(b, indices, shape, axis):
+    """1.0 where the coordinate along ``axis`` of ``shape`` equals int(indices)."""
+    zeros = b.op("_zeros", shape=tuple(shape))
+    return b.op("_softmax_ce_grad", zeros, indices, axis=axis, grad_scale=-1.0)
+
+
+# -- one_hot -----------------------------------------------------------------------------
+
+def _one_hot_shape(attrs, in_shapes):
+    idx = in_shapes[0]
+    if attrs["depth"] < 1:
+        raise ShapeError(f"one_hot: depth must be at least 1, got {attrs['depth']}")
+    return in_shapes, [None if idx is None else tuple(idx) + (attrs["depth"],)]
+
+
+def _one_hot_ref(attrs, ins, is_train):
+    idx = ins[0].detach().to(torch.int64)
+    depth = attrs["depth"]
+    cls = torch.arange(depth, device=idx.device)
+    hit = (idx.unsqueeze(-1) == cls).to(torch.float32)
+    return [attrs["off_value"] + (attrs["on_value"] - attrs["off_value"]) * hit]
+
+
+def _one_hot_build(b, n, is_train):
+    shape = n.out_shapes[0]
+    hit = _hit(b, n.inputs[0], shape, len(shape) - 1)
+    on, off = n.attrs["on_value"], n.attrs["off_value"]
+    out = hit if (on, off) == (1.0, 0.0) else b.op("_plus_scalar", b.op(
+        "_mul_scalar", hit, scalar=on - off), scalar=off)
+    return [out]
+
+
+def _dtype_float32(v):
+    s = parse_str(v)
+    if s not in ("float32", "<class 'numpy.float32'>"):
+        raise ValueError(f"dtype {s!r}: symtriton computes in float32 only for now")
+    return "float32"
+
+
+register(OpDef(
+    name="one_hot", pattern="composite", lowering=Decompose(_one_hot_build),
+    arguments=("indices",),
+    attrs=[Attr("depth", parse_int), Attr("on_value", parse_float, 1.0),
+           Attr("off_value", parse_float, 0.0), Attr("dtype", _dtype_float32, "float32")],
+    infer_shape=_one_hot_shape, reference=_one_hot_ref,
+    infer_type=lambda attrs, in_types: (in_types, ["float32"]),
+    gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
+    doc="out[..., j] = on_value if j == int(indices[...]) else off_value; shape "
+        "indices.shape + (depth,)."))
+
+
+# -- pick ----------------------------------------------------------------------------------
+
+def _pick_axis(attrs, shape):
+    if attrs["axis"] is None:
+        raise ShapeError("pick: axis=None (pick from the flattened data) is not supported "
+                         "yet; give an axis")
+    return normalize_axis(attrs["axis"], len(shape), "pick")
+
+
+def _pick_shape(attrs, in_shapes):
+    data, idx = in_shapes
+    if attrs["mode"] == "wrap":
+        raise ShapeError("pick: mode='wrap' is not supported yet; use mode='clip' (the "
+                         "default)")
+    if data is None:
+        return in_shapes, [None]
+    ax = _pick_axis(attrs, data)
+    removed = tuple(s for i, s in enumerate(data) if i != ax)
+    kept = tuple(1 if i == ax else s for i, s in enumerate(data))
+    if idx is not None and tuple(idx) not in (removed, kept):
+        raise ShapeError(f"pick: index of shape {tuple(idx)} does not fit data {tuple(data)} "
+                         f"along axis {ax}: it must be {removed} (or {kept})")
+    out = kept if attrs["keepdims"] else removed
+    return [data, idx if idx is not None else out], [out]
+
+
+def _pick_ref(attrs, ins, is_train):
+    data, idx = ins
+    ax = _pick_axis(attrs, tuple(data.shape))
+    m = data.shape[ax]
+    j = idx.detach().to(torch.int64).clamp(0, m - 1)
+    if j.dim() < data.dim():
+        j = j.unsqueeze(ax)
+    out = torch.gather(data, ax, j)
+    return [out if attrs["keepdims"] else out.squeeze(ax)]
+
+
+def _pick_hit(b, n):
+    data_shape = n.in_shapes[0]
+    ax = _pick_axis(n.attrs, data_shape)
+    removed = tuple(s for i, s in enumerate(data_shape) if i != ax)
+    idx = n.inputs[1]
+    if tuple(n.in_shapes[1]) != removed:
+        idx = b.op("Reshape", idx, shape=removed)
+    clipped = b.op("clip", idx, a_min=0.0, a_max=float(data_shape[ax] - 1))
+    return _hit(b, clipped, data_shape, ax), ax
+
+
+def _pick_build(b, n, is_train):
+    hit, ax = _pick_hit(b, n)
+    picked = b.op("where", hit, n.inputs[0], b.op("_zeros", shape=tuple(n.in_shapes[0])))
+    return [b.op("sum", picked, axis=(ax,), keepdims=n.attrs["keepdims"])]
+
+
+def _pick_gradient(b, n):
+    hit, ax = _pick_hit(b, n)
+    dy = n.ograds[0]
+    if not n.attrs["keepdims"]:
+        dy = b.op("expand_dims", dy, axis=ax)
+    return [b.op("broadcast_mul", hit, dy), b.zeros_like(n.inputs[1])]
+
+
+register(OpDef(
+    name="pick", pattern="composite", lowering=Decompose(_pick_build),
+    arguments=("data", "index"),
+    attrs=[Attr("axis", parse_optional_int, -1), Attr("keepdims", parse_bool, False),
+           Attr("mode", choice("clip", "wrap"), "clip")],
+    infer_shape=_pick_shape, reference=_pick_ref, gradient=_pick_gradient,
+    infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
+    doc="out = data[..., clip(int(index)), ...] along axis; index has data's shape "
+        "without axis."))
