@@ -1,6 +1,7 @@
-"""LayerNorm, InstanceNorm and L2Normalization, as mxnet 1.9.1 defines them
+"""LayerNorm, InstanceNorm, L2Normalization and LRN, as mxnet 1.9.1 defines them
 (``src/operator/nn/layer_norm-inl.h``, ``instance_norm-inl.h``,
-``l2_normalization-inl.h``): attributes, defaults, outputs and their shapes.
+``l2_normalization-inl.h``, ``nn/lrn-inl.h``): attributes, defaults, outputs and
+their shapes.
 
 Each is a ``Decompose`` into reductions and pointwise ops (so it fuses like
 BatchNorm), with its gradient written as graph ops. Statistics are two-pass
@@ -220,3 +221,72 @@ register(OpDef(
     infer_shape=_l2_shape, infer_type=_types(2), reference=_l2_ref, gradient=_l2_gradient,
     doc="x / sqrt(sum(x^2) + eps) over all but the batch axis (instance), the channel "
         "axis (channel) or the spatial axes (spatial)."))
+
+
+# -- LRN ---------------------------------------------------------------------------------
+# mxnet's lrn-inl.h: norm = knorm + alpha / nsize * chpool_sum(x^2, nsize) and
+# out = x * norm^-beta, where chpool_sum sums the channels [c - nsize//2, c + nsize//2]
+# (mshadow's channel pooling, zero outside; an even nsize spans nsize + 1 channels, as
+# there). Gradient (the same file): dy * norm^-beta
+#   - 2 alpha beta / nsize * x * chpool_sum(dy * x * norm^(-beta - 1), nsize).
+
+def _channel_window_sum(b, v, shape, nsize):
+    """Sum over the channel window of every channel: zero-padded shifted slices."""
+    h = nsize // 2
+    c = shape[1]
+    if h == 0:
+        return v
+    pad = tuple(h if i == 1 else s for i, s in enumerate(shape))
+    z = b.op("_zeros", shape=pad)
+    padded = b.op("Concat", z, v, z, num_args=3, dim=1)
+    total = None
+    for k in range(2 * h + 1):
+        part = b.op("slice_axis", padded, axis=1, begin=k, end=k + c)
+        total = part if total is None else total + part
+    return total
+
+
+def _lrn_shape(attrs, in_shapes):
+    d = in_shapes[0]
+    if d is not None and len(d) < 3:
+        raise ShapeError(f"LRN: data must be (batch, channel, spatial...), got {tuple(d)}")
+    if attrs["nsize"] < 1:
+        raise ShapeError(f"LRN: nsize must be at least 1, got {attrs['nsize']}")
+    return in_shapes, [None if d is None else tuple(d)] * 2
+
+
+def _lrn_ref(attrs, ins, is_train):
+    x = ins[0]
+    h = attrs["nsize"] // 2
+    sq = torch.nn.functional.pad(x * x, (0, 0) * (x.dim() - 2) + (h, h))
+    window = sum(sq[:, k:k + x.shape[1]] for k in range(2 * h + 1))
+    norm = attrs["knorm"] + attrs["alpha"] / attrs["nsize"] * window
+    return [x * norm ** -attrs["beta"], norm]
+
+
+def _lrn_build(b, n, is_train):
+    x = n.inputs[0]
+    a = n.attrs
+    window = _channel_window_sum(b, x * x, n.in_shapes[0], a["nsize"])
+    norm = b.op("_plus_scalar", b.op("_mul_scalar", window, scalar=a["alpha"] / a["nsize"]),
+                scalar=a["knorm"])
+    return [x * b.op("_power_scalar", norm, scalar=-a["beta"]), norm]
+
+
+def _lrn_gradient(b, n):
+    x, dy, norm = n.inputs[0], n.ograds[0], n.outputs[1]
+    a = n.attrs
+    inner = dy * x * b.op("_power_scalar", norm, scalar=-a["beta"] - 1.0)
+    spread = _channel_window_sum(b, inner, n.in_shapes[0], a["nsize"])
+    return [dy * b.op("_power_scalar", norm, scalar=-a["beta"]) +
+            b.op("_mul_scalar", x * spread, scalar=-2.0 * a["alpha"] * a["beta"] / a["nsize"])]
+
+
+register(OpDef(
+    name="LRN", pattern="composite", lowering=Decompose(_lrn_build),
+    arguments=("data",), outputs=("output", "tmp_norm"), num_visible=lambda attrs: 1,
+    attrs=[Attr("alpha", parse_float, 1e-4), Attr("beta", parse_float, 0.75),
+           Attr("knorm", parse_float, 2.0), Attr("nsize", parse_int)],
+    infer_shape=_lrn_shape, infer_type=_types(2), reference=_lrn_ref, gradient=_lrn_gradient,
+    doc="Local response normalization across channels: x * (knorm + alpha / nsize * "
+        "sum over the nsize-channel window of x^2)^-beta."))

@@ -134,3 +134,24 @@ def test_pick_refuses_wrap_and_wrong_index_shapes():
         sym.pick(x, i, mode="wrap").infer_shape(x=(2, 3), i=(2,))
     with pytest.raises(Exception, match=r"index of shape \(3,\)"):
         sym.pick(x, i).infer_shape(x=(2, 3), i=(3,))
+
+
+def _lrn(nsize, alpha=1e-4, beta=0.75, knorm=2.0):
+    def f(x):
+        h = nsize // 2
+        sq = F.pad(x * x, (0, 0) * (x.dim() - 2) + (h, h))
+        window = sum(sq[:, k:k + x.shape[1]] for k in range(2 * h + 1))
+        return x * (knorm + alpha / nsize * window) ** -beta
+    return f
+
+
+LRN = [Op("LRN_5", lambda x: sym.LRN(x, nsize=5), _lrn(5),
+          [[(2, 7, 3, 2)], [(1, 3, 4)], [(3, 1, 2, 2)]]),
+       Op("LRN_3_strong", lambda x: sym.LRN(x, nsize=3, alpha=0.5, beta=0.6, knorm=1.0),
+          _lrn(3, 0.5, 0.6, 1.0), [[(2, 4, 3)], [(1, 6, 1, 2)], [(2, 1, 5)]])]
+
+
+@pytest.mark.parametrize("op,shapes", [pytest.param(op, s, id=f"{op.name}-{i}")
+                                       for op in LRN for i, s in enumerate(op.shapes)])
+def test_lrn(op, shapes, cpu_target):
+    check(op, shapes)
