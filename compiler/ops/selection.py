@@ -1,4 +1,4 @@
-"""``one_hot`` and ``pick``, as mxnet 1.9.1 defines them
+"""``one_hot``, ``pick`` and ``take``, as mxnet 1.9.1 defines them
 (``src/operator/tensor/indexing_op.h``, ``broadcast_reduce_op_index.cc``).
 
 Both are composites over the one-hot kernel SoftmaxOutput's gradient already makes
@@ -13,6 +13,10 @@ coordinate along the axis equals ``int(index)`` (C's truncating cast, as mxnet's
   ``[0, M)``, then ``sum(where(hit, data, 0), axis)``; ``data``'s gradient is the
   head gradient at the picked element. ``mode='wrap'`` is refused (no integer
   modulo kernel here yet).
+* ``take(a, indices, axis, mode='clip')``: Embedding's gather (rows of ``a``,
+  indices clipped into range, as Embedding clips) after moving ``axis`` first,
+  and Embedding's scatter-add for ``a``'s gradient. ``mode='wrap'`` and
+  ``'raise'`` are refused (the latter would need the indices on the host).
 """
 from __future__ import annotations
 
@@ -145,3 +149,86 @@ register(OpDef(
     infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
     doc="out = data[..., clip(int(index)), ...] along axis; index has data's shape "
         "without axis."))
+
+
+# -- take ----------------------------------------------------------------------------------
+
+def _take_geometry(attrs, a_shape, idx_shape):
+    """axis, the permutation moving it first, rows, the row size and the output shape."""
+    ax = normalize_axis(attrs["axis"], len(a_shape), "take")
+    perm = (ax,) + tuple(i for i in range(len(a_shape)) if i != ax)
+    rest = tuple(a_shape[i] for i in perm[1:])
+    row = 1
+    for s in rest:
+        row *= s
+    out = tuple(a_shape[:ax]) + tuple(idx_shape) + tuple(a_shape[ax + 1:])
+    return ax, perm, a_shape[ax], row, rest, out
+
+
+def _take_shape(attrs, in_shapes):
+    a, idx = in_shapes
+    if attrs["mode"] != "clip":
+        raise ShapeError(f"take: mode={attrs['mode']!r} is not supported yet; use mode='clip' "
+                         f"(the default)")
+    if a is None or idx is None:
+        return in_shapes, [None]
+    return in_shapes, [_take_geometry(attrs, a, idx)[5]]
+
+
+def _take_ref(attrs, ins, is_train):
+    a, idx = ins
+    ax = normalize_axis(attrs["axis"], a.dim(), "take")
+    j = idx.detach().to(torch.int64).clamp(0, a.shape[ax] - 1)
+    out = torch.index_select(a, ax, j.reshape(-1))
+    return [out.reshape(tuple(a.shape[:ax]) + tuple(idx.shape) + tuple(a.shape[ax + 1:]))]
+
+
+def _move_back(b, v, idx_nd, ax, out_shape):
+    """(indices..., rest...) -> (a[:ax]..., indices..., a[ax+1:]...)."""
+    if ax == 0:
+        return _reshape(b, v, out_shape)
+    lead = list(range(idx_nd, idx_nd + ax))
+    axes = tuple(lead) + tuple(range(idx_nd)) + tuple(range(idx_nd + ax, len(out_shape)))
+    return b.op("transpose", v, axes=axes)
+
+
+def _reshape(b, v, shape):
+    return v if tuple(v.shape) == tuple(shape) else b.op("Reshape", v, shape=tuple(shape))
+
+
+def _take_build(b, n, is_train):
+    a, idx = n.inputs
+    ax, perm, rows, row, rest, out = _take_geometry(n.attrs, n.in_shapes[0], n.in_shapes[1])
+    moved = a if ax == 0 else b.op("transpose", a, axes=perm)
+    table = _reshape(b, moved, (rows, row))
+    got = b.op("Embedding", idx, table, input_dim=rows, output_dim=row)
+    got = _reshape(b, got, tuple(n.in_shapes[1]) + rest)
+    return [_move_back(b, got, len(n.in_shapes[1]), ax, out)]
+
+
+def _take_gradient(b, n):
+    a, idx = n.inputs
+    a_shape, idx_shape = n.in_shapes
+    ax, perm, rows, row, rest, out = _take_geometry(n.attrs, a_shape, idx_shape)
+    dy = n.ograds[0]
+    k = len(idx_shape)
+    if ax:      # (a[:ax]..., indices..., rest...) -> (indices..., a[:ax]..., rest...)
+        axes = tuple(range(ax, ax + k)) + tuple(range(ax)) + tuple(range(ax + k, len(out)))
+        dy = b.op("transpose", dy, axes=axes)
+    dy = _reshape(b, dy, tuple(idx_shape) + (row,))
+    grad = b.op("_embedding_backward", dy, idx, input_dim=rows, output_dim=row)
+    grad = _reshape(b, grad, (rows,) + rest)
+    if ax:
+        inverse = tuple(perm.index(i) for i in range(len(a_shape)))
+        grad = b.op("transpose", grad, axes=inverse)
+    return [grad, b.zeros_like(idx)]
+
+
+register(OpDef(
+    name="take", pattern="composite", lowering=Decompose(_take_build),
+    arguments=("a", "indices"),
+    attrs=[Attr("axis", parse_int, 0), Attr("mode", choice("clip", "wrap", "raise"), "clip")],
+    infer_shape=_take_shape, reference=_take_ref, gradient=_take_gradient,
+    infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
+    doc="Slices of a along axis at clip(int(indices)): out shape a.shape[:axis] + "
+        "indices.shape + a.shape[axis + 1:]."))

@@ -155,3 +155,38 @@ LRN = [Op("LRN_5", lambda x: sym.LRN(x, nsize=5), _lrn(5),
                                        for op in LRN for i, s in enumerate(op.shapes)])
 def test_lrn(op, shapes, cpu_target):
     check(op, shapes)
+
+
+def _take(axis):
+    def f(a, i):
+        ax = axis % a.dim()
+        j = i.long().clamp(0, a.shape[ax] - 1)
+        out = torch.index_select(a, ax, j.reshape(-1))
+        return out.reshape(tuple(a.shape[:ax]) + tuple(i.shape) + tuple(a.shape[ax + 1:]))
+    return f
+
+
+TAKE = [
+    Op("take_axis0", lambda a, i: sym.take(a, i), _take(0),
+       [[(5, 3), (4,)], [(6, 2, 3), (2, 3)], [(3, 1), (1,)]], inputs=("a", "i"),
+       gen={"i": "index:7"}, nograd=("i",)),
+    Op("take_axis1", lambda a, i: sym.take(a, i, axis=1), _take(1),
+       [[(2, 5, 3), (4,)], [(3, 4), (2, 2)], [(1, 3, 1), (2,)]], inputs=("a", "i"),
+       gen={"i": "index:6"}, nograd=("i",)),
+    Op("take_last", lambda a, i: sym.take(a, i, axis=-1) * 2, lambda a, i: _take(-1)(a, i) * 2,
+       [[(3, 4), (5,)], [(2, 2, 5), (3, 1)], [(1, 3), (1,)]], inputs=("a", "i"),
+       gen={"i": "index:5"}, nograd=("i",)),
+]
+
+
+@pytest.mark.parametrize("op,shapes", [pytest.param(op, s, id=f"{op.name}-{i}")
+                                       for op in TAKE for i, s in enumerate(op.shapes)])
+def test_take(op, shapes, cpu_target):
+    check(op, shapes)
+
+
+def test_take_refuses_wrap_and_raise():
+    a, i = sym.Variable("a"), sym.Variable("i")
+    for mode in ("wrap", "raise"):
+        with pytest.raises(Exception, match=mode):
+            sym.take(a, i, mode=mode).infer_shape(a=(3, 4), i=(2,))
