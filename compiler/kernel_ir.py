@@ -313,7 +313,8 @@ class _Builder:
             else:
                 varies = frozenset().union(*[self.varies[a] for a in args]) if args else frozenset()
                 kw = {}
-                if d["opdef"].needs_random:   # a random source draws at its own linear index
+                if d["opdef"].needs_random or d["opdef"].needs_coords:
+                    # a random source draws at its own linear index; an index source is one
                     kw["coords"], own = _own_coords(self.dimmap[(n, 0)], self.domain)
                     varies = varies | own
                 text = low.expr(d["attrs"], *args, **kw)

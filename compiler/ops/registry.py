@@ -300,6 +300,9 @@ class OpDef:
     variadic: Optional[str] = None   # attribute holding the input count
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
+    # a Pointwise whose value depends on its own position: kernel_ir passes its
+    # ``expr`` a ``coords`` keyword (per dim, the ``{coord:P}`` placeholder or None)
+    needs_coords: bool = False
     dim_links: Optional[Callable] = None
     # callable(attrs) -> {input name: {key: value}}: attributes set on an input that is a
     # variable when the operator is composed, unless the variable has them (mxnet's

@@ -1,4 +1,4 @@
-"""``one_hot``, ``pick`` and ``take``, as mxnet 1.9.1 defines them
+"""``one_hot``, ``pick``, ``take``, ``argmax`` and ``argmin``, as mxnet 1.9.1 defines them
 (``src/operator/tensor/indexing_op.h``, ``broadcast_reduce_op_index.cc``).
 
 Both are composites over the one-hot kernel SoftmaxOutput's gradient already makes
@@ -17,14 +17,18 @@ coordinate along the axis equals ``int(index)`` (C's truncating cast, as mxnet's
   indices clipped into range, as Embedding clips) after moving ``axis`` first,
   and Embedding's scatter-add for ``a``'s gradient. ``mode='wrap'`` and
   ``'raise'`` are refused (the latter would need the indices on the host).
+* ``argmax`` / ``argmin(data, axis, keepdims)``: the extreme along the axis, then the
+  smallest position holding it (the first, as mxnet), from ``_axis_index`` (each
+  element's coordinate along an axis, computed in the kernel). ``axis=None``
+  flattens, as mxnet does (shape ``(1,)``). Float indices, no gradient (zeros).
 """
 from __future__ import annotations
 
 import torch
 
-from .registry import (Attr, Decompose, OpDef, ShapeError, choice, normalize_axis,
-                       parse_bool, parse_float, parse_int, parse_optional_int, parse_str,
-                       register)
+from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
+                       normalize_axis, parse_bool, parse_float, parse_int,
+                       parse_optional_int, parse_shape, parse_str, prod, register)
 
 
 def _hit(b, indices, shape, axis):
@@ -232,3 +236,78 @@ register(OpDef(
     infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
     doc="Slices of a along axis at clip(int(indices)): out shape a.shape[:axis] + "
         "indices.shape + a.shape[axis + 1:]."))
+
+
+# -- _axis_index, argmax, argmin -----------------------------------------------------------
+
+def _axis_index_expr(attrs, *, coords):
+    c = coords[attrs["axis"]]
+    return f"({c} * 1.0)" if c else "0.0"
+
+
+register(OpDef(
+    name="_axis_index", pattern="broadcast", lowering=Pointwise(_axis_index_expr),
+    arguments=(), attrs=[Attr("shape", parse_shape), Attr("axis", parse_int)],
+    needs_coords=True,
+    infer_shape=lambda attrs, in_shapes: ([], [tuple(attrs["shape"])]),
+    infer_type=lambda attrs, in_types: ([], ["float32"]),
+    reference=lambda attrs, ins, is_train: [torch.arange(
+        attrs["shape"][attrs["axis"]], dtype=torch.float32).reshape(
+        [s if i == attrs["axis"] else 1 for i, s in enumerate(attrs["shape"])]).expand(
+        tuple(attrs["shape"])).contiguous()],
+    doc="out[...] = the element's coordinate along `axis` of `shape` (a float)."))
+
+
+def _arg_shape(name):
+    def shape(attrs, in_shapes):
+        d = in_shapes[0]
+        if d is None:
+            return in_shapes, [None]
+        if attrs["axis"] is None:
+            return in_shapes, [(1,) * len(d) if attrs["keepdims"] else (1,)]
+        ax = normalize_axis(attrs["axis"], len(d), name)
+        return in_shapes, [tuple(1 if i == ax else s for i, s in enumerate(d))
+                           if attrs["keepdims"] else tuple(s for i, s in enumerate(d) if i != ax)]
+    return shape
+
+
+def _arg_ref(find):
+    def ref(attrs, ins, is_train):
+        x = ins[0]
+        if attrs["axis"] is None:
+            out = find(x.reshape(-1), 0).to(torch.float32).reshape(
+                (1,) * x.dim() if attrs["keepdims"] else (1,))
+            return [out]
+        ax = normalize_axis(attrs["axis"], x.dim(), "argmax")
+        return [find(x, ax, keepdim=attrs["keepdims"]).to(torch.float32)]
+    return ref
+
+
+def _first_extreme(extreme):
+    def build(b, n, is_train):
+        x = n.inputs[0]
+        shape = tuple(n.in_shapes[0])
+        if n.attrs["axis"] is None:
+            x = b.op("Reshape", x, shape=(prod(shape),))
+            shape, ax = (prod(shape),), 0
+        else:
+            ax = normalize_axis(n.attrs["axis"], len(shape), n.name)
+        best = b.op(extreme, x, axis=(ax,), keepdims=True)
+        index = b.op("_axis_index", shape=shape, axis=ax)
+        beyond = b.op("_full", shape=shape, value=float(shape[ax]))
+        at_best = b.op("where", b.op("broadcast_equal", x, best), index, beyond)
+        out = b.op("min", at_best, axis=(ax,), keepdims=n.attrs["keepdims"])
+        want = tuple(n.out_shapes[0])
+        return [out if tuple(out.shape) == want else b.op("Reshape", out, shape=want)]
+    return build
+
+
+for _name, _extreme, _find in (("argmax", "max", torch.argmax), ("argmin", "min", torch.argmin)):
+    register(OpDef(
+        name=_name, pattern="composite", lowering=Decompose(_first_extreme(_extreme)),
+        attrs=[Attr("axis", parse_optional_int, None), Attr("keepdims", parse_bool, False)],
+        infer_shape=_arg_shape(_name), reference=_arg_ref(_find),
+        infer_type=lambda attrs, in_types: (in_types, ["float32"]),
+        gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
+        doc=f"The first position of the {_extreme}imum along axis (flattened for "
+            f"axis=None), as a float."))

@@ -190,3 +190,35 @@ def test_take_refuses_wrap_and_raise():
     for mode in ("wrap", "raise"):
         with pytest.raises(Exception, match=mode):
             sym.take(a, i, mode=mode).infer_shape(a=(3, 4), i=(2,))
+
+
+def _arg(find, axis, keepdims=False):
+    def f(x):
+        if axis is None:
+            out = find(x.reshape(-1), 0).double()
+            return out.reshape((1,) * x.dim() if keepdims else (1,))
+        return find(x, axis, keepdim=keepdims).double()
+    return f
+
+
+ARG = [
+    Op("argmax_last", lambda x: sym.argmax(x, axis=-1), _arg(torch.argmax, -1),
+       [[(3, 7)], [(2, 3, 5)], [(1, 1)]], grad=False),
+    # 0/1 values: many ties, the first position wins (mxnet, torch)
+    Op("argmax_ties_axis0", lambda x: sym.argmax(x, axis=0, keepdims=True),
+       _arg(torch.argmax, 0, True), [[(5, 4)], [(3, 2, 3)], [(1, 6)]], gen={"x": "cond"},
+       grad=False),
+    Op("argmin_ties_axis1", lambda x: sym.argmin(x, axis=1), _arg(torch.argmin, 1),
+       [[(4, 6)], [(2, 5, 3)], [(3, 1)]], gen={"x": "cond"}, grad=False),
+    Op("argmax_global", lambda x: sym.argmax(x), _arg(torch.argmax, None),
+       [[(3, 5)], [(2, 3, 2)], [(1, 1)]], grad=False),
+    Op("argmax_then_math", lambda x: sym.argmax(x * 2 - 1, axis=1) + 1,
+       lambda x: torch.argmax(x * 2 - 1, 1).double() + 1, [[(4, 9)], [(2, 3)], [(1, 2)]],
+       grad=False),
+]
+
+
+@pytest.mark.parametrize("op,shapes", [pytest.param(op, s, id=f"{op.name}-{i}")
+                                       for op in ARG for i, s in enumerate(op.shapes)])
+def test_argmax_argmin(op, shapes, cpu_target):
+    check(op, shapes)
