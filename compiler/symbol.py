@@ -590,6 +590,27 @@ def _hide_key(key, value, op_name, name):
     return key
 
 
+def _explicit_nones(opdef, kwargs) -> dict:
+    """``{key: "None"}`` for attributes given as None whose default is not None.
+
+    mxnet passes an explicit None on as the string "None" (``sort(x, axis=None)``
+    sorts the flattened data, where the default axis is -1); dropping it would
+    silently mean the default. Attributes that cannot be None are left out, as before.
+    """
+    from .ops.registry import REQUIRED
+    out = {}
+    for k, v in kwargs.items():
+        spec = opdef._attr_index.get(k)
+        if v is not None or spec is None or spec.default is None or spec.default is REQUIRED:
+            continue
+        try:
+            if spec.parse("None") is None:
+                out[k] = "None"
+        except (ValueError, TypeError):
+            pass
+    return out
+
+
 def _create(op_name, args, kwargs, name, attr=None, hint=None):
     """Create one operator node, auto-creating missing argument variables.
 
@@ -600,6 +621,7 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     opdef = get_op(op_name)
     sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     attrs = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
+    attrs.update(_explicit_nones(opdef, kwargs))
     if opdef.variadic and opdef.variadic not in attrs:
         attrs[opdef.variadic] = len(args)
     name = _name.current().get(name, hint or op_name.lower())

@@ -1,4 +1,5 @@
-"""``one_hot``, ``pick``, ``take``, ``argmax`` and ``argmin``, as mxnet 1.9.1 defines them
+"""``one_hot``, ``pick``, ``take``, ``argmax``, ``argmin``, ``sort``, ``argsort`` and
+``topk``, as mxnet 1.9.1 defines them
 (``src/operator/tensor/indexing_op.h``, ``broadcast_reduce_op_index.cc``).
 
 Both are composites over the one-hot kernel SoftmaxOutput's gradient already makes
@@ -21,6 +22,14 @@ coordinate along the axis equals ``int(index)`` (C's truncating cast, as mxnet's
   smallest position holding it (the first, as mxnet), from ``_axis_index`` (each
   element's coordinate along an axis, computed in the kernel). ``axis=None``
   flattens, as mxnet does (shape ``(1,)``). Float indices, no gradient (zeros).
+* ``sort`` / ``argsort`` / ``topk``: by rank, with no sorting kernel: element i's
+  rank along the axis is the number of elements before it in the order (smaller,
+  or larger when descending, or equal at a smaller position: a stable order, as
+  mxnet's ``std::stable_sort`` on CPU), a fused compare-and-count over the M x M
+  pairs of each row; position r of the result then collects the element of rank
+  r. M x M work a row: meant for class counts (top-5 of 1,000 classes), refused
+  above ``MAX_SORT_LENGTH``. The values' gradient is the head gradient read back
+  at each element's rank.
 """
 from __future__ import annotations
 
@@ -311,3 +320,253 @@ for _name, _extreme, _find in (("argmax", "max", torch.argmax), ("argmin", "min"
         gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
         doc=f"The first position of the {_extreme}imum along axis (flattened for "
             f"axis=None), as a float."))
+
+
+# -- sort, argsort, topk -------------------------------------------------------------------
+
+MAX_SORT_LENGTH = 4096
+
+
+def _sort_axis(attrs, shape, name):
+    if attrs["axis"] is None:
+        return None
+    return normalize_axis(attrs["axis"], len(shape), name)
+
+
+def _sort_length(shape, ax, name):
+    m = prod(shape) if ax is None else shape[ax]
+    if m > MAX_SORT_LENGTH:
+        raise ShapeError(f"{name}: sorting {m} elements along the axis; this implementation "
+                         f"(ranks from M x M comparisons) takes at most {MAX_SORT_LENGTH}")
+    return m
+
+
+def _to_last(b, x, shape, ax):
+    """x with the sorted axis last (flattened for axis=None): (ref, its shape)."""
+    if ax is None:
+        flat = (prod(shape),)
+        return b.op("Reshape", x, shape=flat), flat
+    if ax == len(shape) - 1:
+        return x, tuple(shape)
+    perm = tuple(i for i in range(len(shape)) if i != ax) + (ax,)
+    return b.op("transpose", x, axes=perm), tuple(shape[i] for i in perm)
+
+
+def _from_last(b, v, shape, ax):
+    """Inverse of :func:`_to_last` for a result whose last axis replaced ``shape[ax]``."""
+    if ax is None or ax == len(shape) - 1:
+        return v
+    n = len(shape)
+    inverse = tuple(range(ax)) + (n - 1,) + tuple(range(ax, n - 1))
+    return b.op("transpose", v, axes=inverse)
+
+
+def _ranks(b, x, shape, descending):
+    """Each element's position in the stable order along the last axis of ``shape``."""
+    m = shape[-1]
+    pair = tuple(shape) + (m,)                    # (..., i, j)
+    xi = b.op("expand_dims", x, axis=len(shape))          # (..., M, 1)
+    xj = b.op("expand_dims", x, axis=len(shape) - 1)      # (..., 1, M)
+    ii = b.op("_axis_index", shape=pair, axis=len(shape) - 1)
+    jj = b.op("_axis_index", shape=pair, axis=len(shape))
+    before = b.op("broadcast_greater" if descending else "broadcast_lesser", xj, xi)
+    tie = b.op("broadcast_mul", b.op("broadcast_equal", xj, xi),
+               b.op("broadcast_lesser", jj, ii))
+    return b.op("sum", b.op("broadcast_add", before, tie), axis=(len(shape),))
+
+
+def _by_rank(b, rank, values, shape):
+    """out[..., r] = values[..., i] for the i of rank r (values shaped like rank)."""
+    m = shape[-1]
+    pair = tuple(shape) + (m,)                    # (..., i, r)
+    rr = b.op("_axis_index", shape=pair, axis=len(shape))
+    hit = b.op("broadcast_equal", b.op("expand_dims", rank, axis=len(shape)), rr)
+    vi = b.op("expand_dims", values, axis=len(shape))
+    return b.op("sum", b.op("broadcast_mul", hit, vi), axis=(len(shape) - 1,))
+
+
+def _at_rank(b, rank, dy, shape):
+    """dx[..., i] = dy[..., rank[..., i]]: the gradient each element's rank received."""
+    m = shape[-1]
+    pair = tuple(shape) + (m,)                    # (..., i, r)
+    rr = b.op("_axis_index", shape=pair, axis=len(shape))
+    hit = b.op("broadcast_equal", b.op("expand_dims", rank, axis=len(shape)), rr)
+    dyr = b.op("expand_dims", dy, axis=len(shape) - 1)
+    return b.op("sum", b.op("broadcast_mul", hit, dyr), axis=(len(shape),))
+
+
+def _sort_shape(name, out_kind):
+    def shape(attrs, in_shapes):
+        d = in_shapes[0]
+        if d is None:
+            return in_shapes, [None]
+        ax = _sort_axis(attrs, d, name)
+        _sort_length(d, ax, name)
+        out = (prod(d),) if ax is None else tuple(d)
+        return in_shapes, [out] * (2 if out_kind == "values" else 1)
+    return shape
+
+
+def _sorted_ref(attrs, ins, indices):
+    x = ins[0]
+    ax = -1 if attrs["axis"] is None else attrs["axis"]
+    x = x.reshape(-1) if attrs["axis"] is None else x
+    order = torch.sort(x, dim=ax, descending=not attrs["is_ascend"], stable=True)
+    if indices:
+        return [order.indices.to(torch.float32)]
+    return [order.values, order.indices.to(torch.float32)]
+
+
+def _sort_build(indices):
+    def build(b, n, is_train):
+        shape = tuple(n.in_shapes[0])
+        ax = _sort_axis(n.attrs, shape, n.name)
+        x, last = _to_last(b, n.inputs[0], shape, ax)
+        rank = _ranks(b, x, last, not n.attrs["is_ascend"])
+        where = b.op("_axis_index", shape=last, axis=len(last) - 1)
+        if indices:
+            return [_from_last(b, _by_rank(b, rank, where, last), shape, ax)]
+        # sort: the values, and (hidden, as mxnet's second output) the indices
+        return [_from_last(b, _by_rank(b, rank, src, last), shape, ax)
+                for src in (x, where)]
+    return build
+
+
+def _sort_gradient(b, n):
+    shape = tuple(n.in_shapes[0])
+    ax = _sort_axis(n.attrs, shape, n.name)
+    x, last = _to_last(b, n.inputs[0], shape, ax)
+    rank = _ranks(b, x, last, not n.attrs["is_ascend"])
+    dy, _ = _to_last(b, n.ograds[0], tuple(n.out_shapes[0]) if ax is not None else last, ax)
+    dx = _at_rank(b, rank, dy, last)
+    if ax is None:
+        return [b.op("Reshape", dx, shape=shape)]
+    return [_from_last(b, dx, shape, ax)]
+
+
+def _dtype_attr():
+    return Attr("dtype", _dtype_float32, "float32")
+
+
+register(OpDef(
+    name="sort", pattern="composite", lowering=Decompose(_sort_build(False)),
+    outputs=("output0", "output1"), num_visible=lambda attrs: 1,
+    infer_type=lambda attrs, in_types: (in_types, [in_types[0], "float32"]),
+    attrs=[Attr("axis", parse_optional_int, -1), Attr("is_ascend", parse_bool, True)],
+    infer_shape=_sort_shape("sort", "values"),
+    reference=lambda attrs, ins, is_train: _sorted_ref(attrs, ins, False),
+    gradient=_sort_gradient,
+    doc="The values sorted along axis (flattened for axis=None)."))
+register(OpDef(
+    name="argsort", pattern="composite", lowering=Decompose(_sort_build(True)),
+    attrs=[Attr("axis", parse_optional_int, -1), Attr("is_ascend", parse_bool, True),
+           _dtype_attr()],
+    infer_shape=_sort_shape("argsort", "indices"),
+    infer_type=lambda attrs, in_types: (in_types, ["float32"]),
+    reference=lambda attrs, ins, is_train: _sorted_ref(attrs, ins, True),
+    gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
+    doc="The positions that sort the data along axis (stable; float)."))
+
+
+def _topk_outputs(attrs):
+    """mxnet's names: 'value' and 'both' have two outputs (values, indices; 'value'
+    shows only the first), 'indices' and 'mask' one."""
+    return ["output0", "output1"] if attrs["ret_typ"] in ("value", "both") else ["output"]
+
+
+def _topk_shape(attrs, in_shapes):
+    d = in_shapes[0]
+    n_out = 2 if attrs["ret_typ"] in ("value", "both") else 1
+    if d is None:
+        return in_shapes, [None] * n_out
+    ax = _sort_axis(attrs, d, "topk")
+    m = _sort_length(d, ax, "topk")
+    k = attrs["k"] if attrs["k"] > 0 else m
+    if k > m:
+        raise ShapeError(f"topk: k={k} is larger than the {m} elements along the axis")
+    if attrs["ret_typ"] == "mask":
+        return in_shapes, [tuple(d)]
+    if ax is None:
+        out = (k,)
+    else:
+        out = tuple(k if i == ax else s for i, s in enumerate(d))
+    return in_shapes, [out] * n_out
+
+
+def _topk_ref(attrs, ins, is_train):
+    x = ins[0]
+    flat = attrs["axis"] is None
+    xx = x.reshape(-1) if flat else x
+    ax = -1 if flat else attrs["axis"]
+    m = xx.shape[ax]
+    k = attrs["k"] if attrs["k"] > 0 else m
+    order = torch.sort(xx, dim=ax, descending=not attrs["is_ascend"], stable=True)
+    vals = order.values.narrow(ax, 0, k)
+    idx = order.indices.narrow(ax, 0, k)
+    typ = attrs["ret_typ"]
+    if typ == "mask":
+        mask = torch.zeros_like(xx).scatter_(ax, idx, 1.0)
+        return [mask.reshape(x.shape)]
+    if typ == "value":
+        return [vals, idx.to(torch.float32)]
+    if typ == "indices":
+        return [idx.to(torch.float32)]
+    return [vals, idx.to(torch.float32)]
+
+
+def _topk_build(b, n, is_train):
+    shape = tuple(n.in_shapes[0])
+    a = n.attrs
+    ax = _sort_axis(a, shape, n.name)
+    x, last = _to_last(b, n.inputs[0], shape, ax)
+    m = last[-1]
+    k = a["k"] if a["k"] > 0 else m
+    rank = _ranks(b, x, last, not a["is_ascend"])
+    if a["ret_typ"] == "mask":
+        mask = b.op("_lesser_scalar", rank, scalar=float(k))
+        mask = _from_last(b, mask, shape, ax)
+        return [mask if ax is not None else b.op("Reshape", mask, shape=shape)]
+
+    def first_k(src):
+        full = _by_rank(b, rank, src, last)
+        part = full if k == m else b.op("slice_axis", full, axis=len(last) - 1, begin=0, end=k)
+        return _from_last(b, part, shape, ax)
+
+    vals = first_k(x) if a["ret_typ"] in ("value", "both") else None
+    idx = first_k(b.op("_axis_index", shape=last, axis=len(last) - 1))
+    return [v for v in (vals, idx) if v is not None]
+
+
+def _topk_gradient(b, n):
+    a = n.attrs
+    if a["ret_typ"] not in ("value", "both"):
+        return [b.zeros_like(n.inputs[0])]
+    shape = tuple(n.in_shapes[0])
+    ax = _sort_axis(a, shape, n.name)
+    x, last = _to_last(b, n.inputs[0], shape, ax)
+    m = last[-1]
+    k = a["k"] if a["k"] > 0 else m
+    rank = _ranks(b, x, last, not a["is_ascend"])
+    out_shape = tuple(n.out_shapes[0])
+    dy, dlast = _to_last(b, n.ograds[0], out_shape, None if ax is None else ax)
+    if k < m:     # ranks k.. get nothing: pad the head gradient with zeros to M
+        pad = b.op("_zeros", shape=tuple(dlast[:-1]) + (m - k,))
+        dy = b.op("Concat", dy, pad, num_args=2, dim=len(dlast) - 1)
+    dx = _at_rank(b, rank, dy, last)
+    if ax is None:
+        return [b.op("Reshape", dx, shape=shape)]
+    return [_from_last(b, dx, shape, ax)]
+
+
+register(OpDef(
+    name="topk", pattern="composite", lowering=Decompose(_topk_build),
+    outputs=_topk_outputs,
+    attrs=[Attr("axis", parse_optional_int, -1), Attr("k", parse_int, 1),
+           Attr("ret_typ", choice("value", "indices", "mask", "both"), "indices"),
+           Attr("is_ascend", parse_bool, False), _dtype_attr()],
+    num_visible=lambda attrs: 2 if attrs["ret_typ"] == "both" else 1,
+    infer_shape=_topk_shape, reference=_topk_ref, gradient=_topk_gradient,
+    infer_type=lambda attrs, in_types: (in_types, [in_types[0]] *
+                                        (2 if attrs["ret_typ"] in ("value", "both") else 1)),
+    doc="The k largest (smallest with is_ascend) along axis: values, indices (float), "
+        "a 0/1 mask of the data's shape, or both values and indices."))

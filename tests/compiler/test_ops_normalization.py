@@ -222,3 +222,63 @@ ARG = [
                                        for op in ARG for i, s in enumerate(op.shapes)])
 def test_argmax_argmin(op, shapes, cpu_target):
     check(op, shapes)
+
+
+def _sorted(axis, descending=False, indices=False, k=None, ret="value"):
+    def f(x):
+        xx = x.reshape(-1) if axis is None else x
+        ax = -1 if axis is None else axis
+        o = torch.sort(xx, dim=ax, descending=descending, stable=True)
+        if k is None:
+            return o.indices.double() if indices else o.values
+        vals, idx = o.values.narrow(ax, 0, k), o.indices.narrow(ax, 0, k)
+        if ret == "mask":
+            return torch.zeros_like(xx).scatter_(ax, idx, 1.0).reshape(x.shape)
+        if ret == "both":
+            return [vals, idx.double()]
+        return idx.double() if ret == "indices" else vals
+    return f
+
+
+SORTS = [
+    Op("sort_last", lambda x: sym.sort(x), _sorted(-1), [[(3, 6)], [(2, 3, 5)], [(1, 1)]]),
+    Op("sort_axis0_desc", lambda x: sym.sort(x, axis=0, is_ascend=False),
+       _sorted(0, descending=True), [[(5, 3)], [(4, 2, 2)], [(1, 3)]]),
+    Op("sort_flat", lambda x: sym.sort(x, axis=None), _sorted(None), [[(3, 4)], [(2, 1, 3)],
+                                                                      [(1, 1)]]),
+    # 0/1 data: ties keep their order (stable), as mxnet's std::stable_sort
+    Op("argsort_ties", lambda x: sym.argsort(x, axis=1), _sorted(1, indices=True),
+       [[(3, 7)], [(2, 5, 2)], [(1, 1)]], gen={"x": "cond"}, grad=False),
+    Op("argsort_desc", lambda x: sym.argsort(x, is_ascend=False),
+       _sorted(-1, descending=True, indices=True), [[(4, 5)], [(2, 3)], [(1, 6)]], grad=False),
+    Op("topk_value", lambda x: sym.topk(x, k=3, ret_typ="value"),
+       _sorted(-1, descending=True, k=3), [[(4, 7)], [(2, 3, 5)], [(1, 3)]]),
+    Op("topk_indices_axis0", lambda x: sym.topk(x, axis=0, k=2),
+       _sorted(0, descending=True, k=2, ret="indices"), [[(5, 3)], [(3, 2, 2)], [(2, 1)]],
+       grad=False),
+    Op("topk_both_ascend", lambda x: sym.topk(x, k=2, ret_typ="both", is_ascend=True),
+       lambda x: _sorted(-1, k=2, ret="both")(x), [[(3, 5)], [(2, 2, 4)], [(1, 2)]]),
+    Op("topk_mask", lambda x: sym.topk(x, k=2, ret_typ="mask"),
+       _sorted(-1, descending=True, k=2, ret="mask"), [[(3, 5)], [(2, 4)], [(1, 3)]],
+       grad=False),
+]
+
+
+@pytest.mark.parametrize("op,shapes", [pytest.param(op, s, id=f"{op.name}-{i}")
+                                       for op in SORTS for i, s in enumerate(op.shapes)])
+def test_sort_argsort_topk(op, shapes, cpu_target):
+    check(op, shapes)
+
+
+def test_explicit_none_is_kept_as_mxnet_keeps_it():
+    """sort(x, axis=None) means 'flatten' (the default axis is -1): the attribute is
+    kept as the string "None", as mxnet writes it; None for an attribute whose
+    default is None is simply the default."""
+    x = sym.Variable("x")
+    s = sym.sort(x, axis=None, name="s")
+    assert s.attr_dict()["s"]["axis"] == "None"
+    assert s.infer_shape(x=(3, 4))[1] == [(12,)]
+    assert "axis" not in sym.argmax(x, axis=None, name="a").attr_dict().get("a", {})
+    assert sym.topk(x, k=2, ret_typ="value", name="t").list_outputs() == ["t_output0"]
+    assert sym.topk(x, k=2, ret_typ="both", name="u").list_outputs() == ["u_output0",
+                                                                          "u_output1"]
