@@ -263,8 +263,11 @@ def _looped_reduce_lines(ctx: _Ctx, N: int) -> list:
         stage[ins.out] = s
     per_row = [ins for ins in p.instrs if ins.kind != "reduce" and not varies_cols[ins.out]]
     reductions = [ins for ins in p.instrs if ins.kind == "reduce"]
-    col_stores = [st for st in p.stores if varies_cols.get(st.value, False)]
-    row_stores = [st for st in p.stores if not varies_cols.get(st.value, False)]
+    # a store goes in a column loop when its value varies along the columns or its
+    # address does (a per-row value or a constant broadcast to a full-shape output)
+    col_stores = [st for st in p.stores if varies_cols.get(st.value, False) or
+                  any(pos in cols and stride for pos, stride in st.terms)]
+    row_stores = [st for st in p.stores if st not in col_stores]
     last = max([stage[r.out] - 1 for r in reductions] +
                [stage[st.value] for st in col_stores], default=0)
     lines = []
