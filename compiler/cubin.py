@@ -383,8 +383,31 @@ def relocatable_cache_manager():
             body = json.dumps({"child_paths": sorted(os.path.basename(p) for p in group)})
             return self.put(body, f"__grp__{filename}", binary=False)
 
+        # Triton creates entries with the umask's modes: group-writable under the common
+        # umask 002, which symtriton's trust check (compiler/cache_trust.py) then refuses.
+        # Entries this user owns are made writable by the owner only.
+        def __init__(self, key, override=False, dump=False):
+            super().__init__(key, override, dump)
+            if self.cache_dir and not (override or dump):
+                _owner_only(self.cache_dir)
+
+        def put(self, data, filename, binary=True):
+            path = super().put(data, filename, binary)
+            _owner_only(path)
+            return path
+
     _MANAGER.append(RelocatableCacheManager)
     return RelocatableCacheManager
+
+
+def _owner_only(path):
+    """Drop group and world write from ``path`` if this user owns it."""
+    try:
+        st = os.stat(path)
+        if hasattr(os, "getuid") and st.st_uid == os.getuid() and st.st_mode & 0o022:
+            os.chmod(path, st.st_mode & ~0o022)
+    except OSError:
+        pass
 
 
 def use_triton_cache(path: str):

@@ -205,3 +205,38 @@ def test_triton_cache_that_others_may_write_is_refused(tmp_path, monkeypatch):
         cache.triton_dir()
     os.chmod(entry / "kernel.cubin", 0o644)
     assert cache.triton_dir() == path
+
+
+def test_entries_written_under_umask_002_pass_the_trust_check(tmp_path):
+    """Triton writes its entries with the umask's modes; symtriton's manager makes them
+    writable by their owner only, so the next process does not refuse its own cache."""
+    script = tmp_path / "umask_compile.py"
+    script.write_text(r'''
+import os, sys, json
+sys.path.insert(0, os.getcwd())
+os.umask(0o002)
+import module_api as mx
+from compiler import cache, cache_trust, cubin
+from compiler.compile import compile_symbol
+net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=4),
+                           name="softmax")
+prog = compile_symbol(net, {"data": (2, 3), "softmax_label": (2,)}, for_training=False,
+                      grad_req={}, is_train=False, target="cuda:90")
+root = cache.cache_dir()
+triton_dir = os.path.join(root, "triton")
+cache_trust.make_dirs(triton_dir)
+items = [(ln.kernel, "cuda:90", dict(ln.config, aligned=cubin.pointer_alignment(ln.args)))
+         for ln in prog.launches]
+res = cubin.compile_many(items, workers=1, triton_cache=triton_dir)
+assert not [r for r in res if isinstance(r, Exception)], res
+print("PROBLEMS " + json.dumps(cache_trust.audit(triton_dir)))
+print("ENTRIES " + str(len(os.listdir(triton_dir))))
+''')
+    env = _env(tmp_path / "cache")
+    env["TRITON_INTERPRET"] = "1"
+    run = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    lines = dict(ln.split(" ", 1) for ln in run.stdout.splitlines() if " " in ln)
+    assert int(lines["ENTRIES"]) >= 1
+    assert json.loads(lines["PROBLEMS"]) == []
