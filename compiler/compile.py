@@ -6,6 +6,7 @@ import logging
 import time
 
 from . import cache
+from .dtypes import fp32_matmul_precision
 from .errors import MXNetError
 from .passes.pipeline import run_passes
 from .program import Program, build_program
@@ -27,12 +28,16 @@ def check_target(target: str) -> str:
 
 
 def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
-                  is_train: bool, target: str) -> dict:
+                  is_train: bool, target: str, dtypes: dict = None) -> dict:
+    """The named parts of a Program's cache key (``dtypes``: every argument's and
+    auxiliary state's dtype, as :func:`all_dtypes` gives them)."""
     return {
         "name": symbol.name or ",".join(symbol.list_outputs()),
         "graph": canonical_graph_json(symbol),
         "shapes": {k: [int(x) for x in v] for k, v in sorted(shapes.items())},
-        "dtypes": "float32",
+        "dtypes": dict(sorted((dtypes if dtypes is not None else
+                               all_dtypes(symbol, {})).items())),
+        "fp32_matmul": fp32_matmul_precision(target),
         "for_training": bool(for_training),
         "is_train": bool(is_train),
         "grad_req": dict(sorted(grad_req.items())) if for_training else {},
@@ -56,7 +61,7 @@ def canonical_graph_json(symbol) -> str:
 
 
 def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
-                   is_train: bool = None, target: str = "cpu") -> Program:
+                   is_train: bool = None, target: str = "cpu", dtypes: dict = None) -> Program:
     """Return the Program of ``symbol`` for ``shapes`` (cached).
 
     Parameters
@@ -72,18 +77,22 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
         Forward in training mode (Dropout, BatchNorm); defaults to ``for_training``.
     target : str
         ``cpu`` (torch calls), ``interpret`` (Triton's interpreter) or ``cuda:<arch>``.
+    dtypes : dict of str -> dtype, optional
+        Known dtypes of inputs (``type_dict``); the rest are inferred with mxnet's
+        rules (``passes/infer_types.py``), float32 where nothing decides.
     """
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
     grad_req = dict(grad_req or {})
     shapes = _all_argument_shapes(symbol, shapes)
-    parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target)
+    dtypes = all_dtypes(symbol, dtypes or {})
+    parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes)
     key = cache.make_key(parts)
 
     def build():
         if "compiles" in __import__("os").environ.get("SYMTRITON_LOG", ""):
             log.warning("symtriton: compiling %s (key %s)", cache.describe_key(parts), key)
-        return _build(symbol, shapes, for_training, grad_req, is_train, target)
+        return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes)
 
     prog = cache.lookup(key, parts, build)
     names = symbol.list_outputs()
@@ -103,12 +112,19 @@ def _all_argument_shapes(symbol, shapes: dict) -> dict:
     return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
 
 
-def _build(symbol, shapes, for_training, grad_req, is_train, target):
+def all_dtypes(symbol, dtypes: dict) -> dict:
+    """Every argument's and auxiliary state's dtype name, given those in ``dtypes``."""
+    from .passes.infer_types import infer_types
+    graph = infer_types(symbol.to_graph(), dtypes)
+    return {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
+
+
+def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes):
     timings = {}
     t0 = time.perf_counter()
     graph = symbol.to_graph()
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
-                                 is_train, timings)
+                                 is_train, timings, dtypes)
     sources = {}
     t1 = time.perf_counter()
     launches, group_ops = build_program(g, groups, plan, target, sources)
@@ -140,5 +156,9 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target):
         output_names=symbol.list_outputs(),
         output_shapes=[list(g.shape(h)) for h in g.heads[:num_fwd]],
         head_grads={str(k): v for k, v in g.meta.get("head_grads", {}).items()},
-        arg_shapes=arg_shapes, aux_shapes=aux_shapes, groups=group_ops, stats=stats)
+        arg_shapes=arg_shapes, aux_shapes=aux_shapes, groups=group_ops, stats=stats,
+        buffer_dtypes=plan["buffer_dtypes"],
+        arg_dtypes={n: dtypes[n] for n in arg_shapes},
+        aux_dtypes={n: dtypes[n] for n in aux_shapes},
+        output_dtypes=[g.dtype(h) for h in g.heads[:num_fwd]])
     return prog, sources

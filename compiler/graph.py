@@ -163,6 +163,17 @@ class Graph:
         self.g.remove_nodes_from(dead)
 
 
+# casts keep each input's shape: a shape an operator expects of a cast's output is the
+# shape of the variable behind it (AMP casts parameters: ``fc_weight -> amp_cast -> FC``)
+_SHAPE_KEEPING_CASTS = ("amp_cast", "amp_multicast", "Cast", "cast")
+
+
+def _through_cast(graph: Graph, src, idx):
+    if graph.g.nodes[src]["op"] in _SHAPE_KEEPING_CASTS:
+        return graph.inputs(src)[idx]
+    return src, idx
+
+
 def infer_node(graph: Graph, n):
     """Run the operator's shape and dtype rules for node ``n`` once.
 
@@ -197,8 +208,9 @@ def infer_node(graph: Graph, n):
                     f"input {idx} of {graph.describe(src)} has shape {tuple(old)} "
                     f"but the operator needs {tuple(new)}"))
             continue
+        src, idx = _through_cast(graph, src, idx)
         sd = graph.g.nodes[src]
-        if sd["op"] != "null":
+        if sd["op"] != "null" or sd["shapes"] is not None:
             continue
         sd["shapes"] = [tuple(new)]
         changed = True
@@ -240,6 +252,10 @@ class Ref:
     @property
     def shape(self):
         return self.builder.graph.shape(self.entry)
+
+    @property
+    def dtype(self) -> str:
+        return self.builder.graph.dtype(self.entry)
 
     def _bin(self, other, op, scalar_op, reverse=False):
         b = self.builder

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .dtypes import compute_dtype
 from .ops.conv import CONV_KINDS
 from .ops.pool import POOL_KINDS
 from .ops.matmul import dot_dims
@@ -58,6 +59,12 @@ class TileProgram:
     tensor_roles: list           # 'in' | 'out' | 'inout'
     reduce_cols: bool = False    # row reductions present: the tile must span all columns
     nodes: frozenset = frozenset()
+    dtypes: list = None          # storage dtype per tensor (set by build_tile_program)
+
+    @property
+    def compute_dtype(self) -> str:
+        """What the kernel computes in (``compiler/dtypes.py``)."""
+        return compute_dtype(self.dtypes or ())
 
 
 # --------------------------------------------------------------------------------------
@@ -262,7 +269,10 @@ class _Builder:
         t = self.tensor(entry, "in")
         name = self.fresh()
         varies = frozenset(p for p in dm if p is not None and self.domain[p] > 1)
-        self.instrs.append(Instr("load", name, (t,), extra={"dims": tuple(dm)}, varies=varies))
+        extra = {"dims": tuple(dm)}
+        if self.graph.node(entry[0]).get("role") == "random":
+            extra["raw"] = True          # the seed's bits: never converted to the compute dtype
+        self.instrs.append(Instr("load", name, (t,), extra=extra, varies=varies))
         self.value[entry] = name
         self.varies[name] = varies
         return name
@@ -496,6 +506,12 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     NotFusable
         When the nodes cannot share one domain, or a store would be a race.
     """
+    prog = _build_tile_program(graph, nodes, outside_uses)
+    prog.dtypes = [graph.dtype(e) for e in prog.tensors]
+    return prog
+
+
+def _build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     if any(_special(graph, n) in CONV_KINDS for n in nodes):
         from .codegen_conv import conv_program    # an implicit GEMM and its epilogue
         return conv_program(graph, nodes, outside_uses)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from .codegen import render, render_fill, tile_config
 from .codegen_cpu import render_cpu, render_cpu_fill
+from .dtypes import ITEMSIZE, fp32_matmul_precision
 from .ops.registry import prod
 
 
@@ -33,7 +34,7 @@ class Program:
     """A compiled symbol for one set of shapes, mode and target."""
     target: str
     launches: list
-    buffers: list                # element counts of internal fp32 buffers
+    buffers: list                # element counts of internal buffers
     seed_buffer: object          # the buffer whose bits the runtime sets to a new random
                                  # seed before each forward (compiler/ops/nn.py), or None
     arg_names: list
@@ -46,6 +47,10 @@ class Program:
     aux_shapes: dict
     groups: list = field(default_factory=list)   # op names per launch, for inspect
     stats: dict = field(default_factory=dict)
+    buffer_dtypes: list = field(default_factory=list)   # per internal buffer
+    arg_dtypes: dict = field(default_factory=dict)      # argument name -> dtype name
+    aux_dtypes: dict = field(default_factory=dict)
+    output_dtypes: list = field(default_factory=list)
 
     def launches_in(self, phase):
         return [ln for ln in self.launches if ln.phase == phase]
@@ -70,6 +75,7 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
     launches, group_ops = [], []
     layouts = plan["layouts"]
     cpu = target == "cpu"
+    fp32_dot = fp32_matmul_precision(target)
     for grp in groups:
         prog = grp["program"]
         strides = [[lay[3] for lay in layouts[e]] for e in prog.tensors]
@@ -78,12 +84,15 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
             slots = [[tuple(lay[0]) for lay in layouts[e]] for e in prog.tensors]
             rendered = render_cpu(prog, strides, shapes, slots)
         else:
-            rendered = render(prog, strides, shapes)
+            rendered = render(prog, strides, shapes, fp32_dot)
         if prog.kind == "scatter":
             out = layouts[prog.tensors[2]][0]
-            fill = (render_cpu_fill if cpu else render_fill)(prod(out[2]))
+            dtype = prog.dtypes[2]
+            fill = render_cpu_fill(prod(out[2])) if cpu else \
+                render_fill(prod(out[2]), dtype=dtype)
             launches.append(_launch(fill, [[out[0][0], out[0][1], out[1], prod(out[2])]],
-                                    grp["phase"], target, sources, 0, 4 * prod(out[2]), False))
+                                    grp["phase"], target, sources, 0,
+                                    ITEMSIZE[dtype] * prod(out[2]), False))
             group_ops.append(["_fill"])
         args = []
         read = written = 0
@@ -91,7 +100,7 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
             slot, offset, shape, st = layouts[prog.tensors[t]][d]
             extent = _extent(shape, st)
             args.append([slot[0], slot[1], int(offset), int(extent)])
-            nbytes = 4 * prod(shape)
+            nbytes = ITEMSIZE[prog.dtypes[t]] * prod(shape)
             if prog.tensor_roles[t] == "in":
                 read += nbytes
             else:

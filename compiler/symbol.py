@@ -57,8 +57,22 @@ class _Node:
         return len(self.opdef().list_arguments(self.parsed()))
 
 
-def _topo(entries) -> list:
-    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in order)."""
+def _inputs_before_amp_casts(node) -> list:
+    """``node``'s inputs with AMP's casts skipped (a chain of them too): an
+    ``amp_cast``'s value is its input's, output ``i`` of ``amp_multicast`` its input
+    ``i``'s (mxnet's RemoveAmpCast)."""
+    out = []
+    for src, i in node.inputs:
+        while src.op in ("amp_cast", "amp_multicast"):
+            src, i = src.inputs[0 if src.op == "amp_cast" else i]
+        out.append((src, i))
+    return out
+
+
+def _topo(entries, inputs_of=None) -> list:
+    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in order);
+    ``inputs_of(node)``: the input entries to follow (default: the node's own)."""
+    inputs_of = inputs_of or (lambda n: n.inputs)
     order, seen = [], set()
     for head, _ in entries:
         if id(head) in seen:
@@ -68,9 +82,10 @@ def _topo(entries) -> list:
             node, i = stack.pop()
             if i == 0 and id(node) in seen:
                 continue
-            if i < len(node.inputs):
+            ins = inputs_of(node)
+            if i < len(ins):
                 stack.append((node, i + 1))
-                child = node.inputs[i][0]
+                child = ins[i][0]
                 if id(child) not in seen:
                     stack.append((child, 0))
             else:
@@ -473,27 +488,59 @@ class Symbol:
         return self._infer(args, kwargs, partial=True)
 
     def infer_type(self, *args, **kwargs):
-        """Infer dtypes: ``(arg_types, out_types, aux_types)`` as numpy dtypes."""
+        """Infer dtypes with mxnet's rules from the dtypes of some arguments.
+
+        Parameters
+        ----------
+        *args, **kwargs : numpy, torch or str dtypes
+            Positionally in ``list_arguments()`` order (``None`` for unknown), or by name.
+
+        Returns
+        -------
+        arg_types, out_types, aux_types : lists of numpy scalar types
+            In ``list_arguments()``, ``list_outputs()`` and
+            ``list_auxiliary_states()`` order (bfloat16 as mxnet's
+            ``np.dtype([('bfloat16', np.uint16)])``), or ``(None, None, None)``
+            when the given dtypes do not decide them all.
+
+        Raises
+        ------
+        MXNetError
+            Where an operator's inputs must share a dtype and do not.
+        """
+        from .passes.infer_types import infer_types
         names = self.list_arguments()
-        given = dict(zip(names, args))
-        given.update(kwargs)
-        default = np.dtype(next(iter(given.values()), np.float32)) if given else np.dtype("float32")
-        arg_types = [np.dtype(given.get(n, default)).type for n in names]
-        outs = [np.float32] * len(self._outputs)
-        aux = [np.float32] * len(self.list_auxiliary_states())
-        return arg_types, outs, aux
+        given = {n: t for n, t in zip(names, args) if t is not None}
+        given.update({k: v for k, v in kwargs.items() if v is not None})
+        unknown = set(given) - set(names) - set(self.list_auxiliary_states())
+        if unknown:
+            raise MXNetError(f"infer_type: {sorted(unknown)} are not arguments of this symbol; "
+                             f"its arguments are {names}")
+        graph = infer_types(self.to_graph(), given, partial=True)
+        types = {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
+        outs = [graph.dtype(h) for h in graph.heads]
+        aux_names = self.list_auxiliary_states()
+        if any(types[n] is None for n in names + aux_names) or any(t is None for t in outs):
+            return None, None, None
+        return ([_np_type(types[n]) for n in names], [_np_type(t) for t in outs],
+                [_np_type(types[n]) for n in aux_names])
 
     # -- serialisation ------------------------------------------------------------------
     def tojson(self, remove_amp_cast=True):
-        """mxnet's symbol JSON (nodes, arg_nodes, node_row_ptr, heads, attrs)."""
-        nodes = _topo(self._outputs)
+        """mxnet's symbol JSON (nodes, arg_nodes, node_row_ptr, heads, attrs).
+
+        ``remove_amp_cast`` (mxnet's default): an input read through ``amp_cast`` /
+        ``amp_multicast`` reads the value before the cast, so a converted model saves as
+        its float32 graph (the heads stay as they are, as in mxnet)."""
+        inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
+        nodes = _topo(self._outputs, inputs_of)
         index = {id(n): i for i, n in enumerate(nodes)}
         out_nodes, row_ptr = [], [0]
         for n in nodes:
             entry = {"op": n.op, "name": n.name}
             if n.attrs:
                 entry["attrs"] = {k: str(v) for k, v in n.attrs.items()}
-            entry["inputs"] = [[index[id(s)], i, 0] for s, i in n.inputs]
+            entry["inputs"] = [[index[id(s)], i, 0] for s, i in inputs_of(n)]
             out_nodes.append(entry)
             row_ptr.append(row_ptr[-1] + n.num_outputs())
         doc = {
@@ -508,7 +555,7 @@ class Symbol:
     def save(self, fname, remove_amp_cast=True):
         """Write :meth:`tojson` to ``fname`` atomically."""
         from ._atomic import atomic_write_text
-        atomic_write_text(fname, self.tojson())
+        atomic_write_text(fname, self.tojson(remove_amp_cast))
 
     # -- execution ------------------------------------------------------------------------
     def simple_bind(self, ctx, grad_req="write", type_dict=None, stype_dict=None,
@@ -658,6 +705,13 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
         inputs.append(entry)
     node = _Node(op_name, name, node_attrs, inputs)
     return Symbol([(node, i) for i in range(opdef.visible_outputs(parsed))])
+
+
+def _np_type(name):
+    """mxnet's Python type for a dtype name (``np.float16``; bfloat16 has none in numpy)."""
+    if name == "bfloat16":
+        return np.dtype([("bfloat16", np.uint16)])
+    return np.dtype(name).type
 
 
 def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None,

@@ -14,3 +14,4 @@ from . import pool  # noqa: F401
 from . import spatial  # noqa: F401
 from . import normalization  # noqa: F401
 from . import selection  # noqa: F401
+from . import cast  # noqa: F401

@@ -8,6 +8,8 @@ forward op and its ``_backward_<name>`` op from that one row.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .registry import (Attr, OpDef, Pointwise, ShapeError, View, broadcast_shapes, lit,
@@ -255,7 +257,7 @@ SCALAR = {
                       lambda b, x, y, dy, s: dy * b.op("_power_scalar", x, scalar=s - 1.0) * s,
                       "_PowerScalar"),
     "_rpower_scalar": ("tl.exp({x} * {logs})", lambda x, s: torch.pow(torch.tensor(s), x),
-                       lambda b, x, y, dy, s: dy * y * float(torch.log(torch.tensor(s))),
+                       lambda b, x, y, dy, s: dy * y * math.log(s),
                        "_RPowerScalar"),
     "_maximum_scalar": ("tl.maximum({x}, {s})", lambda x, s: torch.clamp(x, min=s),
                         lambda b, x, y, dy, s: dy * b.op("_greater_equal_scalar", x, scalar=s),
@@ -279,7 +281,7 @@ def _scalar_expr(name):
         s = attrs["scalar"]
         if template is None:
             return _power_scalar_expr(x, s)
-        logs = lit(float(torch.log(torch.tensor(s)))) if "{logs}" in template else ""
+        logs = lit(math.log(s)) if "{logs}" in template else ""   # in double: float64 kernels
         return template.format(x=x, s=lit(s), logs=logs)
     return expr
 
@@ -361,6 +363,8 @@ register(OpDef(
     name="where", pattern="broadcast",
     lowering=Pointwise(lambda attrs, c, x, y: f"tl.where({c} != 0, {x}, {y})", _cond_dims),
     arguments=("condition", "x", "y"), infer_shape=_where_shape, reference=_where_ref,
+    # mxnet: x, y and the output share a dtype; the condition may have any
+    infer_type=lambda attrs, t: ([t[0] or t[1] or t[2]] + [t[1] or t[2]] * 2, [t[1] or t[2]]),
     gradient=_where_gradient))
 
 register(OpDef(
@@ -385,24 +389,6 @@ register(OpDef(
     name="_copy", pattern="injective", lowering=_identity_view, infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [ins[0]],
     gradient=lambda b, n: [n.ograds[0]], aliases=("identity",)))
-
-def _cast_dtype(value) -> str:
-    """``Cast``'s ``dtype``: float32 only for now (every buffer and kernel is float32)."""
-    from ..dtype_support import SUPPORTED_DTYPE, dtype_name
-    name = dtype_name(value)
-    if name != SUPPORTED_DTYPE:
-        raise ValueError(f"Cast to {name} is not supported: float32 is the only dtype "
-                         f"symtriton supports for now (Cast to float32 is an identity)")
-    return name
-
-
-register(OpDef(
-    name="Cast", pattern="injective", lowering=_identity_view, infer_shape=same_shape,
-    attrs=[Attr("dtype", _cast_dtype)],
-    infer_type=lambda attrs, in_types: (in_types, [attrs["dtype"]]),
-    reference=lambda attrs, ins, is_train: [ins[0]],
-    gradient=lambda b, n: [n.ograds[0]], aliases=("cast",),
-    doc="Cast to ``dtype``; float32 is the only dtype for now, so an identity (a view)."))
 
 # A copy into fresh contiguous memory: inserted by the compiler where a view
 # cannot be expressed by strides, or where a head is a variable or a view.

@@ -11,7 +11,7 @@ import torch
 
 from .registry import (Attr, Decompose, OpDef, ShapeError, Special, choice, merge_shape,
                        normalize_axis, parse_bool, parse_float, parse_int,
-                       parse_optional_float, prod, register)
+                       parse_dtype, parse_optional_float, prod, register)
 
 
 def _reshape(b, ref, shape):
@@ -81,7 +81,7 @@ def _log_softmax_gradient(b, n):
 
 
 _SOFTMAX_ATTRS = [Attr("axis", parse_int, -1), Attr("temperature", parse_optional_float, None),
-                  Attr("dtype", lambda v: None if str(v) == "None" else str(v), None),
+                  Attr("dtype", lambda v: None if str(v) == "None" else parse_dtype(v), None),
                   Attr("use_length", parse_bool, False)]
 
 register(OpDef(

@@ -12,7 +12,8 @@ import torch
 
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, Special, choice,
                        merge_shape, normalize_axis, parse_bool, parse_float, parse_int,
-                       parse_optional_float, parse_shape, parse_str, prod, register)
+                       parse_dtype, parse_optional_float, parse_shape, parse_str, prod,
+                       register)
 
 
 def _reshape(b, ref, shape):
@@ -135,7 +136,7 @@ register(OpDef(
     name="Embedding", pattern="injective", lowering=Special("gather"),
     arguments=("data", "weight"),
     attrs=[Attr("input_dim", parse_int), Attr("output_dim", parse_int),
-           Attr("dtype", parse_str, "float32"), Attr("sparse_grad", parse_bool, False)],
+           Attr("dtype", parse_dtype, "float32"), Attr("sparse_grad", parse_bool, False)],
     infer_shape=_emb_shape, infer_type=_emb_type, reference=_emb_ref, gradient=_emb_gradient,
     doc="out[i..., :] = weight[clip(int(data[i...]), 0, input_dim - 1), :]."))
 
@@ -273,6 +274,14 @@ def _types_for(n_out):
         t = known[0] if known else None
         return [t if x is None else x for x in in_types], [t] * n_out
     return infer_type
+
+
+def _bn_types(attrs, in_types):
+    """mxnet's BatchNormType: gamma, beta and the moving statistics are in the data's
+    accumulation type (float32 for float16/bfloat16 data), as are the mean/var outputs."""
+    data = in_types[0]
+    param = None if data is None else "float32" if data in ("float16", "bfloat16") else data
+    return [data] + [param] * (len(in_types) - 1), [data, param, param]
 
 
 def _drop_active(attrs, is_train):
@@ -445,5 +454,5 @@ register(OpDef(
            Attr("cudnn_off", parse_bool, False),
            Attr("min_calib_range", parse_optional_float, None),
            Attr("max_calib_range", parse_optional_float, None)],
-    infer_shape=_bn_shape, infer_type=_types_for(3), reference=_bn_ref, gradient=_bn_gradient,
+    infer_shape=_bn_shape, infer_type=_bn_types, reference=_bn_ref, gradient=_bn_gradient,
     doc="Batch normalization over all axes but `axis`; outputs (out, mean, 1/sqrt(var+eps))."))

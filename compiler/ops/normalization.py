@@ -20,7 +20,11 @@ def _reshape(b, ref, shape):
 
 
 def _types(n_out):
-    return lambda attrs, in_types: (in_types, [in_types[0]] * n_out)
+    """mxnet's ElemwiseType: data, gamma and beta share the first known dtype."""
+    def infer_type(attrs, in_types):
+        t = next((x for x in in_types if x is not None), None)
+        return [t] * len(in_types), [t] * n_out
+    return infer_type
 
 
 def _normalize(b, x, red):

@@ -172,7 +172,7 @@ def _pool_ref(attrs, ins, is_train):
     ptype = attrs["pool_type"]
     if ptype == "max":   # mask: the position of the first maximum in its window
         best = _windows(x, geo, -math.inf).max(dim=-1)
-        return [best.values, best.indices.to(x.dtype)]
+        return [best.values, best.indices.to(_index_dtype(x))]
     if ptype == "lp":
         p = attrs["p_value"]
         s = (_windows(x, geo, 0.0) ** p).sum(-1)
@@ -204,6 +204,33 @@ def _pool_gradient(b, n):
     return [b.op("_pool_grad", *ins, data_shape=n.in_shapes[0], **attrs)]
 
 
+def _index_type(t):
+    """The dtype of a hidden index output (max pooling's mask, ROIPooling's maxidx):
+    positions held as floats, float32 for float16 / bfloat16 data, whose 11 / 8
+    significant bits would round positions past 2048 / 256."""
+    return "float32" if t in ("float16", "bfloat16") else t
+
+
+def _index_dtype(x):
+    """:func:`_index_type` of tensor ``x``, as a torch dtype (the references)."""
+    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+
+
+def _pool_types(attrs, in_types):
+    t = in_types[0]
+    outs = _pool_outputs(attrs)
+    return in_types, [t] + [_index_type(t)] * (len(outs) - 1)
+
+
+def _pool_grad_types(attrs, in_types):
+    """dy, the data and output (lp) share dy's dtype; max pooling's mask is an index."""
+    t = in_types[0]
+    expected = [t] * len(in_types)
+    if attrs["pool_type"] == "max" and len(in_types) > 1:
+        expected[1] = _index_type(t) if in_types[1] is None else in_types[1]
+    return expected, [t]
+
+
 def _batch_channel_link(attrs, in_ranks, out_ranks):
     return [[("in", 0, 0), ("out", 0, 0)], [("in", 0, 1), ("out", 0, 1)]]
 
@@ -211,7 +238,7 @@ def _batch_channel_link(attrs, in_ranks, out_ranks):
 register(OpDef(
     name="Pooling", pattern="opaque", lowering=Special("pool_fwd"), attrs=ATTRS,
     aliases=("_npx_pooling",), outputs=_pool_outputs, num_visible=lambda attrs: 1,
-    infer_type=lambda attrs, t: (t, [t[0]] * len(_pool_outputs(attrs))),
+    infer_type=_pool_types,
     infer_shape=_pool_shape, reference=_pool_ref, gradient=_pool_gradient,
     dim_links=_batch_channel_link,
     doc="Max, average, sum or Lp pooling over 1-D, 2-D or 3-D windows (NCW, NCHW, NCDHW)."))
@@ -247,7 +274,7 @@ register(OpDef(
     name="_pool_grad", pattern="opaque", lowering=Special("pool_bwd"),
     arguments=lambda attrs: _grad_inputs(attrs["pool_type"]),
     attrs=ATTRS + [Attr("data_shape", parse_shape)],
-    infer_shape=_pool_grad_shape, reference=_pool_grad_ref,
+    infer_shape=_pool_grad_shape, infer_type=_pool_grad_types, reference=_pool_grad_ref,
     doc="Pooling's data gradient (max: to the window's first maximum; avg: ograd / count)."))
 
 
@@ -346,7 +373,7 @@ def _roi_ref(attrs, ins, is_train):
                     continue
                 v, k = data[int(b[r]), :, h0:h1, w0:w1].reshape(data.shape[1], -1).max(1)
                 outs.append(v)
-                idxs.append(((k // (w1 - w0) + h0) * width + k % (w1 - w0) + w0).to(data.dtype))
+                idxs.append(((k // (w1 - w0) + h0) * width + k % (w1 - w0) + w0).to(_index_dtype(data)))
     shape = (rois.shape[0], ph, pw, data.shape[1])
     out = torch.stack(outs).reshape(shape).permute(0, 3, 1, 2)
     idx = torch.stack(idxs).reshape(shape).permute(0, 3, 1, 2)
@@ -365,7 +392,8 @@ register(OpDef(
     name="ROIPooling", pattern="opaque", lowering=Special("roi_fwd"), attrs=ROI_ATTRS,
     arguments=("data", "rois"), outputs=("output", "maxidx"), num_visible=lambda attrs: 1,
     infer_shape=_roi_shape, reference=_roi_ref, gradient=_roi_gradient,
-    infer_type=lambda attrs, t: ([t[0], t[0] if t[1] is None else t[1]], [t[0], t[0]]),
+    infer_type=lambda attrs, t: ([t[0], t[0] if t[1] is None else t[1]],
+                                 [t[0], _index_type(t[0])]),
     doc="Max pooling of each region [batch_index, x1, y1, x2, y2] (scaled by "
         "spatial_scale, rounded) into pooled_size bins; maxidx (hidden) holds each "
         "maximum's position h * W + w, -1 for an empty bin."))
@@ -387,6 +415,8 @@ register(OpDef(
     name="_roi_pool_grad", pattern="opaque", lowering=Special("roi_bwd"),
     arguments=("ograd", "rois", "maxidx"), attrs=ROI_ATTRS + [Attr("data_shape", parse_shape)],
     infer_shape=lambda attrs, s: (s, [tuple(attrs["data_shape"])]), reference=_roi_grad_ref,
+    infer_type=lambda attrs, t: ([t[0], t[0] if t[1] is None else t[1],
+                                  _index_type(t[0]) if t[2] is None else t[2]], [t[0]]),
     doc="ROIPooling's data gradient: ograd summed at the positions maxidx names."))
 
 

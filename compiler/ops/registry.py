@@ -74,6 +74,20 @@ def parse_nonneg_int(v) -> int:
     return n
 
 
+def parse_dtype(v) -> str:
+    """A ``dtype`` attribute: ``'float16'``, ``np.float16`` (as its repr), a torch dtype ...,
+    one of the dtypes kernels are generated for (``compiler/dtypes.py``)."""
+    from ..dtypes import SUPPORTED, dtype_name
+    text = str(v)
+    if text.startswith("<class 'numpy."):
+        text = text[len("<class 'numpy."):-2]
+    name = dtype_name(text)
+    if name not in SUPPORTED:
+        raise ValueError(f"dtype {v!r} is not one symtriton generates kernels for "
+                         f"({', '.join(SUPPORTED)})")
+    return name
+
+
 def parse_count(v) -> int:
     """A count that sizes lists of inputs/outputs/layers: at most ``MAX_COUNT``."""
     n = parse_int(v)
@@ -240,9 +254,11 @@ class Special:
 # ---------------------------------------------------------------------------
 
 def _same_as_first_type(attrs, in_types):
+    """mxnet's ``ElemwiseType``: every input and the output share the first known dtype
+    (an input of another dtype is refused by ``passes/infer_types.py``)."""
     known = [t for t in in_types if t is not None]
     t = known[0] if known else None
-    return [t if x is None else x for x in in_types], [t]
+    return [t] * len(in_types), [t]
 
 
 @dataclass

@@ -37,7 +37,8 @@ import torch
 
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
                        normalize_axis, parse_bool, parse_float, parse_int,
-                       parse_optional_int, parse_shape, parse_str, prod, register)
+                       parse_dtype, parse_optional_int, parse_shape, parse_str, prod,
+                       register)
 
 
 def _hit(b, indices, shape, axis):
@@ -72,20 +73,15 @@ def _one_hot_build(b, n, is_train):
     return [out]
 
 
-def _dtype_float32(v):
-    s = parse_str(v)
-    if s not in ("float32", "<class 'numpy.float32'>"):
-        raise ValueError(f"dtype {s!r}: symtriton computes in float32 only for now")
-    return "float32"
 
 
 register(OpDef(
     name="one_hot", pattern="composite", lowering=Decompose(_one_hot_build),
     arguments=("indices",),
     attrs=[Attr("depth", parse_int), Attr("on_value", parse_float, 1.0),
-           Attr("off_value", parse_float, 0.0), Attr("dtype", _dtype_float32, "float32")],
+           Attr("off_value", parse_float, 0.0), Attr("dtype", parse_dtype, "float32")],
     infer_shape=_one_hot_shape, reference=_one_hot_ref,
-    infer_type=lambda attrs, in_types: (in_types, ["float32"]),
+    infer_type=lambda attrs, in_types: (in_types, [attrs["dtype"]]),
     gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
     doc="out[..., j] = on_value if j == int(indices[...]) else off_value; shape "
         "indices.shape + (depth,)."))
@@ -316,7 +312,8 @@ for _name, _extreme, _find in (("argmax", "max", torch.argmax), ("argmin", "min"
         name=_name, pattern="composite", lowering=Decompose(_first_extreme(_extreme)),
         attrs=[Attr("axis", parse_optional_int, None), Attr("keepdims", parse_bool, False)],
         infer_shape=_arg_shape(_name), reference=_arg_ref(_find),
-        infer_type=lambda attrs, in_types: (in_types, ["float32"]),
+        # mxnet: the positions come in the data's dtype
+        infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
         gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
         doc=f"The first position of the {_extreme}imum along axis (flattened for "
             f"axis=None), as a float."))
@@ -445,7 +442,7 @@ def _sort_gradient(b, n):
 
 
 def _dtype_attr():
-    return Attr("dtype", _dtype_float32, "float32")
+    return Attr("dtype", parse_dtype, "float32")
 
 
 register(OpDef(
@@ -462,7 +459,7 @@ register(OpDef(
     attrs=[Attr("axis", parse_optional_int, -1), Attr("is_ascend", parse_bool, True),
            _dtype_attr()],
     infer_shape=_sort_shape("argsort", "indices"),
-    infer_type=lambda attrs, in_types: (in_types, ["float32"]),
+    infer_type=lambda attrs, in_types: (in_types, [attrs["dtype"]]),
     reference=lambda attrs, ins, is_train: _sorted_ref(attrs, ins, True),
     gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
     doc="The positions that sort the data along axis (stable; float)."))
@@ -566,7 +563,9 @@ register(OpDef(
            Attr("is_ascend", parse_bool, False), _dtype_attr()],
     num_visible=lambda attrs: 2 if attrs["ret_typ"] == "both" else 1,
     infer_shape=_topk_shape, reference=_topk_ref, gradient=_topk_gradient,
-    infer_type=lambda attrs, in_types: (in_types, [in_types[0]] *
-                                        (2 if attrs["ret_typ"] in ("value", "both") else 1)),
+    # mxnet: values and masks in the data's dtype, indices in ``dtype``
+    infer_type=lambda attrs, t: (t, {"value": [t[0], t[0]], "indices": [attrs["dtype"]],
+                                     "mask": [t[0]], "both": [t[0], attrs["dtype"]]}[
+                                         attrs["ret_typ"]]),
     doc="The k largest (smallest with is_ascend) along axis: values, indices (float), "
         "a 0/1 mask of the data's shape, or both values and indices."))

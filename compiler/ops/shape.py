@@ -642,6 +642,7 @@ register(OpDef(
 # -- constants ---------------------------------------------------------------------------------
 
 _TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+                 "bfloat16": torch.bfloat16,
                  "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
                  "uint8": torch.uint8, "bool": torch.bool}
 

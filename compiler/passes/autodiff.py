@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import networkx as nx
 
+from ..dtypes import is_float
 from ..errors import MXNetError
 from ..graph import Builder, Graph, NodeView
 
@@ -114,6 +115,11 @@ def _differentiate_node(graph: Graph, b: Builder, n, contributions):
         if tuple(g.shape) != tuple(graph.shape(entry)):
             raise MXNetError(f"internal: gradient of {d['op']} '{d['name']}' has shape "
                              f"{g.shape}, input has {graph.shape(entry)}")
+        want = graph.dtype(entry)
+        if g.dtype != want and is_float(want):
+            # a gradient has its input's dtype (mxnet's _backward_cast for Cast; a float32
+            # BatchNorm gamma's gradient from float16 data)
+            g = b.op("Cast", g, dtype=want)
         contributions.setdefault(tuple(entry), []).append(g)
 
 

@@ -42,6 +42,8 @@ def _expand(graph: Graph, n, is_train):
     if aux_new and is_train:
         nargs = len(d["opdef"].list_arguments(d["attrs"]))
         for (src, _), r in zip(ins[nargs:], aux_new):
+            if r.dtype != graph.dtype((src, 0)):   # written back into the aux array's dtype
+                r = b.op("Cast", r, dtype=graph.dtype((src, 0)))
             graph.meta["aux_updates"].append((graph.node(src)["name"], r.entry))
             graph.heads.append(r.entry)
     graph.g.remove_node(n)

@@ -1,6 +1,6 @@
 """The compile pipeline, as one flat list of named passes.
 
-    infer_shapes -> autodiff -> decompose -> hoist_matmuls -> simplify ->
+    infer_shapes -> infer_types -> autodiff -> decompose -> hoist_matmuls -> simplify ->
     prepare_heads -> fuse -> plan_memory -> codegen
 
 ``prepare_heads`` runs after ``simplify``: folding ``x + 0`` can turn a head
@@ -21,6 +21,7 @@ from .decompose import decompose
 from .fuse import fuse, unfused_counts
 from .hoist_matmuls import hoist_matmuls
 from .infer_shapes import infer_shapes
+from .infer_types import infer_types
 from .plan_memory import contiguous_strides, plan_memory
 from .simplify import simplify
 
@@ -71,7 +72,7 @@ def prepare_heads(graph: Graph) -> Graph:
 
 
 def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
-               timings: dict = None) -> tuple:
+               timings: dict = None, dtypes: dict = None) -> tuple:
     """Run every pass; return ``(graph, groups, plan)``."""
     timings = timings if timings is not None else {}
 
@@ -82,6 +83,7 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
         return result
 
     g = timed("infer_shapes", infer_shapes, graph, shapes)
+    g = timed("infer_types", infer_types, g, dtypes)
     g = timed("autodiff", autodiff, g, grad_req) if is_train else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train)

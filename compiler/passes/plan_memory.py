@@ -28,12 +28,14 @@ def plan_memory(graph: Graph, groups: list) -> dict:
     Returns
     -------
     dict with ``layouts`` (entry -> list of layouts, several for a value
-    stored to several arrays), ``buffers`` (element counts) and
+    stored to several arrays), ``buffers`` (element counts), ``buffer_dtypes``
+    (a buffer holds one dtype: reuse only among values of that dtype) and
     ``seed_buffer`` (the buffer holding the random seed, or None: the runtime
     sets it before each forward of a Program that draws random numbers).
     """
     homes = {}
     buffers, free, seed_buffer = [], [], None
+    buffer_dtypes = []
     for n in graph.variables():
         d = graph.node(n)
         role = d["role"]
@@ -41,6 +43,7 @@ def plan_memory(graph: Graph, groups: list) -> dict:
             # the seed (compiler/ops/nn.py): one element of its own, never reused, so
             # the backward of a step reads the seed its forward drew with
             buffers.append(1)
+            buffer_dtypes.append("float32")
             seed_buffer = len(buffers) - 1
             homes[(n, 0)] = [("buf", seed_buffer)]
             continue
@@ -74,7 +77,7 @@ def plan_memory(graph: Graph, groups: list) -> dict:
                 homes[entry] = dests[entry]
                 continue
             size = prod(graph.shape(entry))
-            buf = _take(free, buffers, size)
+            buf = _take(free, buffers, buffer_dtypes, size, graph.dtype(entry))
             homes[entry] = [("buf", buf)]
             last_read.setdefault(("free_at", buf), set())
             _register_free(last_read, entry, buf)
@@ -85,7 +88,8 @@ def plan_memory(graph: Graph, groups: list) -> dict:
         for entry in grp["program"].tensors:
             if entry not in layouts:
                 layouts[entry] = [_view_layout(graph, entry, layouts)]
-    return {"layouts": layouts, "buffers": buffers, "seed_buffer": seed_buffer}
+    return {"layouts": layouts, "buffers": buffers, "buffer_dtypes": buffer_dtypes,
+            "seed_buffer": seed_buffer}
 
 
 def _view_layout(graph, entry, layouts):
@@ -140,13 +144,15 @@ def _pending_free(state, li):
     return state["pending"].pop(li, [])
 
 
-def _take(free, buffers, size):
+def _take(free, buffers, buffer_dtypes, size, dtype):
     best = None
     for b in free:
-        if buffers[b] >= size and (best is None or buffers[b] < buffers[best]):
+        if buffer_dtypes[b] == dtype and buffers[b] >= size and \
+                (best is None or buffers[b] < buffers[best]):
             best = b
     if best is not None and buffers[best] <= 2 * size:
         free.remove(best)
         return best
     buffers.append(size)
+    buffer_dtypes.append(dtype)
     return len(buffers) - 1
