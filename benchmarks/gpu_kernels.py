@@ -19,6 +19,13 @@ Usage::
     python benchmarks/gpu_kernels.py                    # all, both targets
     python benchmarks/gpu_kernels.py --config lstm --buckets 10,60 --target cuda:90
     python benchmarks/gpu_kernels.py --kernels          # one line per kernel
+    python benchmarks/gpu_kernels.py --dtype float16    # the float16 programs
+
+``--dtype`` builds the low-precision versions as a user would: the MLP's and the
+image networks' data (and labels) in that dtype; the LSTM from its embedding on
+(``Embedding(dtype=)``, float16 begin states, ``Cast`` to float32 before the
+softmax). The ``mma`` column counts the kernels whose SASS (``cuobjdump -sass``)
+holds tensor-core instructions (HMMA, HGMMA, DMMA).
 
 The exit status is 1 when any kernel spills, uses more than 255 registers,
 fails to compile, or takes longer than ``--max-seconds`` (60) to compile.
@@ -41,18 +48,24 @@ if "--keep-triton-cache" not in sys.argv:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-kernels-triton-")
 
 
-def lstm_symbol(seq_len, num_layers=2, num_hidden=200, num_embed=200, vocab=10000):
-    """mxnet's lstm_bucketing symbol (example/rnn/bucketing/lstm_bucketing.py)."""
+def lstm_symbol(seq_len, num_layers=2, num_hidden=200, num_embed=200, vocab=10000,
+                dtype="float32"):
+    """mxnet's lstm_bucketing symbol (example/rnn/bucketing/lstm_bucketing.py); in a
+    low-precision ``dtype`` from the embedding to the softmax, which stays float32."""
     import module_api as mx
     stack = mx.rnn.SequentialRNNCell()
     for i in range(num_layers):
         stack.add(mx.rnn.LSTMCell(num_hidden=num_hidden, prefix="lstm_l%d_" % i))
     data = mx.sym.Variable("data")
     label = mx.sym.Variable("softmax_label")
-    embed = mx.sym.Embedding(data=data, input_dim=vocab, output_dim=num_embed, name="embed")
-    outputs = stack.unroll(seq_len, inputs=embed, merge_outputs=True)[0]
+    embed = mx.sym.Embedding(data=data, input_dim=vocab, output_dim=num_embed, name="embed",
+                             dtype=dtype)
+    outputs = stack.unroll(seq_len, inputs=embed, merge_outputs=True,
+                           begin_state=stack.begin_state(dtype=dtype))[0]
     pred = mx.sym.Reshape(outputs, shape=(-1, num_hidden))
     pred = mx.sym.FullyConnected(data=pred, num_hidden=vocab, name="pred")
+    if dtype != "float32":
+        pred = mx.sym.Cast(pred, dtype="float32")
     label = mx.sym.Reshape(label, shape=(-1,))
     return mx.sym.SoftmaxOutput(data=pred, label=label, name="softmax")
 
@@ -112,10 +125,10 @@ def resnet_cifar_symbol(num_layers=20, num_classes=10):
     return mx.sym.SoftmaxOutput(fc, name="softmax")
 
 
-def configurations(buckets):
+def configurations(buckets, dtype="float32"):
     """``{name: [(symbol, input shapes, data names)]}``: the programs to compile."""
     return {
-        "lstm": [(lstm_symbol(key), {"data": (32, key), "softmax_label": (32, key)},
+        "lstm": [(lstm_symbol(key, dtype=dtype), {"data": (32, key), "softmax_label": (32, key)},
                   ("data", "softmax_label")) for key in buckets],
         "mlp": [(mlp_symbol(), {"data": (128, 784), "softmax_label": (128,)},
                  ("data", "softmax_label"))],
@@ -134,25 +147,30 @@ def _lenet():
     return lenet()
 
 
-def kernels_of(entries, target):
+def kernels_of(entries, target, dtype="float32", lstm=False):
     """``[(kernel hash, config)]`` of the training and inference programs and the SGD
-    update, deduplicated."""
+    update, deduplicated. The data (and labels) are ``dtype``, except the LSTM's token
+    ids (its low precision starts at the embedding)."""
+    from compiler import cubin
     from compiler.compile import compile_symbol
     from runtime.optimizer import aot_kernels
     seen, out = set(), []
-    params = 0
+    params, weights = 0, set()
     for symbol, shapes, data_names in entries:
         grad_req = {a: ("null" if a in data_names else "write") for a in symbol.list_arguments()}
         params = max(params, sum(1 for a in symbol.list_arguments() if a not in data_names))
-        for prog in (compile_symbol(symbol, shapes, True, grad_req, True, target),
-                     compile_symbol(symbol, shapes, False, {}, False, target)):
+        dtypes = {} if lstm else {n: dtype for n in data_names}
+        for prog in (compile_symbol(symbol, shapes, True, grad_req, True, target, dtypes),
+                     compile_symbol(symbol, shapes, False, {}, False, target, dtypes)):
+            weights.update(prog.arg_dtypes[n] for n in prog.grad_names)
             for ln in prog.launches:
-                key = (ln.kernel, tuple(sorted((k, v) for k, v in ln.config.items()
-                                               if k != "grid")))
+                cfg = dict(ln.config, aligned=cubin.launch_alignment(ln))
+                key = (ln.kernel, tuple(sorted((k, v) for k, v in cfg.items() if k != "grid")))
                 if key not in seen:
                     seen.add(key)
-                    out.append((ln.kernel, dict(ln.config)))
-    for h in aot_kernels("sgd", {"momentum": 0.9}, (target,)):
+                    out.append((ln.kernel, cfg))
+    opt = {"momentum": 0.9, "multi_precision": dtype in ("float16", "bfloat16")}
+    for h in aot_kernels("sgd", opt, (target,), tuple(sorted(weights)) or ("float32",)):
         if (h, None) not in seen:
             seen.add((h, None))
             out.append((h, None))
@@ -168,19 +186,22 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--max-seconds", type=float, default=60.0)
     ap.add_argument("--kernels", action="store_true", help="print one line per kernel")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
+                    help="the dtype of the data (the LSTM: of its embedding on)")
     ap.add_argument("--keep-triton-cache", action="store_true",
                     help="use Triton's cache (repeats compile in no time)")
     args = ap.parse_args(argv)
     from compiler import cubin
     buckets = [int(b) for b in args.buckets.split(",")]
-    configs = configurations(buckets)
+    configs = configurations(buckets, args.dtype)
     bad = 0
+    print(f"dtype {args.dtype}")
     print(f"{'config':<11} {'target':<8} {'kernels':>7} {'max regs':>8} {'spilled B':>9} "
-          f"{'max shared':>10} {'max s':>6} {'total s':>7}  failures")
+          f"{'max shared':>10} {'mma':>4} {'max s':>6} {'total s':>7}  failures")
     for name in args.config or list(configs):
         for target in args.target or ["cuda:90", "cuda:80"]:
             t0 = time.perf_counter()
-            items = kernels_of(configs[name], target)
+            items = kernels_of(configs[name], target, args.dtype, lstm=name == "lstm")
             t1 = time.perf_counter()
             # a worker's share may take max-seconds per kernel, then it is stopped
             raw = cubin.compile_many([(h, target, cfg) for h, cfg in items],
@@ -194,11 +215,12 @@ def main(argv=None):
             spill = sum(r["n_spills"] for r, _ in ok)
             shared = max((r["shared"] for r, _ in ok), default=0)
             slowest = max((s for _, s in results), default=0.0)
+            mma = sum(1 for r, _ in ok if cubin.tensor_core_instructions(cubin.sass(r["cubin"])))
             over = [r for r, s in ok if r["n_spills"] or r["n_regs"] > 255] + \
                 [r for r, s in ok if s > args.max_seconds]
             bad += len(failed) + len(over)
             print(f"{name:<11} {target:<8} {len(results):>7} {regs:>8} {spill:>9} {shared:>10} "
-                  f"{slowest:>6.1f} {time.perf_counter() - t1:>7.1f}  "
+                  f"{mma:>4} {slowest:>6.1f} {time.perf_counter() - t1:>7.1f}  "
                   f"{len(failed) + len(over)} (programs {t1 - t0:.1f}s)")
             if args.kernels:
                 for r, s in sorted(ok, key=lambda x: -x[1]):

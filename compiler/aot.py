@@ -53,6 +53,7 @@ from . import cache, cache_trust
 from ._atomic import atomic_write_bytes, atomic_write_text
 from .batch_slices import _split_input_slice
 from .compile import canonical_graph_json
+from .dtypes import dtype_name
 from .errors import MXNetError
 from .symbol import is_mode_dependent
 
@@ -179,7 +180,7 @@ def module_grad_req(arg_names, data_names, label_names, grad_req="write", fixed=
     return out
 
 
-def _optimizer_kernels(optimizer, optimizer_params, targets) -> list:
+def _optimizer_kernels(optimizer, optimizer_params, targets, dtypes=("float32",)) -> list:
     """The optimizer's update kernels, made by the runtime that owns optimizers.
 
     The compiler does not import the runtime (imports flow compiler -> runtime):
@@ -192,7 +193,8 @@ def _optimizer_kernels(optimizer, optimizer_params, targets) -> list:
         raise AOTError("--optimizer needs symtriton's runtime installed (`pip install -e .`: "
                        "it registers the symtriton.aot_kernels entry point 'optimizer')")
     try:
-        return found[0].load()(optimizer, dict(optimizer_params or {}), tuple(targets))
+        return found[0].load()(optimizer, dict(optimizer_params or {}), tuple(targets),
+                               tuple(dtypes))
     except MXNetError:
         raise
     except Exception as exc:
@@ -201,11 +203,12 @@ def _optimizer_kernels(optimizer, optimizer_params, targets) -> list:
 
 # ----------------------------------------------------------------- compiling
 
-def _program_key(symbol, shapes, for_training, grad_req, is_train, target):
+def _program_key(symbol, shapes, for_training, grad_req, is_train, target, dtypes=None):
     """The key :func:`compile_symbol` computes (same normalisation, same parts)."""
-    from .compile import _all_argument_shapes, program_parts
+    from .compile import _all_argument_shapes, all_dtypes, program_parts
     parts = program_parts(symbol, _all_argument_shapes(symbol, shapes), for_training,
-                          dict(grad_req or {}), is_train, target)
+                          dict(grad_req or {}), is_train, target,
+                          all_dtypes(symbol, dict(dtypes or {})))
     return cache.make_key(parts), parts
 
 
@@ -215,12 +218,17 @@ def symbol_file(symbol) -> str:
     return f"{SYMBOLS}/{digest}.json"
 
 
-def compile_record(sym_file, shapes, for_training, grad_req, is_train, target) -> dict:
+def compile_record(sym_file, shapes, for_training, grad_req, is_train, target,
+                   dtypes=None) -> dict:
     """A program's compile inputs as the manifest records them: the arguments of its
-    :func:`compile_symbol` call, the symbol given by its file (``symbols/...``)."""
-    return {"symbol": sym_file, "shapes": {k: list(v) for k, v in sorted(shapes.items())},
-            "for_training": bool(for_training), "grad_req": dict(sorted(grad_req.items())),
-            "is_train": bool(is_train), "target": target}
+    :func:`compile_symbol` call, the symbol given by its file (``symbols/...``);
+    ``dtypes`` (the ``--dtype`` inputs) only when some were given."""
+    rec = {"symbol": sym_file, "shapes": {k: list(v) for k, v in sorted(shapes.items())},
+           "for_training": bool(for_training), "grad_req": dict(sorted(grad_req.items())),
+           "is_train": bool(is_train), "target": target}
+    if dtypes:
+        rec["dtypes"] = dict(sorted(dtypes.items()))
+    return rec
 
 
 def _sha_file(path) -> str:
@@ -277,13 +285,15 @@ def compile_aot(symbol=None, sym_gen=None, bucket_keys=None, shapes=(), shapes_j
                 train=False, predict=False, grad_req="write", fixed_params=(),
                 inputs_need_grad=False, optimizer=None, optimizer_params=None,
                 contexts=1, batch_per_context=None, targets=("cpu",), out=None,
-                workers=None, progress=True, command=None) -> dict:
+                workers=None, progress=True, command=None, dtypes=None) -> dict:
     """Compile everything a run needs into the cache directory; return the summary.
 
     ``symbol``: a Symbol (or a ``-symbol.json`` path); or ``sym_gen`` (a callable
     or ``"module:function"``) with ``bucket_keys``. ``shapes``: ``(name, template)``
     pairs (see :func:`shape_template`), ``shapes_json``: ``{bucket key: {name:
     shape}}``. ``out``: the cache directory (default :func:`cache.cache_dir`).
+    ``dtypes``: ``{input name: dtype}`` (``--dtype``), the rest inferred as a Module's
+    bind infers them.
     """
     saved = os.environ.get("SYMTRITON_CACHE_DIR")
     if out is not None:
@@ -292,7 +302,7 @@ def compile_aot(symbol=None, sym_gen=None, bucket_keys=None, shapes=(), shapes_j
         return _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predict,
                             grad_req, fixed_params, inputs_need_grad, optimizer,
                             optimizer_params, contexts, batch_per_context, targets, workers,
-                            progress, command)
+                            progress, command, dtypes)
     finally:
         if out is not None:
             if saved is None:
@@ -303,7 +313,7 @@ def compile_aot(symbol=None, sym_gen=None, bucket_keys=None, shapes=(), shapes_j
 
 def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predict, grad_req,
                  fixed_params, inputs_need_grad, optimizer, optimizer_params, contexts,
-                 batch_per_context, targets, workers, progress, command):
+                 batch_per_context, targets, workers, progress, command, dtypes=None):
     from . import symbol as sym_mod
     from .compile import check_target
     t_start = time.perf_counter()
@@ -320,6 +330,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
     if inputs_need_grad and not train:
         raise AOTError("--inputs-need-grad needs --train")
     shapes = [s if isinstance(s[1], list) else (s[0], list(s[1])) for s in shapes]
+    dtypes = {str(k): dtype_name(v) for k, v in dict(dtypes or {}).items()}
 
     # ---- the symbols, one per bucket
     if sym_gen is not None:
@@ -367,6 +378,10 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
             if name not in args:
                 raise AOTError(f"--shape {name}: the symbol{'' if key is None else f' of bucket {key!r}'} "
                                f"has no argument '{name}' (arguments: {', '.join(args)})")
+        for name in dtypes:
+            if name not in args:
+                raise AOTError(f"--dtype {name}: the symbol{'' if key is None else f' of bucket {key!r}'} "
+                               f"has no argument '{name}' (arguments: {', '.join(args)})")
         for name in data_names + label_names:
             if name not in bshapes:
                 raise AOTError(f"no shape for input '{name}'"
@@ -398,15 +413,16 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                     else:
                         calls.append(("predict", False, {}, False))
                     for mname, ft, g, it in calls:
-                        pkey, parts = _program_key(s, sl, ft, g, it, target)
+                        pkey, parts = _program_key(s, sl, ft, g, it, target, dtypes)
                         if pkey in seen:
                             seen[pkey]["contexts"].append(ctx_i)
                             continue
                         job = {"key": pkey, "bucket": key, "contexts": [ctx_i], "target": target,
                                "mode": mname, "inputs": {k: list(v) for k, v in sl.items()},
                                "description": cache.describe_key(parts),
-                               "compile": compile_record(sym_file, sl, ft, g, it, target),
-                               "_call": (s, sl, ft, g, it, target)}
+                               "compile": compile_record(sym_file, sl, ft, g, it, target,
+                                                         dtypes),
+                               "_call": (s, sl, ft, g, it, target, dtypes)}
                         seen[pkey] = job
                         jobs.append(job)
 
@@ -468,20 +484,24 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
         cache_trust.make_dirs(os.path.dirname(path))
         atomic_write_text(path, text)
     bar = _progress(len(jobs), "programs", progress)
+    param_dtypes = set()          # the optimizer updates weights of these dtypes
     for job in jobs:
-        s, sl, ft, g, it, target = job.pop("_call")
-        prog = compile_symbol(s, sl, for_training=ft, grad_req=g, is_train=it, target=target)
+        s, sl, ft, g, it, target, dtypes = job.pop("_call")
+        prog = compile_symbol(s, sl, for_training=ft, grad_req=g, is_train=it, target=target,
+                              dtypes=dtypes)
         st = prog.stats
+        param_dtypes.update(prog.arg_dtypes[n] for n in prog.grad_names)
         job.update(kernels=list(dict.fromkeys(ln.kernel for ln in prog.launches)),
                    launches=len(prog.launches), forward_launches=st["forward_launches"],
                    backward_launches=st["backward_launches"],
                    bytes_per_step=st["bytes_per_step"],
                    # one compile per kernel and pointer alignment: Triton specialises on it
-                   _configs={(ln.kernel, cubin_mod.pointer_alignment(ln.args)): dict(ln.config)
+                   _configs={(ln.kernel, cubin_mod.launch_alignment(ln)): dict(ln.config)
                              for ln in prog.launches})
         bar.update(1)
     bar.close()
-    opt_kernels = (_optimizer_kernels(optimizer, optimizer_params, targets)
+    opt_kernels = (_optimizer_kernels(optimizer, optimizer_params, targets,
+                                      sorted(param_dtypes) or ["float32"])
                    if optimizer else [])
     cubin_items = []
     for target in [t for t in targets if t.startswith("cuda:")]:

@@ -211,6 +211,7 @@ def _call(root, rec, symbols) -> tuple:
     """``compile_symbol`` arguments from a manifest ``compile`` record (checked)."""
     from . import symbol as sym_mod
     from .compile import check_target
+    from .dtypes import check_dtype
     rel = rec["symbol"]
     if not isinstance(rel, str) or not _SYMBOL_FILE.fullmatch(rel):
         raise ValueError(f"symbol file {rel!r} is not {aot.SYMBOLS}/<24 hex digits>.json")
@@ -227,7 +228,9 @@ def _call(root, rec, symbols) -> tuple:
     flags = (rec["for_training"], rec["is_train"])
     if not all(isinstance(f, bool) for f in flags):
         raise ValueError("for_training and is_train must be true or false")
-    return (symbols[rel], shapes, flags[0], grad_req, flags[1], check_target(rec["target"]))
+    dtypes = {str(k): check_dtype(str(k), v, "dtypes") for k, v in rec.get("dtypes", {}).items()}
+    return (symbols[rel], shapes, flags[0], grad_req, flags[1], check_target(rec["target"]),
+            dtypes)
 
 
 def _dim(d) -> int:

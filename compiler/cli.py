@@ -46,6 +46,21 @@ def parse_shape(text: str) -> tuple:
     return name, shape
 
 
+def parse_dtype(text: str) -> tuple:
+    """``NAME=DTYPE`` -> ``(name, dtype name)``, a dtype kernels are generated for."""
+    from .dtypes import SUPPORTED, dtype_name
+    name, sep, dtype = text.partition("=")
+    name, dtype = name.strip(), dtype.strip()
+    if not sep or not name or not dtype:
+        raise argparse.ArgumentTypeError(
+            f"bad --dtype {text!r}: expected NAME=DTYPE such as data=float16")
+    got = dtype_name(dtype)
+    if got not in SUPPORTED:
+        raise argparse.ArgumentTypeError(
+            f"bad --dtype {text!r}: {dtype} is not one of {', '.join(SUPPORTED)}")
+    return name, got
+
+
 def parse_target(text: str) -> str:
     from .compile import check_target
     from .errors import MXNetError
@@ -92,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                    default=[],
                    help="shape of one input (data, labels); repeat for each input. Every "
                         "other argument is a parameter whose shape is inferred")
+    p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype,
+                   default=[],
+                   help="dtype of one input (float16, bfloat16, float32, float64, integer "
+                        "types), as type_dict / DataDesc(dtype=) give it; the others are "
+                        "inferred with mxnet's rules (float32 where nothing decides)")
     p.add_argument("--train", action="store_true",
                    help="build the training program: forward in training mode and a backward "
                         "phase with gradients (grad_req 'write') for every argument not named "
@@ -188,6 +208,11 @@ def _add_compile(sub):
                         "Inputs ending in 'label' are labels (SYMBOL.json)")
     p.add_argument("--shapes-json", metavar="FILE",
                    help="JSON mapping each bucket key to {input name: shape}")
+    p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype,
+                   default=[],
+                   help="dtype of one input, as the run's DataDesc(dtype=) gives it "
+                        "(float16, bfloat16, float64, ...); the others are inferred "
+                        "(float32 where nothing decides); repeatable")
     p.add_argument("--train", action="store_true",
                    help="the training programs (Module.bind(for_training=True))")
     p.add_argument("--predict", action="store_true",
@@ -290,7 +315,8 @@ def cmd_compile(ns) -> int:
             optimizer=ns.optimizer, optimizer_params=dict(ns.optimizer_param),
             contexts=ns.contexts, batch_per_context=ns.batch_per_context,
             targets=ns.target or ["cpu"], out=ns.out, workers=ns.workers,
-            progress=not ns.no_progress, command=" ".join([PROG] + sys.argv[1:]))
+            progress=not ns.no_progress, command=" ".join([PROG] + sys.argv[1:]),
+            dtypes=dict(ns.dtype))
     except _aot_errors() as exc:
         raise UsageError(_one_line(exc)) from None
     if ns.json:
@@ -353,7 +379,7 @@ def _one_line(exc) -> str:
 
 
 def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
-                  target="interpret", kernel=0) -> dict:
+                  target="interpret", kernel=0, dtypes=()) -> dict:
     """Compile and describe a model; the dict ``--json`` prints."""
     from . import cache
     from .compile import compile_symbol
@@ -370,13 +396,18 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
         shape_map[name] = shape
     if inputs_need_grad and not train:
         raise UsageError("--inputs-need-grad needs --train")
+    dtype_map = dict(dtypes)
+    for name in dtype_map:
+        if name not in args:
+            raise UsageError(f"--dtype {name}: the symbol has no argument '{name}' "
+                             f"(arguments: {', '.join(args)})")
     grad_req = {}
     if train:
         grad_req = {a: ("write" if a not in shape_map or inputs_need_grad else "null")
                     for a in args}
     try:
         prog = compile_symbol(symbol, shape_map, for_training=train, grad_req=grad_req,
-                              is_train=train, target=target)
+                              is_train=train, target=target, dtypes=dtype_map)
     except MXNetError as exc:
         raise UsageError(_one_line(exc)) from None
     if prog.launches and not 0 <= kernel < len(prog.launches):
@@ -407,6 +438,8 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
         "target": prog.target,
         "mode": "training" if train else "inference",
         "inputs": {k: list(v) for k, v in shape_map.items()},
+        "dtypes": {"arguments": dict(prog.arg_dtypes), "auxiliary": dict(prog.aux_dtypes),
+                   "outputs": list(prog.output_dtypes)},
         "forward_launches": st["forward_launches"],
         "backward_launches": st["backward_launches"],
         "unfused_forward_ops": st["unfused_forward_ops"],
@@ -448,6 +481,11 @@ def format_text(info: dict) -> str:
     out = []
     inputs = ", ".join(f"{k}={tuple(v)}" for k, v in info["inputs"].items())
     out.append(f"{info['symbol']}: {info['mode']}, target {info['target']}, inputs {inputs}")
+    kinds = {}
+    for name, t in info["dtypes"]["arguments"].items():
+        kinds.setdefault(t, []).append(name)
+    out.append("dtypes: " + "; ".join(f"{t}: {', '.join(names)}" for t, names in kinds.items())
+               + f"; outputs {', '.join(info['dtypes']['outputs'])}")
     out.append("")
     out.append(f"kernel groups ({len(info['groups'])} launches):")
     for g in info["groups"]:
@@ -486,7 +524,7 @@ def cmd_inspect(ns) -> int:
         raise UsageError("the following arguments are required: --shape")
     info = inspect_model(ns.symbol, ns.shape, train=ns.train,
                          inputs_need_grad=ns.inputs_need_grad, target=ns.target,
-                         kernel=ns.kernel)
+                         kernel=ns.kernel, dtypes=ns.dtype)
     if ns.json:
         sys.stdout.write(json.dumps(info, sort_keys=True) + "\n")
     else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import jinja2
 
+from .dtypes import LOW_PRECISION, TL
 from .kernel_ir import TileProgram
 from .ops.registry import prod
 
@@ -48,14 +49,26 @@ class Rendered:
     K: int                # largest reduction length of a dot (0 if none)
     kind: str
     batch: int = 1        # batches of a batched matmul (folded into grid axis 0)
+    dot: str = "float32"  # a dot's operand kind (compiler/tiles.py: TENSOR_CORE_DOTS)
 
 
 class _Ctx:
-    def __init__(self, prog: TileProgram, strides, shapes):
+    def __init__(self, prog: TileProgram, strides, shapes, fp32_dot="ieee"):
         self.p = prog
         self.strides = strides      # per tensor: list of stride tuples (one per destination)
         self.shapes = shapes
         self.lines = []
+        self.dtypes = prog.dtypes or ["float32"] * len(prog.tensors)
+        self.cdt = TL[prog.compute_dtype]     # what values are computed in
+        self.fp32_dot = fp32_dot
+
+    def widen(self, t, text):
+        """A loaded value of tensor ``t`` in the compute dtype."""
+        return text if TL[self.dtypes[t]] == self.cdt else f"{text}.to({self.cdt})"
+
+    def narrow(self, t, text):
+        """A compute-dtype value as tensor ``t`` stores it."""
+        return text if TL[self.dtypes[t]] == self.cdt else f"({text}).to({TL[self.dtypes[t]]})"
 
     def coord(self, pos):
         if self.p.domain[pos] == 1:
@@ -111,19 +124,21 @@ class _Ctx:
         return "mrow" if rows else "mcol" if cols else None
 
 
-def render(prog: TileProgram, strides: list, shapes: list) -> Rendered:
+def render(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = "ieee") -> Rendered:
     """Triton source for ``prog`` given each tensor's element strides.
 
     ``strides[t]`` is a list with one stride tuple per destination of tensor
     ``t`` (inputs have one; an output stored to several arrays has several).
+    ``fp32_dot`` is the ``input_precision`` of float32 matmuls (``ieee``/``tf32``,
+    ``compiler/dtypes.py: fp32_matmul_precision``).
     """
     if prog.kind == "conv":      # implicit GEMM, templates/conv.py.j2
         from .codegen_conv import render_conv
-        return render_conv(prog, strides, shapes)
+        return render_conv(prog, strides, shapes, fp32_dot)
     if prog.kind == "pool":      # window loops, templates/pool.py.j2
         from .codegen_pool import render_pool
         return render_pool(prog, strides, shapes)
-    ctx = _Ctx(prog, strides, shapes)
+    ctx = _Ctx(prog, strides, shapes, fp32_dot)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
     max_k = max([ins.extra["K"] for ins in prog.instrs if ins.kind == "dot"], default=0)
     M = ctx.total(prog.row_pos)
@@ -142,9 +157,11 @@ def render(prog: TileProgram, strides: list, shapes: list) -> Rendered:
     batch = int(prog.domain[prog.grid_pos[0]]) if prog.grid_pos else 1
     k = {"params": ", ".join(f"p{t}_{d}" for t, d in params), "M": M, "N": N,
          "batched": bool(prog.grid_pos), "coord_lines": head, "body_lines": body,
-         "summary": _summary(prog)}
+         "summary": _summary(prog), "pointers": " ".join(ctx.dtypes[t] for t, _ in params)}
     source = _env.get_template(_FAMILY_TEMPLATE[prog.kind]).render(k=k)
-    return Rendered(source, params, M, N, max_k, prog.kind, batch)
+    dots = [ins for ins in prog.instrs if ins.kind == "dot"]
+    dot = _dot_kind(ctx, *dots[0].args) if dots else "float32"
+    return Rendered(source, params, M, N, max_k, prog.kind, batch, dot)
 
 
 def _instr_lines(ctx: _Ctx, ins, accumulate=None) -> list:
@@ -159,8 +176,8 @@ def _instr_lines(ctx: _Ctx, ins, accumulate=None) -> list:
             c = ctx.coord(pos) or "0"
             m = f"({m}) & ({c} >= {start}) & ({c} < {start + size})" if m else \
                 f"({c} >= {start}) & ({c} < {start + size})"
-        return [f"{ins.out} = tl.load(p{t}_0 + {off}"
-                + (f", mask={m}, other=0.0)" if m and off != "0" else ")")]
+        load = f"tl.load(p{t}_0 + {off}" + (f", mask={m}, other=0.0)" if m and off != "0" else ")")
+        return [f"{ins.out} = " + (load if ins.extra.get("raw") else ctx.widen(t, load))]
     if ins.kind == "expr":
         if accumulate and ins.out in accumulate.get("silent", ()):
             return []          # a sum of dots: they already added into one accumulator
@@ -180,8 +197,8 @@ def _instr_lines(ctx: _Ctx, ins, accumulate=None) -> list:
         last = ctx.coord(ins.extra["last"]) or "0"
         m = ctx.mask(ins.varies)
         return [f"{ins.out}_i = tl.minimum(tl.maximum({idx}.to(tl.int32), 0), {rows - 1})",
-                f"{ins.out} = tl.load(p{w}_0 + {ins.out}_i * {s0} + {last} * {s1}"
-                + (f", mask={m}, other=0.0)" if m else ")")]
+                f"{ins.out} = " + ctx.widen(w, f"tl.load(p{w}_0 + {ins.out}_i * {s0} + {last} * {s1}"
+                + (f", mask={m}, other=0.0)" if m else ")"))]
     if ins.kind == "dot":
         acc = (accumulate or {}).get("into", {}).get(ins.out)
         return _dot_lines(ctx, ins, acc, fresh=acc is None or
@@ -287,7 +304,7 @@ def _looped_reduce_lines(ctx: _Ctx, N: int) -> list:
         if not accs and not stores:
             continue
         for r in accs:
-            lines.append(f"{r.out} = tl.full([BM, 1], {_REDUCE_FILL[r.text]}, tl.float32)")
+            lines.append(f"{r.out} = tl.full([BM, 1], {_REDUCE_FILL[r.text]}, {ctx.cdt})")
         # the column values this loop needs, in program order
         need = set()
         for r in accs:
@@ -375,7 +392,9 @@ def _online_softmax_sums(instrs, by_name) -> dict:
 
 
 def _coords_in(ctx, text):
-    """Replace ``{coord:P}`` placeholders (index-dependent ops) by coordinate names."""
+    """Replace ``{coord:P}`` placeholders (index-dependent ops) by coordinate names, and
+    ``{cdt}`` (casts, ``compiler/ops/cast.py``) by the compute dtype."""
+    text = text.replace("{cdt}", ctx.cdt)
     import re
     return re.sub(r"\{coord:(\d+)\}", lambda m: ctx.coord(int(m.group(1))) or "0", text)
 
@@ -422,13 +441,40 @@ def _dot_lines(ctx: _Ctx, ins, acc=None, fresh=True):
     a_off = " + ".join(a_terms) or "0"
     b_off = " + ".join(b_terms) or "0"
     v = acc or ins.out
-    return ([f"{v} = tl.zeros((BM, BN), dtype=tl.float32)"] if fresh else []) + [
+    a_load = f"tl.load(p{ta_i}_0 + ({a_off}) + kk[None, :] * {sak}, mask=mrow & (kk[None, :] < {K}), other=0.0)"
+    b_load = f"tl.load(p{tb_i}_0 + kk[:, None] * {sbk} + ({b_off}), mask=(kk[:, None] < {K}) & mcol, other=0.0)"
+    return ([f"{v} = tl.zeros((BM, BN), dtype={ctx.cdt})"] if fresh else []) + [
         f"for k0 in range(0, {K}, BK):",
         "    kk = k0 + tl.arange(0, BK)",
-        f"    a = tl.load(p{ta_i}_0 + ({a_off}) + kk[None, :] * {sak}, mask=mrow & (kk[None, :] < {K}), other=0.0)",
-        f"    b = tl.load(p{tb_i}_0 + kk[:, None] * {sbk} + ({b_off}), mask=(kk[:, None] < {K}) & mcol, other=0.0)",
-        f"    {v} += tl.dot(a, b, input_precision=\"ieee\")",
-    ]
+    ] + ["    " + line for line in _dot_operands(ctx, ta_i, tb_i, a_load, b_load, v)]
+
+
+def _dot_kind(ctx: _Ctx, ta_i, tb_i) -> str:
+    """What a dot's operands are: ``float16`` / ``bfloat16`` (both operands of that dtype:
+    tensor cores, float32 accumulator), ``float64``, ``tf32`` or ``float32``."""
+    da, db = ctx.dtypes[ta_i], ctx.dtypes[tb_i]
+    if da == db and da in LOW_PRECISION and ctx.cdt == "tl.float32":
+        return da
+    if ctx.cdt == "tl.float64":
+        return "float64"
+    return "tf32" if ctx.fp32_dot == "tf32" else "float32"
+
+
+def _dot_operands(ctx: _Ctx, ta_i, tb_i, a_load, b_load, acc) -> list:
+    """Load a dot's operand tiles and accumulate: two float16 (or bfloat16) operands
+    go to the tensor cores as they are, with a float32 accumulator; float32 ones use
+    ``ctx.fp32_dot``'s precision; others (mixed, float64) are widened first. The
+    ``# dot operands:`` line tells ``cubin.source_shape`` (tile choice) what they are."""
+    kind = _dot_kind(ctx, ta_i, tb_i)
+    head = [f"# dot operands: {kind}"]
+    if kind in LOW_PRECISION:
+        return head + [f"a = {a_load}", f"b = {b_load}", f"{acc} += tl.dot(a, b)"]
+    a, b = ctx.widen(ta_i, a_load), ctx.widen(tb_i, b_load)
+    if kind == "float64":
+        return head + [f"a = {a}", f"b = {b}",
+                       f"{acc} += tl.dot(a, b, input_precision=\"ieee\", out_dtype=tl.float64)"]
+    return head + [f"a = {a}", f"b = {b}",
+                   f"{acc} += tl.dot(a, b, input_precision=\"{ctx.fp32_dot}\")"]
 
 
 def _store_lines(ctx: _Ctx, st, d, strides, shape):
@@ -438,9 +484,10 @@ def _store_lines(ctx: _Ctx, st, d, strides, shape):
         (_, idx), (last, s1) = st.terms
         rows = shape[0]
         c = ctx.coord(last) or "0"
+        value = ctx.narrow(st.tensor, f"{st.value} + tl.zeros([BM, BN], {ctx.cdt})")
         return [f"{st.value}_i = tl.minimum(tl.maximum({idx}.to(tl.int32), 0), {rows - 1})",
                 f"tl.atomic_add({ptr} + rm * 0 + rn * 0 + {st.value}_i * {strides[0]} + "
-                f"{c} * {strides[1]}, {st.value} + tl.zeros([BM, BN], tl.float32), mask=mfull)"]
+                f"{c} * {strides[1]}, {value}, mask=mfull)"]
     dims = [None] * len(shape)
     positions = []
     for pos, j in st.terms:
@@ -455,15 +502,17 @@ def _store_lines(ctx: _Ctx, st, d, strides, shape):
     else:
         shape_t, m = "[BM, 1]", "mrow"
         base = "rm * 0"
-    return [f"tl.store({ptr} + {base} + {off}, {st.value} + tl.zeros({shape_t}, tl.float32), mask={m})"]
+    value = ctx.narrow(st.tensor, f"{st.value} + tl.zeros({shape_t}, {ctx.cdt})")
+    return [f"tl.store({ptr} + {base} + {off}, {value}, mask={m})"]
 
 
-def render_fill(numel: int, value: float = 0.0) -> Rendered:
-    source = _env.get_template("fill.py.j2").render(k={"M": int(numel), "value": repr(float(value))})
+def render_fill(numel: int, value: float = 0.0, dtype: str = "float32") -> Rendered:
+    source = _env.get_template("fill.py.j2").render(k={"M": int(numel), "value": repr(float(value)),
+                                                       "pointers": dtype})
     return Rendered(source, [(0, 0)], int(numel), 1, 0, "fill")
 
 
 def tile_config(r: Rendered, target: str, reduce_cols: bool = False) -> dict:
     """Tile sizes, warps, stages and grid for one launch on ``target`` (compiler/tiles.py)."""
     from .tiles import tile_config as choose
-    return choose(r.kind, r.M, r.N, r.K, target, reduce_cols, r.batch)
+    return choose(r.kind, r.M, r.N, r.K, target, reduce_cols, r.batch, r.dot)

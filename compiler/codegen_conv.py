@@ -35,10 +35,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .codegen import Rendered, _Ctx, _env, _instr_lines, _store_lines
+from .codegen import Rendered, _Ctx, _dot_kind, _dot_operands, _env, _instr_lines, _store_lines
 from .codegen_cpu import _lines, plan
 from .cpu_lower import _Lowering
 from .cpu_values import Val
+from .dtypes import TORCH
 from .kernel_ir import Instr, NotFusable, TileProgram, _base_node, _Builder, _special
 from .ops.conv import CONV_KINDS, conv_problem
 from .ops.registry import prod
@@ -268,27 +269,36 @@ def _affine(coord, scale, shift):
 
 
 _MODES = {"conv_fwd": _fwd, "conv_dgrad": _dgrad, "conv_wgrad": _wgrad}
+_OPERANDS = {"conv_fwd": ("x", "w"), "conv_dgrad": ("y", "w"), "conv_wgrad": ("y", "x")}
 
 
-def render_conv(prog: TileProgram, strides: list, shapes: list) -> Rendered:
+def render_conv(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = "ieee") -> Rendered:
     """Triton source of a convolution's tile program (``templates/conv.py.j2``): the
-    implicit GEMM, then the epilogue and the stores as ``codegen.py`` writes a matmul's."""
+    implicit GEMM, then the epilogue and the stores as ``codegen.py`` writes a matmul's.
+    The operand tiles go to ``tl.dot`` as a matmul's do (``codegen._dot_operands``:
+    float16 / bfloat16 as they are, with a float32 accumulator)."""
     conv = prog.instrs[0]
     p = conv.extra
     roles = p["roles"][:-1]
-    ptr = {role: f"p{conv.args[i]}_0" for i, role in enumerate(roles)}
-    st = {role: strides[conv.args[i]][0] for i, role in enumerate(roles)}
+    tensor = {role: conv.args[i] for i, role in enumerate(roles)}
+    ptr = {role: f"p{t}_0" for role, t in tensor.items()}
+    st = {role: strides[t][0] for role, t in tensor.items()}
     outer, k_split, a, b, out_coords, bias_channel = _MODES[p["mode"]](p, ptr, st)
     m, n, k, g = gemm_dims(p)
     a_lines, a_ptr, a_mask = a.in_loop(f"mrow & (ka < {k})")
     b_lines, b_ptr, b_mask = b.in_loop(f"(kb < {k}) & mcol")
-    ctx = _Ctx(replace(prog, kind="matmul"), strides, shapes)   # [BM, BN] tiles, as a dot's
+    # [BM, BN] tiles, as a dot's
+    ctx = _Ctx(replace(prog, kind="matmul"), strides, shapes, fp32_dot)
+    ta, tb = (tensor[r] for r in _OPERANDS[p["mode"]])
+    dot_lines = _dot_operands(ctx, ta, tb, f"tl.load({a_ptr}, mask={a_mask}, other=0.0)",
+                              f"tl.load({b_ptr}, mask={b_mask}, other=0.0)", "acc")
     coords = [f"{ctx.coord(pos)} = {c}" for pos, c in enumerate(out_coords)
               if ctx.coord(pos) is not None]
     epilogue = []
     if "bias" in roles:
-        epilogue.append(f"acc += tl.load({ptr['bias']} + "
-                        f"{index_sum([(f'({bias_channel})', st['bias'][0])])}, mask=mcol, other=0.0)")
+        bias = (f"tl.load({ptr['bias']} + {index_sum([(f'({bias_channel})', st['bias'][0])])}, "
+                f"mask=mcol, other=0.0)")
+        epilogue.append(f"acc += {ctx.widen(tensor['bias'], bias)}")
     epilogue.append(f"{conv.out} = acc")
     for ins in prog.instrs[1:]:
         epilogue.extend(_instr_lines(ctx, ins))
@@ -298,10 +308,11 @@ def render_conv(prog: TileProgram, strides: list, shapes: list) -> Rendered:
     params = [(t, dst) for t in range(len(prog.tensors)) for dst in range(len(strides[t]))]
     kv = {"params": ", ".join(f"p{t}_{dst}" for t, dst in params), "summary": summary(p),
           "M": m, "N": n, "K": k, "outer_lines": outer + a.before_loop() + b.before_loop(),
-          "loop_lines": k_split + a_lines + b_lines, "a_ptr": a_ptr, "a_mask": a_mask,
-          "b_ptr": b_ptr, "b_mask": b_mask, "epilogue_lines": coords + epilogue}
+          "loop_lines": k_split + a_lines + b_lines + dot_lines, "cdt": ctx.cdt,
+          "pointers": " ".join(ctx.dtypes[t] for t, _ in params),
+          "epilogue_lines": coords + epilogue}
     source = _env.get_template("conv.py.j2").render(k=kv)
-    return Rendered(source, params, m, n, k, "conv", g)
+    return Rendered(source, params, m, n, k, "conv", g, _dot_kind(ctx, ta, tb))
 
 
 # ------------------------------------------------------------------------------ cpu
@@ -325,7 +336,9 @@ class _ConvLowering(_Lowering):
         views = {}
         for i, role in enumerate(p["roles"][:-1]):
             t = ins.args[i]
-            views[role] = self.view(t, 0, self.shapes[t], self.strides[t][0])
+            # float16 / bfloat16 operands: ATen's convolution in the compute dtype, as the
+            # Triton kernel accumulates in float32
+            views[role] = self.widen(t, self.view(t, 0, self.shapes[t], self.strides[t][0]))
         reads = [Val("", (), kind="view", slot=self.slots[t][0]) for t in ins.args]
         nd = len(p["kernel"])
         geo = f"{list(p['stride'])}, {list(p['pad'])}, {list(p['dilate'])}"
@@ -359,4 +372,4 @@ def render_conv_cpu(prog: TileProgram, strides: list, shapes: list, slots: list)
     the epilogue's calls."""
     k = _ConvLowering(prog, strides, shapes, slots)
     stores = k.build()
-    return k.bind_lines, _lines(k.ops, plan(k.ops, stores))
+    return k.bind_lines, _lines(k.ops, plan(k.ops, stores), TORCH[prog.compute_dtype])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .codegen import Rendered, _env
 from .cpu_lower import lower, mergeable
+from .dtypes import TORCH
 from .kernel_ir import TileProgram
 from .ops.registry import lit, prod
 
@@ -45,9 +46,9 @@ def plan(ops, stores):
     index = {id(op): i for i, op in enumerate(ops)}
     left = []
     done = set()
-    for v, name, slot, shape, flips, matrix in stores:
+    for v, name, slot, shape, flips, matrix, narrow in stores:
         root = owner.get(id(v))
-        if id(v) in done or flips:
+        if id(v) in done or flips or narrow:
             left.append((v, name, flips))
             continue
         if root is None or v.dtype != "f" or v.shape != shape or root.dest is not None or \
@@ -72,8 +73,8 @@ def _reads_slot(ops, slot):
     return False
 
 
-def _lines(ops, left):
-    """The body of ``run()``."""
+def _lines(ops, left, cdt="torch.float32"):
+    """The body of ``run()`` (``cdt``: the torch dtype ``f`` values are held in)."""
     names = {}
     out = []
     for op in ops:
@@ -89,13 +90,13 @@ def _lines(ops, left):
             out.append(f"{op.out.name} = {text}" if target is None else f"{target}.copy_({text})")
         elif op.kind == "custom":
             if target is None:
-                out.append(f"{op.out.name} = torch.empty({op.out.shape})")
+                out.append(f"{op.out.name} = torch.empty({op.out.shape}, dtype={cdt})")
                 target = op.out.name
             out.extend(line.format(out=target, **args) for line in op.fmt.split("\n"))
         elif op.kind == "addmm":
             out.append(op.fmt.format(**args))
         elif target is None and ", out={out}" not in op.fmt:   # an out= overload only
-            dtype = {"f": "torch.float32", "b": "torch.bool", "i": "torch.int32"}[op.out.dtype]
+            dtype = {"f": cdt, "b": "torch.bool", "i": "torch.int32"}[op.out.dtype]
             out.append(f"{op.out.name} = torch.empty({op.out.shape}, dtype={dtype})")
             out.append(op.fmt.format(out=op.out.name, **args))
         elif target is None:
@@ -123,9 +124,9 @@ def _lines(ops, left):
 # Elementwise calls with an in-place tensor method (``x.mul_(y)`` costs less host time
 # than ``torch.mul(x, y, out=x)``, which matters at small shapes); the commutative ones
 # may take the operand written in place from either side.
-_METHODS = {"add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max",
+_METHODS = {"add", "sub", "mul", "div", "clamp_min", "clamp_max",
             "exp", "log", "abs", "sqrt", "sigmoid", "tanh", "neg"}
-_COMMUTATIVE = {"add", "mul", "maximum", "minimum"}
+_COMMUTATIVE = {"add", "mul"}
 
 
 def _method_form(op, args, target):
@@ -163,7 +164,7 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
         bind, body = render_conv_cpu(prog, strides, shapes, slots)
     else:
         bind, ops, stores = lower(prog, strides, shapes, slots)
-        body = _lines(ops, plan(ops, stores))
+        body = _lines(ops, plan(ops, stores), TORCH[prog.compute_dtype])
     m = prod(prog.domain[p] for p in prog.row_pos) if prog.kind != "scatter" else 0
     n = prod(prog.domain[p] for p in prog.col_pos) if prog.kind != "scatter" else 0
     summary = (conv_summary(prog.instrs[0].extra) if prog.kind == "conv" else
@@ -191,6 +192,8 @@ def _scatter(prog, strides, shapes):
     bind.append(f"ix = p1_0.as_strided({tuple(shapes[idx_t])}, {tuple(strides[idx_t][0])})")
     rows, cols = shapes[out_t]
     bind.append(f"o = p2_0.as_strided(({rows}, {cols}), {tuple(strides[out_t][0])})")
+    if prog.dtypes and prog.dtypes[dy_t] != prog.dtypes[out_t]:
+        dy = f"{dy}.to({TORCH[prog.dtypes[out_t]]})"
     body = [f"o.index_add_(0, ix.reshape(-1).to(torch.int64).clamp_(0, {rows - 1}), {dy})"]
     return bind, body
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from .codegen import Rendered, _env
 from .codegen_conv import index_sum, split_index
+from .dtypes import TL, TORCH
 from .kernel_ir import Instr, NotFusable, Store, TileProgram, _special
 from .ops.pool import _FLT_MAX, POOL_KINDS, ROI_KINDS, pool_problem, roi_problem
 from .ops.registry import lit, prod
@@ -102,7 +103,24 @@ def _tensor_coords(lines, coords):
     return ["zero" if c == "0" else c for c in coords]
 
 
-def _window_load(p, ptr, st, base, starts, kk, out, fill, outer_mask):
+class _Types:
+    """Dtypes of a pooling kernel: values are loaded into the compute dtype ``cdt``
+    (float32, or float64 for float64 data) and stored in each tensor's own."""
+
+    def __init__(self, prog, roles):
+        dtypes = prog.dtypes or ["float32"] * len(prog.tensors)
+        self.cdt = TL[prog.compute_dtype]
+        self.of_role = {role: TL[dtypes[t]] for role, t in zip(roles, prog.instrs[0].args)}
+        self.of_tensor = [TL[d] for d in dtypes]
+
+    def load(self, role, text):
+        return text if self.of_role[role] == self.cdt else f"{text}.to({self.cdt})"
+
+    def store(self, t, text):
+        return text if self.of_tensor[t] == self.cdt else f"({text}).to({self.of_tensor[t]})"
+
+
+def _window_load(p, ptr, st, base, starts, kk, out, fill, outer_mask, ty):
     """Lines loading the data at window position ``kk`` (flat) of windows starting at
     ``starts``: coordinates ``h{i}``, the mask ``inb`` and the value ``out``."""
     nd = len(p["kernel"])
@@ -114,7 +132,7 @@ def _window_load(p, ptr, st, base, starts, kk, out, fill, outer_mask):
         hs.append(f"h{i}")
     lines.append(f"inb = {' & '.join(masks)}")
     address = " + ".join(t for t in (base, _offset(hs, st[2:])) if t != "0") or "0"
-    lines.append(f"{out} = tl.load({ptr} + {address}, mask=inb, other={fill})")
+    lines.append(f"{out} = " + ty.load("x", f"tl.load({ptr} + {address}, mask=inb, other={fill})"))
     return lines
 
 
@@ -140,7 +158,7 @@ def _lp_pow(p, v):
     return {1: v, 2: f"{v} * {v}", 3: f"{v} * {v} * {v}"}[p["p"]]
 
 
-def _forward_lines(p, ptr, st):
+def _forward_lines(p, ptr, st, ty):
     nd = len(p["kernel"])
     y = p["y"]
     lines, (n, c, *os_) = split_index("rm", ["n", "c"] + [f"o{i}" for i in range(nd)], y)
@@ -151,11 +169,11 @@ def _forward_lines(p, ptr, st):
         lines.append(f"w{i} = {index_sum([(os_[i], p['stride'][i])])} - {p['pad'][i]}")
         starts.append(f"w{i}")
     fill = "float('-inf')" if p["type"] == "max" else "0.0"
-    lines.append(f"acc = tl.zeros((BM, 1), tl.float32) + {fill}")
+    lines.append(f"acc = tl.zeros((BM, 1), {ty.cdt}) + {fill}")
     if p["type"] == "max":
         lines.append("bi = tl.zeros((BM, 1), tl.int32)")
     lines.append(f"for kk in range(0, {prod(p['kernel'])}):")
-    body = _window_load(p, ptr["x"], st["x"], base, starts, "kk", "v", fill, "mrow")
+    body = _window_load(p, ptr["x"], st["x"], base, starts, "kk", "v", fill, "mrow", ty)
     if p["type"] == "max":    # strict: the first maximum stays (mxnet skips NaN)
         body += ["take = v > acc", "acc = tl.where(take, v, acc)", "bi = tl.where(take, kk, bi)"]
     elif p["type"] == "lp":
@@ -167,10 +185,10 @@ def _forward_lines(p, ptr, st):
         lines.append(f"acc = acc / ({_count_expr(p, starts)})")
     elif p["type"] == "lp":
         lines.append(f"acc = {_lp_root(p, 'acc')}")
-    return lines, [n, c, *os_], ["acc", "bi.to(tl.float32)"]
+    return lines, [n, c, *os_], ["acc", f"bi.to({ty.cdt})"]
 
 
-def _backward_lines(p, ptr, st):
+def _backward_lines(p, ptr, st, ty):
     nd = len(p["kernel"])
     x, y = p["x"], p["y"]
     k, s, pad = p["kernel"], p["stride"], p["pad"]
@@ -181,9 +199,9 @@ def _backward_lines(p, ptr, st):
         shifted = xs[i] if pad[i] == 0 else f"({xs[i]} + {pad[i]})"
         lines.append(f"q{i} = {shifted} // {s[i]}" if s[i] > 1 else f"q{i} = {shifted}")
     if p["type"] == "lp" and p["p"] > 1:
-        lines.append(f"xv = tl.load({ptr['x']} + {_offset([n, c, *xs], st['x'])}, mask=mrow, "
-                     f"other=0.0)")
-    lines.append("acc = tl.zeros((BM, 1), tl.float32)")
+        lines.append("xv = " + ty.load("x", f"tl.load({ptr['x']} + {_offset([n, c, *xs], st['x'])}, "
+                                          f"mask=mrow, other=0.0)"))
+    lines.append(f"acc = tl.zeros((BM, 1), {ty.cdt})")
     lines.append(f"for jj in range(0, {prod(cands)}):")
     body, js = split_index("jj", [f"j{i}" for i in range(nd)], cands)
     oks, starts, rel = ["mrow"], [], []
@@ -196,20 +214,22 @@ def _backward_lines(p, ptr, st):
         rel.append(f"r{i}")
     body.append(f"ok = {' & '.join(oks)}")
     at = [n, c] + [f"o{i}" for i in range(nd)]
-    body.append(f"g = tl.load({ptr['dy']} + {_offset(at, st['dy'])}, mask=ok, other=0.0)")
+    body.append("g = " + ty.load("dy", f"tl.load({ptr['dy']} + {_offset(at, st['dy'])}, mask=ok, "
+                                      f"other=0.0)"))
     if p["type"] == "avg":
         # g is 0 outside; the count of a window that does not exist may be 0 or less
         body.append(f"acc += g / tl.maximum({_count_expr(p, starts)}, 1.0)")
     elif p["type"] == "sum" or (p["type"] == "lp" and p["p"] == 1):
         body.append("acc += g")
     elif p["type"] == "lp":
-        body.append(f"yv = tl.load({ptr['y']} + {_offset(at, st['y'])}, mask=ok, other=1.0)")
+        body.append("yv = " + ty.load("y", f"tl.load({ptr['y']} + {_offset(at, st['y'])}, mask=ok, "
+                                           f"other=1.0)"))
         body.append("acc += g * xv / yv" if p["p"] == 2 else "acc += g * xv * xv / (yv * yv)")
     else:   # max: the gradient goes where window o's mask says its first maximum is
-        body.append(f"m = tl.load({ptr['mask']} + {_offset(at, st['mask'])}, mask=ok, "
-                    f"other=-1.0)")
+        body.append("m = " + ty.load("mask", f"tl.load({ptr['mask']} + {_offset(at, st['mask'])}, "
+                                             f"mask=ok, other=-1.0)"))
         me = index_sum([(rel[i], prod(k[i + 1:])) for i in range(nd)])
-        body.append(f"acc += tl.where(ok & (m == ({me}).to(tl.float32)), g, 0.0)")
+        body.append(f"acc += tl.where(ok & (m == ({me}).to({ty.cdt})), g, 0.0)")
     lines += ["    " + ln for ln in body]
     return lines, [n, c, *xs], ["acc"]
 
@@ -219,7 +239,7 @@ def _round_half_away(v):
     return f"tl.where({v} >= 0, tl.floor({v} + 0.5), -tl.floor(0.5 - {v})).to(tl.int32)"
 
 
-def _roi_forward_lines(p, ptr, st):
+def _roi_forward_lines(p, ptr, st, ty):
     """Per output (roi r, channel c, bin i, j): the roi's corners, its bin (mxnet's float32
     floor / ceil), then a scan of the bin, rows then columns, keeping the first maximum.
     The scan's trip counts are the largest bin of the program's tile."""
@@ -230,7 +250,8 @@ def _roi_forward_lines(p, ptr, st):
     lines.append(f"rb = {ptr['rois']} + {index_sum([(r, st['rois'][0])])}")
     lines.append("bi = tl.load(rb, mask=mrow, other=0.0).to(tl.int32)")
     for k, name in enumerate(("sw", "sh", "ew", "eh")):
-        v = f"tl.load(rb + {(k + 1) * st['rois'][1]}, mask=mrow, other=0.0) * {p['scale']!r}"
+        v = ty.load("rois", f"tl.load(rb + {(k + 1) * st['rois'][1]}, mask=mrow, other=0.0)")
+        v = f"{v} * {p['scale']!r}"
         lines.append(f"{name}f = {v}")
         lines.append(f"{name} = {_round_half_away(f'{name}f')}")
     for axis, pos, start, end, n, size in (("h", i, "sh", "eh", ph, height),
@@ -242,7 +263,7 @@ def _roi_forward_lines(p, ptr, st):
                      f"b{axis}).to(tl.int32) + {start}, 0), {size})")
         lines.append(f"m{axis} = tl.max(tl.max(tl.where(mrow, {axis}e - {axis}s, 0), axis=1), "
                      f"axis=0)")
-    lines.append(f"acc = tl.zeros((BM, 1), tl.float32) - {_FLT_MAX!r}")
+    lines.append(f"acc = tl.zeros((BM, 1), {ty.cdt}) - {_FLT_MAX!r}")
     lines.append("ai = tl.zeros((BM, 1), tl.float32) - 1.0")
     base = index_sum([("bi", st["x"][0]), (c, st["x"][1])])
     lines.append("for dh in range(0, mh):")
@@ -251,7 +272,8 @@ def _roi_forward_lines(p, ptr, st):
     lines.append("        w = ws + dw")
     lines.append("        inb = mrow & (h < he) & (w < we)")
     hw = index_sum([("h", st["x"][2]), ("w", st["x"][3])])
-    lines.append(f"        v = tl.load({ptr['x']} + {base} + {hw}, mask=inb, other=float('-inf'))")
+    lines.append("        v = " + ty.load("x", f"tl.load({ptr['x']} + {base} + {hw}, mask=inb, "
+                                             f"other=float('-inf'))"))
     lines.append("        take = inb & (v > acc)")
     lines.append("        acc = tl.where(take, v, acc)")
     lines.append(f"        ai = tl.where(take, (h * {width} + w).to(tl.float32), ai)")
@@ -261,7 +283,7 @@ def _roi_forward_lines(p, ptr, st):
     return lines, [r, c, i, j], ["acc", "ai"]
 
 
-def _roi_backward_lines(p, ptr, st):
+def _roi_backward_lines(p, ptr, st, ty):
     """Per data position: the output gradients of every (roi, bin) whose maximum it was
     (maxidx == h * W + w, in the roi's image), a gather over rois and bins."""
     _, _, height, width = p["x"]
@@ -269,13 +291,15 @@ def _roi_backward_lines(p, ptr, st):
     lines, coords = split_index("rm", ["b", "c", "h", "w"], p["x"])
     b, c, h, w = _tensor_coords(lines, coords)
     lines.append(f"me = ({index_sum([(h, width), (w, 1)])}).to(tl.float32)")
-    lines.append("acc = tl.zeros((BM, 1), tl.float32)")
+    lines.append(f"acc = tl.zeros((BM, 1), {ty.cdt})")
     lines.append(f"for kk in range(0, {p['rois'][0] * ph * pw}):")
     body, (r, i, j) = split_index("kk", ["r", "i", "j"], (p["rois"][0], ph, pw))
     body.append(f"rbatch = tl.load({ptr['rois']} + {index_sum([(r, st['rois'][0])])}).to(tl.int32)")
     at = [r, c, i, j]
-    body.append(f"m = tl.load({ptr['idx']} + {_offset(at, st['idx'])}, mask=mrow, other=-1.0)")
-    body.append(f"g = tl.load({ptr['dy']} + {_offset(at, st['dy'])}, mask=mrow, other=0.0)")
+    body.append("m = " + ty.load("idx", f"tl.load({ptr['idx']} + {_offset(at, st['idx'])}, "
+                                        f"mask=mrow, other=-1.0)"))
+    body.append("g = " + ty.load("dy", f"tl.load({ptr['dy']} + {_offset(at, st['dy'])}, mask=mrow, "
+                                       f"other=0.0)"))
     body.append(f"acc += tl.where((rbatch == {b}) & (m == me), g, 0.0)")
     lines += ["    " + ln for ln in body]
     return lines, [b, c, h, w], ["acc"]
@@ -286,23 +310,26 @@ _MODES = {"pool_fwd": _forward_lines, "pool_bwd": _backward_lines,
 
 
 def render_pool(prog: TileProgram, strides: list, shapes: list) -> Rendered:
-    """Triton source of a pooling tile program (``templates/pool.py.j2``)."""
+    """Triton source of a pooling tile program (``templates/pool.py.j2``): values loaded
+    into the compute dtype, stored in each output's own."""
     ins = prog.instrs[0]
     p = ins.extra
     roles = p["roles"][:len(ins.args)]
     ptr = {role: f"p{t}_0" for role, t in zip(roles, ins.args)}
     st = {role: strides[t][0] for role, t in zip(roles, ins.args)}
-    lines, coords, values = _MODES[p["mode"]](p, ptr, st)
+    ty = _Types(prog, roles)
+    lines, coords, values = _MODES[p["mode"]](p, ptr, st, ty)
     for k, i in enumerate(p["stored"]):          # the node's outputs it writes, in order
-        value = values[i]
         out_t = len(ins.args) + k
+        value = ty.store(out_t, values[i])
         for dst, dst_strides in enumerate(strides[out_t]):
             lines.append(f"tl.store(p{out_t}_{dst} + {_offset(coords, dst_strides)}, {value}, "
                          f"mask=mrow)")
     params = [(t, dst) for t in range(len(prog.tensors)) for dst in range(len(strides[t]))]
     m = prod(prog.domain)
+    dtypes = prog.dtypes or ["float32"] * len(prog.tensors)
     kv = {"params": ", ".join(f"p{t}_{dst}" for t, dst in params), "summary": summary(p),
-          "M": m, "body_lines": lines}
+          "M": m, "body_lines": lines, "pointers": " ".join(dtypes[t] for t, _ in params)}
     source = _env.get_template("pool.py.j2").render(k=kv)
     return Rendered(source, params, m, 1, 0, "pointwise")
 
@@ -322,21 +349,22 @@ def _pads(p):
     return [v for pr in reversed(pads) for v in pr], sizes
 
 
-def _rc_lines(p):
+def _rc_lines(p, dt):
     """bind lines making ``rc``, avg's reciprocal counts over the output's spatial dims
-    (a literal when every window counts the same)."""
+    (a literal when every window counts the same), in the data's torch dtype ``dt``."""
     counts = p["counts"]
     nd = len(counts)
     if all(len(set(c)) == 1 for c in counts):
         return [], lit(1.0 / prod(c[0] for c in counts))
-    lines = ["rc = torch.ones(())"]
+    lines = [f"rc = torch.ones((), dtype={dt})"]
     for i, c in enumerate(counts):
         shape = [len(c)] + [1] * (nd - 1 - i)
-        lines.append(f"rc = rc * torch.tensor({[1.0 / v for v in c]}).reshape({shape})")
+        lines.append(f"rc = rc * torch.tensor({[1.0 / v for v in c]}, dtype={dt})"
+                     f".reshape({shape})")
     return lines, "rc"
 
 
-def _roi_cpu(p, outs):
+def _roi_cpu(p, outs, cdt):
     """ROIPooling for the cpu target: the bins as torch index math over all rois, then one
     masked max per bin over the rois' images (columns first, then rows: the first
     maximum in mxnet's row-major scan); the gradient one ``index_put_`` that adds."""
@@ -345,7 +373,7 @@ def _roi_cpu(p, outs):
     bind = [f"ar_h = torch.arange({height})", f"ar_w = torch.arange({width})"]
     if p["mode"] == "roi_bwd":
         bind.append(f"chan = torch.arange({ch}).reshape(1, {ch}, 1, 1)")
-        bind.append(f"acc = torch.zeros({n_ * ch * height * width})")
+        bind.append(f"acc = torch.zeros({n_ * ch * height * width}, dtype={cdt})")
         dx = outs[0]
         body = ["bi = rois[:, 0].long().reshape(-1, 1, 1, 1)",
                 f"flat = (bi * {ch} + chan) * {height * width} + idx.long()",
@@ -388,10 +416,19 @@ def render_pool_cpu(prog: TileProgram, strides: list, shapes: list, slots: list)
     p = ins.extra
     if p["type"] == "roi":
         return _render_roi_cpu(prog, strides, shapes)
-    bind, views = _cpu_views(prog, strides, shapes)
+    cdt = TORCH[prog.compute_dtype]
+    bind, views, widened = _cpu_views(prog, strides, shapes, cdt)
     g = _CpuGeometry(p)
-    bind.append(f"w0 = o0{g.unit}")              # the destination as ATen's d-D tensor
-    more, body = (_cpu_forward if p["mode"] == "pool_fwd" else _cpu_backward)(p, g)
+    out_t = len(ins.args)
+    if _torch_dtype(prog, out_t) == cdt:
+        bind.append(f"w0 = o0{g.unit}")          # the destination as ATen's d-D tensor
+    else:   # float16 / bfloat16: pooled in float32 (as the Triton kernel), stored narrow
+        bind.append(f"t0 = torch.empty({tuple(shapes[out_t])}, dtype={cdt})")
+        bind.append(f"w0 = t0{g.unit}")
+    more, body = (_cpu_forward if p["mode"] == "pool_fwd" else _cpu_backward)(p, g, cdt)
+    body = widened + body
+    if _torch_dtype(prog, out_t) != cdt:
+        body.append("o0.copy_(t0)")
     if "m0" in views:   # max pooling's mask: ATen's flat index in the padded plane
         body.append(f"m0.copy_(idx{'.squeeze(2)' if g.unit else ''})")
     body += [f"{v}.copy_({v[0]}0)" for v in views if v[1:] != "0"]
@@ -402,23 +439,32 @@ def render_pool_cpu(prog: TileProgram, strides: list, shapes: list, slots: list)
     return Rendered(source, params, prod(prog.domain), 1, 0, "pointwise")
 
 
-def _cpu_views(prog, strides, shapes):
+def _torch_dtype(prog, t):
+    return TORCH[prog.dtypes[t]] if prog.dtypes else "torch.float32"
+
+
+def _cpu_views(prog, strides, shapes, cdt="torch.float32"):
     """bind lines viewing each tensor: inputs by role, destination ``d`` of the output
-    as ``o<d>`` (max pooling's mask ``m<d>``, ROIPooling's maxidx ``i<d>``)."""
+    as ``o<d>`` (max pooling's mask ``m<d>``, ROIPooling's maxidx ``i<d>``); the
+    destinations' names; and the run() lines giving inputs stored in another dtype
+    than ``cdt`` their role's name in ``cdt``."""
     ins = prog.instrs[0]
     p = ins.extra
     names = list(p["roles"][:len(ins.args)])
     names += [{"y": "o", "dx": "o", "mask": "m", "idx": "i"}[p["roles"][len(ins.args) + i]]
               for i in p["stored"]]
-    bind, views = [], []
+    bind, views, widened = [], [], []
     for t, name in enumerate(names):
         for dst, dst_strides in enumerate(strides[t]):
             view = name if t < len(ins.args) else f"{name}{dst}"
+            if t < len(ins.args) and _torch_dtype(prog, t) != cdt:
+                widened.append(f"{view} = {view}_stored.to({cdt})")
+                view = f"{view}_stored"
             bind.append(f"{view} = p{t}_{dst}.as_strided({tuple(shapes[t])}, "
                         f"{tuple(dst_strides)})")
             if t >= len(ins.args):
                 views.append(view)
-    return bind, views
+    return bind, views, widened
 
 
 class _CpuGeometry:
@@ -445,8 +491,8 @@ class _CpuGeometry:
         return f"xp = {src}{self.unit}"
 
 
-def _cpu_forward(p, g):
-    bind, rc = _rc_lines(p) if p["type"] == "avg" else ([], None)
+def _cpu_forward(p, g, dt):
+    bind, rc = _rc_lines(p, dt) if p["type"] == "avg" else ([], None)
     src = "x" if p["type"] != "lp" or p["p"] == 1 else f"x.pow({p['p']})"
     body = [g.padded_data(src, "float('-inf')" if p["type"] == "max" else "0.0")]
     if p["type"] == "max":
@@ -465,20 +511,20 @@ def _cpu_forward(p, g):
     return bind, body
 
 
-def _cpu_backward(p, g):
-    bind, rc = _rc_lines(p) if p["type"] == "avg" else ([], None)
+def _cpu_backward(p, g, dt):
+    bind, rc = _rc_lines(p, dt) if p["type"] == "avg" else ([], None)
     dy, body = f"dy{g.unit}", []
     target = "dxp" if g.padded else "w0"
     if g.padded:
-        bind.append(f"dxp = torch.empty({g.xp_shape})")
+        bind.append(f"dxp = torch.empty({g.xp_shape}, dtype={dt})")
     if p["type"] == "max":   # the forward's mask: ATen's indices into the padded plane
         bind += [f"unpool = torch.ops.aten.max_pool{g.d}d_with_indices_backward.grad_input",
-                 f"shape_of_xp = torch.empty({g.xp_shape})"]    # read for its shape only
+                 f"shape_of_xp = torch.empty({g.xp_shape}, dtype={dt})"]    # its shape only
         body.append(f"unpool({dy}, shape_of_xp, {g.geo}, {[1] * g.d}, False, "
                     f"mask{g.unit}.long(), grad_input={target})")
     else:
         bind += [f"unpool = torch.ops.aten.avg_pool{g.d}d_backward.grad_input",
-                 f"shape_of_xp = torch.empty({g.xp_shape})"]    # read for its shape only
+                 f"shape_of_xp = torch.empty({g.xp_shape}, dtype={dt})"]    # its shape only
         grad = {"avg": f"{dy} * {rc}", "sum": dy}.get(p["type"])
         if p["type"] == "lp":
             y = f"y{g.unit}"
@@ -494,9 +540,11 @@ def _cpu_backward(p, g):
 
 def _render_roi_cpu(prog, strides, shapes):
     p = prog.instrs[0].extra
-    bind, views = _cpu_views(prog, strides, shapes)
+    cdt = TORCH[prog.compute_dtype]
+    bind, views, widened = _cpu_views(prog, strides, shapes, cdt)
     outs = [[v for v in views if v[0] == "o"], [v for v in views if v[0] == "i"]]
-    more, body = _roi_cpu(p, outs)
+    more, body = _roi_cpu(p, outs, cdt)
+    body = widened + body
     params = [(t, dst) for t in range(len(prog.tensors)) for dst in range(len(strides[t]))]
     source = _env.get_template("cpu_kernel.py.j2").render(k={
         "params": ", ".join(f"p{t}_{dst}" for t, dst in params), "summary": summary(p),

@@ -27,6 +27,7 @@ import re
 
 from .cpu_matmul import MatmulLowering, mergeable
 from .cpu_values import Op, Val, broadcast
+from .dtypes import TORCH
 from .kernel_ir import TileProgram
 from .ops.registry import lit, prod
 
@@ -61,6 +62,12 @@ class _Lowering(MatmulLowering):
         self.uses = _ir_uses(prog)
         self.consts = {}
         self.views, self.names = {}, set()
+        self.dtypes = prog.dtypes or ["float32"] * len(prog.tensors)
+        self.cdt = TORCH[prog.compute_dtype]     # what ``f`` values are held in
+
+    def widen(self, t, text):
+        """Operand text of tensor ``t`` in the compute dtype."""
+        return text if TORCH[self.dtypes[t]] == self.cdt else f"{text}.to({self.cdt})"
 
     # -- names -----------------------------------------------------------------------
     def fresh(self, prefix="t"):
@@ -98,8 +105,9 @@ class _Lowering(MatmulLowering):
         names = [n for n, w in self.values.items() if w is v]
         return sum(self.uses.get(n, 0) for n in names) if names else unnamed
 
-    def const(self, value, dtype="torch.float32"):
+    def const(self, value, dtype=None):
         """A 0-d tensor made once in bind (scalar operands torch takes only as tensors)."""
+        dtype = dtype or self.cdt
         key = (lit(value), dtype)
         if key not in self.consts:
             name = f"k{len(self.consts)}"
@@ -126,7 +134,12 @@ class _Lowering(MatmulLowering):
             sizes[pos] = self.shapes[t][j]    # the domain's size, or a Concat part's
             strides[pos] += self.strides[t][0][j]
         name = self.view(t, 0, sizes, strides)
-        return Val(name, tuple(sizes), kind="view", slot=self.slots[t][0])
+        view = Val(name, tuple(sizes), kind="view", slot=self.slots[t][0])
+        if ins.extra.get("raw") or TORCH[self.dtypes[t]] == self.cdt:
+            return view
+        # float16 / bfloat16 / integer storage: computed in the compute dtype, as the
+        # Triton kernel widens what it loads
+        return self.emit("cast", f"{{a0}}.to({self.cdt})", [view], tuple(sizes))
 
     def store_view(self, st, d):
         """``(name, flips, shape, matrix)`` of the view a store writes; ``matrix``: a
@@ -222,6 +235,7 @@ class _Lowering(MatmulLowering):
 
     # -- expressions --------------------------------------------------------------------------
     def expr(self, text):
+        text = text.replace("{cdt}", "tl." + self.cdt[len("torch."):])
         text = re.sub(r"\{coord:(\d+)\}", lambda m: f"_coord{m.group(1)}", text)
         return self.node(ast.parse(text, mode="eval").body)
 
@@ -255,7 +269,17 @@ class _Lowering(MatmulLowering):
         if isinstance(f, ast.Name) and f.id == "_tanh":
             return self.unary("tanh", self.node(n.args[0]))
         if isinstance(f, ast.Attribute) and f.attr == "to":
-            x = self.node(f.value)
+            target = n.args[0].attr if isinstance(n.args[0], ast.Attribute) else "int32"
+            inner = f.value
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
+                    inner.func.attr == "to" and target in ("float32", "float64"):
+                # ``x.to(tl.D).to(compute)``: a rounding to D (compiler/ops/cast.py)
+                via = inner.args[0].attr
+                x = self.node(inner.func.value)
+                if x.kind == "scalar" or TORCH[via] == self.cdt:
+                    return x
+                return self.emit("cast", f"{{a0}}.to(torch.{via}).to({self.cdt})", [x], x.shape)
+            x = self.node(inner)
             if x.kind == "scalar":
                 return Val("", (), kind="scalar", scalar=int(x.scalar))
             return self.emit("cast", "{a0}.to(torch.int32)", [x], x.shape, "i")
@@ -321,7 +345,8 @@ class _Lowering(MatmulLowering):
         wname = self.view(w, 0, (rows, cols), (s0, s1), prefix="w")
         shape = idx.shape[:-1] + (self.D[ins.extra["last"]],)
         ix = f"{{a0}}.reshape(-1).to(torch.int64).clamp_(0, {rows - 1})"
-        return self.emit("gather", f"torch.index_select({wname}, 0, {ix}).view({shape})", [idx],
+        rows_of = self.widen(w, f"torch.index_select({wname}, 0, {ix})")
+        return self.emit("gather", f"{rows_of}.view({shape})", [idx],
                          shape, reads=[Val("", (), kind="view", slot=self.slots[w][0])])
 
     def concat(self, ins):
@@ -354,7 +379,7 @@ class _Lowering(MatmulLowering):
         if ce["use_ignore"]:
             lines += [f"keep = torch.ne(lab, {int(ce['ignore_label'])})",
                       "{out}.mul_(keep)", "hit.logical_and_(keep)"]
-        lines.append(f"{{out}}.scatter_add_({pos}, idx, torch.mul(hit, {lit(-gs)}))")
+        lines.append(f"{{out}}.scatter_add_({pos}, idx, torch.mul(hit, {lit(-gs)}).to({self.cdt}))")
         return self.emit("custom", "\n".join(lines), [p, label], self.D)
 
     # -- the whole program --------------------------------------------------------------------
@@ -385,7 +410,8 @@ class _Lowering(MatmulLowering):
             v.stored = True
             for d in range(len(self.strides[st.tensor])):
                 name, flips, shape, matrix = self.store_view(st, d)
-                stores.append((v, name, self.slots[st.tensor][d], shape, flips, matrix))
+                narrow = TORCH[self.dtypes[st.tensor]] != self.cdt   # copy_ converts at the end
+                stores.append((v, name, self.slots[st.tensor][d], shape, flips, matrix, narrow))
         self.softmax_calls()
         return stores
 
@@ -481,7 +507,8 @@ def _fold(fn, *xs):
 def lower(prog: TileProgram, strides: list, shapes: list, slots: list):
     """``(bind lines, ops, stores)`` of ``prog``: the views and constants bind() makes,
     the calls run() makes in order, and ``(value, view name, slot, shape, flips, 2-D
-    view)`` per store destination."""
+    view, narrow)`` per store destination (``narrow``: it holds another dtype than the
+    compute dtype)."""
     k = _Lowering(prog, strides, shapes, slots)
     stores = k.build()
     return k.bind_lines, k.ops, stores

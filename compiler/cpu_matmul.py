@@ -36,12 +36,14 @@ class MatmulLowering:
         reads = [Val("", (), kind="view", slot=self.slots[ta_i][0]),
                  Val("", (), kind="view", slot=self.slots[tb_i][0])]
         if self.p.grid_pos:   # batch_dot: the leading axes are the batch
-            a = self.nd_operand(ta_i, a_shape, sa, ta)
-            b = self.nd_operand(tb_i, b_shape, sb, tb)
+            a = self.widen(ta_i, self.nd_operand(ta_i, a_shape, sa, ta))
+            b = self.widen(tb_i, self.nd_operand(tb_i, b_shape, sb, tb))
             fn = "torch.bmm" if len(a_shape) == 3 else "torch.matmul"
             return self.emit("mm", f"{fn}({a}, {b}, out={{out}})", [], self.D, reads=reads)
-        a = self.matrix(ta_i, a_shape, sa, "a", ta)
-        b = self.matrix(tb_i, b_shape, sb, "b", tb)
+        # float16 / bfloat16 operands are widened: their products are exact in float32,
+        # so this is the tensor cores' float16 x float16 -> float32 accumulate
+        a = self.widen(ta_i, self.matrix(ta_i, a_shape, sa, "a", ta))
+        b = self.widen(tb_i, self.matrix(tb_i, b_shape, sb, "b", tb))
         m = prod(self.D[p] for p in self.p.row_pos)
         n = prod(self.D[p] for p in self.p.col_pos)
         mm2d = () if len(self.D) == 2 else (m, n)
@@ -152,7 +154,8 @@ class MatmulLowering:
                 dim, transposed = kinds.pop()
                 views = ", ".join(self.view(f[side][0][0], 0, f[side][0][1], f[side][0][2], "m")
                                   for f in forms)
-                sides.append(f"torch.cat(({views},), {dim})" + (".t()" if transposed else ""))
+                sides.append(self.widen(forms[0][side][0][0], f"torch.cat(({views},), {dim})")
+                             + (".t()" if transposed else ""))
             if len(sides) != 2:
                 continue
             last = chain[-1]

@@ -116,7 +116,16 @@ def source_shape(source: str) -> dict:
         M, N = int(mm.group(1)), int(mn.group(1))
     ks = [int(k) for k in re.findall(r"range\(0, (\d+), BK\)", source)]
     reduce_cols = kind == "matmul" and re.search(r"axis=1\)\[:, None\]", source) is not None
-    return {"kind": kind, "M": M, "N": N, "K": max(ks, default=0), "reduce_cols": reduce_cols}
+    dot = re.search(r"^\s*# dot operands: (\w+)\s*$", source, re.M)
+    return {"kind": kind, "M": M, "N": N, "K": max(ks, default=0), "reduce_cols": reduce_cols,
+            "dot": dot.group(1) if dot else "float32"}
+
+
+def pointer_dtypes(source: str):
+    """The dtypes of a tile kernel's pointer parameters, from its ``# pointers:`` line
+    (``codegen.render`` writes it), or None for a kernel without one (all float32)."""
+    m = re.search(r"^\s*# pointers: (.*)$", source, re.M)
+    return m.group(1).split() if m else None
 
 
 def declared_signature(source: str):
@@ -142,7 +151,7 @@ def gpu_config(source: str, target: str = "cuda:90") -> dict:
     if declared_signature(source) is not None:
         return {"BM": 0, "BN": 0, "BK": 0, "num_warps": 4}
     s = source_shape(source)
-    r = Rendered(source, [], s["M"], s["N"], s["K"], s["kind"])
+    r = Rendered(source, [], s["M"], s["N"], s["K"], s["kind"], dot=s["dot"])
     return tile_config(r, target, s["reduce_cols"])
 
 
@@ -208,6 +217,32 @@ def resource_usage(cubin: bytes) -> dict:
             "local": fields.get("LOCAL", 0), "static_shared": fields.get("SHARED", 0)}
 
 
+def sass(cubin: bytes) -> str:
+    """The cubin's machine code as ``cuobjdump -sass`` prints it."""
+    tool = os.path.join(_tools_dir(), "cuobjdump")
+    fd, path = tempfile.mkstemp(suffix=".cubin")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(cubin)
+        return subprocess.run([tool, "-sass", path], capture_output=True, text=True,
+                              check=True).stdout
+    finally:
+        os.unlink(path)
+
+
+# Matrix instructions in SASS: HMMA (mma.sync on half, bfloat16 and TF32 inputs), HGMMA
+# (sm_90's warpgroup wgmma), DMMA (float64), IMMA (integers)
+_MMA = re.compile(r"\b(HMMA|HGMMA|DMMA|IMMA)(\.[A-Za-z0-9.]+)?")
+
+
+def tensor_core_instructions(sass_text: str) -> dict:
+    """Count of each tensor-core instruction form (``HMMA.16816.F32`` ...) in SASS text."""
+    counts = {}
+    for m in _MMA.finditer(sass_text):
+        counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    return counts
+
+
 def launch_kwargs(cfg: dict) -> dict:
     """The keyword arguments ``runtime.launcher`` passes when it launches a tile kernel
     with ``Launch.config`` ``cfg``: its constexpr tile sizes, warps and stages.
@@ -219,16 +254,27 @@ def launch_kwargs(cfg: dict) -> dict:
                 num_stages=cfg.get("num_stages", 3))
 
 
-def pointer_alignment(args) -> str:
+def pointer_alignment(args, dtypes=None) -> str:
     """Which arguments of a launch are 16-byte aligned, as ``'1'``/``'0'`` per argument.
 
-    ``args`` are a ``Launch.args`` list (``[kind, name, element offset, numel]``).
+    ``args`` are a ``Launch.args`` list (``[kind, name, element offset, numel]``),
+    ``dtypes`` the kernel's pointer dtypes (:func:`pointer_dtypes`; float32 if None).
     Every array and buffer the runtime binds is an allocation of its own (CUDA's
-    are 256-byte aligned), so a pointer is aligned when its fp32 element offset is
-    a multiple of 4. Triton specialises a kernel on this (``tt.divisibility``), so
-    it is part of what the ahead-of-time compile must match.
+    are 256-byte aligned), so a pointer is aligned when its element offset times
+    its element size is a multiple of 16. Triton specialises a kernel on this
+    (``tt.divisibility``), so it is part of what the ahead-of-time compile must match.
     """
-    return "".join("1" if int(a[2]) % 4 == 0 else "0" for a in args)
+    from .dtypes import ITEMSIZE
+    sizes = [ITEMSIZE[d] for d in dtypes] if dtypes else [4] * len(args)
+    return "".join("1" if int(a[2]) * size % 16 == 0 else "0" for a, size in zip(args, sizes))
+
+
+def launch_alignment(launch) -> str:
+    """:func:`pointer_alignment` of a Program's launch (its kernel's pointer dtypes read
+    from the kernel file in the cache)."""
+    from . import cache
+    with open(cache.kernel_path(launch.kernel)) as f:
+        return pointer_alignment(launch.args, pointer_dtypes(f.read()))
 
 
 def _load_jit_fn(path: str, source_hash: str):
@@ -285,18 +331,19 @@ _TORCH_DTYPES = {"*fp32": "float32", "*i64": "int64", "*i32": "int32", "*fp16": 
                  "*bf16": "bfloat16", "*fp64": "float64", "*u8": "uint8"}
 
 
-def _launch_arguments(jit_fn, declared, cfg: dict) -> tuple:
+def _launch_arguments(jit_fn, declared, cfg: dict, dtypes=None) -> tuple:
     """Stand-ins for the arguments the runtime passes: ``(args, kwargs)``.
 
-    Pointers are host tensors of the right dtype, 16-byte aligned or 4 bytes off
-    as ``cfg["aligned"]`` says; Triton's binder reads nothing else from them.
+    Pointers are host tensors of the right dtype (``dtypes``, the kernel's
+    :func:`pointer_dtypes`), 16-byte aligned or one element off as ``cfg["aligned"]``
+    says; Triton's binder reads nothing else from them.
     Declared kernels (the optimizer update) take their declared scalars and
     constexprs, tile kernels the pointers and :func:`launch_kwargs`.
     """
     import torch
 
     def pointer(kind, aligned=True):
-        base = torch.empty(64, dtype=getattr(torch, _TORCH_DTYPES[kind]))
+        base = torch.empty(64, dtype=getattr(torch, _TORCH_DTYPES.get(kind, kind)))
         return base if aligned else base[1:]
 
     params = [p for p in jit_fn.params if not p.is_constexpr]
@@ -317,7 +364,8 @@ def _launch_arguments(jit_fn, declared, cfg: dict) -> tuple:
     if len(aligned) != len(params):
         raise CubinError(f"the launch passes {len(aligned)} pointers, the kernel takes "
                          f"{len(params)}")
-    return [pointer("*fp32", a == "1") for a in aligned], launch_kwargs(cfg)
+    dtypes = dtypes or ["float32"] * len(params)
+    return [pointer(d, a == "1") for d, a in zip(dtypes, aligned)], launch_kwargs(cfg)
 
 
 def specialize(jit_fn, backend, args, kwargs) -> tuple:
@@ -427,8 +475,9 @@ def _compile_here(path: str, source_hash: str, target: str, cfg: dict,
     started = time.perf_counter()
     jit_fn = _load_jit_fn(path, source_hash)
     with open(path) as f:
-        declared = declared_signature(f.read())
-    args, kwargs = _launch_arguments(jit_fn, declared, cfg)
+        source = f.read()
+    args, kwargs = _launch_arguments(jit_fn, declared_signature(source), cfg,
+                                     pointer_dtypes(source))
     backend = make_backend(GPUTarget("cuda", _arch(target), 32))
     src, options = specialize(jit_fn, backend, args, kwargs)
     if triton_cache:

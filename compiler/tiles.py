@@ -29,12 +29,17 @@ MAX_TILE_NUMEL = 1 << 20      # triton.language's TRITON_MAX_TENSOR_NUMEL
 # (32, 1024) matmul at BK 8; fp32 FMA dots gain little from it.
 # per GPU target: (values a program holds in registers, reduction chunk,
 # matmul (BM, BN, BK) caps, num_warps, num_stages)
+# A tensor-core dot (float16 / bfloat16 operands, or float32 as TF32) keeps its
+# accumulator in the MMA fragments and streams its operands through shared memory:
+# ``mm_block_tc`` with ``tc_stages`` of software pipelining (cp.async prefetch).
 GPU_TABLE = {
     "cuda:80": {"program_numel": 1024, "reduce_block": 1024, "mm_block": (64, 64, 8),
-                "num_warps": 4, "num_stages": 1},
+                "num_warps": 4, "num_stages": 1, "mm_block_tc": (64, 64, 32), "tc_stages": 3},
     "cuda:90": {"program_numel": 1024, "reduce_block": 2048, "mm_block": (64, 64, 8),
-                "num_warps": 4, "num_stages": 1},
+                "num_warps": 4, "num_stages": 1, "mm_block_tc": (64, 64, 32), "tc_stages": 3},
 }
+# operand kinds of a dot (``codegen`` writes them in a ``# dot operands:`` line)
+TENSOR_CORE_DOTS = ("float16", "bfloat16", "tf32")
 # the smallest tl.dot operand side Triton accepts (M and N; and K for tensor-core
 # dots); an fp32 "ieee" dot runs on FMA units and takes K chunks of 8
 MIN_DOT = 16
@@ -57,7 +62,7 @@ def gpu_params(target: str) -> dict:
 
 
 def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: bool = False,
-                batch: int = 1) -> dict:
+                batch: int = 1, dot: str = "float32") -> dict:
     """``BM``/``BN``/``BK``, ``num_warps``, ``num_stages`` and ``grid`` of one launch.
 
     Parameters
@@ -73,6 +78,9 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
         A matmul whose epilogue reduces over its columns (whole rows per tile).
     batch : int
         Batches of a batched matmul (folded into grid axis 0).
+    dot : str
+        What the dot's operands are: ``float32`` (FMA units), ``float64``, or a
+        tensor-core kind (``float16``, ``bfloat16``, ``tf32``: K chunks of at least 16).
     """
     if target == "cpu":   # torch calls over whole arrays: no tiles, one call per launch
         return {"grid": [1, 1]}
@@ -96,7 +104,7 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
                           max(MIN_DOT, min(np2(N), CONV_INTERPRET_BLOCK[1])),
                           max(MIN_DOT, min(np2(K), CONV_INTERPRET_BLOCK[2])))
             return _cfg(bm, bn, bk, warps, stages, -(-M // bm) * -(-N // bn) * max(int(batch), 1))
-        cfg = tile_config("matmul", M, N, K, target, False, batch)
+        cfg = tile_config("matmul", M, N, K, target, False, batch, dot)
         # its address arithmetic (a strided data gradient's divisibility masks) adds to
         # a matmul's registers. Checked with ptxas (cuda:90): 64 x 16 tiles over 4 warps
         # spilled 8-16 bytes, over 8 none; 64 x 64 over 8 warps spilled 8 bytes (a
@@ -115,9 +123,12 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
             # spilled 1 KB on the LSTM's summed weight gradient (ptxas,
             # cuda:90), BK 16 spilled 8-16 bytes on it or on an MLP layer
             # (4 or 8 warps); BK 8 with 4 warps takes 128 registers, no spill.
-            cm, cn, ck = gpu["mm_block"]
+            tc = dot in TENSOR_CORE_DOTS
+            cm, cn, ck = gpu["mm_block_tc" if tc else "mm_block"]
             bm, bn, bk = (max(MIN_DOT, min(np2(M), cm)), max(MIN_DOT, min(np2(N), cn)),
-                          max(MIN_FMA_K, min(np2(K), ck)))
+                          max(MIN_DOT if tc else MIN_FMA_K, min(np2(K), ck)))
+            if tc:
+                stages = gpu["tc_stages"]
         if reduce_cols:
             bn = max(MIN_DOT, np2(N))
             if gpu is not None:

@@ -4,7 +4,7 @@ CUDA device and a CUDA build of torch.
 Everything here runs the same work on ``gpu(0)`` (Triton kernels compiled for the
 device) and on ``cpu(0)`` (the cpu target's ATen calls, which the rest of the suite
 checks against torch, finite differences and mxnet fixtures) and compares: the
-operator table, an Executor, Module training, BucketingModule training of the
+operator table (and its float16 / bfloat16 / float64 version against torch), an Executor, Module training, BucketingModule training of the
 bucketed LSTM, several GPUs, Dropout's on-device masks, and an ahead-of-time
 directory that a GPU process runs with zero Triton compiles. Without the mode (or
 without a device) every test here is skipped with that reason.
@@ -80,6 +80,22 @@ def test_operator_table_on_gpu_matches_cpu(op, shapes):
         inf = {k: e.forward(is_train=False) for k, e in exes.items()}
         for i, (g, c) in enumerate(zip(inf["gpu"], inf["cpu"])):
             _close(g, c, f"{op.name}{shapes} inference output {i}")
+
+
+def _dtype_params():
+    from tests.compiler.test_ops_dtypes import _rows
+    return [p for p in _rows() if p.values[2] == "cpu"]
+
+
+@pytest.mark.parametrize("op,dtype,target", _dtype_params() if GPU_MODE else [])
+def test_operator_table_dtypes_on_gpu(op, dtype, target, monkeypatch):
+    """The float16 / bfloat16 / float64 operator table (tests/compiler/test_ops_dtypes.py)
+    on gpu(0): real tensor-core matmuls, rounded stores, against the same float64 torch
+    reference and tolerances as the cpu target."""
+    import tests.compiler.test_ops_dtypes as table
+    from runtime.context import gpu
+    monkeypatch.setattr(table, "cpu", lambda: gpu(0))
+    table.check_dtype(op, dtype)
 
 
 def _mlp():
