@@ -95,13 +95,15 @@ def array(source_array, ctx=None, dtype=None):
         dt = source_array.dtype if dtype is None else to_torch_dtype(dtype)
         t = source_array.detach().to(device=c.torch_device, dtype=dt).clone()
         return as_ndarray(t, c)
-    np_dt = to_numpy_dtype(dtype) if dtype is not None else np.dtype(np.float32)
+    # numpy has no bfloat16: such arrays are made from float32 values, then rounded
+    want = to_torch_dtype(dtype) if dtype is not None else torch.float32
+    np_dt = np.dtype(np.float32) if want == torch.bfloat16 else to_numpy_dtype(want)
     try:
         src = np.asarray(source_array, dtype=np_dt)
     except (TypeError, ValueError):
         raise TypeError("source_array must be array like object") from None
     t = torch.from_numpy(np.array(src, order="C", copy=True))
-    return as_ndarray(t.to(c.torch_device), c)
+    return as_ndarray(t.to(device=c.torch_device, dtype=want), c)
 
 
 def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None,
@@ -138,7 +140,8 @@ def _reduce(fn, data, axis, keepdims, exclude):
     res = fn(data, dim=axes, keepdim=keepdims)
     if res.dim() == 0:
         res = res.reshape(1)  # mxnet reductions to a scalar give shape (1,)
-    return _wrap(res, data)
+    # torch sums integers as int64; mxnet keeps the input's dtype
+    return _wrap(res.to(data.dtype), data)
 
 
 def sum(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):  # noqa: A001

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from compiler.compile import compile_symbol
-from compiler.dtype_support import require_float32
+from compiler.compile import all_dtypes, compile_symbol
+from compiler.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
 from compiler.symbol import is_mode_dependent, register_runtime
 from compiler.triton_mode import ensure_mode
@@ -97,22 +97,24 @@ class Executor:
                 f"unset to run CPU contexts on the cpu target")
         arg_names = symbol.list_arguments()
         aux_names = symbol.list_auxiliary_states()
-        for name, attrs in symbol.attr_dict().items():
-            if name in arg_names or name in aux_names:
-                require_float32(name, attrs.get("__dtype__"), "Variable(dtype=...)")
         self.arg_dict = self._collect(args, arg_names, "args")
         self.aux_dict = self._collect(aux_states or {}, aux_names, "aux_states", allow_missing=True)
         self._grad_req = _normalize_grad_req(grad_req, arg_names)
+        # the bound arrays' dtypes decide, as in mxnet's bind; inference (mxnet's rules)
+        # refuses arrays that disagree and gives the rest
+        given = {n: dtype_name(a.dtype) for n, a in {**self.arg_dict, **self.aux_dict}.items()}
+        self._dtypes = all_dtypes(symbol, given)
         shapes = {n: tuple(a.shape) for n, a in self.arg_dict.items()}
         for n in aux_names:
             if n not in self.aux_dict:
                 _, _, aux_shapes = symbol.infer_shape(**shapes)
                 for name, s in zip(aux_names, aux_shapes):
-                    self.aux_dict.setdefault(name, empty(s, self._ctx))
+                    self.aux_dict.setdefault(name, empty(s, self._ctx, self._dtypes[name]))
         self._input_shapes = shapes
         if args_grad is None:
             self.grad_dict = {
-                n: empty(self.arg_dict[n].shape, self._placement.get(n, self._ctx))
+                n: empty(self.arg_dict[n].shape, self._placement.get(n, self._ctx),
+                         self.arg_dict[n].dtype)
                 for n in arg_names if self._grad_req[n] != "null"}
         else:
             self.grad_dict = self._collect(args_grad, arg_names, "args_grad", allow_missing=True)
@@ -137,8 +139,8 @@ class Executor:
                     shared_buffer=None, shapes=None, group2ctx=None):
         """Allocate zeroed arrays of the inferred shapes and bind them."""
         shapes = dict(shapes or {})
-        for name, dtype in (type_dict or {}).items():
-            require_float32(name, dtype, "simple_bind type_dict")
+        dtypes = all_dtypes(symbol, {n: check_dtype(n, t, "simple_bind type_dict")
+                                     for n, t in (type_dict or {}).items()})
         arg_shapes, _, aux_shapes = symbol.infer_shape(**shapes)
         if arg_shapes is None:
             _, _, _ = symbol.infer_shape_partial(**shapes)
@@ -148,14 +150,14 @@ class Executor:
                              f"as keyword arguments (name=shape)")
         ctx = ctx if isinstance(ctx, Context) else current_context()
         place = placement(symbol, ctx, group2ctx)
-        args = {n: empty(s, place.get(n, ctx))
+        args = {n: empty(s, place.get(n, ctx), dtypes[n])
                 for n, s in zip(symbol.list_arguments(), arg_shapes)}
-        aux = {n: empty(s, place.get(n, ctx))
+        aux = {n: empty(s, place.get(n, ctx), dtypes[n])
                for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}
         return cls(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
 
     def _collect(self, arrays, names, what, allow_missing=False, where=None):
-        """Arrays by name as contiguous float32 NDArrays: on this executor's
+        """Arrays by name as contiguous NDArrays: on this executor's
         device, or on ``where[name]`` (a context per variable) when given."""
         if isinstance(arrays, (list, tuple)):
             if len(arrays) != len(names):
@@ -169,7 +171,7 @@ class Executor:
                 continue
             home = where[k] if where is not None else self._placement.get(k, self._ctx)
             t = _to_tensor(v, home if where is not None else self._ctx, f"{what}['{k}']")
-            require_float32(k, t.dtype, f"bind {what}")
+            check_dtype(k, t.dtype, f"bind {what}")
             if not t.is_contiguous():
                 t = t.contiguous()
             if not isinstance(t, NDArray):
@@ -184,14 +186,15 @@ class Executor:
         target = self._ctx.target
         if self._for_training:
             self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
-                                              self._grad_req, True, target)
+                                              self._grad_req, True, target, self._dtypes)
         if not self._for_training or is_mode_dependent(self._symbol):
             self._infer_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
-                                              False, target)
+                                              False, target, self._dtypes)
         else:
             self._infer_prog = self._train_prog
         prog = self._train_prog or self._infer_prog
-        self.outputs = [empty(s, self._ctx) for s in prog.output_shapes]
+        self.outputs = [empty(s, self._ctx, t)
+                        for s, t in zip(prog.output_shapes, _output_dtypes(prog))]
 
     # -- mxnet's array views --------------------------------------------------------
     @property
@@ -215,10 +218,13 @@ class Executor:
         bufs = self._buffers.get(id(prog))
         if bufs is None:
             dev = self._ctx.torch_device
-            bufs = self._pool.take([max(int(n), 1) for n in prog.buffers], dev)
+            bufs = self._pool.take([max(int(n), 1) for n in prog.buffers], dev,
+                                   prog.buffer_dtypes or ["float32"] * len(prog.buffers))
             self._buffers[id(prog)] = bufs
+            out_dtypes = _output_dtypes(prog)
             self._head_grads[id(prog)] = {
-                name: torch.zeros(prog.output_shapes[int(i)], dtype=torch.float32, device=dev)
+                name: torch.zeros(prog.output_shapes[int(i)],
+                                  dtype=getattr(torch, out_dtypes[int(i)]), device=dev)
                 for i, name in prog.head_grads.items()}
         return bufs
 
@@ -372,7 +378,7 @@ class Executor:
                         f"reshape: {what} '{name}' grows from {tuple(old.shape)} to {shape}; "
                         f"making the big executor first and reshaping down shares memory, "
                         f"or pass allow_up_sizing=True to allocate new arrays")
-                return empty(shape, getattr(old, "context", self._ctx))
+                return empty(shape, getattr(old, "context", self._ctx), old.dtype)
             # the first elements of the original, as mxnet's NDArray.reshape shares them
             view = old.reshape(-1)[:_numel(shape)].view(shape)
             return as_ndarray(view, getattr(old, "context", self._ctx))
@@ -391,7 +397,7 @@ class Executor:
         outputs = []
         for old, s in zip(self.outputs, out_shapes):
             outputs.append(fit(None, old, s, "output") if _numel(s) <= old.numel()
-                           else empty(tuple(s), self._ctx))
+                           else empty(tuple(s), self._ctx, old.dtype))
         new.outputs = outputs      # bound on first use: the new launches write these
         return new
 
@@ -448,33 +454,39 @@ class Executor:
 
 
 class _BufferPool:
-    """Flat fp32 tensors handed to Programs; one Program never gets one tensor twice.
+    """Flat tensors handed to Programs; one Program never gets one tensor twice.
 
     A request takes, for each buffer in turn, the smallest free pool tensor
-    that is large enough, and allocates (growing the pool) only when none is.
+    of its dtype that is large enough, and allocates (growing the pool) only
+    when none is.
     """
 
     def __init__(self):
         self.tensors = []
 
-    def take(self, sizes, device):
+    def take(self, sizes, device, dtypes):
         used, out = set(), []
-        for size in sizes:
+        for size, name in zip(sizes, dtypes):
+            dtype = getattr(torch, name)
             best = None
             for i, t in enumerate(self.tensors):
-                if i in used or t.numel() < size or t.device != device:
+                if i in used or t.numel() < size or t.device != device or t.dtype != dtype:
                     continue
                 if best is None or t.numel() < self.tensors[best].numel():
                     best = i
             if best is None:
-                self.tensors.append(torch.zeros(size, dtype=torch.float32, device=device))
+                self.tensors.append(torch.zeros(size, dtype=dtype, device=device))
                 best = len(self.tensors) - 1
             used.add(best)
             out.append(self.tensors[best][:size])
         return out
 
     def nbytes(self):
-        return sum(4 * t.numel() for t in self.tensors)
+        return sum(t.element_size() * t.numel() for t in self.tensors)
+
+
+def _output_dtypes(prog):
+    return prog.output_dtypes or ["float32"] * len(prog.output_shapes)
 
 
 def _assign_inputs(arg_dict, values):
@@ -594,11 +606,12 @@ def _plan_lines(title, prog, values):
     lines.append("Memory plan:")
     total = 0
     for b, size in enumerate(prog.buffers):
-        nbytes = 4 * max(int(size), 1)
+        dtype = prog.buffer_dtypes[b] if prog.buffer_dtypes else "float32"
+        nbytes = ITEMSIZE[dtype] * max(int(size), 1)
         total += nbytes
         rand = " (random seed, set before each forward)" if b == prog.seed_buffer else ""
         held = values.get(b, []) if values is not None else []
-        lines.append(f"Buffer {b}: {int(size)} float32, {nbytes} bytes{rand}, shared by "
+        lines.append(f"Buffer {b}: {int(size)} {dtype}, {nbytes} bytes{rand}, shared by "
                      f"{len(held)} value(s), used by launches {', '.join(users[b])}")
         for offset, shape, name in held:
             lines.append(f"\t{name} shape={shape} at element {offset}")

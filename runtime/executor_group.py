@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from compiler.batch_slices import _split_input_slice
-from compiler.dtype_support import require_float32
+from compiler.compile import all_dtypes
+from compiler.dtypes import check_dtype
 from compiler.errors import MXNetError
 
 from .context import Context
@@ -333,9 +334,14 @@ class DataParallelExecutorGroup:
             binding.
         """
         assert reshape or not self.execs
+        # mxnet's executor group binds with type_dict = the descriptors' dtypes
+        given = {}
         for desc in list(data_shapes) + list(label_shapes or []):
-            require_float32(getattr(desc, "name", desc[0]), getattr(desc, "dtype", None),
-                            "bind: DataDesc")
+            dtype = getattr(desc, "dtype", None)
+            if dtype is not None:
+                name = getattr(desc, "name", desc[0])
+                given[name] = check_dtype(name, dtype, "bind: DataDesc")
+        self._dtypes = all_dtypes(self.symbol, given)
         self.batch_size = None
         self.data_layouts = self.decide_slices(data_shapes)
         if label_shapes is not None:
@@ -414,9 +420,10 @@ class DataParallelExecutorGroup:
                 if need_grad:
                     grads[name] = self._shared_or_new(shared_exec, "grad_dict", name, shape, at)
             else:
-                args[name] = self._get_or_reshape(name, shared_data_arrays, shape, at)
+                args[name] = self._get_or_reshape(name, shared_data_arrays, shape, at,
+                                                  self._dtypes[name])
                 if need_grad:
-                    grads[name] = empty(shape, at)
+                    grads[name] = empty(shape, at, self._dtypes[name])
         for name, shape in zip(self.aux_names, aux_shapes):
             aux[name] = self._shared_or_new(shared_exec, "aux_dict", name, tuple(shape),
                                             place.get(name, context))
@@ -458,23 +465,24 @@ class DataParallelExecutorGroup:
                     f"parameter '{name}' has shape {tuple(arr.shape)}, but the input shapes "
                     f"now given imply {shape}; only data and label shapes may change "
                     f"between batches or buckets")
-        return empty(shape, context)
+        return empty(shape, context, self._dtypes[name])
 
     @staticmethod
-    def _get_or_reshape(name, shared_data_arrays, shape, context):
+    def _get_or_reshape(name, shared_data_arrays, shape, context, dtype):
         """An input array from the shared pool: reused (as a view) when large enough."""
         arr = shared_data_arrays.get(name)
-        if arr is not None and arr.numel() >= _numel(shape) and arr.device == context.torch_device:
+        if arr is not None and arr.numel() >= _numel(shape) and \
+                arr.device == context.torch_device and str(arr.dtype) == f"torch.{dtype}":
             return as_ndarray(arr.reshape(-1)[:_numel(shape)].view(shape), context)
-        arr = empty(shape, context)
+        arr = empty(shape, context, dtype)
         shared_data_arrays[name] = arr
         return arr
 
     def _account(self, exe):
         nbytes = 0
         for d in (exe.arg_dict, exe.grad_dict, exe.aux_dict):
-            nbytes += sum(4 * a.numel() for a in d.values() if a is not None)
-        nbytes += sum(4 * o.numel() for o in exe.outputs)
+            nbytes += sum(a.element_size() * a.numel() for a in d.values() if a is not None)
+        nbytes += sum(o.element_size() * o.numel() for o in exe.outputs)
         nbytes += int(getattr(exe, "_total_exec_bytes", 0) or 0)
         self._total_exec_bytes += nbytes
 

@@ -21,7 +21,9 @@ context, outputs on the context of the node that computes them, as in mxnet.
 """
 from __future__ import annotations
 
+from compiler.compile import all_dtypes
 from compiler.context_placement import assign_contexts, partition_by_context
+from compiler.dtypes import dtype_name
 from compiler.errors import MXNetError
 
 from .context import Context, current_context
@@ -76,8 +78,10 @@ class PartitionedExecutor(Executor):
         aux = self._collect(aux_states or {}, aux_names, "aux_states", True, where)
         shapes = {n: tuple(a.shape) for n, a in self.arg_dict.items()}
         _, _, aux_shapes = symbol.infer_shape(**shapes)
+        given = {n: dtype_name(a.dtype) for n, a in {**self.arg_dict, **aux}.items()}
+        dtypes = all_dtypes(symbol, given)
         for name, shape in zip(aux_names, aux_shapes or []):
-            aux.setdefault(name, empty(shape, where[name]))
+            aux.setdefault(name, empty(shape, where[name], dtypes[name]))
         self.aux_dict = aux
         self._input_shapes = shapes
         self._grad_req = _normalize_grad_req(grad_req, arg_names)
@@ -87,13 +91,14 @@ class PartitionedExecutor(Executor):
                 if args_grad is not None:
                     raise MXNetError(f"args_grad has no array for '{n}' whose grad_req is "
                                      f"'{self._grad_req[n]}'")
-                grads[n] = empty(shapes[n], where[n])
+                grads[n] = empty(shapes[n], where[n], self.arg_dict[n].dtype)
         self.grad_dict = grads
         self._for_training = any(r != "null" for r in self._grad_req.values())
 
         node_ctx = assign_contexts(symbol, where, group2ctx, ctx)
         self._segments, self._output_at = partition_by_context(symbol, node_ctx)
         entry_shapes = _entry_shapes(symbol, shapes)
+        entry_dtypes = _entry_dtypes(symbol, given)
         shared = _segments_by_key(shared_exec)
         self.segment_executors = []
         # per segment: [(variable, source array or (segment, pos))]; a source on
@@ -117,7 +122,8 @@ class PartitionedExecutor(Executor):
                         # a cut inside one context (A -> B -> A): read the array itself
                         sub_args[name] = self.segment_executors[src_seg].outputs[pos]
                     else:
-                        sub_args[name] = empty(entry_shapes[(id(node), idx)], seg.context)
+                        sub_args[name] = empty(entry_shapes[(id(node), idx)], seg.context,
+                                               entry_dtypes[(id(node), idx)])
                         self.copies.append((node.output_names()[idx],
                                             self._segments[src_seg].context, seg.context))
                 elif self.arg_dict[name].context == seg.context and name not in self._direct:
@@ -127,20 +133,21 @@ class PartitionedExecutor(Executor):
                     if name in self.grad_dict:
                         sub_grads[name] = self.grad_dict[name]
                 else:
-                    sub_args[name] = empty(shapes[name], seg.context)
+                    sub_args[name] = empty(shapes[name], seg.context, self.arg_dict[name].dtype)
                     copies.append((name, self.arg_dict[name]))
                     self.copies.append((name, self.arg_dict[name].context, seg.context))
                     sub_req[name] = "null" if self._grad_req[name] == "null" else "write"
                     if sub_req[name] != "null":
                         self._param_grads.setdefault(name, []).append((s, name))
                 if sub_req[name] != "null" and name not in sub_grads:
-                    sub_grads[name] = empty(sub_args[name].shape, seg.context)
+                    sub_grads[name] = empty(sub_args[name].shape, seg.context,
+                                            sub_args[name].dtype)
             for name in seg.symbol.list_auxiliary_states():
                 original = self.aux_dict[name]
                 if original.context == seg.context:
                     sub_aux[name] = original
                 else:
-                    sub_aux[name] = empty(tuple(original.shape), seg.context)
+                    sub_aux[name] = empty(tuple(original.shape), seg.context, original.dtype)
                     aux_back.append((sub_aux[name], original))
                     self.copies.append((name, original.context, seg.context))
             trains.append(any(r != "null" for r in sub_req.values()))
@@ -274,6 +281,15 @@ def _entry_shapes(symbol, shapes) -> dict:
     if out_shapes is None:
         raise MXNetError(f"cannot infer the shapes of every value from {shapes}")
     return {(id(n), i): tuple(s) for (n, i), s in zip(internals._outputs, out_shapes)}
+
+
+def _entry_dtypes(symbol, given) -> dict:
+    """``(id(node), index) -> dtype`` of every value in ``symbol`` (mxnet's rules)."""
+    internals = symbol.get_internals()
+    _, out_types, _ = internals.infer_type(**given)
+    if out_types is None:
+        raise MXNetError(f"cannot infer the dtypes of every value from {given}")
+    return {(id(n), i): dtype_name(t) for (n, i), t in zip(internals._outputs, out_types)}
 
 
 def _segments_by_key(shared_exec) -> dict:

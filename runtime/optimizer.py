@@ -82,6 +82,9 @@ from .ndarray import NDArray
 from .optimizer_kernels import _Spec, _launch, _zeros_like, precompile
 from .optimizer_states import MAGIC  # noqa: F401  (the state file's first line, public)
 
+# weights that multi_precision gives float32 master copies (update_multi_precision)
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
 log = logging.getLogger("symtriton")
 
 __all__ = ["Optimizer", "SGD", "NAG", "Adam", "AdaGrad", "RMSProp", "AdaDelta", "Signum",
@@ -255,16 +258,19 @@ class Optimizer:
         return None
 
     def _mp(self, weight):
-        return bool(self.multi_precision) and weight.dtype == torch.float16
+        # mxnet 1.9.1 keeps master copies for float16 only; bfloat16's 8 significant bits
+        # lose an update smaller than 2**-8 of the weight, so it gets them too
+        return bool(self.multi_precision) and weight.dtype in _LOW_PRECISION
 
     def create_state_multi_precision(self, index, weight):
-        """``(fp32 master copy, state)`` for fp16 weights with multi_precision, else the state."""
+        """``(fp32 master copy, state)`` for float16 / bfloat16 weights with
+        multi_precision, else the state."""
         if self._mp(weight):
             master = _zeros_like(weight, torch.float32)
             with torch.no_grad():
                 master.copy_(weight)
             return (master, self.create_state(index, master))
-        if weight.dtype == torch.float16 and not self.multi_precision:
+        if weight.dtype in _LOW_PRECISION and not self.multi_precision:
             warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
                           "slow convergence. Consider using multi_precision=True option of the "
                           "optimizer")
@@ -559,10 +565,12 @@ class AdaDelta(Optimizer):
         return (float(self.rho), float(self.epsilon), 0.0, 0.0)
 
 
-def aot_kernels(name, params, targets) -> list:
+def aot_kernels(name, params, targets, dtypes=("float32",)) -> list:
     """``symtriton compile --optimizer NAME``: the hashes of the update kernels
-    ``create(name, **params)`` launches (the ``symtriton.aot_kernels`` entry point)."""
-    return precompile(create(name, **params), targets=targets)
+    ``create(name, **params)`` launches on weights of ``dtypes`` (the
+    ``symtriton.aot_kernels`` entry point)."""
+    return precompile(create(name, **params), dtypes=tuple(getattr(torch, d) for d in dtypes),
+                      targets=targets)
 
 
 # --------------------------------------------------------------------------- Updater

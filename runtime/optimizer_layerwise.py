@@ -9,9 +9,9 @@ around the norms, as mxnet's ``multi_lamb_update``: phase 1 updates mean and
 variance and writes the step direction to a scratch tensor, phase 2 applies
 ``w -= lr * trust_ratio * direction``. LARS and LBSGD reuse SGD's rules.
 
-``multi_precision`` is accepted; weights are float32 in this project, so it
-behaves as mxnet's does for float32 weights (no master copy); float16 weights
-with ``multi_precision=True`` are refused.
+``multi_precision`` is accepted and behaves as mxnet's does for float32 weights (no
+master copy); float16 / bfloat16 weights with ``multi_precision=True`` are refused:
+their master-copy update is not built for these rules yet.
 """
 from __future__ import annotations
 

@@ -84,9 +84,11 @@ _k._RULE_INPUTS.update({"sgld": ("noise",)})
 def _no_master(opt, weights):
     for w in weights:
         if opt._mp(w):
-            raise MXNetError(f"{type(opt).__name__}: multi_precision with float16 weights is "
-                             f"not supported (weights are float32 in symtriton); pass float32 "
-                             f"weights or multi_precision=False")
+            raise MXNetError(f"{type(opt).__name__}: multi_precision master copies for "
+                             f"{str(w.dtype).replace('torch.', '')} weights are not built for "
+                             f"this optimizer yet (SGD, NAG, Adam, AdaGrad, RMSProp and "
+                             f"AdaDelta have them); use one of those, float32 weights, or "
+                             f"multi_precision=False")
 
 
 def _counts(opt, indices):

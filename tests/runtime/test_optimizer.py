@@ -337,6 +337,30 @@ def test_multi_precision_keeps_fp32_master():
     assert w2[0].item() == pytest.approx(1 - 0.001, abs=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name,kw", [("sgd", dict(momentum=0.9, wd=0.01)), ("nag", dict(momentum=0.9)),
+                                     ("adam", {}), ("adagrad", {}), ("rmsprop", {}),
+                                     ("adadelta", {})])
+def test_multi_precision_master_follows_the_float32_update(name, kw, dtype):
+    """With multi_precision, a float16 / bfloat16 weight's float32 master takes exactly
+    the float32 optimizer's steps (on the gradient widened to float32), and the weight
+    is the master rounded to its dtype (mxnet's mp_* rule; bfloat16 here as float16)."""
+    rng = np.random.RandomState(0)
+    w0 = torch.tensor(rng.randn(16).astype(np.float32)).to(dtype)
+    mp = opt.get_updater(opt.create(name, learning_rate=0.05, multi_precision=True, **kw))
+    ref = opt.get_updater(opt.create(name, learning_rate=0.05, **kw))
+    w, w32 = w0.clone(), w0.float()
+    for _ in range(3):
+        g = torch.tensor(rng.randn(16).astype(np.float32)).to(dtype)
+        mp(0, g, w)
+        ref(0, g.float(), w32)
+    # mxnet's state layouts: (momentum, master) for SGD and NAG, (master, state) else
+    master = mp.states[0][1 if name in ("sgd", "nag") else 0]
+    assert master.dtype == torch.float32 and w.dtype == dtype
+    torch.testing.assert_close(master, w32, rtol=1e-6, atol=1e-7)
+    assert torch.equal(w, w32.to(dtype))
+
+
 # ----------------------------------------------------------------------------- states
 def _train(u, ws, steps, seed):
     rng = np.random.RandomState(seed)
