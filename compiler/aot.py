@@ -214,7 +214,7 @@ def _program_key(symbol, shapes, for_training, grad_req, is_train, target, dtype
 
 def symbol_file(symbol) -> str:
     """Where a compiled symbol's JSON is stored: ``symbols/<sha256 prefix>.json``."""
-    digest = hashlib.sha256(symbol.tojson().encode()).hexdigest()[:24]
+    digest = hashlib.sha256(symbol.tojson(remove_amp_cast=False).encode()).hexdigest()[:24]
     return f"{SYMBOLS}/{digest}.json"
 
 
@@ -479,7 +479,8 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
     # the in-memory map is keyed by program key alone: a Program compiled earlier in
     # this process for another cache directory would be a hit with no entry in root
     cache.clear_memory_cache()
-    for rel, text in {job["compile"]["symbol"]: job["_call"][0].tojson() for job in jobs}.items():
+    for rel, text in {job["compile"]["symbol"]: job["_call"][0].tojson(remove_amp_cast=False)
+                     for job in jobs}.items():
         path = os.path.join(root, rel)
         cache_trust.make_dirs(os.path.dirname(path))
         atomic_write_text(path, text)

@@ -28,10 +28,12 @@ def check_target(target: str) -> str:
 
 
 def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
-                  is_train: bool, target: str, dtypes: dict = None) -> dict:
+                  is_train: bool, target: str, dtypes: dict = None,
+                  loss_scale: bool = False) -> dict:
     """The named parts of a Program's cache key (``dtypes``: every argument's and
-    auxiliary state's dtype, as :func:`all_dtypes` gives them)."""
-    return {
+    auxiliary state's dtype, as :func:`all_dtypes` gives them; ``loss_scale`` is a
+    part only when set, so other keys stay as they were)."""
+    parts = {
         "name": symbol.name or ",".join(symbol.list_outputs()),
         "graph": canonical_graph_json(symbol),
         "shapes": {k: [int(x) for x in v] for k, v in sorted(shapes.items())},
@@ -43,6 +45,9 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
         "grad_req": dict(sorted(grad_req.items())) if for_training else {},
         "target": target,
     }
+    if loss_scale and for_training:
+        parts["loss_scale"] = True
+    return parts
 
 
 def canonical_graph_json(symbol) -> str:
@@ -53,7 +58,7 @@ def canonical_graph_json(symbol) -> str:
     (arrays bind by them) and stay.
     """
     import json
-    doc = json.loads(symbol.tojson())
+    doc = json.loads(symbol.tojson(remove_amp_cast=False))   # AMP's casts are compiled
     for i, node in enumerate(doc["nodes"]):
         if node["op"] != "null":
             node["name"] = f"n{i}"
@@ -61,7 +66,8 @@ def canonical_graph_json(symbol) -> str:
 
 
 def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
-                   is_train: bool = None, target: str = "cpu", dtypes: dict = None) -> Program:
+                   is_train: bool = None, target: str = "cpu", dtypes: dict = None,
+                   loss_scale: bool = False) -> Program:
     """Return the Program of ``symbol`` for ``shapes`` (cached).
 
     Parameters
@@ -80,19 +86,27 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
     dtypes : dict of str -> dtype, optional
         Known dtypes of inputs (``type_dict``); the rest are inferred with mxnet's
         rules (``passes/infer_types.py``), float32 where nothing decides.
+    loss_scale : bool
+        Training only: every head's starting gradient is multiplied by a one-element
+        float32 ``loss_scale`` input (slot kind ``loss_scale``), which the executor
+        sets before each backward: AMP's dynamic loss scaling without a recompile
+        per scale.
     """
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
     grad_req = dict(grad_req or {})
     shapes = _all_argument_shapes(symbol, shapes)
     dtypes = all_dtypes(symbol, dtypes or {})
-    parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes)
+    loss_scale = bool(loss_scale and for_training)
+    parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
+                          loss_scale)
     key = cache.make_key(parts)
 
     def build():
         if "compiles" in __import__("os").environ.get("SYMTRITON_LOG", ""):
             log.warning("symtriton: compiling %s (key %s)", cache.describe_key(parts), key)
-        return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes)
+        return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
+                      loss_scale)
 
     prog = cache.lookup(key, parts, build)
     names = symbol.list_outputs()
@@ -119,12 +133,12 @@ def all_dtypes(symbol, dtypes: dict) -> dict:
     return {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
 
 
-def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes):
+def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, loss_scale=False):
     timings = {}
     t0 = time.perf_counter()
     graph = symbol.to_graph()
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
-                                 is_train, timings, dtypes)
+                                 is_train, timings, dtypes, loss_scale)
     sources = {}
     t1 = time.perf_counter()
     launches, group_ops = build_program(g, groups, plan, target, sources)

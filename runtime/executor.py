@@ -131,6 +131,13 @@ class Executor:
         self._last_train = False
         self.outputs = []
         self._monitor = None
+        # AMP's loss scale (set_loss_scale): executors that share memory share it too,
+        # so a bucket bound later starts with the scale and the value of its default
+        self._loss_scaling = bool(getattr(shared_exec, "_loss_scaling", False))
+        shared_scale = getattr(shared_exec, "_loss_scale", None)
+        self._loss_scale = shared_scale if shared_scale is not None and \
+            shared_scale.device == self._ctx.torch_device else \
+            torch.ones(1, dtype=torch.float32, device=self._ctx.torch_device)
         self._compile()
 
     # -- construction -------------------------------------------------------------
@@ -186,7 +193,8 @@ class Executor:
         target = self._ctx.target
         if self._for_training:
             self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
-                                              self._grad_req, True, target, self._dtypes)
+                                              self._grad_req, True, target, self._dtypes,
+                                              loss_scale=self._loss_scaling)
         if not self._for_training or is_mode_dependent(self._symbol):
             self._infer_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
                                               False, target, self._dtypes)
@@ -257,6 +265,8 @@ class Executor:
                 base = self.outputs[int(name)]
             elif kind == "head_grad":
                 base = heads[name]
+            elif kind == "loss_scale":
+                base = self._loss_scale
             else:
                 base = bufs[int(name)]
             flat = base.reshape(-1)
@@ -400,6 +410,38 @@ class Executor:
                            else empty(tuple(s), self._ctx, old.dtype))
         new.outputs = outputs      # bound on first use: the new launches write these
         return new
+
+    def set_loss_scale(self, value):
+        """Multiply the gradient every head starts the backward pass with (a loss
+        operator's, or ``out_grads``) by ``value``: dynamic loss scaling for
+        ``mx.contrib.amp`` (not an mxnet method).
+
+        The first call recompiles the training Program with the scale as an input
+        (``compile_symbol(loss_scale=True)``), so it must come before a forward; later
+        calls only set the value, which executors sharing memory with this one
+        (buckets, reshapes) read too.
+
+        Parameters
+        ----------
+        value : float
+        """
+        if not self._for_training:
+            raise MXNetError("set_loss_scale: this executor was bound without gradients "
+                             "(grad_req 'null' everywhere); a loss scale needs a backward")
+        if not self._loss_scaling:
+            old = self._train_prog
+            self._loss_scaling = True
+            self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
+                                              self._grad_req, True, self._ctx.target,
+                                              self._dtypes, loss_scale=True)
+            if self._infer_prog is old:
+                self._infer_prog = self._train_prog
+            self._buffers.pop(id(old), None)
+            self._head_grads.pop(id(old), None)
+            for key in [k for k in self._bound if k[0] == id(old)]:
+                del self._bound[key]
+            self._last_prog = None          # the next backward needs a new forward
+        self._loss_scale.fill_(float(value))
 
     def set_monitor_callback(self, callback, monitor_all=False):
         self._monitor = callback

@@ -4,7 +4,11 @@ Each operator's ``gradient`` rule writes its input gradients as graph ops.
 Contributions to one value are summed; values no gradient reaches are
 skipped. Loss heads (``is_loss``: SoftmaxOutput, the regression outputs,
 MakeLoss) take no incoming gradient; every other head gets a ``head_grad``
-variable that ``backward(out_grads)`` fills.
+variable that ``backward(out_grads)`` fills. With ``loss_scale`` (AMP's dynamic
+loss scaling) a one-element float32 variable ``loss_scale`` (role ``loss_scale``,
+set by the executor before each backward) multiplies every head's starting
+gradient: a loss operator's input gradients and each ``head_grad``. The multiply
+fuses into the kernel computing that gradient.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from ..graph import Builder, Graph, NodeView
 GRAD_REQS = ("write", "add", "null")
 
 
-def autodiff(graph: Graph, grad_req: dict) -> Graph:
+def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False) -> Graph:
     """Return a copy of ``graph`` whose heads are followed by argument gradients.
 
     Parameters
@@ -27,6 +31,8 @@ def autodiff(graph: Graph, grad_req: dict) -> Graph:
     grad_req : dict of str -> {'write', 'add', 'null'}
         Per argument. ``add`` reads the gradient array's old value (a
         ``grad_in`` variable) and adds to it.
+    loss_scale : bool
+        Multiply each head's starting gradient by a ``loss_scale`` variable.
 
     Returns
     -------
@@ -52,6 +58,12 @@ def autodiff(graph: Graph, grad_req: dict) -> Graph:
     for v in wanted:
         reach |= nx.descendants(out.g, v)
     contributions, head_vars = {}, {}
+    scale = None
+    if loss_scale:
+        s = out.add_node("null", "loss_scale", role="loss_scale", phase="bwd")
+        out.node(s)["shapes"] = [(1,)]
+        out.node(s)["dtypes"] = ["float32"]
+        scale = b.ref((s, 0))
     for i, head in enumerate(list(out.heads)):
         node = out.node(head[0])
         if node["op"] != "null" and node["opdef"].is_loss:
@@ -62,12 +74,12 @@ def autodiff(graph: Graph, grad_req: dict) -> Graph:
         out.node(g)["dtypes"] = [out.dtype(head)]
         out.meta["head_grads"][i] = name
         head_vars[i] = g
-        contributions.setdefault(tuple(head), []).append(b.ref((g, 0)))
+        contributions.setdefault(tuple(head), []).append(_scaled(b, b.ref((g, 0)), scale))
 
     for n in reversed(forward_nodes):
         if n not in reach:
             continue
-        _differentiate_node(out, b, n, contributions)
+        _differentiate_node(out, b, n, contributions, scale)
 
     for v in out.variables("arg"):
         if v not in wanted:
@@ -89,10 +101,20 @@ def autodiff(graph: Graph, grad_req: dict) -> Graph:
         if out.g.out_degree(g) == 0 and g not in heads:
             out.g.remove_node(g)
             del out.meta["head_grads"][i]
+    if scale is not None and out.g.out_degree(scale.entry[0]) == 0:
+        out.g.remove_node(scale.entry[0])
     return out
 
 
-def _differentiate_node(graph: Graph, b: Builder, n, contributions):
+def _scaled(b: Builder, g, scale):
+    """``g`` times the one-element ``scale`` (None: ``g``)."""
+    if scale is None:
+        return g
+    shape = (1,) * len(g.shape)
+    return b.op("broadcast_mul", g, scale if shape == (1,) else b.op("Reshape", scale, shape=shape))
+
+
+def _differentiate_node(graph: Graph, b: Builder, n, contributions, scale=None):
     d = graph.node(n)
     opdef = d["opdef"]
     num_out = len(d["shapes"])
@@ -115,6 +137,8 @@ def _differentiate_node(graph: Graph, b: Builder, n, contributions):
         if tuple(g.shape) != tuple(graph.shape(entry)):
             raise MXNetError(f"internal: gradient of {d['op']} '{d['name']}' has shape "
                              f"{g.shape}, input has {graph.shape(entry)}")
+        if opdef.is_loss:
+            g = _scaled(b, g, scale)
         want = graph.dtype(entry)
         if g.dtype != want and is_float(want):
             # a gradient has its input's dtype (mxnet's _backward_cast for Cast; a float32

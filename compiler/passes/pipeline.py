@@ -72,8 +72,8 @@ def prepare_heads(graph: Graph) -> Graph:
 
 
 def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
-               timings: dict = None, dtypes: dict = None) -> tuple:
-    """Run every pass; return ``(graph, groups, plan)``."""
+               timings: dict = None, dtypes: dict = None, loss_scale: bool = False) -> tuple:
+    """Run every pass; return ``(graph, groups, plan)`` (``loss_scale``: autodiff's)."""
     timings = timings if timings is not None else {}
 
     def timed(name, fn, *args):
@@ -84,7 +84,7 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
 
     g = timed("infer_shapes", infer_shapes, graph, shapes)
     g = timed("infer_types", infer_types, g, dtypes)
-    g = timed("autodiff", autodiff, g, grad_req) if is_train else g
+    g = timed("autodiff", autodiff, g, grad_req, loss_scale) if is_train else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train)
     g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures

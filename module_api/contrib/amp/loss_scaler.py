@@ -47,6 +47,12 @@ class LossScaler:
             if g is not None:
                 grads.append(g.as_subclass(torch.Tensor) if isinstance(g, torch.Tensor) else g)
         overflow = any(not bool(torch.isfinite(g).all()) for g in grads)
+        self.update_scale(overflow)
+        return overflow
+
+    def update_scale(self, overflow):
+        """Count one step: ``overflow`` (its gradients held inf or nan) halves the
+        scale the next step uses; 2000 steps in a row without one double it."""
         self._loss_scale = self._next_loss_scale
         if overflow:
             self._next_loss_scale = self._loss_scale / 2.
@@ -58,4 +64,3 @@ class LossScaler:
             self._unskipped = 0
             self._next_loss_scale = min(self._max_loss_scale, self._loss_scale * 2.)
             logging.info("AMP: increasing loss scale to %f", self._next_loss_scale)
-        return overflow
