@@ -26,6 +26,9 @@ LOW_PRECISION = ("float16", "bfloat16")
 
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
             "uint8": 1, "int8": 1, "int32": 4, "int64": 8}
+# mxnet's type flags (mshadow's TypeFlag), as a ``__dtype__`` attribute holds them
+MXNET_TYPE_FLAG = {"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4,
+                   "int8": 5, "int64": 6, "bfloat16": 12}
 TL = {name: f"tl.{name}" for name in SUPPORTED}
 TORCH = {name: f"torch.{name}" for name in SUPPORTED}
 

@@ -10,7 +10,7 @@ run to a fixed point; variables still unknown then are float32, mxnet's default.
 """
 from __future__ import annotations
 
-from ..dtypes import check_dtype, dtype_name
+from ..dtypes import MXNET_TYPE_FLAG, check_dtype, dtype_name
 from ..errors import MXNetError
 from ..graph import Graph
 
@@ -103,6 +103,4 @@ def _infer_node(graph, n, known) -> bool:
     return changed
 
 
-# mxnet's type flags (include/mxnet/base.h / mshadow's TypeFlag)
-_FLAG_NAMES = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 5: "int8",
-               6: "int64", 12: "bfloat16"}
+_FLAG_NAMES = {flag: name for name, flag in MXNET_TYPE_FLAG.items()}

@@ -31,12 +31,10 @@ as float32, which ``convert_model`` casts the parameter arrays to.
 from __future__ import annotations
 
 from .. import amp_lists
+from ..dtypes import MXNET_TYPE_FLAG
 from ..errors import MXNetError
 from ..symbol import Symbol, _Node, _topo
 
-# mxnet's type flags, as ``__dtype__`` holds them
-_FLAGS = {"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4, "int8": 5,
-          "int64": 6, "bfloat16": 12}
 
 
 def reduce_precision(sym, target_dtype="float16", target_dtype_ops=None, fp32_ops=None,
@@ -305,14 +303,14 @@ def _mark_param_dtypes(sym, param_names, data_names) -> Symbol:
     wanted = set(param_names)
     for node in _topo(sym._outputs):
         if node.op == "null" and node.name in wanted:
-            node.attrs["__dtype__"] = str(_FLAGS.get(types.get(node.name), -1))
+            node.attrs["__dtype__"] = str(MXNET_TYPE_FLAG.get(types.get(node.name), -1))
     return sym
 
 
 def param_dtypes(sym) -> dict:
     """``{variable name: dtype name}`` for the variables of ``sym`` whose ``__dtype__``
     the conversion set (unknown ``-1`` left out): what ``convert_model`` casts to."""
-    names = {v: k for k, v in _FLAGS.items()}
+    names = {v: k for k, v in MXNET_TYPE_FLAG.items()}
     out = {}
     for node in _topo(sym._outputs):
         flag = node.attrs.get("__dtype__") if node.op == "null" else None

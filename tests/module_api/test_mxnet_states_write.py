@@ -11,7 +11,9 @@ import pytest
 import module_api as mx
 
 OPT = {"learning_rate": 0.1, "momentum": 0.9}
-MXNET_PYTHON = os.environ.get("MXNET_PYTHON", "/work/mxvenv/bin/python")
+# the Makefile's mxnet 1.9.1 venv (`make mxnet-venv`); the test skips without it
+MXNET_PYTHON = os.environ.get("MXNET_PYTHON", os.path.join(
+    os.path.dirname(__file__), "..", "..", ".mxnet-venv", "bin", "python"))
 
 
 def _trained(tmp_path, monkeypatch):
