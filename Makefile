@@ -46,6 +46,7 @@ bench: venv
 	$(PY) benchmarks/module_fit.py $(MXNET_FLAG)
 	$(PY) benchmarks/lstm_bucketing.py $(MXNET_FLAG)
 	$(PY) benchmarks/lenet.py $(MXNET_FLAG)
+	$(PY) benchmarks/dtypes.py $(MXNET_FLAG)
 
 # mxnet 1.9.1 in its own venv, for the benchmarks' peer column (never imported here).
 mxnet-venv:

@@ -215,13 +215,21 @@ def main(argv=None):
             spill = sum(r["n_spills"] for r, _ in ok)
             shared = max((r["shared"] for r, _ in ok), default=0)
             slowest = max((s for _, s in results), default=0.0)
-            mma = sum(1 for r, _ in ok if cubin.tensor_core_instructions(cubin.sass(r["cubin"])))
+            forms = {}              # tensor-core instruction form -> count over the kernels
+            mma = 0
+            for r, _ in ok:
+                found = cubin.tensor_core_instructions(cubin.sass(r["cubin"]))
+                mma += bool(found)
+                for form, count in found.items():
+                    forms[form] = forms.get(form, 0) + count
             over = [r for r, s in ok if r["n_spills"] or r["n_regs"] > 255] + \
                 [r for r, s in ok if s > args.max_seconds]
             bad += len(failed) + len(over)
             print(f"{name:<11} {target:<8} {len(results):>7} {regs:>8} {spill:>9} {shared:>10} "
                   f"{mma:>4} {slowest:>6.1f} {time.perf_counter() - t1:>7.1f}  "
                   f"{len(failed) + len(over)} (programs {t1 - t0:.1f}s)")
+            if forms:
+                print("    mma forms: " + ", ".join(f"{f} x{n}" for f, n in sorted(forms.items())))
             if args.kernels:
                 for r, s in sorted(ok, key=lambda x: -x[1]):
                     c = r["config"]

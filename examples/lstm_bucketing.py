@@ -4,9 +4,16 @@ The arguments, defaults and model are those of mxnet 1.9.1's
 ``example/rnn/bucketing/lstm_bucketing.py``, and so is the data: the Sherlock Holmes
 corpus, shipped in ``examples/data/sherlockholmes`` (train on ``train.txt``,
 validate on ``test.txt``); its 25 epochs take about five minutes on two CPU cores.
-The additions: ``--train-data`` / ``--valid-data`` name other text files, and
+The additions: ``--train-data`` / ``--valid-data`` name other text files,
 ``--generated N`` trains on a generated Markov corpus instead (``examples/corpus.py``,
-whose best reachable perplexity is known and printed).
+whose best reachable perplexity is known and printed), and ``--dtype float16`` /
+``bfloat16`` trains the model in that dtype from the embedding on (``Embedding(dtype=)``
+and begin states in it; the token ids stay float32 and the softmax runs in float32 after
+a ``Cast``, as mxnet's AMP does) with SGD ``multi_precision=True`` (float32 master
+weights). The default, ``float32``, is mxnet's example unchanged. On ``cpu()`` the
+kernels compute low precision in float32 (they widen loads and narrow stores): it
+halves the bytes, not the time (``benchmarks/dtypes.py``); on a GPU the matmuls run on
+tensor cores.
 
 After each epoch the validation perplexity is logged beside mxnet 1.9.1's at the same
 epoch and configuration, from ``examples/data/mxnet_lstm_bucketing_perplexity.json``
@@ -17,6 +24,7 @@ the mean of its runs, with their range). A plot of both goes to ``--plot``.
     python examples/lstm_bucketing.py --num-epochs 5     # a shorter run
     python examples/lstm_bucketing.py --gpus 0           # on a GPU
     python examples/lstm_bucketing.py --generated 1200 --num-hidden 32 --num-embed 32
+    python examples/lstm_bucketing.py --dtype float16 --gpus 0
 
 Data-parallel on two worker processes (each trains on its half of the sentences;
 gradients are summed across workers every step):
@@ -73,6 +81,10 @@ parser.add_argument("--generated", type=int, default=0,
                          "of the text files")
 parser.add_argument("--buckets", type=str, default="10,20,30,40,50,60", help="bucket lengths")
 parser.add_argument("--seed", type=int, default=0, help="seed of the model (and corpus)")
+parser.add_argument("--dtype", type=str, default="float32",
+                    choices=("float32", "float16", "bfloat16"),
+                    help="dtype of the model from the embedding to the output layer "
+                         "(low precision: float32 softmax, multi_precision SGD)")
 parser.add_argument("--reference", type=str, default=REFERENCE,
                     help="mxnet 1.9.1's per-epoch validation perplexity (JSON), shown beside "
                          "ours when the configuration is the one it was recorded with")
@@ -126,6 +138,9 @@ def load_reference(args):
         logging.info("not comparing with mxnet 1.9.1: this configuration differs from the "
                      "one %s was recorded with", os.path.relpath(args.reference, ROOT))
         return None
+    if args.dtype != "float32":
+        logging.info("mxnet 1.9.1's figures beside ours are of its float32 runs (its CPU "
+                     "FullyConnected has no float16)")
     return ref
 
 
@@ -224,15 +239,21 @@ def main(argv=None):
     for i in range(args.num_layers):
         stack.add(mx.rnn.LSTMCell(num_hidden=args.num_hidden, prefix="lstm_l%d_" % i))
 
+    # low precision from the embedding on; token ids and the softmax stay float32
+    low = {"dtype": args.dtype} if args.dtype != "float32" else {}
+
     def sym_gen(seq_len):
         data = mx.sym.Variable("data")
         label = mx.sym.Variable("softmax_label")
         embed = mx.sym.Embedding(data=data, input_dim=len(vocab),
-                                 output_dim=args.num_embed, name="embed")
+                                 output_dim=args.num_embed, name="embed", **low)
         stack.reset()
-        outputs = stack.unroll(seq_len, inputs=embed, merge_outputs=True)[0]
+        outputs = stack.unroll(seq_len, inputs=embed, merge_outputs=True,
+                               **({"begin_state": stack.begin_state(**low)} if low else {}))[0]
         pred = mx.sym.Reshape(outputs, shape=(-1, args.num_hidden))
         pred = mx.sym.FullyConnected(data=pred, num_hidden=len(vocab), name="pred")
+        if low:
+            pred = mx.sym.Cast(pred, dtype="float32")
         label = mx.sym.Reshape(label, shape=(-1,))
         pred = mx.sym.SoftmaxOutput(data=pred, label=label, name="softmax")
         return pred, ("data",), ("softmax_label",)
@@ -250,7 +271,8 @@ def main(argv=None):
         kvstore=kv,
         optimizer=args.optimizer,
         optimizer_params={"learning_rate": args.lr, "wd": args.wd,
-                          **({"momentum": args.mom} if args.optimizer == "sgd" else {})},
+                          **({"momentum": args.mom} if args.optimizer == "sgd" else {}),
+                          **({"multi_precision": True} if low else {})},
         initializer=mx.init.Xavier(factor_type="in", magnitude=2.34),
         num_epoch=args.num_epochs,
         batch_end_callback=[mx.callback.Speedometer(args.batch_size, args.disp_batches,

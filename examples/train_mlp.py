@@ -10,9 +10,18 @@ are updated with plain SGD in torch: the arrays in ``arg_dict`` and
 The data set is synthetic and fixed by a seed: overlapping Gaussian
 clusters, one per class, so the task is learnable but not trivial. Loss falls and accuracy rises over the epochs.
 
+``--dtype float16`` / ``bfloat16`` binds the network in that dtype (``type_dict`` of
+the data and label: the weights, gradients and outputs follow) and updates it as SGD
+with ``multi_precision=True`` does: float32 master copies of the weights take the
+step and are copied (rounded) into the low-precision weights. The default,
+``float32``, is the plain run. On ``cpu()`` the kernels compute low precision in
+float32 (they widen loads and narrow stores): it halves the bytes, not the time
+(``benchmarks/dtypes.py``).
+
 Run from the repository root::
 
     python examples/train_mlp.py [--epochs 6] [--batch 64] [--lr 0.1]
+    python examples/train_mlp.py --dtype float16
 """
 from __future__ import annotations
 
@@ -72,8 +81,11 @@ def init_params(exe, seed):
             arr.zero_()
 
 
-def run_batches(exe, x, y, batch, train, lr, params, perm=None):
-    """One pass over (x, y); returns (mean cross-entropy, accuracy)."""
+def run_batches(exe, x, y, batch, train, lr, params, perm=None, masters=None):
+    """One pass over (x, y); returns (mean cross-entropy, accuracy).
+
+    ``masters``: float32 copies of low-precision weights (multi-precision SGD): they
+    take the step, the weights get their rounded values."""
     n = (x.shape[0] // batch) * batch
     order = perm if perm is not None else torch.arange(x.shape[0])
     loss_sum, correct = 0.0, 0
@@ -83,7 +95,7 @@ def run_batches(exe, x, y, batch, train, lr, params, perm=None):
         exe.arg_dict["data"].copy_(xb)
         exe.arg_dict["softmax_label"].copy_(yb)
         exe.forward(is_train=train)
-        prob = exe.outputs[0]
+        prob = exe.outputs[0].float()      # (float32: the output itself)
         labels = yb.long()
         # statistics before the update, from the softmax the kernels computed
         loss_sum += -torch.log(prob[torch.arange(batch), labels].clamp_min(1e-12)).sum().item()
@@ -94,7 +106,11 @@ def run_batches(exe, x, y, batch, train, lr, params, perm=None):
                 for name in params:
                     # SoftmaxOutput's gradient is summed over the batch
                     # (normalization='null'), so divide by the batch size here.
-                    exe.arg_dict[name].sub_(exe.grad_dict[name], alpha=lr / batch)
+                    if masters is None:
+                        exe.arg_dict[name].sub_(exe.grad_dict[name], alpha=lr / batch)
+                    else:
+                        masters[name].sub_(exe.grad_dict[name].float(), alpha=lr / batch)
+                        exe.arg_dict[name].copy_(masters[name])
     return loss_sum / n, correct / n
 
 
@@ -106,6 +122,9 @@ def main(argv=None):
     ap.add_argument("--train-size", type=int, default=2048)
     ap.add_argument("--test-size", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"),
+                    help="dtype of the data, label, weights and outputs; low precision "
+                         "keeps float32 master weights (multi_precision)")
     args = ap.parse_args(argv)
 
     t_start = time.perf_counter()
@@ -117,9 +136,14 @@ def main(argv=None):
 
     compiler.reset_cache_stats()
     t0 = time.perf_counter()
-    exe = net.simple_bind(cpu(), grad_req=grad_req, data=(args.batch, NUM_IN))
+    low = args.dtype != "float32"
+    type_dict = {"data": args.dtype, "softmax_label": args.dtype} if low else None
+    exe = net.simple_bind(cpu(), grad_req=grad_req, type_dict=type_dict,
+                          data=(args.batch, NUM_IN))
     bind_s = time.perf_counter() - t0
     init_params(exe, args.seed)
+    # multi_precision: float32 master weights for low-precision ones
+    masters = {n: exe.arg_dict[n].float().clone() for n in params} if low else None
 
     prog = exe.programs[0]
     st = prog.stats
@@ -127,7 +151,8 @@ def main(argv=None):
     unfused = st["unfused_forward_ops"] + st["unfused_backward_ops"]
     print(f"symtriton demo: MLP {NUM_IN}-{'-'.join(map(str, HIDDEN))}-{NUM_CLASSES} + SoftmaxOutput, "
           f"batch {args.batch}, SGD lr {args.lr}, "
-          f"cpu() target {cpu_target()}")
+          f"cpu() target {cpu_target()}"
+          + (f", {args.dtype} (float32 master weights)" if low else ""))
     print(f"data: {args.train_size} train / {args.test_size} test samples, "
           f"{NUM_CLASSES} overlapping Gaussian clusters (seed {args.seed})")
     print(f"bind + compile: {bind_s:.2f} s; launches per training step: {fused} "
@@ -141,7 +166,8 @@ def main(argv=None):
     for epoch in range(1, args.epochs + 1):
         t0 = time.perf_counter()
         perm = torch.randperm(x_tr.shape[0], generator=gen)
-        loss, acc = run_batches(exe, x_tr, y_tr, args.batch, True, args.lr, params, perm)
+        loss, acc = run_batches(exe, x_tr, y_tr, args.batch, True, args.lr, params, perm,
+                                masters)
         te_loss, te_acc = run_batches(exe, x_te, y_te, args.batch, False, args.lr, params)
         history.append(loss)
         print(f"epoch {epoch:2d}  train loss {loss:.4f}  acc {acc:.3f}  |  "
