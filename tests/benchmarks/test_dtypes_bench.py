@@ -31,9 +31,12 @@ def test_dtypes_benchmark_tiny(tmp_path):
     assert set(rows) == {(m, d) for m in ("mlp", "lstm")
                          for d in ("float32", "float16", "bfloat16")}, out
     for (model, dtype), r in rows.items():
-        # the table row carries the same numbers
-        assert re.search(rf"^{model}\s+{dtype}\s+{float(r['sps']):.1f}\s+"
-                         rf"{float(r['ratio']):.3f}\s", out, re.M), (model, dtype, out)
+        # the table row carries the same numbers (printed to fewer places: the RESULT
+        # line's rounding and the table's may differ in the last one)
+        row = re.search(rf"^{model}\s+{dtype}\s+([0-9.]+)\s+([0-9.]+)\s", out, re.M)
+        assert row, (model, dtype, out)
+        assert abs(float(row.group(1)) - float(r["sps"])) <= 0.051, (row.group(0), r)
+        assert abs(float(row.group(2)) - float(r["ratio"])) <= 0.00051, (row.group(0), r)
         assert float(r["sps"]) > 0
         assert r["metric"] == ("accuracy" if model == "mlp" else "perplexity")
         value = float(r["value"])
