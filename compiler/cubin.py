@@ -197,17 +197,22 @@ def _tools_dir() -> str:
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 
 
-def resource_usage(cubin: bytes) -> dict:
-    """Registers, stack/local bytes and static shared memory of the cubin's kernel."""
+def _cuobjdump(cubin: bytes, flag: str) -> str:
+    """What ``cuobjdump FLAG`` prints for the cubin (written to a temporary file)."""
     tool = os.path.join(_tools_dir(), "cuobjdump")
     fd, path = tempfile.mkstemp(suffix=".cubin")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(cubin)
-        out = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True,
-                             check=True).stdout
+        return subprocess.run([tool, flag, path], capture_output=True, text=True,
+                              check=True).stdout
     finally:
         os.unlink(path)
+
+
+def resource_usage(cubin: bytes) -> dict:
+    """Registers, stack/local bytes and static shared memory of the cubin's kernel."""
+    out = _cuobjdump(cubin, "-res-usage")
     fields = {}
     for line in out.splitlines():
         if "REG:" in line:
@@ -219,15 +224,7 @@ def resource_usage(cubin: bytes) -> dict:
 
 def sass(cubin: bytes) -> str:
     """The cubin's machine code as ``cuobjdump -sass`` prints it."""
-    tool = os.path.join(_tools_dir(), "cuobjdump")
-    fd, path = tempfile.mkstemp(suffix=".cubin")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(cubin)
-        return subprocess.run([tool, "-sass", path], capture_output=True, text=True,
-                              check=True).stdout
-    finally:
-        os.unlink(path)
+    return _cuobjdump(cubin, "-sass")
 
 
 # Matrix instructions in SASS: HMMA (mma.sync on half, bfloat16 and TF32 inputs), HGMMA

@@ -83,16 +83,6 @@ def compute_dtype(dtypes) -> str:
     return "float64" if "float64" in dtypes else "float32"
 
 
-def torch_dtype(name: str):
-    import torch
-    return getattr(torch, name)
-
-
-def numpy_dtype(name: str):
-    """numpy's dtype for ``name`` (bfloat16, which numpy lacks, reads as float32)."""
-    return np.dtype("float32" if name == "bfloat16" else name)
-
-
 def fp32_matmul_precision(target: str) -> str:
     """``ieee`` or ``tf32``: how float32 matmuls run on ``target``.
 

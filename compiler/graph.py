@@ -163,13 +163,11 @@ class Graph:
         self.g.remove_nodes_from(dead)
 
 
-# casts keep each input's shape: a shape an operator expects of a cast's output is the
-# shape of the variable behind it (AMP casts parameters: ``fc_weight -> amp_cast -> FC``)
-_SHAPE_KEEPING_CASTS = ("amp_cast", "amp_multicast", "Cast", "cast")
-
-
 def _through_cast(graph: Graph, src, idx):
-    if graph.g.nodes[src]["op"] in _SHAPE_KEEPING_CASTS:
+    """The entry behind output ``idx`` of ``src`` when ``src`` passes shapes through
+    (``OpDef.passes_shape``: casts), else that output itself."""
+    d = graph.g.nodes[src]
+    if d["op"] != "null" and d["opdef"].passes_shape:
         return graph.inputs(src)[idx]
     return src, idx
 

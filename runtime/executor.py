@@ -428,6 +428,10 @@ class Executor:
         if not self._for_training:
             raise MXNetError("set_loss_scale: this executor was bound without gradients "
                              "(grad_req 'null' everywhere); a loss scale needs a backward")
+        value = float(value)
+        if not (value > 0 and value != float("inf")):
+            raise MXNetError(f"set_loss_scale: the scale must be a positive finite number, "
+                             f"got {value}")
         if not self._loss_scaling:
             old = self._train_prog
             self._loss_scaling = True
@@ -441,7 +445,7 @@ class Executor:
             for key in [k for k in self._bound if k[0] == id(old)]:
                 del self._bound[key]
             self._last_prog = None          # the next backward needs a new forward
-        self._loss_scale.fill_(float(value))
+        self._loss_scale.fill_(value)
 
     def set_monitor_callback(self, callback, monitor_all=False):
         self._monitor = callback

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from ..dtypes import FLOATS, SUPPORTED, dtype_name
+from ..dtypes import LOW_PRECISION, SUPPORTED, dtype_name
 from .elemwise import same_shape
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, parse_bool, parse_count,
                        parse_dtype, register)
 
 # amp_cast / amp_multicast convert only these; other inputs pass through (mxnet's rule)
-_AMP_FLOATS = ("float32", "float16", "bfloat16")
+_AMP_FLOATS = ("float32",) + LOW_PRECISION
 
 
 def round_to(x: str, dtype: str) -> str:
@@ -32,7 +32,7 @@ def _torch_cast(x, dtype):
 register(OpDef(
     name="Cast", pattern="elemwise", infer_shape=same_shape,
     lowering=Pointwise(lambda attrs, x: round_to(x, attrs["dtype"])),
-    attrs=[Attr("dtype", parse_dtype)],
+    attrs=[Attr("dtype", parse_dtype)], passes_shape=True,
     infer_type=lambda attrs, t: (t, [attrs["dtype"]]),
     reference=lambda attrs, ins, is_train: [_torch_cast(ins[0], attrs["dtype"])],
     gradient=lambda b, n: [n.ograds[0]], aliases=("cast",),
@@ -52,7 +52,7 @@ def _amp_cast_build(b, n, is_train):
 register(OpDef(
     name="amp_cast", pattern="elemwise", infer_shape=same_shape,
     lowering=Decompose(_amp_cast_build),
-    attrs=[Attr("dtype", parse_dtype)],
+    attrs=[Attr("dtype", parse_dtype)], passes_shape=True,
     infer_type=lambda attrs, t: (t, [None if t[0] is None else _amp_target(attrs, t[0])]),
     reference=lambda attrs, ins, is_train: [
         _torch_cast(ins[0], _amp_target(attrs, dtype_name(ins[0].dtype)))],
@@ -66,7 +66,7 @@ def _multicast_target(attrs, types):
     if attrs["cast_narrow"]:
         target = "float32"
         for t in types:
-            if t in ("float16", "bfloat16"):
+            if t in LOW_PRECISION:
                 target = t
         return target
     target = types[0]
@@ -106,9 +106,7 @@ register(OpDef(
     arguments=lambda attrs: [f"data_{i}" for i in range(attrs["num_outputs"])],
     outputs=lambda attrs: [f"output{i}" for i in range(attrs["num_outputs"])],
     attrs=[Attr("num_outputs", parse_count), Attr("cast_narrow", parse_bool, False)],
-    variadic="num_outputs", key_var_num_args="num_outputs",
+    variadic="num_outputs", key_var_num_args="num_outputs", passes_shape=True,
     infer_type=_multicast_types, reference=_multicast_ref,
     gradient=lambda b, n: list(n.ograds),
     doc="AMP's cast of several inputs to their widest (or narrowest) float type."))
-
-assert set(_AMP_FLOATS) <= set(FLOATS)

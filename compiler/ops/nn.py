@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from ..dtypes import LOW_PRECISION
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, Special, choice,
                        merge_shape, normalize_axis, parse_bool, parse_float, parse_int,
-                       parse_dtype, parse_optional_float, parse_shape, parse_str, prod,
+                       parse_dtype, parse_optional_float, parse_shape, prod,
                        register)
 
 
@@ -280,7 +281,7 @@ def _bn_types(attrs, in_types):
     """mxnet's BatchNormType: gamma, beta and the moving statistics are in the data's
     accumulation type (float32 for float16/bfloat16 data), as are the mean/var outputs."""
     data = in_types[0]
-    param = None if data is None else "float32" if data in ("float16", "bfloat16") else data
+    param = None if data is None else "float32" if data in LOW_PRECISION else data
     return [data] + [param] * (len(in_types) - 1), [data, param, param]
 
 

@@ -26,6 +26,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..dtypes import LOW_PRECISION
 from ..errors import MXNetError
 from .registry import (Attr, OpDef, ShapeError, Special, choice, parse_bool, parse_float,
                        parse_int, parse_shape, prod, register)
@@ -208,7 +209,7 @@ def _index_type(t):
     """The dtype of a hidden index output (max pooling's mask, ROIPooling's maxidx):
     positions held as floats, float32 for float16 / bfloat16 data, whose 11 / 8
     significant bits would round positions past 2048 / 256."""
-    return "float32" if t in ("float16", "bfloat16") else t
+    return "float32" if t in LOW_PRECISION else t
 
 
 def _index_dtype(x):

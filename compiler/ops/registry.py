@@ -320,6 +320,10 @@ class OpDef:
     # ``expr`` a ``coords`` keyword (per dim, the ``{coord:P}`` placeholder or None)
     needs_coords: bool = False
     dim_links: Optional[Callable] = None
+    # output i always has input i's shape (casts): a shape a consumer expects of output i
+    # is the shape of the variable behind input i (AMP casts parameters:
+    # ``fc_weight -> amp_cast -> FullyConnected``; graph.infer_node)
+    passes_shape: bool = False
     # callable(attrs) -> {input name: {key: value}}: attributes set on an input that is a
     # variable when the operator is composed, unless the variable has them (mxnet's
     # FSetInputVarAttrOnCompose: prelu's gamma gets ``__init__`` Constant 0.25).

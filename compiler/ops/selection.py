@@ -37,7 +37,7 @@ import torch
 
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
                        normalize_axis, parse_bool, parse_float, parse_int,
-                       parse_dtype, parse_optional_int, parse_shape, parse_str, prod,
+                       parse_dtype, parse_optional_int, parse_shape, prod,
                        register)
 
 
@@ -71,8 +71,6 @@ def _one_hot_build(b, n, is_train):
     out = hit if (on, off) == (1.0, 0.0) else b.op("_plus_scalar", b.op(
         "_mul_scalar", hit, scalar=on - off), scalar=off)
     return [out]
-
-
 
 
 register(OpDef(

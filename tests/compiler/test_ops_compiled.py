@@ -101,6 +101,18 @@ def _close(got, want, what, rtol=RTOL, atol=ATOL):
         raise AssertionError(f"{what}: max abs error {err:.3g}\ngot  {got}\nwant {want}")
 
 
+def _fill(exe, s, op, values, gen):
+    """Copy ``values`` into the executor's arguments and draw its auxiliary states
+    (``op.aux``'s generators); returns the auxiliary values by name."""
+    for n, v in values.items():
+        exe.arg_dict[n][:] = v
+    aux_vals = {}
+    for n in s.list_auxiliary_states():
+        aux_vals[n] = _make(op.aux[n], tuple(exe.aux_dict[n].shape), gen)
+        exe.aux_dict[n][:] = aux_vals[n]
+    return aux_vals
+
+
 def check(op: Op, shapes):
     """Bind ``op`` at ``shapes`` and check (a) forward, (b) gradients, (c) FD."""
     gen = torch.Generator().manual_seed(_seed(op.name, shapes))
@@ -112,12 +124,7 @@ def check(op: Op, shapes):
     assert sorted(args) == sorted(op.inputs), (args, op.inputs)
     grad_req = {n: "write" if n in diff else "null" for n in args}
     exe = s.simple_bind(cpu(), grad_req=grad_req, **dict(zip(op.inputs, shapes)))
-    for n, v in values.items():
-        exe.arg_dict[n][:] = v
-    aux_vals = {}
-    for n in s.list_auxiliary_states():
-        aux_vals[n] = _make(op.aux[n], tuple(exe.aux_dict[n].shape), gen)
-        exe.aux_dict[n][:] = aux_vals[n]
+    aux_vals = _fill(exe, s, op, values, gen)
 
     xs = {n: v.double().requires_grad_(n in diff) for n, v in values.items()}
     xs_list = [xs[n] for n in op.inputs] + [aux_vals[n].double() for n in aux_vals]

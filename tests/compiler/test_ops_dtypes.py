@@ -15,7 +15,7 @@ import torch
 from compiler import symbol as sym
 from compiler.dtypes import dtype_name
 from runtime.context import cpu
-from tests.compiler.test_ops_compiled import OPS, _as_list, _make, _seed
+from tests.compiler.test_ops_compiled import OPS, _as_list, _fill, _make, _seed
 
 # (rtol, atol) per dtype. float16 keeps 11 significant bits (unit roundoff 2**-11 =
 # 4.9e-4) and bfloat16 8 (2**-8 = 3.9e-3): a value that went through a few stores of
@@ -86,12 +86,7 @@ def check_dtype(op, dtype):
                         **dict(zip(op.inputs, shapes)))
     values = {n: _make(op.gen.get(n, "randn"), shp, gen).to(exe.arg_dict[n].dtype)
               for n, shp in zip(op.inputs, shapes)}
-    for n, v in values.items():
-        exe.arg_dict[n][:] = v
-    aux_vals = {}
-    for n in s.list_auxiliary_states():
-        aux_vals[n] = _make(op.aux[n], tuple(exe.aux_dict[n].shape), gen)
-        exe.aux_dict[n][:] = aux_vals[n]
+    aux_vals = _fill(exe, s, op, values, gen)
     xs = {n: v.double().requires_grad_(n in diff) for n, v in values.items()}
     xs_list = [xs[n] for n in op.inputs] + [exe.aux_dict[n].double() for n in aux_vals]
     outs = exe.forward(is_train=True)

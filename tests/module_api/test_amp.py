@@ -27,6 +27,7 @@ import torch
 
 import module_api as mx
 from module_api.contrib import amp
+from tests.module_api.test_dtype_training import _markov_corpus
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "amp_convert.json")
 with open(FIXTURE) as _f:
@@ -197,21 +198,6 @@ def test_bad_target_dtype_is_named():
 
 
 # -- the Done-when: the bucketing LSTM, converted, trains ---------------------------------
-def _markov_corpus(n, vocab=24, seed=0):
-    """Sentences from a sparse Markov chain (as tests/module_api/test_dtype_training.py)."""
-    nxt = np.random.RandomState(100).randint(1, vocab, size=(vocab, 2))
-    rs = np.random.RandomState(seed)
-    out = []
-    for _ in range(n):
-        tok = rs.randint(1, vocab)
-        sent = [tok]
-        for _ in range(rs.choice([5, 8]) - 1):
-            tok = nxt[tok, rs.randint(2)] if rs.rand() < 0.9 else rs.randint(1, vocab)
-            sent.append(int(tok))
-        out.append(sent)
-    return out
-
-
 def _sym_gen(vocab, convert, hidden=32):
     """examples/lstm_bucketing.py's sym_gen, optionally through amp.convert_symbol."""
     def sym_gen(seq_len):
@@ -248,7 +234,7 @@ def _train(convert, train, val, vocab, epochs=6):
         amp.init_trainer(mod)
         # mxnet's scaler starts at 2**16, which these float16 gradients overflow: the
         # first ~5 steps would be skipped, and this short run is that sensitive to its
-        # first steps (float32 skipping its first 5 updates ends at 6.8, not 5.5).
+        # first steps (float32 skipping its first 5 updates ends at 6.17, not 5.32).
         # Skipping is test_overflow_skips_the_step_...'s subject; here the scale
         # starts where it does not overflow, and the run must skip nothing.
         scaler = mod._amp_loss_scaling.scaler

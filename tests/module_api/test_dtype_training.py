@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 
 import numpy as np
-import pytest
 import torch
 
 import module_api as mx

@@ -208,7 +208,7 @@ def convert_symbol(sym, target_dtype="float16", target_dtype_ops=None, fp32_ops=
                             excluded_sym_names, data_names, cast_optional_params)
 
 
-def _cast_params(params, dtypes, what):
+def _cast_params(params, dtypes):
     for name in list(params):
         want = dtypes.get(name)
         if want is not None and dtype_name(params[name].dtype) != want:
@@ -252,9 +252,8 @@ cast_optional_params
     sym = convert_symbol(sym, target_dtype, target_dtype_ops, fp32_ops, conditional_fp32_ops,
                          excluded_sym_names, data_names, cast_optional_params)
     dtypes = param_dtypes(sym)
-    _cast_params(arg_params, {n: dtypes.get(n) for n in sym.list_arguments()}, "arg_params")
-    _cast_params(aux_params, {n: dtypes.get(n) for n in sym.list_auxiliary_states()},
-                 "aux_params")
+    _cast_params(arg_params, {n: dtypes.get(n) for n in sym.list_arguments()})
+    _cast_params(aux_params, {n: dtypes.get(n) for n in sym.list_auxiliary_states()})
     return sym, arg_params, aux_params
 
 
