@@ -26,6 +26,11 @@ from .plan_memory import contiguous_strides, plan_memory
 from .simplify import simplify
 
 
+def _written_by_kernel(graph: Graph, node) -> bool:
+    d = graph.node(node)
+    return d["op"] != "null" and not isinstance(d["opdef"].lowering, View)
+
+
 def prepare_heads(graph: Graph) -> Graph:
     """Make every head and every non-stride view read a value a kernel writes.
 
@@ -59,8 +64,10 @@ def prepare_heads(graph: Graph) -> Graph:
         if d["op"] != "null" and isinstance(d["opdef"].lowering, View):
             # an identity view (BlockGrad, identity) of a kernel's own result: that
             # kernel writes the output array itself instead of a buffer and a copy
+            # the source must be written by a kernel: a view of a view (identity
+            # of a reshape) or of a variable has no kernel that writes it
             src = out.inputs(h[0])[0]
-            if out.node(src[0])["op"] != "null" and src not in out.heads and \
+            if _written_by_kernel(out, src[0]) and src not in out.heads and \
                     layouts.get(h) == layouts.get(src) and layouts[h][0] == 0 and \
                     layouts[h][2] == contiguous_strides(layouts[h][1]):
                 out.heads[i] = src
