@@ -23,6 +23,8 @@ axis 1 would stop at 65,535.
 """
 from __future__ import annotations
 
+import functools
+
 MAX_TILE_NUMEL = 1 << 20      # triton.language's TRITON_MAX_TENSOR_NUMEL
 
 # num_stages 1: software pipelining (3 stages) made ptxas spill 16-48 bytes on a
@@ -41,7 +43,8 @@ GPU_TABLE = {
 # operand kinds of a dot (``codegen`` writes them in a ``# dot operands:`` line)
 TENSOR_CORE_DOTS = ("float16", "bfloat16", "tf32")
 # the smallest tl.dot operand side Triton accepts (M and N; and K for tensor-core
-# dots); an fp32 "ieee" dot runs on FMA units and takes K chunks of 8
+# dots); an fp32 "ieee" dot runs on FMA units and takes K chunks of 8 where the
+# installed Triton allows it (3.9 does; 3.6 refuses K < 16 on an H100): ``min_dot_k``
 MIN_DOT = 16
 MIN_FMA_K = 8
 # the interpreter's (BM, BN, BK) caps for convolutions: [BM, BK] index tiles of 2**18
@@ -51,6 +54,27 @@ CONV_INTERPRET_BLOCK = (1024, 256, 256)
 def np2(x: int) -> int:
     """The smallest power of two >= x (1 for x <= 1)."""
     return 1 << max(0, (int(x) - 1).bit_length())
+
+
+@functools.lru_cache(maxsize=None)
+def min_dot_k(target: str, dot: str) -> int:
+    """The smallest K chunk of a ``tl.dot`` of ``dot`` operands on ``target``.
+
+    Triton's own rule (its NVIDIA backend's ``min_dot_size``), which changed
+    between releases: K 8 for float32 from Triton 3.9, 16 before. Never below
+    ``MIN_FMA_K`` (FMA dots) or ``MIN_DOT`` (tensor-core dots).
+    """
+    floor = MIN_DOT if dot in TENSOR_CORE_DOTS else MIN_FMA_K
+    try:
+        import triton.language as tl
+        from triton.backends.compiler import GPUTarget
+        from triton.backends.nvidia.compiler import min_dot_size
+    except ImportError:       # a Triton without the rule: the strictest known one
+        return max(floor, MIN_DOT)
+    elem = {"float16": tl.float16, "bfloat16": tl.bfloat16, "float64": tl.float64}.get(
+        dot, tl.float32)
+    arch = int(target.split(":", 1)[1])
+    return max(floor, int(min_dot_size(GPUTarget("cuda", arch, 32))(elem, elem)[2]))
 
 
 def gpu_params(target: str) -> dict:
@@ -126,7 +150,7 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
             tc = dot in TENSOR_CORE_DOTS
             cm, cn, ck = gpu["mm_block_tc" if tc else "mm_block"]
             bm, bn, bk = (max(MIN_DOT, min(np2(M), cm)), max(MIN_DOT, min(np2(N), cn)),
-                          max(MIN_DOT if tc else MIN_FMA_K, min(np2(K), ck)))
+                          max(min_dot_k(target, dot), min(np2(K), ck)))
             if tc:
                 stages = gpu["tc_stages"]
         if reduce_cols:

@@ -64,3 +64,19 @@ def test_newer_archs_use_the_nearest_row():
 
 def test_cpu_target_has_no_tiles():
     assert tile_config("matmul", 100, 100, 100, "cpu") == {"grid": [1, 1]}
+
+
+@pytest.mark.parametrize("target", ["cuda:80", "cuda:90"])
+@pytest.mark.parametrize("dot", ["float32", "float16", "bfloat16", "tf32", "float64"])
+def test_matmul_k_chunk_is_one_the_installed_triton_accepts(target, dot):
+    """A dot's K chunk is at least what the installed Triton's NVIDIA backend accepts for
+    its operands (Triton 3.6 refused an fp32 dot with K 8 on an H100; 3.9 takes it)."""
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import min_dot_size
+    elem = {"float16": tl.float16, "bfloat16": tl.bfloat16, "float64": tl.float64}.get(
+        dot, tl.float32)
+    rule = min_dot_size(GPUTarget("cuda", int(target.split(":")[1]), 32))(elem, elem)
+    for m, n, k in [(3, 5, 4), (2, 2, 1), (128, 64, 7), (64, 64, 200)]:
+        cfg = tile_config("matmul", m, n, k, target, dot=dot)
+        assert cfg["BK"] >= rule[2] and cfg["BM"] >= rule[0] and cfg["BN"] >= rule[1], cfg
