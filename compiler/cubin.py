@@ -381,7 +381,9 @@ def specialize(jit_fn, backend, args, kwargs) -> tuple:
     kwargs = dict(kwargs)
     kwargs["debug"] = kwargs.get("debug", jit_fn.debug) or knobs.runtime.debug
     kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
-    kwargs["fpsan_homomorphic_casts"] = knobs.compilation.fpsan_homomorphic_casts
+    # triton 3.9's run passes this knob; 3.6 (an H100 image's) has no such knob
+    if hasattr(knobs.compilation, "fpsan_homomorphic_casts"):
+        kwargs["fpsan_homomorphic_casts"] = knobs.compilation.fpsan_homomorphic_casts
     binder = create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
     options, signature, constexprs, attrs = jit_fn._pack_args(
