@@ -34,3 +34,12 @@ def test_compiled_vs_eager_quick(tmp_path):
         assert r["compile_warm_s"] < r["compile_cold_s"], (model, r)
         assert r["grad_rel_err"] < 1e-3, (model, r)
     assert re.search(r"machine: .*CPU", out)
+
+
+def test_gpu_training_benchmark_runs_on_cpu_contexts():
+    """benchmarks/gpu_training.py's code path, on cpu() and eager CPU at one step."""
+    from benchmarks import gpu_training
+    med = gpu_training.main(["--device", "cpu", "--models", "mlp", "--steps", "1",
+                             "--warmup", "0", "--rounds", "1", "--no-compile"])
+    assert set(med["mlp"]) == {"symtriton", "eager"}
+    assert all(v > 0 for v in med["mlp"].values())
