@@ -6,7 +6,7 @@ export SYMTRITON_CACHE_DIR ?= $(CURDIR)/.venv/symtriton-cache
 MXNET_PYTHON ?= $(CURDIR)/.mxnet-venv/bin/python
 MXNET_FLAG = $(if $(wildcard $(MXNET_PYTHON)),--mxnet-python $(MXNET_PYTHON),)
 
-.PHONY: venv demo demo-mlp demo-mnist test test-gpu bench mxnet-venv clean
+.PHONY: venv demo demo-mlp demo-mnist test test-gpu test-mxnet bench mxnet-venv clean
 
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
@@ -39,6 +39,14 @@ test: venv
 # table, Executor, Module, BucketingModule, Dropout and AOT on gpu(0) against cpu().
 test-gpu: venv
 	SYMTRITON_TEST_GPU=1 $(PY) -m pytest -q tests/gpu
+
+# mxnet 1.9.1's own test_module.py and test_model_parallel.py, run from an apache/mxnet
+# source checkout at tag 1.9.1 with `mxnet` aliased to module_api (tests/mxnet_unittest):
+#   git clone --branch 1.9.1 --depth 1 https://github.com/apache/mxnet /tmp/mxnet-src
+#   MXNET_SOURCE=/tmp/mxnet-src make test-mxnet
+test-mxnet: venv
+	@test -n "$(MXNET_SOURCE)" || { echo "test-mxnet: set MXNET_SOURCE to an apache/mxnet source checkout at tag 1.9.1" >&2; exit 2; }
+	MXNET_SOURCE="$(MXNET_SOURCE)" $(PY) -m pytest -q -s -rs tests/mxnet_unittest
 
 # The benchmark tables (benchmarks/README.md explains them).
 bench: venv

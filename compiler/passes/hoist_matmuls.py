@@ -77,6 +77,8 @@ def _hoist_independent(g: Graph):
 def _independent(g: Graph, dots) -> bool:
     """No left operand of ``dots`` is computed from any of them (one search from all)."""
     operands = {g.inputs(n)[0][0] for n in dots}
+    if not operands.isdisjoint(dots):      # one dot reads another directly: dot(dot(x, W), W)
+        return False
     seen = set(dots)
     queue = deque(dots)
     while queue:

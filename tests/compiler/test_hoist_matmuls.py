@@ -70,6 +70,21 @@ def test_a_recurrence_stays_per_step():
     assert len(_dots(hoist_matmuls(g))) == 4
 
 
+def test_a_matmul_reading_another_directly_stays_apart():
+    """dot(dot(h, W), W): two matmuls on one weight, the second's operand the first
+    itself (a two-step recurrence without a bias; in backward, the input gradient of
+    two shared-weight FullyConnected layers). Joined, they would read their own output."""
+    h, w = sym.Variable("h"), sym.Variable("w")
+    out = sym.FullyConnected(sym.FullyConnected(h, weight=w, num_hidden=5, no_bias=True),
+                             weight=w, num_hidden=5, no_bias=True)
+    before = decompose(infer_shapes(out.to_graph(), {"h": (2, 5)}), False)
+    after = hoist_matmuls(before)
+    assert len(_dots(after)) == 2
+    feeds = {"h": torch.randn(2, 5), "w": torch.randn(5, 5)}
+    for a, b in zip(evaluate(before, feeds).values(), evaluate(after, feeds).values()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
 def test_hoisted_program_trains_like_torch():
     T = 3
     s = sym.MakeLoss(sym.sum(sym.Concat(*[sym.expand_dims(o, axis=1) for o in _unrolled(T)],
