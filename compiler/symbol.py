@@ -2,7 +2,7 @@
 
 A :class:`Symbol` is a list of output entries ``(node, index)`` over
 immutable :class:`_Node` objects. It knows nothing about kernels: analysis
-happens on :class:`compiler.graph.Graph`, built by :meth:`Symbol.to_graph`.
+happens on :class:`compiler.frontend.graph.Graph`, built by :meth:`Symbol.to_graph`.
 Every registered operator is available here as a function
 (``FullyConnected(data=..., num_hidden=10, name='fc1')``), with mxnet's
 auto-created argument variables (``fc1_weight``) and auto names
@@ -17,10 +17,10 @@ from typing import Optional
 
 import numpy as np
 
-from . import attribute as _attribute
-from . import name as _name
+from .frontend import attribute as _attribute
+from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
-from .graph import Graph, _raw
+from .frontend.graph import Graph, _raw
 from .ops import REGISTRY, get_op
 
 MXNET_VERSION = 10901
@@ -554,7 +554,7 @@ class Symbol:
 
     def save(self, fname, remove_amp_cast=True):
         """Write :meth:`tojson` to ``fname`` atomically."""
-        from ._atomic import atomic_write_text
+        from .artifacts.atomic import atomic_write_text
         atomic_write_text(fname, self.tojson(remove_amp_cast))
 
     # -- execution ------------------------------------------------------------------------

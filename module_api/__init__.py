@@ -5,8 +5,8 @@ API (modules, io, metrics, optimizers ...) is built on top of them.
 """
 from compiler import symbol  # noqa: F401
 from compiler import symbol as sym  # noqa: F401
-from compiler.attribute import AttrScope  # noqa: F401
-from compiler import name  # noqa: F401
+from compiler.frontend.attribute import AttrScope  # noqa: F401
+from compiler.frontend import name  # noqa: F401
 from compiler.errors import MXNetError  # noqa: F401
 from runtime import context  # noqa: F401
 from runtime.context import Context, cpu, gpu, current_context, num_gpus  # noqa: F401

@@ -186,7 +186,7 @@ class _Tracer:
         if self._failed:
             return []
         try:
-            from compiler.reference import evaluate
+            from compiler.frontend.reference import evaluate
             g = self._forward_graph()
             entries = [(n, i) for n in g.ops() for i in range(len(g.node(n)["shapes"]))]
             vals = evaluate(g, self._feeds(), bool(is_train), entries)
@@ -211,7 +211,7 @@ class _Tracer:
         """The forward graph with each operator's input gradients built after it."""
         if self._bwd is not None:
             return self._bwd
-        from compiler.graph import Builder
+        from compiler.frontend.graph import Builder
         from compiler.passes.autodiff import _differentiate_node
         g = self._forward_graph().copy()
         b = Builder(g, "bwd", "mon")
@@ -252,7 +252,7 @@ class _Tracer:
         if self._failed:
             return []
         try:
-            from compiler.reference import evaluate
+            from compiler.frontend.reference import evaluate
             g, per_node, head_vars = self._backward_graph()
             feeds = self._feeds()
             feeds.update(self._head_grads(head_vars, g))

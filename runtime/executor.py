@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from compiler.compile import all_dtypes, compile_symbol
-from compiler.dtypes import ITEMSIZE, check_dtype, dtype_name
+from compiler.artifacts.compile import all_dtypes, compile_symbol
+from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
 from compiler.symbol import is_mode_dependent, register_runtime
-from compiler.triton_mode import ensure_mode
+from compiler.triton.mode import ensure_mode
 
 from .context import Context, current_context, device_guard
 from .launcher import bind_launches, run_bound
@@ -619,7 +619,7 @@ def _buffer_values(symbol, input_shapes, grad_req, is_train, prog):
     The passes are pure, so running them again gives the plan the Program
     was built from; ``None`` if it does not match (then launches are listed).
     """
-    from compiler.compile import _all_argument_shapes
+    from compiler.artifacts.compile import _all_argument_shapes
     from compiler.passes.pipeline import run_passes
     shapes = _all_argument_shapes(symbol, input_shapes)
     g, _, plan = run_passes(symbol.to_graph(), shapes, grad_req, is_train, {})

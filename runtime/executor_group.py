@@ -20,9 +20,9 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from compiler.batch_slices import _split_input_slice
-from compiler.compile import all_dtypes
-from compiler.dtypes import check_dtype
+from compiler.frontend.batch_slices import _split_input_slice
+from compiler.artifacts.compile import all_dtypes
+from compiler.ir.dtypes import check_dtype
 from compiler.errors import MXNetError
 
 from .context import Context

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from compiler._atomic import atomic_write_bytes
+from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 
 from . import optimizer as opt

@@ -32,7 +32,7 @@ import threading
 
 import torch
 
-from compiler._atomic import atomic_write_bytes
+from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from . import optimizer as opt
 from .dist_group import WorkerLostError, join

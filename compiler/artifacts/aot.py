@@ -7,14 +7,14 @@ is then a cache hit (zero compiles) and a program that was not compiled fails
 with an error naming its key and the ``symtriton compile`` command that adds it.
 
 :func:`compile_aot` computes, for every (bucket, per-context slice shape,
-target, mode), exactly the :func:`compiler.compile.compile_symbol` call the
+target, mode), exactly the :func:`compiler.artifacts.compile.compile_symbol` call the
 runtime's ``Executor`` makes: the same grad_req as ``DataParallelExecutorGroup``
 (parameters ``write`` unless fixed, data ``null`` unless inputs need
 gradients, labels ``null``), each context's slice of the batch from
 ``batch_slices._split_input_slice``, the forward-only program the
 Executor also builds when the graph has mode-dependent operators (Dropout,
 BatchNorm). For ``cuda:<arch>`` targets every kernel is also compiled to a
-cubin (``compiler.cubin``; no GPU needed), with the specialisation its launches
+cubin (``compiler.triton.cubin``; no GPU needed), with the specialisation its launches
 ask for (signature, 16-byte divisibility of each pointer, constexprs, warps,
 stages: ``cubin.specialize`` runs Triton's own binder on stand-ins for the
 runtime's arguments), into Triton's own cache layout under ``<dir>/triton``. A GPU
@@ -30,9 +30,9 @@ optimizer and its parameters, the sha256 of every file), written atomically at
 the end, and the symbol JSON of every program under ``symbols/``.
 ``symtriton cache verify`` checks it; ``--rebuild`` regenerates everything from
 those inputs with :func:`build_outputs` and compares byte for byte
-(:mod:`compiler.aot_verify`).
+(:mod:`compiler.artifacts.aot_verify`).
 
-Trust: the directory is code (``compiler.cache_trust``). A run loads its
+Trust: the directory is code (``compiler.artifacts.cache_trust``). A run loads its
 kernels, so a directory copied from elsewhere should pass ``symtriton cache
 verify --rebuild`` first, and the runtime refuses one that others may write.
 """
@@ -50,12 +50,12 @@ import sys
 import time
 
 from . import cache, cache_trust
-from ._atomic import atomic_write_bytes, atomic_write_text
-from .batch_slices import _split_input_slice
+from .atomic import atomic_write_bytes, atomic_write_text
+from ..frontend.batch_slices import _split_input_slice
 from .compile import canonical_graph_json
-from .dtypes import dtype_name
-from .errors import MXNetError
-from .symbol import is_mode_dependent
+from ..ir.dtypes import dtype_name
+from ..errors import MXNetError
+from ..symbol import is_mode_dependent
 
 MANIFEST = "symtriton-manifest.json"
 #: 2: every program records its compile inputs (``compile``) and the symbols are stored
@@ -314,7 +314,7 @@ def compile_aot(symbol=None, sym_gen=None, bucket_keys=None, shapes=(), shapes_j
 def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predict, grad_req,
                  fixed_params, inputs_need_grad, optimizer, optimizer_params, contexts,
                  batch_per_context, targets, workers, progress, command, dtypes=None):
-    from . import symbol as sym_mod
+    from .. import symbol as sym_mod
     from .compile import check_target
     t_start = time.perf_counter()
     root = cache.cache_dir()
@@ -474,7 +474,7 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
     launch counts and bytes per step. ``symtriton compile`` and ``symtriton cache verify
     --rebuild`` both call this, so a rebuild makes exactly the files a compile made.
     """
-    from . import cubin as cubin_mod
+    from ..triton import cubin as cubin_mod
     from .compile import compile_symbol
     # the in-memory map is keyed by program key alone: a Program compiled earlier in
     # this process for another cache directory would be a hit with no entry in root
@@ -544,7 +544,7 @@ def _compile_cubins(root, items, workers, progress) -> dict:
     where a GPU process using ``root`` finds it with no compile; the cubin and its
     resource usage are also stored under ``cubin/<target>/`` for reading.
     """
-    from . import cubin as cubin_mod
+    from ..triton import cubin as cubin_mod
     out = {}
     todo = []
     for h, target, cfg in items:
@@ -706,7 +706,7 @@ def describe_dir(root) -> str:
 
 
 def verify_dir(root, rebuild: bool = False) -> list:
-    """Problems in ``root`` (``[]`` when there are none); see :mod:`compiler.aot_verify`.
+    """Problems in ``root`` (``[]`` when there are none); see :mod:`compiler.artifacts.aot_verify`.
 
     Parameters
     ----------

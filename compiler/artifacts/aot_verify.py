@@ -1,6 +1,6 @@
 """``symtriton cache verify [--rebuild] DIR``: check a cache directory without trusting it.
 
-A cache directory is code (``compiler.cache_trust``): copying one from another
+A cache directory is code (``compiler.artifacts.cache_trust``): copying one from another
 machine means running what it holds. ``verify`` checks what can be checked cheaply,
 ``verify --rebuild`` proves the directory holds only what this compiler generates
 from the symbols it lists.
@@ -18,7 +18,7 @@ from the symbols it lists.
 ``symtriton compile`` wrote, from the compile inputs the manifest records (format 2:
 each program's symbol file under ``symbols/``, shapes, grad_req, mode and target;
 the targets; the optimizer and its parameters), with the same code
-(:func:`compiler.aot.build_outputs`), and compares the two trees byte for byte.
+(:func:`compiler.artifacts.aot.build_outputs`), and compares the two trees byte for byte.
 Every file that differs, is missing, or is present but not produced by the rebuild
 (a planted file, or one left by another compile) is a problem. Nothing from DIR is
 imported or run: symbols are JSON read by ``symbol.load_json``, and a ``sym_gen``
@@ -40,7 +40,7 @@ import tempfile
 from contextlib import contextmanager
 
 from . import aot, cache, cache_trust
-from .errors import MXNetError
+from ..errors import MXNetError
 
 _KEY = re.compile(r"[0-9a-f]{32}")
 _SYMBOL_FILE = re.compile(re.escape(aot.SYMBOLS) + r"/[0-9a-f]{24}\.json")
@@ -209,9 +209,9 @@ def _jobs(root, programs, problems) -> list:
 
 def _call(root, rec, symbols) -> tuple:
     """``compile_symbol`` arguments from a manifest ``compile`` record (checked)."""
-    from . import symbol as sym_mod
+    from .. import symbol as sym_mod
     from .compile import check_target
-    from .dtypes import check_dtype
+    from ..ir.dtypes import check_dtype
     rel = rec["symbol"]
     if not isinstance(rel, str) or not _SYMBOL_FILE.fullmatch(rel):
         raise ValueError(f"symbol file {rel!r} is not {aot.SYMBOLS}/<24 hex digits>.json")

@@ -57,9 +57,10 @@ import tempfile
 import threading
 import time
 
-from . import cache_trust, codegen
-from ._atomic import atomic_write_text
-from .errors import MXNetError
+from . import cache_trust
+from ..triton import codegen
+from .atomic import atomic_write_text
+from ..errors import MXNetError
 
 log = logging.getLogger("symtriton.cache")
 
@@ -168,7 +169,7 @@ def _compiler_hash() -> str:
     global _COMPILER_HASH
     if _COMPILER_HASH is None:
         h = hashlib.sha256()
-        root = os.path.dirname(os.path.abspath(__file__))
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # compiler/
         for folder, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             rel = os.path.relpath(folder, root)

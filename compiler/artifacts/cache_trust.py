@@ -31,7 +31,7 @@ import os
 import stat
 import threading
 
-from .errors import MXNetError
+from ..errors import MXNetError
 
 #: Mode of the directories symtriton creates in a cache directory (never group-writable).
 DIR_MODE = 0o755

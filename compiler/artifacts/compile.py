@@ -6,9 +6,9 @@ import logging
 import time
 
 from . import cache
-from .dtypes import fp32_matmul_precision
-from .errors import MXNetError
-from .passes.pipeline import run_passes
+from ..ir.dtypes import fp32_matmul_precision
+from ..errors import MXNetError
+from ..passes.pipeline import run_passes
 from .program import Program, build_program
 
 log = logging.getLogger("symtriton.compile")
@@ -121,14 +121,14 @@ def _all_argument_shapes(symbol, shapes: dict) -> dict:
     """Every argument's shape, so equal programs get equal keys however they were asked for."""
     arg_shapes, _, _ = symbol.infer_shape(**shapes)
     if arg_shapes is None:
-        from .passes.infer_shapes import infer_shapes
+        from ..passes.infer_shapes import infer_shapes
         infer_shapes(symbol.to_graph(), dict(shapes))  # raises, naming what is missing
     return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
 
 
 def all_dtypes(symbol, dtypes: dict) -> dict:
     """Every argument's and auxiliary state's dtype name, given those in ``dtypes``."""
-    from .passes.infer_types import infer_types
+    from ..passes.infer_types import infer_types
     graph = infer_types(symbol.to_graph(), dtypes)
     return {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
 
@@ -145,7 +145,7 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     timings["codegen"] = time.perf_counter() - t1
     num_fwd = g.meta.get("num_forward_heads", len(g.heads))
     base = symbol.to_graph()
-    from .passes.infer_shapes import infer_shapes
+    from ..passes.infer_shapes import infer_shapes
     infer_shapes(base, shapes)
     arg_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
                   for n in base.variables("arg")}

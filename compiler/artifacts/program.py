@@ -12,10 +12,10 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from .codegen import render, render_fill, tile_config
-from .codegen_cpu import render_cpu, render_cpu_fill
-from .dtypes import ITEMSIZE, fp32_matmul_precision
-from .ops.registry import prod
+from ..triton.codegen import render, render_fill, tile_config
+from ..cpu.codegen import render_cpu, render_cpu_fill
+from ..ir.dtypes import ITEMSIZE, fp32_matmul_precision
+from ..ops.registry import prod
 
 
 @dataclass

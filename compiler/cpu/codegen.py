@@ -15,11 +15,11 @@ place, so a chain of pointwise calls allocates at most one temporary.
 """
 from __future__ import annotations
 
-from .codegen import Rendered, _env
-from .cpu_lower import lower, mergeable
-from .dtypes import TORCH
-from .kernel_ir import TileProgram
-from .ops.registry import lit, prod
+from ..triton.codegen import Rendered, _env
+from .lower import lower, mergeable
+from ..ir.dtypes import TORCH
+from ..ir.tile_program import TileProgram
+from ..ops.registry import lit, prod
 
 
 def plan(ops, stores):
@@ -154,13 +154,13 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
     views of two never do).
     """
     if prog.kind == "pool":      # ATen pooling on the explicitly padded data
-        from .codegen_pool import render_pool_cpu
+        from ..triton.pool import render_pool_cpu
         return render_pool_cpu(prog, strides, shapes, slots)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
     if prog.kind == "scatter":
         bind, body = _scatter(prog, strides, shapes)
     elif prog.kind == "conv":    # an ATen convolution call, then its epilogue
-        from .codegen_conv import render_conv_cpu, summary as conv_summary
+        from ..triton.conv import render_conv_cpu, summary as conv_summary
         bind, body = render_conv_cpu(prog, strides, shapes, slots)
     else:
         bind, ops, stores = lower(prog, strides, shapes, slots)

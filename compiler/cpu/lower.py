@@ -1,6 +1,6 @@
 """The tile program of one fused group as a list of torch calls (the ``cpu`` target).
 
-``lower(prog, strides, shapes, slots)`` walks a :class:`~compiler.kernel_ir.TileProgram`
+``lower(prog, strides, shapes, slots)`` walks a :class:`~compiler.ir.tile_program.TileProgram`
 and returns the views ``bind()`` makes, the calls ``run()`` makes (:class:`Op`, each
 producing a :class:`Val`) and the stores. Every value is a whole tensor shaped over the
 group's domain (size 1 where it does not vary), so torch broadcasting does what the
@@ -14,7 +14,7 @@ Triton tile masks do:
   ``addmm_``, and a long sum of thin ones joins its operands along K;
 * Embedding's gather is ``index_select``; SoftmaxOutput's gradient scatters its
   one-hot; Concat is ``torch.cat``; the random source's ``tl.rand`` is
-  ``compiler/philox.py``, the same bits.
+  ``compiler/ir/philox.py``, the same bits.
 
 Where each call writes (in place, straight into a store, or a new tensor) is
 decided afterwards, by ``codegen_cpu.plan``.
@@ -25,11 +25,11 @@ import ast
 import math
 import re
 
-from .cpu_matmul import MatmulLowering, mergeable
-from .cpu_values import Op, Val, broadcast
-from .dtypes import TORCH
-from .kernel_ir import TileProgram
-from .ops.registry import lit, prod
+from .matmul import MatmulLowering, mergeable
+from .values import Op, Val, broadcast
+from ..ir.dtypes import TORCH
+from ..ir.tile_program import TileProgram
+from ..ops.registry import lit, prod
 
 
 _BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
@@ -308,9 +308,9 @@ class _Lowering(MatmulLowering):
         raise NotImplementedError(f"cpu target: unsupported call {ast.dump(n)[:120]}")
 
     def philox_uniform(self, bits, stream, *pairs):
-        """``_philox_uniform``: Triton's ``tl.rand`` in torch (``compiler/philox.py``), one
+        """``_philox_uniform``: Triton's ``tl.rand`` in torch (``compiler/ir/philox.py``), one
         call; its offset, the linear index, sums (coordinate, stride) ``pairs`` in int64."""
-        bound = "from compiler.philox import stream_uniform"   # imported once, in bind
+        bound = "from compiler.ir.philox import stream_uniform"   # imported once, in bind
         if bound not in self.bind_lines:
             self.bind_lines.append(bound)
         coords, strides = list(pairs[0::2]), [int(s.scalar) for s in pairs[1::2]]

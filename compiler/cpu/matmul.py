@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from .cpu_values import Val
-from .ops.registry import prod
+from .values import Val
+from ..ops.registry import prod
 
 # A sum of at least STACK_MIN matmuls, each over at most STACK_MAX_K, runs as one matmul
 # over operands joined along K (copying them costs less than the thin GEMMs lose).

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import MXNetError
-from .symbol import Symbol, _Node, _topo
+from ..errors import MXNetError
+from ..symbol import Symbol, _Node, _topo
 
 
 def assign_contexts(symbol, variable_contexts: dict, group2ctx: dict, default) -> dict:

@@ -16,9 +16,9 @@ from typing import Optional
 
 import networkx as nx
 
-from .errors import MXNetError
-from .ops import get_op
-from .ops.registry import ShapeError
+from ..errors import MXNetError
+from ..ops import get_op
+from ..ops.registry import ShapeError
 
 Entry = tuple  # (node_id, output_index)
 

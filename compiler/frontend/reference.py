@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import MXNetError
+from ..errors import MXNetError
 
 
 def evaluate(graph, feeds: dict, is_train: bool = False, entries=None) -> dict:
@@ -15,7 +15,7 @@ def evaluate(graph, feeds: dict, is_train: bool = False, entries=None) -> dict:
 
     Parameters
     ----------
-    graph : compiler.graph.Graph
+    graph : compiler.frontend.graph.Graph
     feeds : dict of str -> torch.Tensor
         Values for variable nodes, by variable name.
     is_train : bool
@@ -54,7 +54,7 @@ def check_gradient(op_name: str, inputs: list, attrs: dict = None, is_train: boo
     the rule gives no gradient).
     """
     from .graph import Builder, Graph, NodeView, infer_node
-    from .ops import get_op
+    from ..ops import get_op
     from .graph import _raw
 
     opdef = get_op(op_name)

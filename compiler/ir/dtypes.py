@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from .errors import MXNetError
+from ..errors import MXNetError
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 INTS = ("uint8", "int8", "int32", "int64")

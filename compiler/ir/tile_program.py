@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .dtypes import compute_dtype
-from .ops.conv import CONV_KINDS
-from .ops.pool import POOL_KINDS
-from .ops.matmul import dot_dims
-from .ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
+from ..ops.conv import CONV_KINDS
+from ..ops.pool import POOL_KINDS
+from ..ops.matmul import dot_dims
+from ..ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
 
 class NotFusable(Exception):
@@ -63,7 +63,7 @@ class TileProgram:
 
     @property
     def compute_dtype(self) -> str:
-        """What the kernel computes in (``compiler/dtypes.py``)."""
+        """What the kernel computes in (``compiler/ir/dtypes.py``)."""
         return compute_dtype(self.dtypes or ())
 
 
@@ -451,7 +451,7 @@ class _Builder:
 
 def _ce_grad_text(attrs, args, pos, shape):
     """SoftmaxOutput's gradient: ``(p - one_hot(label)) * grad_scale``, ignore-masked."""
-    from .ops.registry import lit
+    from ..ops.registry import lit
     p, label = args
     coord = "{coord:%d}" % pos if pos is not None else "0"
     lab = f"{label}.to(tl.int32)"
@@ -491,7 +491,7 @@ def _special(graph, n):
 
 
 def _constant_text(d):
-    from .ops.registry import lit
+    from ..ops.registry import lit
     value = d["attrs"].get("value")
     if value is None:
         value = 1.0 if d["op"] in ("ones", "_ones") else 0.0
@@ -513,10 +513,10 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
 
 def _build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     if any(_special(graph, n) in CONV_KINDS for n in nodes):
-        from .codegen_conv import conv_program    # an implicit GEMM and its epilogue
+        from ..triton.conv import conv_program  # an implicit GEMM and its epilogue
         return conv_program(graph, nodes, outside_uses)
     if any(_special(graph, n) in POOL_KINDS for n in nodes):
-        from .codegen_pool import pool_program    # a pooling node stands alone
+        from ..triton.pool import pool_program  # a pooling node stands alone
         return pool_program(graph, nodes, outside_uses)
     b = _Builder(graph, nodes, [e for e in outside_uses])
     kind, anchor, sink = b.choose_domain()

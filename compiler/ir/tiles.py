@@ -95,9 +95,9 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
         bm = min(np2(M), MAX_TILE_NUMEL) if gpu is None else 1024
         return _cfg(bm, 1, 1, warps, stages, -(-M // bm))
     if kind == "conv":
-        # an implicit GEMM (compiler/codegen_conv.py; batch = groups). On a GPU its K loop
+        # an implicit GEMM (compiler/triton/conv.py; batch = groups). On a GPU its K loop
         # is a matmul's with computed addresses: the matmul tiles below, which is also what
-        # compiler/cubin.py re-derives from its source. The interpreter pays a few numpy
+        # compiler/triton/cubin.py re-derives from its source. The interpreter pays a few numpy
         # calls per K step and tile: large row tiles.
         if gpu is None:
             bm, bn, bk = (max(MIN_DOT, min(np2(M), CONV_INTERPRET_BLOCK[0])),

@@ -13,7 +13,7 @@ It was read off mxnet 1.9.1 by ``tests/fixtures/make_amp_fixtures.py``.
 """
 from __future__ import annotations
 
-from .errors import MXNetError
+from ..errors import MXNetError
 
 # run in the low-precision type: amp_cast to it before every input
 FP16_FUNCS = (

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import networkx as nx
 
-from ..dtypes import is_float
+from ..ir.dtypes import is_float
 from ..errors import MXNetError
-from ..graph import Builder, Graph, NodeView
+from ..frontend.graph import Builder, Graph, NodeView
 
 GRAD_REQS = ("write", "add", "null")
 

@@ -9,7 +9,7 @@ mode decides the rewrite of mode-dependent operators; new auxiliary values
 """
 from __future__ import annotations
 
-from ..graph import Builder, Graph, NodeView
+from ..frontend.graph import Builder, Graph, NodeView
 from ..ops.registry import Decompose
 
 

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 import jinja2
 
-from .dtypes import LOW_PRECISION, TL
-from .kernel_ir import TileProgram
-from .ops.registry import prod
+from ..ir.dtypes import LOW_PRECISION, TL
+from ..ir.tile_program import TileProgram
+from ..ops.registry import prod
 
-TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "templates")
+_COMPILER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMPLATE_DIR = os.path.join(os.path.dirname(_COMPILER_DIR), "templates")
 if not os.path.isdir(TEMPLATE_DIR):  # installed: templates ship as package data of compiler
-    TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+    TEMPLATE_DIR = os.path.join(_COMPILER_DIR, "templates")
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -49,7 +49,7 @@ class Rendered:
     K: int                # largest reduction length of a dot (0 if none)
     kind: str
     batch: int = 1        # batches of a batched matmul (folded into grid axis 0)
-    dot: str = "float32"  # a dot's operand kind (compiler/tiles.py: TENSOR_CORE_DOTS)
+    dot: str = "float32"  # a dot's operand kind (compiler/ir/tiles.py: TENSOR_CORE_DOTS)
 
 
 class _Ctx:
@@ -130,13 +130,13 @@ def render(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = "ieee
     ``strides[t]`` is a list with one stride tuple per destination of tensor
     ``t`` (inputs have one; an output stored to several arrays has several).
     ``fp32_dot`` is the ``input_precision`` of float32 matmuls (``ieee``/``tf32``,
-    ``compiler/dtypes.py: fp32_matmul_precision``).
+    ``compiler/ir/dtypes.py: fp32_matmul_precision``).
     """
     if prog.kind == "conv":      # implicit GEMM, templates/conv.py.j2
-        from .codegen_conv import render_conv
+        from .conv import render_conv
         return render_conv(prog, strides, shapes, fp32_dot)
     if prog.kind == "pool":      # window loops, templates/pool.py.j2
-        from .codegen_pool import render_pool
+        from .pool import render_pool
         return render_pool(prog, strides, shapes)
     ctx = _Ctx(prog, strides, shapes, fp32_dot)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
@@ -513,6 +513,6 @@ def render_fill(numel: int, value: float = 0.0, dtype: str = "float32") -> Rende
 
 
 def tile_config(r: Rendered, target: str, reduce_cols: bool = False) -> dict:
-    """Tile sizes, warps, stages and grid for one launch on ``target`` (compiler/tiles.py)."""
-    from .tiles import tile_config as choose
+    """Tile sizes, warps, stages and grid for one launch on ``target`` (compiler/ir/tiles.py)."""
+    from ..ir.tiles import tile_config as choose
     return choose(r.kind, r.M, r.N, r.K, target, reduce_cols, r.batch, r.dot)

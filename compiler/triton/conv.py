@@ -28,7 +28,7 @@ computes its index expressions. The ``cpu`` target calls ATen's convolution
 ``aten.convolution_backward`` for the weight gradient) on strided views of the planned
 buffers, then the epilogue as ``cpu_lower.py`` lowers any tile program.
 
-On a GPU the tiles are a matmul's (``compiler/tiles.py``); a weight gradient's K
+On a GPU the tiles are a matmul's (``compiler/ir/tiles.py``); a weight gradient's K
 (batch x output positions) is one long loop per output tile, without split-K.
 """
 from __future__ import annotations
@@ -36,13 +36,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .codegen import Rendered, _Ctx, _dot_kind, _dot_operands, _env, _instr_lines, _store_lines
-from .codegen_cpu import _lines, plan
-from .cpu_lower import _Lowering
-from .cpu_values import Val
-from .dtypes import TORCH
-from .kernel_ir import Instr, NotFusable, TileProgram, _base_node, _Builder, _special
-from .ops.conv import CONV_KINDS, conv_problem
-from .ops.registry import prod
+from ..cpu.codegen import _lines, plan
+from ..cpu.lower import _Lowering
+from ..cpu.values import Val
+from ..ir.dtypes import TORCH
+from ..ir.tile_program import Instr, NotFusable, TileProgram, _base_node, _Builder, _special
+from ..ops.conv import CONV_KINDS, conv_problem
+from ..ops.registry import prod
 
 __all__ = ["CONV_KINDS", "conv_program", "index_sum", "render_conv", "render_conv_cpu",
            "split_index"]
@@ -129,7 +129,7 @@ def gemm_dims(p: dict) -> tuple:
 
 def summary(p: dict) -> str:
     """The kernel's comment line, the same on every target: an implicit GEMM is a
-    matmul over (M, N), which is also how ``compiler/cubin.py`` reads its tiles."""
+    matmul over (M, N), which is also how ``compiler/triton/cubin.py`` reads its tiles."""
     m, n, k, g = gemm_dims(p)
     what = {"conv_fwd": "forward", "conv_dgrad": "data gradient / transposed",
             "conv_wgrad": "weight gradient"}[p["mode"]]

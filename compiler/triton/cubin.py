@@ -44,7 +44,7 @@ import threading
 import time
 
 if __package__:
-    from .errors import MXNetError
+    from ..errors import MXNetError
 else:  # run as a script: the cubin worker, which imports triton and nothing of ours
     MXNetError = RuntimeError
 
@@ -67,7 +67,7 @@ def resolve(source_hash_or_path: str) -> tuple:
     the path of a ``k_<hash>.py`` file. The file's sha256 must match its name,
     as ``runtime.launcher.load_kernel`` requires before importing it.
     """
-    from . import cache
+    from ..artifacts import cache
     arg = os.fspath(source_hash_or_path)
     if re.fullmatch(r"[0-9a-f]{24}", arg):
         path, expected = cache.kernel_path(arg), arg
@@ -104,7 +104,7 @@ def source_shape(source: str) -> dict:
     """
     summary = summary_line(source)
     kind = summary.split(" ", 1)[0]
-    if kind == "matmul" and "implicit-GEMM" in summary:    # compiler/codegen_conv.py
+    if kind == "matmul" and "implicit-GEMM" in summary:    # compiler/triton/conv.py
         kind = "conv"
     if kind == "fill":
         M, N = int(summary.split()[1]), 1
@@ -162,7 +162,7 @@ def program_gpu_launches(program, target: str = "cuda:90"):
     for another target (``interpret``: whole-tensor tiles) has them
     re-derived from each kernel's source, exactly as ``tile_config`` would.
     """
-    from . import cache
+    from ..artifacts import cache
     for ln in program.launches:
         if program.target == target:
             yield ln.kernel, dict(ln.config)
@@ -261,7 +261,7 @@ def pointer_alignment(args, dtypes=None) -> str:
     its element size is a multiple of 16. Triton specialises a kernel on this
     (``tt.divisibility``), so it is part of what the ahead-of-time compile must match.
     """
-    from .dtypes import ITEMSIZE
+    from ..ir.dtypes import ITEMSIZE
     sizes = [ITEMSIZE[d] for d in dtypes] if dtypes else [4] * len(args)
     return "".join("1" if int(a[2]) * size % 16 == 0 else "0" for a, size in zip(args, sizes))
 
@@ -269,7 +269,7 @@ def pointer_alignment(args, dtypes=None) -> str:
 def launch_alignment(launch) -> str:
     """:func:`pointer_alignment` of a Program's launch (its kernel's pointer dtypes read
     from the kernel file in the cache)."""
-    from . import cache
+    from ..artifacts import cache
     with open(cache.kernel_path(launch.kernel)) as f:
         return pointer_alignment(launch.args, pointer_dtypes(f.read()))
 
@@ -429,7 +429,7 @@ def relocatable_cache_manager():
             return self.put(body, f"__grp__{filename}", binary=False)
 
         # Triton creates entries with the umask's modes: group-writable under the common
-        # umask 002, which symtriton's trust check (compiler/cache_trust.py) then refuses.
+        # umask 002, which symtriton's trust check (compiler/artifacts/cache_trust.py) then refuses.
         # Entries this user owns are made writable by the owner only.
         def __init__(self, key, override=False, dump=False):
             super().__init__(key, override, dump)
@@ -500,13 +500,13 @@ def _compile_here(path: str, source_hash: str, target: str, cfg: dict,
 
 
 def _must_use_workers() -> bool:
-    from .triton_mode import interpreting
+    from .mode import interpreting
     return interpreting()
 
 
 def _run_workers(jobs: list, workers: int, timeout: float = None) -> list:
     """Compile ``jobs`` in ``workers`` subprocesses without the interpreter."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
     env["TRITON_INTERPRET"] = "0"
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -515,7 +515,7 @@ def _run_workers(jobs: list, workers: int, timeout: float = None) -> list:
     for chunk in chunks:
         if not chunk:
             continue
-        # run as a script, not `-m compiler.cubin`: importing the package costs
+        # run as a script, not `-m compiler.triton.cubin`: importing the package costs
         # seconds (torch); the worker needs the standard library and triton only
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -566,7 +566,7 @@ def _run_workers(jobs: list, workers: int, timeout: float = None) -> list:
 
 
 def _worker_main():
-    """``python compiler/cubin.py --worker``: JSON jobs on stdin, JSON lines out."""
+    """``python compiler/triton/cubin.py --worker``: JSON jobs on stdin, JSON lines out."""
     jobs = json.loads(sys.stdin.read())
     for job in jobs:
         sys.stdout.write(json.dumps({"job": job["job"], "started": True}) + "\n")
@@ -677,11 +677,11 @@ def compile_cubin(source_hash_or_path, target: str = "cuda:90", config: dict = N
 
 
 if __name__ == "__main__":
-    # the script's folder (compiler/) is sys.path[0]: keep its modules from
+    # the script's folder (compiler/triton/) is sys.path[0]: keep its modules from
     # shadowing anything triton imports
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
     if sys.argv[1:] == ["--worker"]:
         _worker_main()
     else:
-        sys.exit("usage: python compiler/cubin.py --worker  (internal; see compile_cubin)")
+        sys.exit("usage: python compiler/triton/cubin.py --worker  (internal; see compile_cubin)")

@@ -30,11 +30,11 @@ target the bins are torch index math over all rois and each bin one masked max.
 from __future__ import annotations
 
 from .codegen import Rendered, _env
-from .codegen_conv import index_sum, split_index
-from .dtypes import TL, TORCH
-from .kernel_ir import Instr, NotFusable, Store, TileProgram, _special
-from .ops.pool import _FLT_MAX, POOL_KINDS, ROI_KINDS, pool_problem, roi_problem
-from .ops.registry import lit, prod
+from .conv import index_sum, split_index
+from ..ir.dtypes import TL, TORCH
+from ..ir.tile_program import Instr, NotFusable, Store, TileProgram, _special
+from ..ops.pool import _FLT_MAX, POOL_KINDS, ROI_KINDS, pool_problem, roi_problem
+from ..ops.registry import lit, prod
 
 __all__ = ["POOL_KINDS", "pool_program", "render_pool", "render_pool_cpu"]
 
@@ -75,7 +75,7 @@ def pool_program(graph, nodes, outside_uses) -> TileProgram:
 
 def summary(p: dict) -> str:
     """The kernel's comment line: a pointwise kernel over the flat output or data, which
-    is how ``compiler/cubin.py`` reads its tiles."""
+    is how ``compiler/triton/cubin.py`` reads its tiles."""
     if p["type"] == "roi":
         m = prod(p["y"] if p["mode"] == "roi_fwd" else p["x"])
         what = "forward" if p["mode"] == "roi_fwd" else "data gradient"

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from compiler import aot, cli
+from compiler.artifacts import aot
+from compiler import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUCKETS = "10,20,30"

@@ -20,8 +20,9 @@ import time
 import pytest
 
 import compiler
-from compiler import cache, codegen
-from compiler.compile import _all_argument_shapes, compile_symbol, program_parts
+from compiler.artifacts import cache
+from compiler.triton import codegen
+from compiler.artifacts.compile import _all_argument_shapes, compile_symbol, program_parts
 from compiler.errors import MXNetError
 from tests.models import mlp
 
@@ -33,7 +34,7 @@ CHILD = r"""
 import hashlib, json, os, sys, time
 sys.path.insert(0, %(root)r)
 import compiler
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 from tests.models import mlp
 go = os.environ.get("TEST_GO_FILE")
 print("ready", flush=True)
@@ -286,7 +287,7 @@ KEYS = r"""
 import json, sys
 sys.path.insert(0, %(root)r)
 from compiler import cache, symbol as sym
-from compiler.compile import _all_argument_shapes, program_parts
+from compiler.artifacts.compile import _all_argument_shapes, program_parts
 
 def net(act="relu"):
     x = sym.FullyConnected(sym.Variable("data"), num_hidden=8, name="fc1")
