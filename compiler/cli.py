@@ -327,7 +327,7 @@ def cmd_compile(ns) -> int:
 
 
 def cmd_cache(ns) -> int:
-    from .artifacts import aot, cache
+    from .artifacts import aot, aot_verify, cache
     root = ns.dir or cache.cache_dir()
     if not os.path.isdir(root):
         raise UsageError(f"{root} is not a directory")
@@ -335,7 +335,7 @@ def cmd_cache(ns) -> int:
         if ns.action == "ls":
             sys.stdout.write(aot.list_dir(root))
         elif ns.action == "verify":
-            problems = aot.verify_dir(root, rebuild=ns.rebuild)
+            problems = aot_verify.verify_dir(root, rebuild=ns.rebuild)
             for pr in problems:
                 sys.stdout.write(f"BAD {pr}\n")
             if problems:

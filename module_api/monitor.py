@@ -212,7 +212,7 @@ class _Tracer:
         if self._bwd is not None:
             return self._bwd
         from compiler.frontend.graph import Builder
-        from compiler.passes.autodiff import _differentiate_node
+        from compiler.ops.chain_rule import differentiate_node
         g = self._forward_graph().copy()
         b = Builder(g, "bwd", "mon")
         contributions, head_vars = {}, {}
@@ -231,7 +231,7 @@ class _Tracer:
             ins = g.inputs(n)
             nargs = len(d["opdef"].list_arguments(d["attrs"]))
             before = {tuple(e): len(contributions.get(tuple(e), [])) for e in ins[:nargs]}
-            _differentiate_node(g, b, n, contributions)
+            differentiate_node(g, b, n, contributions)
             taken = {}
             grads = []
             for e in ins[:nargs]:

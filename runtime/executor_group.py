@@ -20,7 +20,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from compiler.frontend.batch_slices import _split_input_slice
+from compiler.frontend.batch_slices import split_input_slice
 from compiler.artifacts.compile import all_dtypes
 from compiler.ir.dtypes import check_dtype
 from compiler.errors import MXNetError
@@ -285,7 +285,7 @@ class DataParallelExecutorGroup:
                     + ("%s has shape %s" % (name, shape)))
             else:
                 self.batch_size = batch_size
-                self.slices = _split_input_slice(self.batch_size, self.workload)
+                self.slices = split_input_slice(self.batch_size, self.workload)
         return major_axis
 
     def _collect_arrays(self):

@@ -115,7 +115,7 @@ class _Spec:
         return [0] + list(range(2, 2 + n_states)) + mp
 
     def render(self) -> str:
-        from compiler.triton.codegen import _env
+        from compiler.ir.rendering import environment
         ct = _TL_TYPES[self.compute_dtype]
         roles = [{"name": n, "elem": _TL_TYPES[d]} for n, d in self.roles()]
         loads = [{"var": "w", "name": "master" if self.mp else "w"}, {"var": "g", "name": "g"}]
@@ -132,7 +132,7 @@ class _Spec:
              "row": len(roles) + 1, "roles": roles, "ct": ct, "loads": loads,
              "hyp": list(self.hyp_names),
              "body": self.body(), "stores": stores}
-        return _env.get_template("optimizer.py.j2").render(k=k)
+        return environment.get_template("optimizer.py.j2").render(k=k)
 
 
 _KERNELS: dict = {}

@@ -11,7 +11,7 @@ target, mode), exactly the :func:`compiler.artifacts.compile.compile_symbol` cal
 runtime's ``Executor`` makes: the same grad_req as ``DataParallelExecutorGroup``
 (parameters ``write`` unless fixed, data ``null`` unless inputs need
 gradients, labels ``null``), each context's slice of the batch from
-``batch_slices._split_input_slice``, the forward-only program the
+``batch_slices.split_input_slice``, the forward-only program the
 Executor also builds when the graph has mode-dependent operators (Dropout,
 BatchNorm). For ``cuda:<arch>`` targets every kernel is also compiled to a
 cubin (``compiler.triton.cubin``; no GPU needed), with the specialisation its launches
@@ -51,7 +51,7 @@ import time
 
 from . import cache, cache_trust
 from .atomic import atomic_write_bytes, atomic_write_text
-from ..frontend.batch_slices import _split_input_slice
+from ..frontend.batch_slices import split_input_slice
 from .compile import canonical_graph_json
 from ..ir.dtypes import dtype_name
 from ..errors import MXNetError
@@ -159,7 +159,7 @@ def context_slices(batch_size: int, contexts: int = 1, batch_per_context=None) -
         raise AOTError(f"--batch-per-context {','.join(map(str, workload))} adds up to "
                        f"{sum(workload)}, not the batch size {batch_size}")
     try:
-        slices = _split_input_slice(batch_size, workload)
+        slices = split_input_slice(batch_size, workload)
     except ValueError as exc:
         raise AOTError(f"batch size {batch_size} over {len(workload)} contexts: {exc}") from None
     return [s.stop - s.start for s in slices]
@@ -203,10 +203,10 @@ def _optimizer_kernels(optimizer, optimizer_params, targets, dtypes=("float32",)
 
 # ----------------------------------------------------------------- compiling
 
-def _program_key(symbol, shapes, for_training, grad_req, is_train, target, dtypes=None):
+def program_key(symbol, shapes, for_training, grad_req, is_train, target, dtypes=None):
     """The key :func:`compile_symbol` computes (same normalisation, same parts)."""
-    from .compile import _all_argument_shapes, all_dtypes, program_parts
-    parts = program_parts(symbol, _all_argument_shapes(symbol, shapes), for_training,
+    from .compile import all_argument_shapes, all_dtypes, program_parts
+    parts = program_parts(symbol, all_argument_shapes(symbol, shapes), for_training,
                           dict(grad_req or {}), is_train, target,
                           all_dtypes(symbol, dict(dtypes or {})))
     return cache.make_key(parts), parts
@@ -231,7 +231,8 @@ def compile_record(sym_file, shapes, for_training, grad_req, is_train, target,
     return rec
 
 
-def _sha_file(path) -> str:
+def sha_file(path) -> str:
+    """The sha256 of a file's bytes, as hex."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -413,7 +414,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                     else:
                         calls.append(("predict", False, {}, False))
                     for mname, ft, g, it in calls:
-                        pkey, parts = _program_key(s, sl, ft, g, it, target, dtypes)
+                        pkey, parts = program_key(s, sl, ft, g, it, target, dtypes)
                         if pkey in seen:
                             seen[pkey]["contexts"].append(ctx_i)
                             continue
@@ -554,7 +555,7 @@ def _compile_cubins(root, items, workers, progress) -> dict:
         try:   # already there and whole, Triton's entry included: keep it
             with open(meta_path) as f:
                 meta = json.load(f)
-            if _sha_file(bin_path) == meta["sha256"] and \
+            if sha_file(bin_path) == meta["sha256"] and \
                     os.path.isdir(triton_entry(root, meta["triton_hash"])):
                 meta["path"] = bin_path
                 out[(stem, target)] = meta
@@ -610,7 +611,7 @@ def _collect_files(root, jobs, opt_kernels, cubins) -> dict:
     def add(path):
         rel = os.path.relpath(path, root)
         if rel not in files:
-            files[rel] = _sha_file(path)
+            files[rel] = sha_file(path)
 
     for job in jobs:
         add(os.path.join(root, job["compile"]["symbol"]))
@@ -703,21 +704,6 @@ def describe_dir(root) -> str:
     if m.get("command"):
         out.append(f"command: {m['command']}")
     return "\n".join(out) + "\n"
-
-
-def verify_dir(root, rebuild: bool = False) -> list:
-    """Problems in ``root`` (``[]`` when there are none); see :mod:`compiler.artifacts.aot_verify`.
-
-    Parameters
-    ----------
-    root : str
-        A directory written by ``symtriton compile`` (or used as a cache directory).
-    rebuild : bool
-        Also regenerate every program and kernel from the compile inputs the manifest
-        records and compare them byte for byte with what is stored.
-    """
-    from .aot_verify import verify_dir as _verify
-    return _verify(root, rebuild)
 
 
 def list_dir(root) -> str:

@@ -113,7 +113,7 @@ def _check_files(root, files) -> list:
             problems.append(f"{rel}: {why}")
             continue
         try:
-            if aot._sha_file(path) != digest:
+            if aot.sha_file(path) != digest:
                 problems.append(f"{rel}: checksum mismatch")
         except OSError as exc:
             problems.append(f"{rel}: {exc.strerror or exc}")
@@ -194,7 +194,7 @@ def _jobs(root, programs, problems) -> list:
         key = p.get("key")
         try:
             call = _call(root, p["compile"], symbols)
-            got = aot._program_key(*call)[0]
+            got = aot.program_key(*call)[0]
         except (MXNetError, OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
             problems.append(f"programs/{key}: its recorded compile inputs are unusable "
                             f"({' '.join(str(exc).split())}); not rebuilt")

@@ -58,7 +58,7 @@ import threading
 import time
 
 from . import cache_trust
-from ..triton import codegen
+from ..ir import rendering
 from .atomic import atomic_write_text
 from ..errors import MXNetError
 
@@ -153,7 +153,7 @@ def _versions() -> dict:
             import triton
             triton_version = triton.__version__
         _VERSIONS = {"symtriton": ours, "triton": triton_version}
-    return dict(_VERSIONS, templates=codegen.template_hash(), compiler=_compiler_hash())
+    return dict(_VERSIONS, templates=rendering.template_hash(), compiler=_compiler_hash())
 
 
 def generated_here(source_hash: str) -> bool:

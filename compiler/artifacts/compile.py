@@ -95,7 +95,7 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
     grad_req = dict(grad_req or {})
-    shapes = _all_argument_shapes(symbol, shapes)
+    shapes = all_argument_shapes(symbol, shapes)
     dtypes = all_dtypes(symbol, dtypes or {})
     loss_scale = bool(loss_scale and for_training)
     parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
@@ -117,7 +117,7 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
     return prog
 
 
-def _all_argument_shapes(symbol, shapes: dict) -> dict:
+def all_argument_shapes(symbol, shapes: dict) -> dict:
     """Every argument's shape, so equal programs get equal keys however they were asked for."""
     arg_shapes, _, _ = symbol.infer_shape(**shapes)
     if arg_shapes is None:

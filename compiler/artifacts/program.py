@@ -12,8 +12,9 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from ..triton.codegen import render, render_fill, tile_config
-from ..cpu.codegen import render_cpu, render_cpu_fill
+from ..cpu.render import render_cpu, render_cpu_fill
+from ..triton.codegen import render_fill, tile_config
+from ..triton.render import render
 from ..ir.dtypes import ITEMSIZE, fp32_matmul_precision
 from ..ops.registry import prod
 

@@ -1,11 +1,8 @@
-"""Render tile programs for the ``cpu`` target: Python functions of ATen calls.
+"""Where each torch call of a cpu kernel writes, and the calls' Python source.
 
-The TileProgram that ``codegen.py`` renders into a Triton kernel is lowered by
-``cpu_lower.py`` into a list of torch calls, and rendered here, through
-``templates/cpu_kernel.py.j2``, into a module with one function,
-``bind(*flat_arguments) -> run``: ``bind`` makes, once per executor, the strided
-views of the planned flat buffers that the program reads and writes; ``run()`` is
-a closure making the calls.
+A TileProgram is lowered by ``lower.py`` into a list of torch calls; ``render.py``
+renders the calls this file writes, through ``templates/cpu_kernel.py.j2``, into a
+module with one function, ``bind(*flat_arguments) -> run``.
 
 Before rendering, :func:`plan` decides where each call writes. A Triton kernel
 loads early and stores at the end; here the call that produces a stored value
@@ -15,11 +12,7 @@ place, so a chain of pointwise calls allocates at most one temporary.
 """
 from __future__ import annotations
 
-from ..triton.codegen import Rendered, _env
-from .lower import lower, mergeable
-from ..ir.dtypes import TORCH
-from ..ir.tile_program import TileProgram
-from ..ops.registry import lit, prod
+from ..ops.registry import lit
 
 
 def plan(ops, stores):
@@ -73,8 +66,22 @@ def _reads_slot(ops, slot):
     return False
 
 
-def _lines(ops, left, cdt="torch.float32"):
-    """The body of ``run()`` (``cdt``: the torch dtype ``f`` values are held in)."""
+def call_lines(ops, left, cdt="torch.float32"):
+    """The body of ``run()``: one line (or a few) per call.
+
+    Parameters
+    ----------
+    ops : list
+        The lowered calls, after :func:`plan` chose where each writes.
+    left : list
+        The stores :func:`plan` left for the end of the kernel (copies).
+    cdt : str
+        The torch dtype values are computed in.
+
+    Returns
+    -------
+    list of str
+    """
     names = {}
     out = []
     for op in ops:
@@ -142,64 +149,3 @@ def _method_form(op, args, target):
     if k == 1 and op.fn in _COMMUTATIVE and rest == "{a1}":
         return f"{target}.{op.fn}_({args['a0']})"
     return None
-
-
-# ------------------------------------------------------------------------------ entry points
-
-def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> Rendered:
-    """Python source of ``prog`` for the cpu target.
-
-    ``strides[t]`` / ``slots[t]`` list, per destination of tensor ``t``, its
-    element strides and the array it lives in (views of one array may overlap;
-    views of two never do).
-    """
-    if prog.kind == "pool":      # ATen pooling on the explicitly padded data
-        from ..triton.pool import render_pool_cpu
-        return render_pool_cpu(prog, strides, shapes, slots)
-    params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
-    if prog.kind == "scatter":
-        bind, body = _scatter(prog, strides, shapes)
-    elif prog.kind == "conv":    # an ATen convolution call, then its epilogue
-        from ..triton.conv import render_conv_cpu, summary as conv_summary
-        bind, body = render_conv_cpu(prog, strides, shapes, slots)
-    else:
-        bind, ops, stores = lower(prog, strides, shapes, slots)
-        body = _lines(ops, plan(ops, stores), TORCH[prog.compute_dtype])
-    m = prod(prog.domain[p] for p in prog.row_pos) if prog.kind != "scatter" else 0
-    n = prod(prog.domain[p] for p in prog.col_pos) if prog.kind != "scatter" else 0
-    summary = (conv_summary(prog.instrs[0].extra) if prog.kind == "conv" else
-               f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}")
-    source = _env.get_template("cpu_kernel.py.j2").render(k={
-        "params": ", ".join(f"p{t}_{d}" for t, d in params), "summary": summary,
-        "bind_lines": bind, "body_lines": body or ["pass"]})
-    return Rendered(source, params, m, n, 0, prog.kind)
-
-
-def _scatter(prog, strides, shapes):
-    """Embedding's weight gradient: ``out.index_add_(0, idx, dy)`` (rows accumulate)."""
-    dy_t, idx_t, out_t = 0, 1, 2
-    domain = tuple(int(x) for x in prog.domain)
-    rows_dy = prod(domain[:-1])
-    merged = mergeable(domain[:-1], strides[dy_t][0][:-1])
-    bind = []
-    if merged is None:
-        bind.append(f"dy = p0_0.as_strided({domain}, {tuple(strides[dy_t][0])})")
-        dy = f"dy.reshape({rows_dy}, {domain[-1]})"
-    else:
-        bind.append(f"dy = p0_0.as_strided(({rows_dy}, {domain[-1]}), "
-                    f"({merged[1]}, {strides[dy_t][0][-1]}))")
-        dy = "dy"
-    bind.append(f"ix = p1_0.as_strided({tuple(shapes[idx_t])}, {tuple(strides[idx_t][0])})")
-    rows, cols = shapes[out_t]
-    bind.append(f"o = p2_0.as_strided(({rows}, {cols}), {tuple(strides[out_t][0])})")
-    if prog.dtypes and prog.dtypes[dy_t] != prog.dtypes[out_t]:
-        dy = f"{dy}.to({TORCH[prog.dtypes[out_t]]})"
-    body = [f"o.index_add_(0, ix.reshape(-1).to(torch.int64).clamp_(0, {rows - 1}), {dy})"]
-    return bind, body
-
-
-def render_cpu_fill(numel: int, value: float = 0.0) -> Rendered:
-    source = _env.get_template("cpu_kernel.py.j2").render(k={
-        "params": "p0_0", "summary": f"fill {int(numel)} elements with {lit(value)}",
-        "bind_lines": [], "body_lines": [f"p0_0.fill_({lit(value)})"]})
-    return Rendered(source, [(0, 0)], int(numel), 1, 0, "fill")

@@ -17,7 +17,7 @@ Triton tile masks do:
   ``compiler/ir/philox.py``, the same bits.
 
 Where each call writes (in place, straight into a store, or a new tensor) is
-decided afterwards, by ``codegen_cpu.plan``.
+decided afterwards, by ``codegen.plan``.
 """
 from __future__ import annotations
 
@@ -50,7 +50,9 @@ _PY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b:
        "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
 
 
-class _Lowering(MatmulLowering):
+class Lowering(MatmulLowering):
+    """Lowers one TileProgram to torch calls (:func:`lower` runs it; ``conv.py`` extends it)."""
+
     def __init__(self, prog: TileProgram, strides, shapes, slots):
         self.p = prog
         self.D = tuple(int(x) for x in prog.domain)
@@ -509,6 +511,6 @@ def lower(prog: TileProgram, strides: list, shapes: list, slots: list):
     the calls run() makes in order, and ``(value, view name, slot, shape, flips, 2-D
     view, narrow)`` per store destination (``narrow``: it holds another dtype than the
     compute dtype)."""
-    k = _Lowering(prog, strides, shapes, slots)
+    k = Lowering(prog, strides, shapes, slots)
     stores = k.build()
     return k.bind_lines, k.ops, stores

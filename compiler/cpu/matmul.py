@@ -1,4 +1,4 @@
-"""The matmul part of the cpu lowering (``cpu_lower.py``): dots as ``mm`` / ``bmm`` on
+"""The matmul part of the cpu lowering (``lower.py``): dots as ``mm`` / ``bmm`` on
 views, bias and sum-of-matmul epilogues as BLAS accumulation, and long sums of thin
 matmuls (an RNN's weight gradient over every time step) as one matmul over operands
 joined along K."""
@@ -26,7 +26,7 @@ def mergeable(sizes, strides):
 
 
 class MatmulLowering:
-    """Methods of the lowering that make matmul calls (mixed into ``_Lowering``)."""
+    """Methods of the lowering that make matmul calls (mixed into ``lower.Lowering``)."""
 
     def dot(self, ins):
         ta_i, tb_i = ins.args

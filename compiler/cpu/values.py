@@ -1,5 +1,5 @@
-"""Values and calls of the cpu lowering (``cpu_lower.py``, ``cpu_matmul.py``), and the
-planning (``codegen_cpu.plan``) that decides where each call writes."""
+"""Values and calls of the cpu lowering (``lower.py``, ``matmul.py``), and the
+planning (``codegen.plan``) that decides where each call writes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

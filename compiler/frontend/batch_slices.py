@@ -7,7 +7,7 @@ the per-context shapes it gives.
 from __future__ import annotations
 
 
-def _split_input_slice(batch_size, work_load_list):
+def split_input_slice(batch_size, work_load_list):
     """Get input slice from the input shape (mxnet 1.9.1 ``executor_manager``).
 
     Each device gets ``round(w * batch_size / sum(w))`` samples (Python 3

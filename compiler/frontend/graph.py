@@ -322,15 +322,3 @@ def _raw(v) -> str:
     if isinstance(v, (list, tuple)):
         return "(" + ", ".join(str(int(x)) for x in v) + ("," if len(v) == 1 else "") + ")"
     return str(v)
-
-
-@dataclass
-class NodeView:
-    """What an operator's ``gradient`` rule sees of a forward node."""
-    name: str
-    attrs: dict
-    inputs: list          # Refs of the inputs (arguments then aux)
-    outputs: list         # Refs of the outputs
-    ograds: list          # Refs of the output gradients (zeros where none flows)
-    in_shapes: list
-    out_shapes: list

@@ -53,7 +53,8 @@ def check_gradient(op_name: str, inputs: list, attrs: dict = None, is_train: boo
     references, and returns ``(graph_grads, autograd_grads)`` (None where
     the rule gives no gradient).
     """
-    from .graph import Builder, Graph, NodeView, infer_node
+    from .graph import Builder, Graph, infer_node
+    from ..ops.registry import NodeView
     from ..ops import get_op
     from .graph import _raw
 

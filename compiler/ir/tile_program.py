@@ -9,16 +9,16 @@ transposes and slices (strides, offsets) cost nothing. Values are SSA
 names; each records the positions it varies along, which decides whether a
 store is legal and whether a value is a whole tile or one per row.
 
-``build_tile_program`` either returns a :class:`TileProgram` or raises
-:class:`NotFusable`; the fusion pass uses it as its legality check.
+``build.py: build_tile_program`` either returns a :class:`TileProgram` or raises
+:class:`NotFusable`; the fusion pass uses it as its legality check. This file builds
+pointwise, reduce, matmul and scatter groups; ``conv.py`` and ``pool.py`` extend
+:class:`ProgramBuilder` for their families.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from .dtypes import compute_dtype
-from ..ops.conv import CONV_KINDS
-from ..ops.pool import POOL_KINDS
 from ..ops.matmul import dot_dims
 from ..ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
@@ -74,7 +74,10 @@ def _right_aligned(in_shape, out_shape):
     return [off + j for j in range(len(in_shape))]
 
 
-class _Builder:
+class ProgramBuilder:
+    """Builds one group's TileProgram: chooses its domain, places every value in it
+    (dimmaps), then emits instructions and stores."""
+
     def __init__(self, graph, nodes, outside_uses):
         self.graph = graph
         self.nodes = set(nodes)
@@ -96,7 +99,7 @@ class _Builder:
         g = self.graph
         dots = [n for n in self.order if isinstance(g.node(n)["opdef"].lowering, MatMul)]
         reds = [n for n in self.order if isinstance(g.node(n)["opdef"].lowering, Reduction)]
-        scat = [n for n in self.order if _special(g, n) == "scatter_add"]
+        scat = [n for n in self.order if special_kind(g, n) == "scatter_add"]
         if scat:
             if len(self.nodes) != 1:
                 raise NotFusable("scatter_add stands alone")
@@ -189,13 +192,13 @@ class _Builder:
         low = d["opdef"].lowering
         ins = g.inputs(n)
         out_shape = d["shapes"][0]
-        if _special(g, n) == "softmax_ce_grad":
+        if special_kind(g, n) == "softmax_ce_grad":
             ax = d["attrs"]["axis"] % len(out_shape)
             self.set_dimmap(ins[0], out_dm)
             self.set_dimmap(ins[1], [p for j, p in enumerate(out_dm) if j != ax])
             self.ce_axis_pos = getattr(self, "ce_axis_pos", {})
             self.ce_axis_pos[n] = out_dm[ax]
-        elif isinstance(low, Pointwise) or _special(g, n) == "constant":
+        elif isinstance(low, Pointwise) or special_kind(g, n) == "constant":
             dims = low.input_dims(d["attrs"], [g.shape(e) for e in ins], out_shape) \
                 if isinstance(low, Pointwise) and low.input_dims else None
             for k, e in enumerate(ins):
@@ -230,10 +233,10 @@ class _Builder:
         elif isinstance(low, MatMul):
             if list(out_dm) != list(range(len(self.domain))) or self.kind != "matmul":
                 raise NotFusable("a matmul must span the whole matmul domain")
-        elif _special(g, n) == "gather":
+        elif special_kind(g, n) == "gather":
             idx = ins[0]
             self.set_dimmap(idx, out_dm[:-1])
-        elif _special(g, n) == "concat":
+        elif special_kind(g, n) == "concat":
             for e in ins:
                 if e[0] in self.nodes:
                     raise NotFusable("Concat reads its inputs from memory")
@@ -283,7 +286,7 @@ class _Builder:
             d = g.node(n)
             low = d["opdef"].lowering
             ins = g.inputs(n)
-            special = _special(g, n)
+            special = special_kind(g, n)
             if isinstance(low, MatMul):
                 self.emit_dot(n, ins)
                 continue
@@ -414,7 +417,7 @@ class _Builder:
         low = d["opdef"].lowering
         a, b = ins
         for operand in (a, b):
-            if _base_node(g, operand[0]) in self.nodes:
+            if base_node(g, operand[0]) in self.nodes:
                 raise NotFusable("matmul operands are read from memory")
         ta, tb = low.transpose_a(d["attrs"]), low.transpose_b(d["attrs"])
         name = self.fresh()
@@ -478,14 +481,15 @@ def _own_coords(dm, domain):
             frozenset(p for p in pos if p is not None))
 
 
-def _base_node(graph, n):
+def base_node(graph, n):
     """The node whose memory a (possibly view) value lives in."""
     while graph.node(n)["op"] != "null" and isinstance(graph.node(n)["opdef"].lowering, View):
         n = graph.inputs(n)[0][0]
     return n
 
 
-def _special(graph, n):
+def special_kind(graph, n):
+    """The ``Special`` lowering kind of node ``n`` (``None`` for other lowerings)."""
     low = graph.node(n)["opdef"].lowering
     return low.kind if isinstance(low, Special) else None
 
@@ -498,27 +502,16 @@ def _constant_text(d):
     return lit(value)
 
 
-def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
-    """Build the tile program computing ``nodes``, storing ``outside_uses``.
+def build_fused_program(graph, nodes, outside_uses) -> TileProgram:
+    """The tile program of a pointwise, reduce, matmul or scatter group
+    (``build.py: build_tile_program`` picks the builder of each kernel family).
 
     Raises
     ------
     NotFusable
         When the nodes cannot share one domain, or a store would be a race.
     """
-    prog = _build_tile_program(graph, nodes, outside_uses)
-    prog.dtypes = [graph.dtype(e) for e in prog.tensors]
-    return prog
-
-
-def _build_tile_program(graph, nodes, outside_uses) -> TileProgram:
-    if any(_special(graph, n) in CONV_KINDS for n in nodes):
-        from ..triton.conv import conv_program  # an implicit GEMM and its epilogue
-        return conv_program(graph, nodes, outside_uses)
-    if any(_special(graph, n) in POOL_KINDS for n in nodes):
-        from ..triton.pool import pool_program  # a pooling node stands alone
-        return pool_program(graph, nodes, outside_uses)
-    b = _Builder(graph, nodes, [e for e in outside_uses])
+    b = ProgramBuilder(graph, nodes, [e for e in outside_uses])
     kind, anchor, sink = b.choose_domain()
     b.kind = kind
     if kind == "scatter":

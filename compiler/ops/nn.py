@@ -226,7 +226,7 @@ def _philox_expr(attrs, seed, *, coords):
     """``tl.rand(key, offset)``: the seed buffer's 32 bits, zero-extended, with the
     stream in the high word; the offset an int32 linear index (int64 past 2**31).
 
-    ``coords`` (given by ``kernel_ir`` to every ``needs_random`` op) holds, per dim
+    ``coords`` (given by ``ir/tile_program`` to every ``needs_random`` op) holds, per dim
     of ``shape``, the ``{coord:P}`` placeholder of the domain position it runs
     along, or None where it does not vary.
     """
@@ -241,7 +241,7 @@ def _philox_expr(attrs, seed, *, coords):
 
 def _philox_cpu(attrs, seed, *, coords):
     """compiler/ir/philox.py's ``stream_uniform(seed, stream, coord, stride, ...)``: the
-    offset as (coordinate, stride) pairs, which ``cpu_lower`` sums in int64 (its
+    offset as (coordinate, stride) pairs, which ``cpu/lower`` sums in int64 (its
     arithmetic on expression text would take the strides for floats)."""
     shape = attrs["shape"]
     pairs = [f", {c}, {prod(shape[j + 1:])}" for j, c in enumerate(coords) if c]

@@ -312,7 +312,7 @@ def pool_problem(op: str, attrs: dict, in_shapes: list, out_shape: tuple) -> dic
 # -- ROIPooling (src/operator/roi_pooling*) ------------------------------------------------
 
 ROI_KINDS = ("roi_fwd", "roi_bwd")
-_FLT_MAX = 3.4028234663852886e38
+FLT_MAX = 3.4028234663852886e38     # float32's largest: where a ROI bin's max starts
 
 
 def _pooled_size(v):

@@ -11,7 +11,8 @@ of matmuls over the same output share one kernel.
 from __future__ import annotations
 
 from ..frontend.graph import Graph
-from ..ir.tile_program import NotFusable, build_tile_program
+from ..ir.build import build_tile_program
+from ..ir.tile_program import NotFusable
 from ..ops.registry import View, prod
 
 

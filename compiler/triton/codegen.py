@@ -1,4 +1,8 @@
-"""Render tile programs into Triton source through the jinja2 templates.
+"""Render pointwise, reduce and matmul tile programs into Triton source.
+
+``render.py`` picks the writer of each kernel family: this file's :func:`render_tile`,
+``conv.py`` or ``pool.py``; the last two reuse :class:`KernelContext` and the
+instruction and store writers here for their epilogues.
 
 Nothing from the user reaches the source: identifiers are generated
 (``p0_0``, ``v3``, ``r1``), numbers are formatted from ints and floats, and
@@ -8,51 +12,18 @@ GPU's small ones.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-from dataclasses import dataclass
-
-import jinja2
-
 from ..ir.dtypes import LOW_PRECISION, TL
+from ..ir.rendering import Rendered, environment
 from ..ir.tile_program import TileProgram
 from ..ops.registry import prod
-
-_COMPILER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEMPLATE_DIR = os.path.join(os.path.dirname(_COMPILER_DIR), "templates")
-if not os.path.isdir(TEMPLATE_DIR):  # installed: templates ship as package data of compiler
-    TEMPLATE_DIR = os.path.join(_COMPILER_DIR, "templates")
-
-_env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
-                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                          autoescape=False)
 
 _FAMILY_TEMPLATE = {"pointwise": "tile.py.j2", "reduce": "reduce.py.j2",
                     "matmul": "matmul.py.j2", "scatter": "scatter.py.j2"}
 
 
-def template_hash() -> str:
-    """Hash of every template file: part of every cache key."""
-    h = hashlib.sha256()
-    for name in sorted(os.listdir(TEMPLATE_DIR)):
-        with open(os.path.join(TEMPLATE_DIR, name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read())
-    return h.hexdigest()[:16]
+class KernelContext:
+    """What writing one Triton kernel of ``prog`` knows: strides, shapes, dtypes, lines."""
 
-
-@dataclass
-class Rendered:
-    source: str
-    params: list          # (tensor index, destination index) per pointer parameter
-    M: int
-    N: int
-    K: int                # largest reduction length of a dot (0 if none)
-    kind: str
-    batch: int = 1        # batches of a batched matmul (folded into grid axis 0)
-    dot: str = "float32"  # a dot's operand kind (compiler/ir/tiles.py: TENSOR_CORE_DOTS)
-
-
-class _Ctx:
     def __init__(self, prog: TileProgram, strides, shapes, fp32_dot="ieee"):
         self.p = prog
         self.strides = strides      # per tensor: list of stride tuples (one per destination)
@@ -124,21 +95,15 @@ class _Ctx:
         return "mrow" if rows else "mcol" if cols else None
 
 
-def render(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = "ieee") -> Rendered:
-    """Triton source for ``prog`` given each tensor's element strides.
+def render_tile(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = "ieee") -> Rendered:
+    """Triton source of a pointwise, reduce or matmul ``prog`` given its element strides.
 
     ``strides[t]`` is a list with one stride tuple per destination of tensor
     ``t`` (inputs have one; an output stored to several arrays has several).
     ``fp32_dot`` is the ``input_precision`` of float32 matmuls (``ieee``/``tf32``,
     ``compiler/ir/dtypes.py: fp32_matmul_precision``).
     """
-    if prog.kind == "conv":      # implicit GEMM, templates/conv.py.j2
-        from .conv import render_conv
-        return render_conv(prog, strides, shapes, fp32_dot)
-    if prog.kind == "pool":      # window loops, templates/pool.py.j2
-        from .pool import render_pool
-        return render_pool(prog, strides, shapes)
-    ctx = _Ctx(prog, strides, shapes, fp32_dot)
+    ctx = KernelContext(prog, strides, shapes, fp32_dot)
     params = [(t, d) for t in range(len(prog.tensors)) for d in range(len(strides[t]))]
     max_k = max([ins.extra["K"] for ins in prog.instrs if ins.kind == "dot"], default=0)
     M = ctx.total(prog.row_pos)
@@ -149,22 +114,22 @@ def render(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = "ieee
         accumulate = _dot_sums(prog) if prog.kind == "matmul" else {}
         body = []
         for ins in prog.instrs:
-            body.extend(_instr_lines(ctx, ins, accumulate))
+            body.extend(instr_lines(ctx, ins, accumulate))
         for st in prog.stores:
             for d, st_strides in enumerate(strides[st.tensor]):
-                body.extend(_store_lines(ctx, st, d, st_strides, shapes[st.tensor]))
+                body.extend(store_lines(ctx, st, d, st_strides, shapes[st.tensor]))
         head = ctx.coord_lines()
     batch = int(prog.domain[prog.grid_pos[0]]) if prog.grid_pos else 1
     k = {"params": ", ".join(f"p{t}_{d}" for t, d in params), "M": M, "N": N,
          "batched": bool(prog.grid_pos), "coord_lines": head, "body_lines": body,
          "summary": _summary(prog), "pointers": " ".join(ctx.dtypes[t] for t, _ in params)}
-    source = _env.get_template(_FAMILY_TEMPLATE[prog.kind]).render(k=k)
+    source = environment.get_template(_FAMILY_TEMPLATE[prog.kind]).render(k=k)
     dots = [ins for ins in prog.instrs if ins.kind == "dot"]
-    dot = _dot_kind(ctx, *dots[0].args) if dots else "float32"
+    dot = dot_kind(ctx, *dots[0].args) if dots else "float32"
     return Rendered(source, params, M, N, max_k, prog.kind, batch, dot)
 
 
-def _instr_lines(ctx: _Ctx, ins, accumulate=None) -> list:
+def instr_lines(ctx: KernelContext, ins, accumulate=None) -> list:
     """The Triton lines computing one instruction (a reduction over a whole-row tile)."""
     strides, shapes = ctx.strides, ctx.shapes
     if ins.kind == "load":
@@ -254,7 +219,7 @@ def _dot_sums(prog) -> dict:
     return {"into": into, "first": first, "silent": set(adds)}
 
 
-def _looped_reduce_lines(ctx: _Ctx, N: int) -> list:
+def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
     """A row reduction kernel's body: loops over the reduced columns in ``BN`` chunks.
 
     Values that vary along the columns are computed inside the loops, values
@@ -296,7 +261,7 @@ def _looped_reduce_lines(ctx: _Ctx, N: int) -> list:
                     lines.append(f"{r.out} = {r.out} * {float(scale)!r}")
         for ins in per_row:
             if stage[ins.out] == j:
-                lines.extend(_instr_lines(ctx, ins))
+                lines.extend(instr_lines(ctx, ins))
         if j > last:
             break
         accs = [r for r in reductions if stage[r.out] == j + 1]
@@ -316,7 +281,7 @@ def _looped_reduce_lines(ctx: _Ctx, N: int) -> list:
                 "mfull = mrow & mcol"] + ctx.col_coord_lines()
         for ins in p.instrs:
             if ins.out in need and varies_cols[ins.out] and ins.kind != "reduce":
-                body.extend(_instr_lines(ctx, ins))
+                body.extend(instr_lines(ctx, ins))
         partners = {online[r.out][0] for r in accs if r.out in online}
         for r in accs:
             if r.out in partners:
@@ -340,12 +305,12 @@ def _looped_reduce_lines(ctx: _Ctx, N: int) -> list:
                 body.append(f"{r.out} = {op}({r.out}, {part})")
         for st in stores:
             for d, st_strides in enumerate(ctx.strides[st.tensor]):
-                body.extend(_store_lines(ctx, st, d, st_strides, ctx.shapes[st.tensor]))
+                body.extend(store_lines(ctx, st, d, st_strides, ctx.shapes[st.tensor]))
         lines.append(f"for n0 in range(0, {N}, BN):")
         lines.extend("    " + ln for ln in body)
     for st in row_stores:
         for d, st_strides in enumerate(ctx.strides[st.tensor]):
-            lines.extend(_store_lines(ctx, st, d, st_strides, ctx.shapes[st.tensor]))
+            lines.extend(store_lines(ctx, st, d, st_strides, ctx.shapes[st.tensor]))
     return lines
 
 
@@ -403,7 +368,7 @@ def _summary(prog):
     return f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}"
 
 
-def _dot_lines(ctx: _Ctx, ins, acc=None, fresh=True):
+def _dot_lines(ctx: KernelContext, ins, acc=None, fresh=True):
     """One dot's K loop into its own accumulator, or adding into ``acc``
     (zeroed first when ``fresh``)."""
     p = ctx.p
@@ -446,10 +411,10 @@ def _dot_lines(ctx: _Ctx, ins, acc=None, fresh=True):
     return ([f"{v} = tl.zeros((BM, BN), dtype={ctx.cdt})"] if fresh else []) + [
         f"for k0 in range(0, {K}, BK):",
         "    kk = k0 + tl.arange(0, BK)",
-    ] + ["    " + line for line in _dot_operands(ctx, ta_i, tb_i, a_load, b_load, v)]
+    ] + ["    " + line for line in dot_operands(ctx, ta_i, tb_i, a_load, b_load, v)]
 
 
-def _dot_kind(ctx: _Ctx, ta_i, tb_i) -> str:
+def dot_kind(ctx: KernelContext, ta_i, tb_i) -> str:
     """What a dot's operands are: ``float16`` / ``bfloat16`` (both operands of that dtype:
     tensor cores, float32 accumulator), ``float64``, ``tf32`` or ``float32``."""
     da, db = ctx.dtypes[ta_i], ctx.dtypes[tb_i]
@@ -460,12 +425,12 @@ def _dot_kind(ctx: _Ctx, ta_i, tb_i) -> str:
     return "tf32" if ctx.fp32_dot == "tf32" else "float32"
 
 
-def _dot_operands(ctx: _Ctx, ta_i, tb_i, a_load, b_load, acc) -> list:
+def dot_operands(ctx: KernelContext, ta_i, tb_i, a_load, b_load, acc) -> list:
     """Load a dot's operand tiles and accumulate: two float16 (or bfloat16) operands
     go to the tensor cores as they are, with a float32 accumulator; float32 ones use
     ``ctx.fp32_dot``'s precision; others (mixed, float64) are widened first. The
     ``# dot operands:`` line tells ``cubin.source_shape`` (tile choice) what they are."""
-    kind = _dot_kind(ctx, ta_i, tb_i)
+    kind = dot_kind(ctx, ta_i, tb_i)
     head = [f"# dot operands: {kind}"]
     if kind in LOW_PRECISION:
         return head + [f"a = {a_load}", f"b = {b_load}", f"{acc} += tl.dot(a, b)"]
@@ -477,7 +442,9 @@ def _dot_operands(ctx: _Ctx, ta_i, tb_i, a_load, b_load, acc) -> list:
                    f"{acc} += tl.dot(a, b, input_precision=\"{ctx.fp32_dot}\")"]
 
 
-def _store_lines(ctx: _Ctx, st, d, strides, shape):
+def store_lines(ctx: KernelContext, st, d, strides, shape):
+    """The Triton lines storing ``st`` into destination ``d`` (element ``strides``) of a
+    tensor of ``shape``: a masked ``tl.store``, or ``tl.atomic_add`` for a scatter."""
     p = ctx.p
     ptr = f"p{st.tensor}_{d}"
     if st.atomic:
@@ -507,8 +474,9 @@ def _store_lines(ctx: _Ctx, st, d, strides, shape):
 
 
 def render_fill(numel: int, value: float = 0.0, dtype: str = "float32") -> Rendered:
-    source = _env.get_template("fill.py.j2").render(k={"M": int(numel), "value": repr(float(value)),
-                                                       "pointers": dtype})
+    """A kernel writing ``value`` into ``numel`` elements of one ``dtype`` tensor."""
+    source = environment.get_template("fill.py.j2").render(
+        k={"M": int(numel), "value": repr(float(value)), "pointers": dtype})
     return Rendered(source, [(0, 0)], int(numel), 1, 0, "fill")
 
 

@@ -1,32 +1,13 @@
-"""Convolution kernels: the tile program of a convolution group and its two lowerings.
-
-A convolution (``Convolution``, ``Deconvolution`` and the gradient ops of
-``compiler/ops/conv.py``) anchors a kernel group of its own, as a dot anchors a matmul's:
-one convolution per group, its operands read from memory, and an epilogue of pointwise
-and broadcast ops on its output (bias, activation, inference BatchNorm's scale and
-shift, a residual add), rendered on the accumulator tile by ``codegen.py``'s own
-instruction and store writers. Whatever the operator, the kernel is one of three
-implicit GEMMs over a convolution's x ``(N, C, *X)``,
-w ``(O, C/G, *K)`` and y ``(N, O, *Y)``, one GEMM per group ``g`` (grid axis 0 holds
-tiles x groups, as a batched matmul's batch):
-
-============  ===================  ================  ====================
-mode          rows (M)             columns (N)       reduction (K)
-============  ===================  ================  ====================
-conv_fwd      n, y positions       o in the group    c in the group, k
-conv_dgrad    n, x positions       c in the group    o in the group, k
-conv_wgrad    o in the group       c in the group, k n, y positions
-============  ===================  ================  ====================
+"""Convolution kernels for Triton: the implicit GEMM of a convolution's tile program.
 
 No im2col buffer exists: each ``[BM, BK]`` / ``[BK, BN]`` operand tile is loaded
 straight from x, w or y with addresses computed from the flat row / column / K
 indices (``x = y * stride + k * dilate - pad``; for the data gradient
 ``y = (x + pad - k * dilate) / stride`` where that divides), masked where the
 position falls in the padding. ``templates/conv.py.j2`` holds the kernel; this file
-computes its index expressions. The ``cpu`` target calls ATen's convolution
-(``aten.convolution.out``, transposed for the data gradient,
-``aten.convolution_backward`` for the weight gradient) on strided views of the planned
-buffers, then the epilogue as ``cpu_lower.py`` lowers any tile program.
+computes its index expressions. The epilogue (bias, activation, ...) is rendered on the
+accumulator tile by ``codegen.py``'s own instruction and store writers. The tile
+program and the GEMM's shape are ``compiler/ir/conv.py``'s.
 
 On a GPU the tiles are a matmul's (``compiler/ir/tiles.py``); a weight gradient's K
 (batch x output positions) is one long loop per output tile, without split-K.
@@ -35,133 +16,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .codegen import Rendered, _Ctx, _dot_kind, _dot_operands, _env, _instr_lines, _store_lines
-from ..cpu.codegen import _lines, plan
-from ..cpu.lower import _Lowering
-from ..cpu.values import Val
-from ..ir.dtypes import TORCH
-from ..ir.tile_program import Instr, NotFusable, TileProgram, _base_node, _Builder, _special
-from ..ops.conv import CONV_KINDS, conv_problem
-from ..ops.registry import prod
+from .codegen import KernelContext, dot_kind, dot_operands, instr_lines, store_lines
+from ..ir.conv import gemm_dims, summary
+from ..ir.index_math import index_sum, split_index
+from ..ir.rendering import Rendered, environment
+from ..ir.tile_program import TileProgram
 
-__all__ = ["CONV_KINDS", "conv_program", "index_sum", "render_conv", "render_conv_cpu",
-           "split_index"]
-
-
-class _ConvBuilder(_Builder):
-    """kernel_ir's builder with a convolution as the group's anchor, as a dot anchors a
-    matmul: the domain is the convolution's output, rows the positions of the GEMM's
-    rows, and the other nodes (pointwise, broadcasts: an activation, inference
-    BatchNorm's scale and shift) its epilogue on the accumulator tile."""
-
-    def choose_domain(self):
-        g = self.graph
-        convs = [n for n in self.order if _special(g, n) in CONV_KINDS]
-        if len(convs) != 1:
-            raise NotFusable("one convolution per kernel")
-        n = self.conv = convs[0]
-        d = g.node(n)
-        ins = g.inputs(n)
-        self.problem = conv_problem(d["op"], d["attrs"], [g.shape(e) for e in ins],
-                                    d["shapes"][0])
-        if len(self.nodes) > 1 and self.problem["mode"] == "conv_wgrad":
-            raise NotFusable("a weight gradient takes no epilogue")
-        if any(_base_node(g, e[0]) in self.nodes for e in ins):
-            raise NotFusable("a convolution reads its operands from memory")
-        self.domain, self.grid_pos = tuple(d["shapes"][0]), ()
-        nd = len(self.domain)
-        if self.problem["mode"] == "conv_wgrad":     # rows o, columns (c, k)
-            self.row_pos, self.col_pos = (0,), tuple(range(1, nd))
-        else:                                        # rows (n, spatial), columns channels
-            self.row_pos, self.col_pos = (0,) + tuple(range(2, nd)), (1,)
-        return n
-
-    def propagate(self, n, out_dm):
-        if n != self.conv:
-            return super().propagate(n, out_dm)
-        if list(out_dm) != list(range(len(self.domain))):
-            raise NotFusable("a convolution must span its whole output")
-
-    def emit(self):
-        n = self.conv
-        args = tuple(self.tensor(e, "in") for e in self.graph.inputs(n))
-        name = self.fresh()
-        varies = frozenset(p for p in range(len(self.domain)) if self.domain[p] > 1)
-        self.instrs.append(Instr("conv", name, args, varies=varies, extra=self.problem))
-        self.value[(n, 0)] = name
-        self.varies[name] = varies
-        self.order = [m for m in self.order if m != n]
-        super().emit()
-
-
-def conv_program(graph, nodes, outside_uses) -> TileProgram:
-    """The tile program of a group holding one convolution node: a ``conv`` instruction
-    (its ``args`` the tensors of the node's inputs, ``extra`` the
-    :func:`~compiler.ops.conv.conv_problem`), then the epilogue's instructions.
-
-    Raises
-    ------
-    NotFusable
-        For two convolutions, a weight gradient with an epilogue, an operand computed
-        in the group, or an epilogue that is not pointwise over the output.
-    """
-    b = _ConvBuilder(graph, nodes, list(outside_uses))
-    anchor = b.choose_domain()
-    b.kind = "conv"          # reductions and matmuls refuse to join (kernel_ir.propagate)
-    b.assign_dimmaps("matmul", anchor, None)
-    b.emit()
-    if not b.stores:
-        raise NotFusable("group stores nothing")
-    return TileProgram("conv", b.domain, (), b.row_pos, b.col_pos, b.instrs, b.stores,
-                       b.tensors, b.roles, False, frozenset(nodes))
-
-
-def gemm_dims(p: dict) -> tuple:
-    """``(M, N, K, groups)`` of the implicit GEMM of problem ``p``."""
-    x, w, y, g = p["x"], p["w"], p["y"], p["groups"]
-    cg, og, kk = x[1] // g, w[0] // g, prod(w[2:])
-    if p["mode"] == "conv_fwd":
-        return x[0] * prod(y[2:]), og, cg * kk, g
-    if p["mode"] == "conv_dgrad":
-        return x[0] * prod(x[2:]), cg, og * kk, g
-    return og, cg * kk, x[0] * prod(y[2:]), g
-
-
-def summary(p: dict) -> str:
-    """The kernel's comment line, the same on every target: an implicit GEMM is a
-    matmul over (M, N), which is also how ``compiler/triton/cubin.py`` reads its tiles."""
-    m, n, k, g = gemm_dims(p)
-    what = {"conv_fwd": "forward", "conv_dgrad": "data gradient / transposed",
-            "conv_wgrad": "weight gradient"}[p["mode"]]
-    return (f"matmul over domain ({m}, {n}) K {k} x {g} groups: implicit-GEMM "
-            f"{len(p['kernel'])}-D convolution {what}, x {p['x']} w {p['w']} y {p['y']} "
-            f"stride {p['stride']} pad {p['pad']} dilate {p['dilate']}")
-
-
-# ------------------------------------------------------------------------------ Triton
-
-def split_index(var, names, sizes):
-    """Lines giving ``names`` (row-major coordinates of ``sizes``) from flat ``var``;
-    a size-1 dim's coordinate is the literal ``0``. Returns ``(lines, coords)``."""
-    lines, coords = [], []
-    inner = prod(sizes)
-    for name, size in zip(names, sizes):
-        inner //= size
-        if size == 1:
-            coords.append("0")
-            continue
-        expr = f"{var} // {inner}" if inner > 1 else var
-        if inner * size < prod(sizes):
-            expr = f"({expr}) % {size}"
-        lines.append(f"{name} = {expr}")
-        coords.append(name)
-    return lines, coords
-
-
-def index_sum(terms):
-    """``c0 * s0 + c1 * s1 ...`` over ``(coordinate, stride)`` terms (zero terms dropped)."""
-    out = [c if s == 1 else f"{c} * {s}" for c, s in terms if c != "0" and s != 0]
-    return " + ".join(out) or "0"
+__all__ = ["render_conv"]
 
 
 class _Operand:
@@ -275,7 +136,7 @@ _OPERANDS = {"conv_fwd": ("x", "w"), "conv_dgrad": ("y", "w"), "conv_wgrad": ("y
 def render_conv(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = "ieee") -> Rendered:
     """Triton source of a convolution's tile program (``templates/conv.py.j2``): the
     implicit GEMM, then the epilogue and the stores as ``codegen.py`` writes a matmul's.
-    The operand tiles go to ``tl.dot`` as a matmul's do (``codegen._dot_operands``:
+    The operand tiles go to ``tl.dot`` as a matmul's do (``codegen.dot_operands``:
     float16 / bfloat16 as they are, with a float32 accumulator)."""
     conv = prog.instrs[0]
     p = conv.extra
@@ -288,9 +149,9 @@ def render_conv(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = 
     a_lines, a_ptr, a_mask = a.in_loop(f"mrow & (ka < {k})")
     b_lines, b_ptr, b_mask = b.in_loop(f"(kb < {k}) & mcol")
     # [BM, BN] tiles, as a dot's
-    ctx = _Ctx(replace(prog, kind="matmul"), strides, shapes, fp32_dot)
+    ctx = KernelContext(replace(prog, kind="matmul"), strides, shapes, fp32_dot)
     ta, tb = (tensor[r] for r in _OPERANDS[p["mode"]])
-    dot_lines = _dot_operands(ctx, ta, tb, f"tl.load({a_ptr}, mask={a_mask}, other=0.0)",
+    dot_lines = dot_operands(ctx, ta, tb, f"tl.load({a_ptr}, mask={a_mask}, other=0.0)",
                               f"tl.load({b_ptr}, mask={b_mask}, other=0.0)", "acc")
     coords = [f"{ctx.coord(pos)} = {c}" for pos, c in enumerate(out_coords)
               if ctx.coord(pos) is not None]
@@ -301,75 +162,15 @@ def render_conv(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = 
         epilogue.append(f"acc += {ctx.widen(tensor['bias'], bias)}")
     epilogue.append(f"{conv.out} = acc")
     for ins in prog.instrs[1:]:
-        epilogue.extend(_instr_lines(ctx, ins))
+        epilogue.extend(instr_lines(ctx, ins))
     for store in prog.stores:
         for dst, dst_strides in enumerate(strides[store.tensor]):
-            epilogue.extend(_store_lines(ctx, store, dst, dst_strides, shapes[store.tensor]))
+            epilogue.extend(store_lines(ctx, store, dst, dst_strides, shapes[store.tensor]))
     params = [(t, dst) for t in range(len(prog.tensors)) for dst in range(len(strides[t]))]
     kv = {"params": ", ".join(f"p{t}_{dst}" for t, dst in params), "summary": summary(p),
           "M": m, "N": n, "K": k, "outer_lines": outer + a.before_loop() + b.before_loop(),
           "loop_lines": k_split + a_lines + b_lines + dot_lines, "cdt": ctx.cdt,
           "pointers": " ".join(ctx.dtypes[t] for t, _ in params),
           "epilogue_lines": coords + epilogue}
-    source = _env.get_template("conv.py.j2").render(k=kv)
-    return Rendered(source, params, m, n, k, "conv", g, _dot_kind(ctx, ta, tb))
-
-
-# ------------------------------------------------------------------------------ cpu
-
-class _ConvLowering(_Lowering):
-    """cpu_lower's lowering with the ``conv`` instruction as one ATen call writing a
-    domain-shaped value (the convolution's output), the epilogue as torch calls on it."""
-
-    def build(self):
-        conv = self.p.instrs[0]
-        self.values[conv.out] = self.conv_value(conv)
-        whole = self.p
-        self.p = replace(whole, instrs=whole.instrs[1:])
-        try:
-            return super().build()
-        finally:
-            self.p = whole
-
-    def conv_value(self, ins):
-        p = ins.extra
-        views = {}
-        for i, role in enumerate(p["roles"][:-1]):
-            t = ins.args[i]
-            # float16 / bfloat16 operands: ATen's convolution in the compute dtype, as the
-            # Triton kernel accumulates in float32
-            views[role] = self.widen(t, self.view(t, 0, self.shapes[t], self.strides[t][0]))
-        reads = [Val("", (), kind="view", slot=self.slots[t][0]) for t in ins.args]
-        nd = len(p["kernel"])
-        geo = f"{list(p['stride'])}, {list(p['pad'])}, {list(p['dilate'])}"
-        bias = views.get("bias", "None")
-        if p["mode"] == "conv_wgrad":
-            self.bind_once("convolution_backward = torch.ops.aten.convolution_backward")
-            # the destination is passed as the weight: read for its shape only
-            fmt = (f"{{out}}.copy_(convolution_backward({views['y']}, {views['x']}, {{out}}, "
-                   f"None, {geo}, False, {[0] * nd}, {p['groups']}, [False, True, False])[1])")
-        else:
-            self.bind_once("convolution_out = torch.ops.aten.convolution.out")
-            if p["mode"] == "conv_fwd":
-                fmt = (f"convolution_out({views['x']}, {views['w']}, {bias}, {geo}, False, "
-                       f"{[0] * nd}, {p['groups']}, out={{out}})")
-            else:   # the transposed convolution; output_padding: x positions past the
-                #     last window (fewer than the stride)
-                opad = [p["x"][2 + i] + 2 * p["pad"][i] - 1 - (p["kernel"][i] - 1) *
-                        p["dilate"][i] - (p["y"][2 + i] - 1) * p["stride"][i] for i in range(nd)]
-                fmt = (f"convolution_out({views['y']}, {views['w']}, {bias}, {geo}, True, "
-                       f"{opad}, {p['groups']}, out={{out}})")
-        return self.emit("custom", fmt, [], self.D, reads=reads)
-
-    def bind_once(self, line):
-        if line not in self.bind_lines:
-            self.bind_lines.append(line)
-
-
-def render_conv_cpu(prog: TileProgram, strides: list, shapes: list, slots: list):
-    """``(bind lines, run lines)`` of a convolution group for the cpu target: one ATen
-    convolution call, writing its destination where ``codegen_cpu.plan`` allows, then
-    the epilogue's calls."""
-    k = _ConvLowering(prog, strides, shapes, slots)
-    stores = k.build()
-    return k.bind_lines, _lines(k.ops, plan(k.ops, stores), TORCH[prog.compute_dtype])
+    source = environment.get_template("conv.py.j2").render(k=kv)
+    return Rendered(source, params, m, n, k, "conv", g, dot_kind(ctx, ta, tb))

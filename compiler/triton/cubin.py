@@ -8,7 +8,7 @@ with ``cuobjdump -res-usage`` from the triton wheel.
 Two facts about triton 3.9 shape this module:
 
 * In a process where ``TRITON_INTERPRET=1`` (every CPU-only process: see
-  ``triton_mode``), ``@triton.jit`` makes ``InterpretedFunction`` objects,
+  ``triton/mode.py``), ``@triton.jit`` makes ``InterpretedFunction`` objects,
   Triton's own standard library (``tl.sum``, ``tl.max``, ...) included, and
   an interpreted device-function call (our ``_tanh``) patches
   ``triton.language`` for the interpreter *without restoring it*. Code
@@ -95,7 +95,7 @@ def summary_line(source: str) -> str:
 
 
 def source_shape(source: str) -> dict:
-    """The tiling facts ``codegen.render`` baked into a source: kind, M, N, K.
+    """The tiling facts ``render.render`` baked into a source: kind, M, N, K.
 
     Mirrors the templates: ``mrow = rm < M`` / ``mcol = rn < N``, the dot
     loops ``for k0 in range(0, K, BK)``, the ``# <kind> over domain`` line
@@ -123,7 +123,7 @@ def source_shape(source: str) -> dict:
 
 def pointer_dtypes(source: str):
     """The dtypes of a tile kernel's pointer parameters, from its ``# pointers:`` line
-    (``codegen.render`` writes it), or None for a kernel without one (all float32)."""
+    (``codegen.dot_operands`` writes it), or None for a kernel without one (all float32)."""
     m = re.search(r"^\s*# pointers: (.*)$", source, re.M)
     return m.group(1).split() if m else None
 
@@ -147,7 +147,8 @@ def declared_signature(source: str):
 
 def gpu_config(source: str, target: str = "cuda:90") -> dict:
     """Tile sizes and warps ``codegen.tile_config`` gives ``source`` on ``target``."""
-    from .codegen import Rendered, tile_config
+    from .codegen import tile_config
+    from ..ir.rendering import Rendered
     if declared_signature(source) is not None:
         return {"BM": 0, "BN": 0, "BK": 0, "num_warps": 4}
     s = source_shape(source)

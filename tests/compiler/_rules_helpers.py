@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from compiler.frontend.graph import Builder, Graph, NodeView, _raw, infer_node
+from compiler.frontend.graph import Builder, Graph, _raw, infer_node
+from compiler.ops.registry import NodeView
 from compiler.ops import get_op
 from compiler.frontend.reference import evaluate
 

@@ -123,7 +123,8 @@ def test_gradient(name, shape, attrs):
 
 
 def _graph_grad(name, x, attrs, dy):
-    from compiler.frontend.graph import Builder, Graph, NodeView, infer_node
+    from compiler.frontend.graph import Builder, Graph, infer_node
+    from compiler.ops.registry import NodeView
     from compiler.frontend.reference import evaluate
     parsed = attrs_of(name, **attrs)
     g = Graph()

@@ -448,7 +448,8 @@ def test_constant_gradient_is_empty():
     ("_sum_to_shape", (2, 3), {"shape": (2, 3)}),
 ])
 def test_decompose(name, shape, attrs):
-    from compiler.frontend.graph import Builder, Graph, NodeView, infer_node
+    from compiler.frontend.graph import Builder, Graph, infer_node
+    from compiler.ops.registry import NodeView
     from compiler.frontend.reference import evaluate
     op = get_op(name)
     parsed = attrs_of(name, **attrs)
