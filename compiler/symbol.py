@@ -100,9 +100,21 @@ def _topo(entries, inputs_of=None) -> list:
 _RUNTIME = {}
 
 
-def register_runtime(executor, current_context):
-    """Called by ``runtime.executor``: the classes ``bind``/``simple_bind``/``eval`` use."""
-    _RUNTIME.update(executor=executor, current_context=current_context)
+def register_runtime(bind, simple_bind, current_context):
+    """Called by ``runtime.binding``: what ``bind`` / ``simple_bind`` / ``eval`` call.
+
+    Parameters
+    ----------
+    bind : callable
+        ``bind(symbol, ctx, args, args_grad, grad_req, aux_states, shared_exec,
+        group2ctx)`` -> an executor.
+    simple_bind : callable
+        ``simple_bind(symbol, ctx, grad_req, type_dict, shared_exec, shared_buffer,
+        shapes, group2ctx)`` -> an executor over new zeroed arrays.
+    current_context : callable
+        The default context.
+    """
+    _RUNTIME.update(bind=bind, simple_bind=simple_bind, current_context=current_context)
 
 
 def _runtime(what) -> dict:
@@ -562,17 +574,17 @@ class Symbol:
                     group2ctx=None, shared_arg_names=None, shared_exec=None,
                     shared_buffer=None, **kwargs):
         """Allocate arrays for the given input shapes and bind an :class:`Executor`."""
-        executor = _runtime("simple_bind")["executor"]
-        return executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
-                                    shared_exec=shared_exec, shared_buffer=shared_buffer,
-                                    shapes=kwargs, group2ctx=group2ctx)
+        simple_bind = _runtime("simple_bind")["simple_bind"]
+        return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
+                           shared_exec=shared_exec, shared_buffer=shared_buffer,
+                           shapes=kwargs, group2ctx=group2ctx)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
         """Bind given arrays (list in ``list_arguments`` order or dict by name)."""
-        executor = _runtime("bind")["executor"]
-        return executor(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
-                        aux_states=aux_states, shared_exec=shared_exec, group2ctx=group2ctx)
+        bind = _runtime("bind")["bind"]
+        return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
+                    aux_states=aux_states, shared_exec=shared_exec, group2ctx=group2ctx)
 
     def eval(self, ctx=None, **kwargs):
         """Bind the given inputs, run forward and return the outputs."""

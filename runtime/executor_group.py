@@ -27,7 +27,8 @@ from compiler.errors import MXNetError
 
 from .context import Context
 from .data_desc import DataDesc
-from .executor import Executor, placement
+from .binding import bind
+from .executor import placement
 from .ndarray import as_ndarray, empty
 
 
@@ -427,8 +428,8 @@ class DataParallelExecutorGroup:
         for name, shape in zip(self.aux_names, aux_shapes):
             aux[name] = self._shared_or_new(shared_exec, "aux_dict", name, tuple(shape),
                                             place.get(name, context))
-        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux,
-                       shared_exec=shared_exec, group2ctx=self.group2ctxs[i])
+        exe = bind(self.symbol, context, args, grads, self.grad_req, aux,
+                   shared_exec=shared_exec, group2ctx=self.group2ctxs[i])
         self._account(exe)
         return exe
 
@@ -448,8 +449,8 @@ class DataParallelExecutorGroup:
         for name, shape in zip(self.aux_names, aux_shapes):
             aux[name] = self._shared_or_new(base, "aux_dict", name, tuple(shape),
                                             place.get(name, context))
-        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux, shared_exec=base,
-                       group2ctx=self.group2ctxs[i])
+        exe = bind(self.symbol, context, args, grads, self.grad_req, aux, shared_exec=base,
+                   group2ctx=self.group2ctxs[i])
         for mon in self._monitors:
             mon.install(exe)
         return exe

@@ -61,7 +61,7 @@ def spans_contexts(symbol, ctx, args, aux_states, group2ctx) -> bool:
 class PartitionedExecutor(Executor):
     """:class:`Executor`'s API over one sub-executor per context segment.
 
-    Built by ``Executor(...)`` itself when :func:`spans_contexts` holds; the
+    Built by ``runtime/binding.py: bind`` when :func:`spans_contexts` holds; the
     parameters are :class:`Executor`'s.
     """
 
