@@ -130,6 +130,90 @@ def import_cycles(graph: nx.DiGraph) -> list:
     return sorted(cycles)
 
 
+def _bound_names(tree) -> set:
+    """Names a module binds at its top level (``None`` when a star import or a module
+    ``__getattr__`` makes the set open)."""
+    names = set()
+
+    def targets(node):
+        if isinstance(node, ast.Name):
+            return {node.id}
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return set().union(*map(targets, node.elts)) if node.elts else set()
+        return set()
+
+    def visit(statements):
+        for st in statements:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(st.name)
+            elif isinstance(st, ast.Assign):
+                for t in st.targets:
+                    names.update(targets(t))
+            elif isinstance(st, (ast.AnnAssign, ast.AugAssign)):
+                names.update(targets(st.target))
+            elif isinstance(st, (ast.Import, ast.ImportFrom)):
+                for alias in st.names:
+                    if alias.name == "*":
+                        return False
+                    names.add(alias.asname or alias.name.split(".")[0])
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    inner = getattr(st, field, [])
+                    if field == "handlers":
+                        inner = [s for h in inner for s in h.body]
+                    if visit(inner) is False:
+                        return False
+        return True
+
+    if visit(tree.body) is False or "__getattr__" in names:
+        return None
+    return names
+
+
+def missing_imports(root: str, packages: list) -> list:
+    """Imports of a module of ``packages`` that does not exist, or of a name it does not
+    bind (a stale name would otherwise resolve through whatever else is on the path).
+
+    Returns
+    -------
+    list of str
+        ``module:line imports what`` for each.
+    """
+    known = module_files(root, packages)
+    trees = {}
+
+    def tree_of(module):
+        if module not in trees:
+            with open(known[module]) as f:
+                trees[module] = ast.parse(f.read(), known[module])
+        return trees[module]
+
+    bad = []
+    for module, path in known.items():
+        is_package = path.endswith("__init__.py")
+        for node in ast.walk(tree_of(module)):
+            if isinstance(node, ast.Import):
+                bad += [f"{module}:{node.lineno} imports {a.name}" for a in node.names
+                        if a.name.split(".")[0] in packages and a.name not in known]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    origin = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    origin = node.module
+                if origin.split(".")[0] not in packages:
+                    continue
+                if origin not in known:
+                    bad.append(f"{module}:{node.lineno} imports {origin}")
+                    continue
+                bound = _bound_names(tree_of(origin))
+                bad += [f"{module}:{node.lineno} imports {origin}.{a.name}" for a in node.names
+                        if a.name != "*" and f"{origin}.{a.name}" not in known
+                        and bound is not None and a.name not in bound]
+    return sorted(bad)
+
+
 def cross_target_imports(graph: nx.DiGraph, targets: list) -> list:
     """Imports from one target package into another, as ``a:line imports b``."""
     def target_of(module):
@@ -159,6 +243,11 @@ def test_no_import_circles(source_graph):
 
 def test_a_target_never_imports_another_target(source_graph):
     bad = cross_target_imports(source_graph, TARGETS)
+    assert not bad, "\n".join(bad)
+
+
+def test_every_imported_module_and_name_exists():
+    bad = missing_imports(ROOT, LAYERS)
     assert not bad, "\n".join(bad)
 
 
@@ -203,3 +292,13 @@ def test_a_planted_cross_target_import_is_reported(tmp_path):
     assert cross_target_imports(graph, ["top.one", "top.two"]) == [
         "top.one.render:2 imports top.two.render"]
     assert not import_cycles(graph)
+
+
+def test_a_planted_stale_import_is_reported(tmp_path):
+    _plant(tmp_path, {
+        "pkg/__init__.py": "from .a import kept\n",
+        "pkg/a.py": "kept = 1\n\ndef f():\n    from . import gone\n",   # no pkg/gone.py
+        "pkg/b.py": "from pkg import kept, a\nfrom .a import moved\nimport pkg.old\n",
+    })
+    assert missing_imports(str(tmp_path), ["pkg"]) == [
+        "pkg.a:4 imports pkg.gone", "pkg.b:2 imports pkg.a.moved", "pkg.b:3 imports pkg.old"]

@@ -217,7 +217,8 @@ import os, sys, json
 sys.path.insert(0, os.getcwd())
 os.umask(0o002)
 import module_api as mx
-from compiler import cache, cache_trust, cubin
+from compiler.artifacts import cache, cache_trust
+from compiler.triton import cubin
 from compiler.artifacts.compile import compile_symbol
 net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=4),
                            name="softmax")

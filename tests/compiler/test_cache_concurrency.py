@@ -286,7 +286,8 @@ def test_read_only_cache_dir_uses_memory_with_one_warning(tmp_path, monkeypatch,
 KEYS = r"""
 import json, sys
 sys.path.insert(0, %(root)r)
-from compiler import cache, symbol as sym
+from compiler import symbol as sym
+from compiler.artifacts import cache
 from compiler.artifacts.compile import all_argument_shapes, program_parts
 
 def net(act="relu"):
