@@ -156,8 +156,8 @@ def _fmt_bytes(n):
 
 
 def run_model(name, title, symbol, input_shapes, labels_range, eager_fn, args):
-    from compiler import cache as ccache
-    from compiler.compile import compile_symbol
+    from compiler.artifacts import cache as ccache
+    from compiler.artifacts.compile import compile_symbol
     from runtime.context import cpu
 
     no_grad = {"data", "softmax_label", "init_h", "init_c"}

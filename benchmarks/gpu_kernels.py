@@ -151,8 +151,8 @@ def kernels_of(entries, target, dtype="float32", lstm=False):
     """``[(kernel hash, config)]`` of the training and inference programs and the SGD
     update, deduplicated. The data (and labels) are ``dtype``, except the LSTM's token
     ids (its low precision starts at the embedding)."""
-    from compiler import cubin
-    from compiler.compile import compile_symbol
+    from compiler.triton import cubin
+    from compiler.artifacts.compile import compile_symbol
     from runtime.optimizer import aot_kernels
     seen, out = set(), []
     params, weights = 0, set()
@@ -191,7 +191,7 @@ def main(argv=None):
     ap.add_argument("--keep-triton-cache", action="store_true",
                     help="use Triton's cache (repeats compile in no time)")
     args = ap.parse_args(argv)
-    from compiler import cubin
+    from compiler.triton import cubin
     buckets = [int(b) for b in args.buckets.split(",")]
     configs = configurations(buckets, args.dtype)
     bad = 0

@@ -117,7 +117,7 @@ import torch                         # noqa: E402
 import torch.nn.functional as F      # noqa: E402
 
 import module_api as mx              # noqa: E402
-from compiler import cache as ccache  # noqa: E402
+from compiler.artifacts import cache as ccache  # noqa: E402
 from examples.corpus import MarkovGrammar  # noqa: E402
 from runtime.launcher import LaunchCounter  # noqa: E402
 

@@ -48,7 +48,7 @@ def parse_shape(text: str) -> tuple:
 
 def parse_dtype(text: str) -> tuple:
     """``NAME=DTYPE`` -> ``(name, dtype name)``, a dtype kernels are generated for."""
-    from .dtypes import SUPPORTED, dtype_name
+    from .ir.dtypes import SUPPORTED, dtype_name
     name, sep, dtype = text.partition("=")
     name, dtype = name.strip(), dtype.strip()
     if not sep or not name or not dtype:
@@ -62,7 +62,7 @@ def parse_dtype(text: str) -> tuple:
 
 
 def parse_target(text: str) -> str:
-    from .compile import check_target
+    from .artifacts.compile import check_target
     from .errors import MXNetError
     try:
         return check_target(text)
@@ -293,7 +293,7 @@ def _aot_errors():
 
 
 def cmd_compile(ns) -> int:
-    from . import aot
+    from .artifacts import aot
     shapes_json = None
     if ns.shapes_json:
         try:
@@ -327,7 +327,7 @@ def cmd_compile(ns) -> int:
 
 
 def cmd_cache(ns) -> int:
-    from . import aot, cache
+    from .artifacts import aot, aot_verify, cache
     root = ns.dir or cache.cache_dir()
     if not os.path.isdir(root):
         raise UsageError(f"{root} is not a directory")
@@ -335,7 +335,7 @@ def cmd_cache(ns) -> int:
         if ns.action == "ls":
             sys.stdout.write(aot.list_dir(root))
         elif ns.action == "verify":
-            problems = aot.verify_dir(root, rebuild=ns.rebuild)
+            problems = aot_verify.verify_dir(root, rebuild=ns.rebuild)
             for pr in problems:
                 sys.stdout.write(f"BAD {pr}\n")
             if problems:
@@ -381,8 +381,8 @@ def _one_line(exc) -> str:
 def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
                   target="interpret", kernel=0, dtypes=()) -> dict:
     """Compile and describe a model; the dict ``--json`` prints."""
-    from . import cache
-    from .compile import compile_symbol
+    from .artifacts import cache
+    from .artifacts.compile import compile_symbol
     from .errors import MXNetError
     symbol = _load_symbol(symbol_path)
     args = symbol.list_arguments()
@@ -452,8 +452,8 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
 
 
 def ln_summary(ln) -> str:
-    from .cubin import summary_line
-    from . import cache
+    from .triton.cubin import summary_line
+    from .artifacts import cache
     # Launch.summary is the text after the source's second "# "; read the
     # kernel's own "# <kind> over domain" line instead where the file is there.
     try:
@@ -510,7 +510,7 @@ def format_text(info: dict) -> str:
 
 def cmd_inspect(ns) -> int:
     if ns.from_cache:
-        from . import aot
+        from .artifacts import aot
         if ns.symbol:
             raise UsageError("give either SYMBOL.json or --from-cache DIR, not both")
         try:

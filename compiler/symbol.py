@@ -2,7 +2,7 @@
 
 A :class:`Symbol` is a list of output entries ``(node, index)`` over
 immutable :class:`_Node` objects. It knows nothing about kernels: analysis
-happens on :class:`compiler.graph.Graph`, built by :meth:`Symbol.to_graph`.
+happens on :class:`compiler.frontend.graph.Graph`, built by :meth:`Symbol.to_graph`.
 Every registered operator is available here as a function
 (``FullyConnected(data=..., num_hidden=10, name='fc1')``), with mxnet's
 auto-created argument variables (``fc1_weight``) and auto names
@@ -17,10 +17,10 @@ from typing import Optional
 
 import numpy as np
 
-from . import attribute as _attribute
-from . import name as _name
+from .frontend import attribute as _attribute
+from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
-from .graph import Graph, _raw
+from .frontend.graph import Graph, _raw
 from .ops import REGISTRY, get_op
 
 MXNET_VERSION = 10901
@@ -100,9 +100,21 @@ def _topo(entries, inputs_of=None) -> list:
 _RUNTIME = {}
 
 
-def register_runtime(executor, current_context):
-    """Called by ``runtime.executor``: the classes ``bind``/``simple_bind``/``eval`` use."""
-    _RUNTIME.update(executor=executor, current_context=current_context)
+def register_runtime(bind, simple_bind, current_context):
+    """Called by ``runtime.binding``: what ``bind`` / ``simple_bind`` / ``eval`` call.
+
+    Parameters
+    ----------
+    bind : callable
+        ``bind(symbol, ctx, args, args_grad, grad_req, aux_states, shared_exec,
+        group2ctx)`` -> an executor.
+    simple_bind : callable
+        ``simple_bind(symbol, ctx, grad_req, type_dict, shared_exec, shared_buffer,
+        shapes, group2ctx)`` -> an executor over new zeroed arrays.
+    current_context : callable
+        The default context.
+    """
+    _RUNTIME.update(bind=bind, simple_bind=simple_bind, current_context=current_context)
 
 
 def _runtime(what) -> dict:
@@ -554,7 +566,7 @@ class Symbol:
 
     def save(self, fname, remove_amp_cast=True):
         """Write :meth:`tojson` to ``fname`` atomically."""
-        from ._atomic import atomic_write_text
+        from .artifacts.atomic import atomic_write_text
         atomic_write_text(fname, self.tojson(remove_amp_cast))
 
     # -- execution ------------------------------------------------------------------------
@@ -562,17 +574,17 @@ class Symbol:
                     group2ctx=None, shared_arg_names=None, shared_exec=None,
                     shared_buffer=None, **kwargs):
         """Allocate arrays for the given input shapes and bind an :class:`Executor`."""
-        executor = _runtime("simple_bind")["executor"]
-        return executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
-                                    shared_exec=shared_exec, shared_buffer=shared_buffer,
-                                    shapes=kwargs, group2ctx=group2ctx)
+        simple_bind = _runtime("simple_bind")["simple_bind"]
+        return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
+                           shared_exec=shared_exec, shared_buffer=shared_buffer,
+                           shapes=kwargs, group2ctx=group2ctx)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
         """Bind given arrays (list in ``list_arguments`` order or dict by name)."""
-        executor = _runtime("bind")["executor"]
-        return executor(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
-                        aux_states=aux_states, shared_exec=shared_exec, group2ctx=group2ctx)
+        bind = _runtime("bind")["bind"]
+        return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
+                    aux_states=aux_states, shared_exec=shared_exec, group2ctx=group2ctx)
 
     def eval(self, ctx=None, **kwargs):
         """Bind the given inputs, run forward and return the outputs."""

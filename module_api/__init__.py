@@ -5,13 +5,12 @@ API (modules, io, metrics, optimizers ...) is built on top of them.
 """
 from compiler import symbol  # noqa: F401
 from compiler import symbol as sym  # noqa: F401
-from compiler.attribute import AttrScope  # noqa: F401
-from compiler import name  # noqa: F401
+from compiler.frontend.attribute import AttrScope  # noqa: F401
+from compiler.frontend import name  # noqa: F401
 from compiler.errors import MXNetError  # noqa: F401
 from runtime import context  # noqa: F401
 from runtime.context import Context, cpu, gpu, current_context, num_gpus  # noqa: F401
 from runtime import executor  # noqa: F401
-from runtime import random as _random
 from . import ndarray, ndarray as nd  # noqa: F401,E402
 from . import io, metric, callback, model, test_utils  # noqa: F401,E402
 from . import initializer, initializer as init  # noqa: F401,E402
@@ -33,11 +32,4 @@ class random:  # noqa: N801  (mxnet's module name)
     uniform = staticmethod(nd.random.uniform)
     normal = staticmethod(nd.random.normal)
     randint = staticmethod(nd.random.randint)
-
-    @staticmethod
-    def seed(seed_state, ctx="all"):
-        import numpy as np
-        import torch
-        np.random.seed(seed_state)
-        torch.manual_seed(seed_state)
-        _random.seed(seed_state)
+    seed = staticmethod(nd.random.seed)

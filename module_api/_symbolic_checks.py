@@ -19,8 +19,8 @@ from compiler.symbol import Symbol
 from runtime.context import Context
 
 from . import ndarray as _nd
-from .test_utils import (_check_stype, _np, assert_almost_equal, default_context,
-                         default_dtype, default_numeric_eps, get_tolerance)
+from .array_checks import (as_numpy, assert_almost_equal, check_stype, default_context,
+                           default_dtype, default_numeric_eps, get_tolerance)
 
 def _check_dtype(dtype, what):
     if isinstance(dtype, str) and dtype == "asnumpy":
@@ -35,7 +35,7 @@ def _f32(v, ctx):
     if isinstance(v, torch.Tensor) and v.dtype == torch.float32 and \
             getattr(v, "context", None) == ctx:
         return v
-    return _nd.array(_np(v), ctx=ctx, dtype=np.float32)
+    return _nd.array(as_numpy(v), ctx=ctx, dtype=np.float32)
 
 
 def _parse_location(sym, location, ctx, dtype=default_dtype()):
@@ -149,7 +149,7 @@ def _grad_req_of(grad_nodes, arg_names):
 
 
 def _compare_grad(req, name, fd_or_expected, got, before, rtol, atol, names, equal_nan=False):
-    got = _np(got)
+    got = as_numpy(got)
     if req == "write":
         assert_almost_equal(fd_or_expected, got, rtol, atol, names, equal_nan=equal_nan)
     elif req == "add":
@@ -198,7 +198,7 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     """
     _check_dtype(dtype, "check_numeric_gradient")
     for k, v in (grad_stype_dict or {}).items():
-        _check_stype(v, f"check_numeric_gradient grad_stype_dict['{k}']")
+        check_stype(v, f"check_numeric_gradient grad_stype_dict['{k}']")
     ctx = ctx or default_context()
     location = _parse_location(sym, location, ctx)
     location_npy = {k: v.asnumpy() for k, v in location.items()}
@@ -225,7 +225,7 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     eps = get_tolerance(executor.outputs[0], numeric_eps, default_numeric_eps())
     assert eps >= 1e-5, "float32 finite differences need numeric_eps >= 1e-5"
     executor.backward()
-    symbolic = {k: _np(v) for k, v in executor.grad_dict.items()}
+    symbolic = {k: as_numpy(v) for k, v in executor.grad_dict.items()}
     numeric = numeric_grad(executor, location_npy, aux_states_npy, eps=eps,
                            use_forward_train=use_forward_train)
     for name in grad_nodes:
@@ -306,7 +306,7 @@ def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=
     """
     ctx = ctx or default_context()
     for k, v in (grad_stypes or {}).items():
-        _check_stype(v, f"check_symbolic_backward grad_stypes['{k}']")
+        check_stype(v, f"check_symbolic_backward grad_stypes['{k}']")
     location = _parse_location(sym, location, ctx, dtype)
     aux_states = _parse_aux_states(sym, aux_states, ctx, dtype)
     if isinstance(expected, (list, tuple)):

@@ -35,7 +35,7 @@ import torch
 from runtime.data_desc import DataDesc
 from runtime.ndarray import as_ndarray
 
-from .io import DataBatch, DataIter
+from .data_iter import DataBatch, DataIter
 
 _IMAGE_MAGIC, _LABEL_MAGIC = 2051, 2049
 

@@ -186,7 +186,7 @@ class _Tracer:
         if self._failed:
             return []
         try:
-            from compiler.reference import evaluate
+            from compiler.frontend.reference import evaluate
             g = self._forward_graph()
             entries = [(n, i) for n in g.ops() for i in range(len(g.node(n)["shapes"]))]
             vals = evaluate(g, self._feeds(), bool(is_train), entries)
@@ -211,8 +211,8 @@ class _Tracer:
         """The forward graph with each operator's input gradients built after it."""
         if self._bwd is not None:
             return self._bwd
-        from compiler.graph import Builder
-        from compiler.passes.autodiff import _differentiate_node
+        from compiler.frontend.graph import Builder
+        from compiler.ops.chain_rule import differentiate_node
         g = self._forward_graph().copy()
         b = Builder(g, "bwd", "mon")
         contributions, head_vars = {}, {}
@@ -231,7 +231,7 @@ class _Tracer:
             ins = g.inputs(n)
             nargs = len(d["opdef"].list_arguments(d["attrs"]))
             before = {tuple(e): len(contributions.get(tuple(e), [])) for e in ins[:nargs]}
-            _differentiate_node(g, b, n, contributions)
+            differentiate_node(g, b, n, contributions)
             taken = {}
             grads = []
             for e in ins[:nargs]:
@@ -252,7 +252,7 @@ class _Tracer:
         if self._failed:
             return []
         try:
-            from compiler.reference import evaluate
+            from compiler.frontend.reference import evaluate
             g, per_node, head_vars = self._backward_graph()
             feeds = self._feeds()
             feeds.update(self._head_grads(head_vars, g))

@@ -358,8 +358,10 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
 
     @staticmethod
     def seed(seed_state, ctx="all"):
-        import module_api
-        module_api.random.seed(seed_state, ctx)
+        """Seed numpy, torch and every context's generator (``mx.random.seed`` too)."""
+        np.random.seed(seed_state)
+        torch.manual_seed(seed_state)
+        _rt_random.seed(seed_state)
 
 
 random_uniform = uniform = random.uniform

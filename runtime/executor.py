@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from compiler.compile import all_dtypes, compile_symbol
-from compiler.dtypes import ITEMSIZE, check_dtype, dtype_name
+from compiler.artifacts.compile import all_dtypes, compile_symbol
+from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
-from compiler.symbol import is_mode_dependent, register_runtime
-from compiler.triton_mode import ensure_mode
+from compiler.symbol import is_mode_dependent
+from compiler.triton.mode import ensure_mode
 
 from .context import Context, current_context, device_guard
 from .launcher import bind_launches, run_bound
@@ -66,17 +66,6 @@ class Executor:
     group2ctx : dict of str to Context, optional
         Where the arguments of each ``ctx_group`` live (see :func:`placement`).
     """
-
-    def __new__(cls, symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
-                shared_exec=None, group2ctx=None):
-        # A graph that group2ctx spreads over several contexts runs as one
-        # sub-executor per context segment (runtime/executor_partitioned.py).
-        if cls is Executor and group2ctx:
-            from .executor_partitioned import PartitionedExecutor, spans_contexts
-            ctx = ctx if isinstance(ctx, Context) else current_context()
-            if spans_contexts(symbol, ctx, args, aux_states, group2ctx):
-                cls = PartitionedExecutor
-        return object.__new__(cls)
 
     def __init__(self, symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
                  shared_exec=None, group2ctx=None):
@@ -141,28 +130,6 @@ class Executor:
         self._compile()
 
     # -- construction -------------------------------------------------------------
-    @classmethod
-    def simple_bind(cls, symbol, ctx, grad_req="write", type_dict=None, shared_exec=None,
-                    shared_buffer=None, shapes=None, group2ctx=None):
-        """Allocate zeroed arrays of the inferred shapes and bind them."""
-        shapes = dict(shapes or {})
-        dtypes = all_dtypes(symbol, {n: check_dtype(n, t, "simple_bind type_dict")
-                                     for n, t in (type_dict or {}).items()})
-        arg_shapes, _, aux_shapes = symbol.infer_shape(**shapes)
-        if arg_shapes is None:
-            _, _, _ = symbol.infer_shape_partial(**shapes)
-            arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
-            missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s]
-            raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
-                             f"as keyword arguments (name=shape)")
-        ctx = ctx if isinstance(ctx, Context) else current_context()
-        place = placement(symbol, ctx, group2ctx)
-        args = {n: empty(s, place.get(n, ctx), dtypes[n])
-                for n, s in zip(symbol.list_arguments(), arg_shapes)}
-        aux = {n: empty(s, place.get(n, ctx), dtypes[n])
-               for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}
-        return cls(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
-
     def _collect(self, arrays, names, what, allow_missing=False, where=None):
         """Arrays by name as contiguous NDArrays: on this executor's
         device, or on ``where[name]`` (a context per variable) when given."""
@@ -400,8 +367,8 @@ class Executor:
                 grads[name] = fit(name, self.grad_dict[name], s, "gradient of")
         aux = {n: fit(n, self.aux_dict[n], s, "auxiliary state")
                for n, s in zip(self._symbol.list_auxiliary_states(), aux_shapes)}
-        new = Executor(self._symbol, self._ctx, args, grads or None, self._grad_req, aux,
-                       shared_exec=self, group2ctx=self._group2ctx)
+        new = type(self)(self._symbol, self._ctx, args, grads or None, self._grad_req, aux,
+                         shared_exec=self, group2ctx=self._group2ctx)
         if not self.outputs:
             return new
         outputs = []
@@ -556,14 +523,53 @@ def _numel(shape):
     return n
 
 
+def allocate_arrays(symbol, ctx, type_dict=None, shapes=None, group2ctx=None):
+    """Zeroed arrays of the inferred shapes for every argument and auxiliary state
+    (what ``simple_bind`` binds).
+
+    Parameters
+    ----------
+    symbol : Symbol
+    ctx : Context
+        Where arrays live unless ``group2ctx`` places them (:func:`placement`).
+    type_dict : dict of str to dtype, optional
+        Dtypes given by name; the others are inferred (mxnet's rules).
+    shapes : dict of str to tuple
+        The input shapes to infer the others from.
+    group2ctx : dict of str to Context, optional
+
+    Returns
+    -------
+    tuple
+        ``(args, aux)``: dicts of name -> NDArray.
+    """
+    shapes = dict(shapes or {})
+    dtypes = all_dtypes(symbol, {n: check_dtype(n, t, "simple_bind type_dict")
+                                 for n, t in (type_dict or {}).items()})
+    arg_shapes, _, aux_shapes = symbol.infer_shape(**shapes)
+    if arg_shapes is None:
+        _, _, _ = symbol.infer_shape_partial(**shapes)
+        arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
+        missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s]
+        raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
+                         f"as keyword arguments (name=shape)")
+    ctx = ctx if isinstance(ctx, Context) else current_context()
+    place = placement(symbol, ctx, group2ctx)
+    args = {n: empty(s, place.get(n, ctx), dtypes[n])
+            for n, s in zip(symbol.list_arguments(), arg_shapes)}
+    aux = {n: empty(s, place.get(n, ctx), dtypes[n])
+           for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}
+    return args, aux
+
+
 def placement(symbol, ctx, group2ctx) -> dict:
     """The context of each argument and auxiliary state in a ``ctx_group`` that
     ``group2ctx`` maps (mxnet's model-parallel placement); others use ``ctx``.
 
     As in mxnet, a variable whose group the map does not name stays on
     ``ctx``. Where the operators of a graph land on several contexts,
-    ``Executor(...)`` gives a :class:`PartitionedExecutor` that copies values
-    across contexts (``runtime/executor_partitioned.py``).
+    ``runtime/binding.py: bind`` gives a :class:`PartitionedExecutor` that copies
+    values across contexts (``runtime/executor_partitioned.py``).
     """
     if not group2ctx:
         return {}
@@ -619,9 +625,9 @@ def _buffer_values(symbol, input_shapes, grad_req, is_train, prog):
     The passes are pure, so running them again gives the plan the Program
     was built from; ``None`` if it does not match (then launches are listed).
     """
-    from compiler.compile import _all_argument_shapes
+    from compiler.artifacts.compile import all_argument_shapes
     from compiler.passes.pipeline import run_passes
-    shapes = _all_argument_shapes(symbol, input_shapes)
+    shapes = all_argument_shapes(symbol, input_shapes)
     g, _, plan = run_passes(symbol.to_graph(), shapes, grad_req, is_train, {})
     if [int(n) for n in plan["buffers"]] != [int(n) for n in prog.buffers]:
         return None
@@ -664,5 +670,3 @@ def _plan_lines(title, prog, values):
     lines.append(f"Total {len(prog.buffers)} buffers, {total} bytes planned")
     return lines
 
-
-register_runtime(Executor, current_context)

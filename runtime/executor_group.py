@@ -20,14 +20,15 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from compiler.batch_slices import _split_input_slice
-from compiler.compile import all_dtypes
-from compiler.dtypes import check_dtype
+from compiler.frontend.batch_slices import split_input_slice
+from compiler.artifacts.compile import all_dtypes
+from compiler.ir.dtypes import check_dtype
 from compiler.errors import MXNetError
 
 from .context import Context
 from .data_desc import DataDesc
-from .executor import Executor, placement
+from .binding import bind
+from .executor import placement
 from .ndarray import as_ndarray, empty
 
 
@@ -285,7 +286,7 @@ class DataParallelExecutorGroup:
                     + ("%s has shape %s" % (name, shape)))
             else:
                 self.batch_size = batch_size
-                self.slices = _split_input_slice(self.batch_size, self.workload)
+                self.slices = split_input_slice(self.batch_size, self.workload)
         return major_axis
 
     def _collect_arrays(self):
@@ -427,8 +428,8 @@ class DataParallelExecutorGroup:
         for name, shape in zip(self.aux_names, aux_shapes):
             aux[name] = self._shared_or_new(shared_exec, "aux_dict", name, tuple(shape),
                                             place.get(name, context))
-        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux,
-                       shared_exec=shared_exec, group2ctx=self.group2ctxs[i])
+        exe = bind(self.symbol, context, args, grads, self.grad_req, aux,
+                   shared_exec=shared_exec, group2ctx=self.group2ctxs[i])
         self._account(exe)
         return exe
 
@@ -448,8 +449,8 @@ class DataParallelExecutorGroup:
         for name, shape in zip(self.aux_names, aux_shapes):
             aux[name] = self._shared_or_new(base, "aux_dict", name, tuple(shape),
                                             place.get(name, context))
-        exe = Executor(self.symbol, context, args, grads, self.grad_req, aux, shared_exec=base,
-                       group2ctx=self.group2ctxs[i])
+        exe = bind(self.symbol, context, args, grads, self.grad_req, aux, shared_exec=base,
+                   group2ctx=self.group2ctxs[i])
         for mon in self._monitors:
             mon.install(exe)
         return exe

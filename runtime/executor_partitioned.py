@@ -3,7 +3,7 @@
 ``bind(..., group2ctx=...)`` on a symbol whose ``ctx_group`` attributes put
 nodes on more than one context gives a :class:`PartitionedExecutor`. The
 compiler places every node and cuts the graph where an edge crosses
-contexts (``compiler/context_placement.py``); each segment is an ordinary
+contexts (``compiler/frontend/context_placement.py``); each segment is an ordinary
 :class:`Executor` on its context, with its own Program and memory. This
 class runs the segments in order and moves values across the cuts:
 
@@ -21,9 +21,9 @@ context, outputs on the context of the node that computes them, as in mxnet.
 """
 from __future__ import annotations
 
-from compiler.compile import all_dtypes
-from compiler.context_placement import assign_contexts, partition_by_context
-from compiler.dtypes import dtype_name
+from compiler.artifacts.compile import all_dtypes
+from compiler.frontend.context_placement import assign_contexts, partition_by_context
+from compiler.ir.dtypes import dtype_name
 from compiler.errors import MXNetError
 
 from .context import Context, current_context
@@ -61,7 +61,7 @@ def spans_contexts(symbol, ctx, args, aux_states, group2ctx) -> bool:
 class PartitionedExecutor(Executor):
     """:class:`Executor`'s API over one sub-executor per context segment.
 
-    Built by ``Executor(...)`` itself when :func:`spans_contexts` holds; the
+    Built by ``runtime/binding.py: bind`` when :func:`spans_contexts` holds; the
     parameters are :class:`Executor`'s.
     """
 

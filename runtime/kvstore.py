@@ -1,271 +1,21 @@
-"""Single-process key-value store with mxnet 1.9.1's ``KVStore`` interface.
+"""mxnet's ``mx.kvstore``: :func:`create` and the store classes.
 
-``create('local')`` and ``create('device')`` give the same numbers; they differ
-only in where values are reduced and where the stored copy (and, with
-``set_optimizer``, the update) lives:
-
-* ``'local'``: the store keeps each value on the CPU; pushed values are copied
-  to the CPU and summed there.
-* ``'device'``: the store keeps each value on the device of the value it was
-  initialised with (the first device of a data-parallel group); pushed values
-  are copied there and summed there.
-
-Pushed lists are always summed in the order given (device 0 first, then 1,
-...) into an fp32-or-wider accumulator of the stored dtype, so both types
-produce bit-identical sums. With an optimizer set, a push runs the updater on
-the stored value (mxnet's ``update_on_kvstore``); a push of several keys
-updates them all with one launch per dtype and device through
-:meth:`runtime.optimizer.Updater.update_all`. The distributed types
-``dist_sync`` / ``dist_device_sync`` (:mod:`runtime.kvstore_dist`) and
-``dist_async`` (:mod:`runtime.kvstore_async`) build on this class.
+``local`` and ``device`` stores serve the devices of one process
+(:mod:`runtime.kvstore_local`, whose docstring says how they differ); the ``dist_*``
+types join the ``torch.distributed`` job that ``torchrun`` started
+(:mod:`runtime.kvstore_dist`, :mod:`runtime.kvstore_async`), building on the same class.
 """
 from __future__ import annotations
 
-import torch
-
-from compiler._atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 
-from . import optimizer as opt
-from .gradient_compression import TwoBitCompression
-from .ndarray import NDArray
+from .kvstore_async import DistAsyncKVStore
+from .kvstore_dist import DistSyncKVStore
+from .kvstore_local import KVStore, KVStoreBase
 
 __all__ = ["KVStoreBase", "KVStore", "create"]
 
 _TYPES = ("local", "device", "local_update_cpu", "local_allreduce_cpu", "local_allreduce_device")
-
-
-def _as_list(x):
-    return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def _check_key(k):
-    if isinstance(k, bool) or not isinstance(k, (int, str)):
-        raise MXNetError(f"kvstore keys must be int or str, not {type(k).__name__}")
-    return k
-
-
-def _pairs(key, value, what):
-    """Normalise mxnet's (key, value) forms into [(key, [arrays])]."""
-    if isinstance(key, (list, tuple)):
-        keys = [_check_key(k) for k in key]
-        values = list(value) if isinstance(value, (list, tuple)) else [value]
-        if len(keys) != len(values):
-            # one key per device list: key list [k], value [a0, a1] -> grouped
-            if len(keys) == 1:
-                return [(keys[0], values)]
-            raise MXNetError(f"{what}: {len(keys)} keys but {len(values)} values")
-        return [(k, _as_list(v)) for k, v in zip(keys, values)]
-    return [(_check_key(key), _as_list(value))]
-
-
-class _PerKeyUpdater:
-    """A plain ``f(key, merged, stored)`` updater, called once per pushed key."""
-
-    def __init__(self, func):
-        self.func = func
-
-    def update_all(self, keys, merged, stored):
-        with torch.no_grad():
-            for k, m, w in zip(keys, merged, stored):
-                self.func(k, m, w)
-
-    def __call__(self, key, merged, stored):
-        self.func(key, merged, stored)
-
-
-class KVStoreBase:
-    """mxnet's ``kvstore.base.KVStoreBase``: the capability names."""
-    OPTIMIZER = "optimizer"
-
-
-class KVStore(KVStoreBase):
-    """A key-value store for data-parallel training in one process."""
-
-    def __init__(self, kv_type="local"):
-        self._type = kv_type
-        self._store: dict = {}
-        self._key_kind = None
-        self._updater = None
-        self._updater_func = None
-        self._str_updater_func = None
-        self._compression = None
-
-    # -- properties ----------------------------------------------------------------
-    @property
-    def type(self):
-        return self._type
-
-    @property
-    def rank(self):
-        return 0
-
-    @property
-    def num_workers(self):
-        return 1
-
-    def is_capable(self, capability):
-        if str(capability).lower() == KVStoreBase.OPTIMIZER:
-            return True
-        raise ValueError(f"Unknown capability: {capability}")
-
-    # -- helpers -------------------------------------------------------------------
-    def _home(self, value):
-        if self._type == "device" or self._type.endswith("_device"):
-            return value.device
-        return torch.device("cpu")
-
-    def _kind(self, k):
-        kind = "str" if isinstance(k, str) else "int"
-        if self._key_kind is None:
-            self._key_kind = kind
-        elif self._key_kind != kind:
-            raise MXNetError("a kvstore uses either int or str keys, not both")
-
-    def _stored(self, k):
-        if k not in self._store:
-            raise MXNetError(f"key {k!r} has not been initialised in the kvstore; call init first")
-        return self._store[k]
-
-    def _reduce(self, k, values):
-        """Sum of ``values`` in the given order, on the stored value's device and dtype."""
-        stored = self._stored(k)
-        for v in values:
-            if tuple(v.shape) != tuple(stored.shape):
-                raise MXNetError(f"kvstore key {k!r}: pushed shape {tuple(v.shape)} does not "
-                                 f"match the stored shape {tuple(stored.shape)}")
-        acc_dtype = torch.float64 if stored.dtype == torch.float64 else (
-            torch.float32 if stored.dtype.is_floating_point else stored.dtype)
-        acc = values[0].detach().to(device=stored.device, dtype=acc_dtype).clone()
-        for v in values[1:]:
-            acc += v.detach().to(device=stored.device, dtype=acc_dtype)
-        return acc.to(stored.dtype).as_subclass(NDArray)
-
-    # -- API -----------------------------------------------------------------------
-    def init(self, key, value):
-        """Initialise key(s) with value(s) (the first of a device list)."""
-        fresh = []
-        for k, vals in _pairs(key, value, "init"):
-            self._kind(k)
-            v = vals[0]
-            home = self._home(v)
-            stored = torch.empty(tuple(v.shape), dtype=v.dtype, device=home).as_subclass(NDArray)
-            with torch.no_grad():
-                stored.copy_(v.detach())
-            if home.type != "cpu" or (self._type == "device" and
-                                      getattr(v, "_mx_ctx", None) is not None):
-                if getattr(v, "_mx_ctx", None) is not None:   # 'device': with the first value
-                    stored._mx_ctx = v._mx_ctx
-            fresh.append((k, stored))
-        self._agree_initial(fresh)
-        self._store.update(fresh)
-
-    def _agree_initial(self, pairs):
-        """Hook: make initial values agree across workers (one process: nothing to do)."""
-
-    def _combine(self, merged):
-        """Hook: combine this worker's per-key sums with other workers' (in place)."""
-
-    def _pushed_sums(self, key, value):
-        """Each key's sum over its devices, compressed where mxnet compresses
-        (see runtime/gradient_compression.py)."""
-        pairs = _pairs(key, value, "push")
-        comp = self._compression
-        if comp is None:
-            return [(k, self._reduce(k, vals)) for k, vals in pairs]
-        if not self._type.startswith("dist"):
-            pairs = [(k, [comp.quantize((k, i), v) for i, v in enumerate(vals)])
-                     for k, vals in pairs]
-            return [(k, self._reduce(k, vals)) for k, vals in pairs]
-        return [(k, comp.quantize((k, "worker"), self._reduce(k, vals))) for k, vals in pairs]
-
-    def push(self, key, value, priority=0):
-        """Sum the values of each key (in device order); store the sum, or update with it."""
-        merged = self._pushed_sums(key, value)
-        self._combine(merged)
-        if self._updater is not None:
-            keys = [k for k, _ in merged]
-            self._updater.update_all(keys, [m for _, m in merged],
-                                     [self._store[k] for k in keys])
-        else:
-            with torch.no_grad():
-                for k, m in merged:
-                    self._store[k].copy_(m)
-
-    def pull(self, key, out=None, priority=0, ignore_sparse=True):
-        """Copy the stored value of each key into every array of ``out``."""
-        if out is None:
-            raise MXNetError("pull needs out=")
-        with torch.no_grad():
-            for k, outs in _pairs(key, out, "pull"):
-                stored = self._stored(k)
-                for o in outs:
-                    o.copy_(stored)
-
-    def pushpull(self, key, value, out=None, priority=0):
-        """push then pull (into ``value`` itself when ``out`` is None)."""
-        self.push(key, value, priority)
-        self.pull(key, value if out is None else out, priority)
-
-    def broadcast(self, key, value, out, priority=0):
-        """init then pull."""
-        self.init(key, value)
-        self.pull(key, out, priority)
-
-    def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
-        raise MXNetError("row_sparse_pull: sparse storage is not supported by symtriton")
-
-    def set_gradient_compression(self, compression_params):
-        """2-bit gradient compression with error feedback, as mxnet 1.9.1 does it.
-
-        Parameters
-        ----------
-        compression_params : dict
-            ``{'type': '2bit', 'threshold': 0.5}`` (threshold optional). Only
-            ``device`` and ``dist_*`` stores compress; ``local`` refuses, as
-            in mxnet.
-        """
-        if "device" not in self._type and "dist" not in self._type:
-            raise MXNetError("Gradient compression is not supported for this type of kvstore "
-                             f"('{self._type}'): use 'device' or a 'dist_*' store")
-        self._compression = TwoBitCompression.from_params(compression_params)
-
-    def set_optimizer(self, optimizer):
-        """Update on the store: later pushes apply ``optimizer`` to the stored values."""
-        self._set_updater(opt.get_updater(optimizer))
-
-    def _set_updater(self, updater):
-        """mxnet's updater hook: an ``Updater``, or any ``f(key, merged, stored)``
-        (called per key, in push order, as mxnet calls it)."""
-        if not hasattr(updater, "update_all"):
-            updater = _PerKeyUpdater(updater)
-        self._updater = updater
-        self._updater_func = updater
-        self._str_updater_func = updater
-
-    def save_optimizer_states(self, fname, dump_optimizer=False):
-        """Write the updater's states (safe format, atomic write)."""
-        if self._updater is None:
-            raise MXNetError("Cannot save states: no optimizer is set on this kvstore")
-        atomic_write_bytes(fname, self._updater.get_states(dump_optimizer))
-
-    def load_optimizer_states(self, fname, allow_pickle=False):
-        """Read states written by :meth:`save_optimizer_states` (mxnet pickles only with
-        ``allow_pickle=True``)."""
-        if self._updater is None:
-            raise MXNetError("Cannot load states: no optimizer is set on this kvstore")
-        with open(fname, "rb") as f:
-            self._updater.set_states(f.read(), allow_pickle=allow_pickle)
-
-    def barrier(self):
-        """Wait for every worker: one process has nothing to wait for."""
-
-    _barrier = barrier
-
-    def _send_command_to_servers(self, head, body):
-        raise MXNetError("symtriton's kvstores have no server processes to command")
-
-
 _DIST_TYPES = ("dist_sync", "dist_device_sync", "dist_async")
 
 
@@ -275,8 +25,8 @@ def create(name="local"):
     Parameters
     ----------
     name : {'local', 'device', 'dist_sync', 'dist_device_sync', 'dist_async'}
-        ``local`` and ``device`` serve the devices of one process (see the
-        module docstring). The ``dist_*`` types join the ``torch.distributed``
+        ``local`` and ``device`` serve the devices of one process (see
+        :mod:`runtime.kvstore_local`). The ``dist_*`` types join the ``torch.distributed``
         job that ``torchrun`` started (see :mod:`runtime.kvstore_dist` and
         :mod:`runtime.kvstore_async`).
 
@@ -287,10 +37,8 @@ def create(name="local"):
     if not isinstance(name, str):
         raise TypeError("name must be a string")
     if name in ("dist_sync", "dist_device_sync"):
-        from .kvstore_dist import DistSyncKVStore
         return DistSyncKVStore(name)
     if name == "dist_async":
-        from .kvstore_async import DistAsyncKVStore
         return DistAsyncKVStore(name)
     if name.startswith("dist") or name in ("horovod", "byteps", "nccl") or "dist" in name:
         raise MXNetError(f"kvstore type {name!r} is not supported; distributed training uses "

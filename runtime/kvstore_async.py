@@ -32,11 +32,11 @@ import threading
 
 import torch
 
-from compiler._atomic import atomic_write_bytes
+from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from . import optimizer as opt
 from .dist_group import WorkerLostError, join
-from .kvstore import KVStore, _pairs
+from .kvstore_local import KVStore, key_value_pairs
 from .kvstore_dist import _flat_collective, _bucket_bytes
 from .launcher import LAUNCH_LOCK
 from .ndarray import NDArray
@@ -83,7 +83,7 @@ class DistAsyncKVStore(KVStore):
     def init(self, key, value):
         """Initialise keys with rank 0's values and deal each key to an owning rank."""
         fresh = []
-        for k, vals in _pairs(key, value, "init"):
+        for k, vals in key_value_pairs(key, value, "init"):
             self._kind(k)
             if k in self._index:
                 raise MXNetError(f"dist_async: key {k!r} is already initialised")
@@ -206,7 +206,7 @@ class DistAsyncKVStore(KVStore):
         """Copy each key's value, as its owner has it now, into every array of ``out``."""
         if out is None:
             raise MXNetError("pull needs out=")
-        pairs = _pairs(key, out, "pull")
+        pairs = key_value_pairs(key, out, "pull")
         for k, _ in pairs:
             self._stored(k)
         replies, sends = {}, []

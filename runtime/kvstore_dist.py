@@ -31,7 +31,7 @@ import torch
 
 from compiler.errors import MXNetError
 from .dist_group import join
-from .kvstore import KVStore
+from .kvstore_local import KVStore
 
 __all__ = ["DistSyncKVStore", "bucket_tensors"]
 

@@ -6,7 +6,7 @@ can write the cache directory can run code in this process, and the checksum
 write the directory can write a file that hashes to its name. Triton's own
 cache has the same model. So before a kernel file is imported, the file and
 every directory up to the cache root must be owned by this user (or root) and
-not group- or world-writable (``compiler.cache_trust``, checked once per
+not group- or world-writable (``compiler.artifacts.cache_trust``, checked once per
 directory per process); anything else is refused with an error naming the
 path and the fix. The import executes exactly the bytes that were checked:
 no ``__pycache__`` bytecode is read or written beside the kernel, so a planted
@@ -34,8 +34,8 @@ import threading
 
 import torch
 
-from compiler import cache
-from compiler.cubin import launch_kwargs, use_triton_cache
+from compiler.artifacts import cache
+from compiler.triton.cubin import launch_kwargs, use_triton_cache
 from compiler.errors import MXNetError
 
 _MODULES: dict = {}
@@ -64,7 +64,7 @@ def load_module(source_hash: str):
     if hashlib.sha256(data).hexdigest()[:24] != source_hash:
         raise MXNetError(f"kernel file {path} does not match its checksum; refusing to load it")
     if b"import triton" in data:
-        from compiler.triton_mode import ensure_mode
+        from compiler.triton.mode import ensure_mode
         if not ensure_mode():    # before triton's first import: the interpreter, or not
             _point_triton_at_cache_dir()
     name = f"symtriton_k_{source_hash}"
@@ -82,7 +82,7 @@ _TRITON_CACHE_SET = []
 
 def _point_triton_at_cache_dir():
     """Once per GPU process: Triton keeps its compiled kernels in ``<cache dir>/triton``
-    (``compiler.cache.triton_dir``), where ``symtriton compile --target cuda:<arch>``
+    (``compiler.artifacts.cache.triton_dir``), where ``symtriton compile --target cuda:<arch>``
     put them under the keys these launches compute, so an ahead-of-time directory
     runs with no Triton compile. A ``TRITON_CACHE_DIR`` the user set wins."""
     if _TRITON_CACHE_SET:

@@ -28,7 +28,7 @@ import struct
 import numpy as np
 import torch
 
-from compiler._atomic import atomic_write_bytes
+from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 
 from .context import Context, cpu

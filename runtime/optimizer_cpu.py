@@ -228,10 +228,10 @@ class CpuRuleSpec:
 
 def render(spec) -> str:
     """Python source of ``spec``'s update for the cpu target."""
-    from compiler.codegen import _env
+    from compiler.ir.rendering import environment
     cs = CpuRuleSpec(spec)
     body = _Translator(cs).translate(cs.body)
-    return _env.get_template("cpu_optimizer.py.j2").render(k={
+    return environment.get_template("cpu_optimizer.py.j2").render(k={
         "rule": cs.rule, "summary": cs.summary + (" clip" if spec.clip else "")
         + (" mp" if spec.mp else ""), "roles": cs.role_names, "hyp": list(cs.hyp_names),
         "body": body})
@@ -244,7 +244,7 @@ def update_function(spec):
     """The generated update function of ``spec`` (rendered, cached as a kernel file, loaded)."""
     fn = _FUNCTIONS.get(spec.key)
     if fn is None:
-        from compiler import cache
+        from compiler.artifacts import cache
         from .launcher import load_module
         source = render(spec)
         h = hashlib.sha256(source.encode()).hexdigest()[:24]

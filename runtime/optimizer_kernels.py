@@ -115,7 +115,7 @@ class _Spec:
         return [0] + list(range(2, 2 + n_states)) + mp
 
     def render(self) -> str:
-        from compiler.codegen import _env
+        from compiler.ir.rendering import environment
         ct = _TL_TYPES[self.compute_dtype]
         roles = [{"name": n, "elem": _TL_TYPES[d]} for n, d in self.roles()]
         loads = [{"var": "w", "name": "master" if self.mp else "w"}, {"var": "g", "name": "g"}]
@@ -132,7 +132,7 @@ class _Spec:
              "row": len(roles) + 1, "roles": roles, "ct": ct, "loads": loads,
              "hyp": list(self.hyp_names),
              "body": self.body(), "stores": stores}
-        return _env.get_template("optimizer.py.j2").render(k=k)
+        return environment.get_template("optimizer.py.j2").render(k=k)
 
 
 _KERNELS: dict = {}
@@ -143,7 +143,7 @@ _PTRS: dict = {}
 def _kernel_for(spec: _Spec):
     fn = _KERNELS.get(spec.key)
     if fn is None:
-        from compiler import cache
+        from compiler.artifacts import cache
         from .launcher import load_kernel
         source = spec.render()
         h = hashlib.sha256(source.encode()).hexdigest()[:24]
@@ -160,7 +160,7 @@ def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> li
     kernel source in the cache: the Triton kernel for ``interpret`` / ``cuda:<arch>``
     targets, the foreach function for ``cpu``. Returns the sources' hashes.
     """
-    from compiler import cache
+    from compiler.artifacts import cache
     clip = optimizer.clip_gradient
     has_clip = clip is not None and bool(clip) and float(clip) >= 0
     hashes = []
@@ -185,7 +185,7 @@ def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> li
 
 
 def _interpreting():
-    from compiler.triton_mode import interpreting
+    from compiler.triton.mode import interpreting
     return interpreting()
 
 

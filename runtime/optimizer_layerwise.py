@@ -21,7 +21,9 @@ import math
 import torch
 
 from . import optimizer_kernels as _k
-from .optimizer import Optimizer, _MomentumState, _zeros_like, register
+from .optimizer_base import Optimizer, register
+from .optimizer_common import MomentumState
+from .optimizer_kernels import _zeros_like
 from .optimizer_more import _counts, _no_master
 
 __all__ = ["LAMB", "LARS", "LBSGD"]
@@ -123,7 +125,7 @@ class LAMB(Optimizer):
 
 
 @register
-class LARS(_MomentumState, Optimizer):
+class LARS(MomentumState, Optimizer):
     """LARS (You et al. 2017), mxnet's aggregated path (``multi_lars`` + multi SGD).
 
     For each parameter whose name does not end in ``gamma`` / ``beta`` / ``bias``:
@@ -221,7 +223,7 @@ class LARS(_MomentumState, Optimizer):
 
 
 @register
-class LBSGD(_MomentumState, Optimizer):
+class LBSGD(MomentumState, Optimizer):
     """Large-batch SGD with warm-up (mxnet's ``LBSGD``).
 
     Gradients are summed over ``batch_scale`` calls; every ``batch_scale``-th call

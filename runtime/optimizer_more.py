@@ -24,7 +24,9 @@ import torch
 from compiler.errors import MXNetError
 
 from . import optimizer_kernels as _k
-from .optimizer import SGD, Optimizer, _zeros_like, register
+from .optimizer_base import Optimizer, register
+from .optimizer_common import SGD
+from .optimizer_kernels import _zeros_like
 
 __all__ = ["Signum", "FTML", "Adamax", "Nadam", "Ftrl", "DCASGD", "SGLD", "ccSGD"]
 

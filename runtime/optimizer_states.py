@@ -18,6 +18,7 @@ from compiler.errors import MXNetError
 
 from . import lr_scheduler as _lrs
 from .ndarray import NDArray
+from .optimizer_base import Optimizer
 
 log = logging.getLogger("symtriton")
 
@@ -131,14 +132,14 @@ def _encode_optimizer(opt):
         except TypeError as exc:
             log.warning("symtriton: optimizer attribute %s (%s) is not saved", k, exc)
     name = type(opt).__name__.lower()
-    if _optimizer_class().opt_registry.get(name) is not type(opt):
+    if Optimizer.opt_registry.get(name) is not type(opt):
         raise MXNetError(f"optimizer class {type(opt).__name__} is not registered; register it "
                          f"to save it with dump_optimizer=True")
     return {"class": name, "attrs": attrs}
 
 
 def _decode_optimizer(spec):
-    cls = _optimizer_class().opt_registry.get(str(spec.get("class", "")).lower())
+    cls = Optimizer.opt_registry.get(str(spec.get("class", "")).lower())
     if cls is None:
         raise MXNetError(f"optimizer {spec.get('class')!r} in the state file is not registered")
     obj = cls.__new__(cls)
@@ -190,9 +191,3 @@ def decode_states(data: bytes):
         if isinstance(exc, MXNetError):
             raise
         raise MXNetError(f"optimizer state file is corrupt ({exc})") from None
-
-
-def _optimizer_class():
-    # optimizer.py imports this module; the class is looked up when first needed
-    from .optimizer import Optimizer
-    return Optimizer

@@ -19,6 +19,7 @@ from compiler.errors import MXNetError
 
 from . import lr_scheduler as _lrs
 from .ndarray import NDArray
+from .optimizer_base import Optimizer
 
 def _decode_raw_ndarray(raw: bytes):
     """mxnet's raw NDArray bytes (``MXNDArraySaveRawBytes``) -> NDArray."""
@@ -97,8 +98,8 @@ def _allowed_global(module, name):
         import codecs
         return codecs.encode
     if module in ("mxnet.optimizer.optimizer", "mxnet.optimizer") and \
-            name.lower() in _optimizer_class().opt_registry:
-        return _optimizer_class().opt_registry[name.lower()]
+            name.lower() in Optimizer.opt_registry:
+        return Optimizer.opt_registry[name.lower()]
     if module == "mxnet.lr_scheduler" and name in _lrs.SCHEDULERS:
         return _lrs.SCHEDULERS[name]
     return None
@@ -134,13 +135,7 @@ def restricted_loads(data: bytes):
             raise
         raise MXNetError(f"cannot load optimizer state pickle: {exc}") from None
     obj = _swap_shims(obj)
-    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[1], _optimizer_class()):
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[1], Optimizer):
         opt = obj[1]
         opt.__dict__.setdefault("_current_device", 0)
     return obj
-
-
-def _optimizer_class():
-    # optimizer.py imports this module; the class is looked up when first needed
-    from .optimizer import Optimizer
-    return Optimizer

@@ -39,7 +39,7 @@ def cpu_target(request, monkeypatch):
 def assert_same_launches_on_cpu_targets(exe):
     """The ``cpu`` and ``interpret`` Programs of an executor's symbol have the same
     launches (phase and what each computes): one fusion, two lowerings."""
-    from compiler.compile import compile_symbol
+    from compiler.artifacts.compile import compile_symbol
     train, infer = exe.programs
     calls = []
     if train is not None:

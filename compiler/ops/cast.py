@@ -1,7 +1,7 @@
 """Dtype conversions: ``Cast`` and AMP's ``amp_cast`` / ``amp_multicast`` (mxnet 1.9.1).
 
 Inside a kernel every value is held in the kernel's compute dtype
-(``compiler/dtypes.py``), so a cast is a rounding: ``x.to(tl.float16).to({cdt})``
+(``compiler/ir/dtypes.py``), so a cast is a rounding: ``x.to(tl.float16).to({cdt})``
 rounds to float16 and keeps computing; the store writes the output's storage
 dtype. ``{cdt}`` is the placeholder both lowerings replace by the compute dtype.
 The gradient of a cast is the output gradient; ``passes/autodiff.py`` casts every
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..dtypes import LOW_PRECISION, SUPPORTED, dtype_name
+from ..ir.dtypes import LOW_PRECISION, SUPPORTED, dtype_name
 from .elemwise import same_shape
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, parse_bool, parse_count,
                        parse_dtype, register)

@@ -10,7 +10,7 @@ convolution ``y = conv(x, w)``: x ``(N, C, *X)``, w ``(O, C/G, *K)``, y ``(N, O,
 * ``conv_wgrad``: w from x and y                          -- ``_conv_weight_grad``
 
 :func:`conv_problem` states, for a node, which tensor plays which role and the
-geometry (stride, pad, dilate, groups); the kernel builders (``compiler/codegen_conv.py``)
+geometry (stride, pad, dilate, groups); the kernel builders (``compiler/triton/conv.py``)
 read nothing else. Deconvolution's data gradient is a Convolution of the output
 gradient with the same weight, its weight gradient a ``_conv_weight_grad`` with the
 roles of x and y swapped.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..dtypes import LOW_PRECISION
+from ..ir.dtypes import LOW_PRECISION
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, Special, choice,
                        merge_shape, normalize_axis, parse_bool, parse_float, parse_int,
                        parse_dtype, parse_optional_float, parse_shape, prod,
@@ -172,7 +172,7 @@ register(OpDef(
 # ``tl.rand(seed, i)`` (Philox 4x32). The seed is the graph's one seed variable, a
 # one-element buffer the runtime sets from ``mx.random``'s generator before each forward
 # that draws (runtime/random.py), plus the source's stream number in the key's high word.
-# The cpu target computes the same numbers bit for bit (compiler/philox.py).
+# The cpu target computes the same numbers bit for bit (compiler/ir/philox.py).
 
 SEED_VARIABLE = "__random_seed__"
 
@@ -226,7 +226,7 @@ def _philox_expr(attrs, seed, *, coords):
     """``tl.rand(key, offset)``: the seed buffer's 32 bits, zero-extended, with the
     stream in the high word; the offset an int32 linear index (int64 past 2**31).
 
-    ``coords`` (given by ``kernel_ir`` to every ``needs_random`` op) holds, per dim
+    ``coords`` (given by ``ir/tile_program`` to every ``needs_random`` op) holds, per dim
     of ``shape``, the ``{coord:P}`` placeholder of the domain position it runs
     along, or None where it does not vary.
     """
@@ -240,8 +240,8 @@ def _philox_expr(attrs, seed, *, coords):
 
 
 def _philox_cpu(attrs, seed, *, coords):
-    """compiler/philox.py's ``stream_uniform(seed, stream, coord, stride, ...)``: the
-    offset as (coordinate, stride) pairs, which ``cpu_lower`` sums in int64 (its
+    """compiler/ir/philox.py's ``stream_uniform(seed, stream, coord, stride, ...)``: the
+    offset as (coordinate, stride) pairs, which ``cpu/lower`` sums in int64 (its
     arithmetic on expression text would take the strides for floats)."""
     shape = attrs["shape"]
     pairs = [f", {c}, {prod(shape[j + 1:])}" for j, c in enumerate(coords) if c]
@@ -249,7 +249,7 @@ def _philox_cpu(attrs, seed, *, coords):
 
 
 def _philox_ref(attrs, ins, is_train):
-    from ..philox import stream_uniform
+    from ..ir.philox import stream_uniform
     shape = tuple(attrs["shape"])
     offset = torch.arange(prod(shape), dtype=torch.int64).reshape(shape)
     return [stream_uniform(ins[0], attrs["stream"], offset).to(ins[0].device)]

@@ -2,7 +2,7 @@
 (``src/operator/roi_pooling*``) and their gradient ops.
 
 A pooling node is a kernel of its own (``Special("pool_fwd")`` / ``Special("pool_bwd")``,
-``compiler/codegen_pool.py``): each output position reduces the window
+``compiler/triton/pool.py``): each output position reduces the window
 ``start = o * stride - pad``, ``[start, start + kernel)`` of every spatial dim, clipped to
 the data. :func:`pool_problem` states the effective geometry (``global_pool`` and the
 ``same`` convention folded in); the kernels read nothing else.
@@ -26,7 +26,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..dtypes import LOW_PRECISION
+from ..ir.dtypes import LOW_PRECISION
 from ..errors import MXNetError
 from .registry import (Attr, OpDef, ShapeError, Special, choice, parse_bool, parse_float,
                        parse_int, parse_shape, prod, register)
@@ -312,7 +312,7 @@ def pool_problem(op: str, attrs: dict, in_shapes: list, out_shape: tuple) -> dic
 # -- ROIPooling (src/operator/roi_pooling*) ------------------------------------------------
 
 ROI_KINDS = ("roi_fwd", "roi_bwd")
-_FLT_MAX = 3.4028234663852886e38
+FLT_MAX = 3.4028234663852886e38     # float32's largest: where a ROI bin's max starts
 
 
 def _pooled_size(v):

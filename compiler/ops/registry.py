@@ -3,7 +3,7 @@
 An entry says how to parse the operator's attributes, which inputs, auxiliary
 states and outputs it has, how shapes and dtypes flow through it, how to
 compute it in torch (the oracle and the op-by-op backend), how to
-differentiate it (as graph ops, through a :class:`~compiler.graph.Builder`)
+differentiate it (as graph ops, through a :class:`~compiler.frontend.graph.Builder`)
 and how to lower it (see ``Lowering`` kinds below). Adding an operator means
 adding one entry to the family file under ``compiler/ops/`` and a row to the
 op test table.
@@ -76,8 +76,8 @@ def parse_nonneg_int(v) -> int:
 
 def parse_dtype(v) -> str:
     """A ``dtype`` attribute: ``'float16'``, ``np.float16`` (as its repr), a torch dtype ...,
-    one of the dtypes kernels are generated for (``compiler/dtypes.py``)."""
-    from ..dtypes import SUPPORTED, dtype_name
+    one of the dtypes kernels are generated for (``compiler/ir/dtypes.py``)."""
+    from ..ir.dtypes import SUPPORTED, dtype_name
     text = str(v)
     if text.startswith("<class 'numpy."):
         text = text[len("<class 'numpy."):-2]
@@ -226,8 +226,8 @@ class View:
 class Decompose:
     """Rewritten into other registered ops before fusion.
 
-    ``build(b, node, is_train)`` gets a :class:`~compiler.graph.Builder` and a
-    :class:`~compiler.graph.NodeView` (``ograds`` empty) and returns the Refs
+    ``build(b, node, is_train)`` gets a :class:`~compiler.frontend.graph.Builder` and a
+    :class:`NodeView` (``ograds`` empty) and returns the Refs
     of the node's outputs, followed, for an operator with auxiliary states
     run in training, by the Refs of the new auxiliary values (written back
     into the aux arrays after the step, as BatchNorm's moving statistics).
@@ -244,11 +244,24 @@ class Special:
     (Embedding's weight gradient), ``constant`` (zeros /
     ones / full with a ``value``), ``conv_fwd`` / ``conv_dgrad`` / ``conv_wgrad``
     (Convolution, Deconvolution and their gradients: an implicit GEMM anchoring its own
-    group, with a pointwise epilogue, ``compiler/codegen_conv.py``), ``pool_fwd`` /
+    group, with a pointwise epilogue, ``compiler/ir/conv.py``), ``pool_fwd`` /
     ``pool_bwd`` / ``roi_fwd`` / ``roi_bwd`` (Pooling, ROIPooling and their gradients: a
-    kernel of its own each, ``compiler/codegen_pool.py``).
+    kernel of its own each, ``compiler/ir/pool.py``).
     """
     kind: str
+
+
+@dataclass
+class NodeView:
+    """What an operator's ``gradient`` rule (and a ``Decompose`` builder) sees of a
+    forward node."""
+    name: str
+    attrs: dict
+    inputs: list          # Refs of the inputs (arguments then aux)
+    outputs: list         # Refs of the outputs
+    ograds: list          # Refs of the output gradients (zeros where none flows)
+    in_shapes: list
+    out_shapes: list
 
 
 # ---------------------------------------------------------------------------
@@ -316,7 +329,7 @@ class OpDef:
     variadic: Optional[str] = None   # attribute holding the input count
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
-    # a Pointwise whose value depends on its own position: kernel_ir passes its
+    # a Pointwise whose value depends on its own position: the tile IR passes its
     # ``expr`` a ``coords`` keyword (per dim, the ``{coord:P}`` placeholder or None)
     needs_coords: bool = False
     dim_links: Optional[Callable] = None

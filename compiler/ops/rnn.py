@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import MXNetError
+from .chain_rule import differentiate_node, sum_refs
 from .registry import (Attr, Decompose, OpDef, ShapeError, choice, merge_shape, parse_bool,
                        parse_count, parse_float, parse_int, parse_optional_float,
                        parse_optional_int, register)
@@ -316,7 +317,6 @@ def _rnn_build(b, n, is_train):
 
 def _rnn_gradient(b, n):
     """Rebuild the decomposition and differentiate it with the per-op rules."""
-    from ..passes.autodiff import _differentiate_node, _sum
     graph = b.graph
     before = set(graph.g.nodes)
     ns = _num_states(n.attrs)
@@ -335,20 +335,20 @@ def _rnn_gradient(b, n):
     for node in reversed(built):
         if node in skip:
             continue
-        _differentiate_node(graph, b, node, contributions)
+        differentiate_node(graph, b, node, contributions)
     grads, seen = [], set()
     for k, ref in enumerate(n.inputs):
         e = tuple(ref.entry)
         if k == 1:
             parts = []
             for s, size in slices:
-                g = _sum(b, contributions.get(tuple(s.entry), []))
+                g = sum_refs(b, contributions.get(tuple(s.entry), []))
                 parts.append(b.op("_zeros", shape=(size,)) if g is None else g)
             g = b.op("Concat", *parts, num_args=len(parts), dim=0)
             if e in seen:   # the same value fed twice: its contributions are summed
                 g = None
         else:
-            g = None if e in seen else _sum(b, contributions.get(e, []))
+            g = None if e in seen else sum_refs(b, contributions.get(e, []))
             if g is None and e not in seen:
                 g = b.zeros_like(ref)
         seen.add(e)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import networkx as nx
 
-from ..dtypes import is_float
 from ..errors import MXNetError
-from ..graph import Builder, Graph, NodeView
+from ..frontend.graph import Builder, Graph
+from ..ops.chain_rule import differentiate_node, scaled, sum_refs
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -74,18 +74,18 @@ def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False) -> Graph:
         out.node(g)["dtypes"] = [out.dtype(head)]
         out.meta["head_grads"][i] = name
         head_vars[i] = g
-        contributions.setdefault(tuple(head), []).append(_scaled(b, b.ref((g, 0)), scale))
+        contributions.setdefault(tuple(head), []).append(scaled(b, b.ref((g, 0)), scale))
 
     for n in reversed(forward_nodes):
         if n not in reach:
             continue
-        _differentiate_node(out, b, n, contributions, scale)
+        differentiate_node(out, b, n, contributions, scale)
 
     for v in out.variables("arg"):
         if v not in wanted:
             continue
         name = out.node(v)["name"]
-        total = _sum(b, contributions.get((v, 0), []))
+        total = sum_refs(b, contributions.get((v, 0), []))
         if total is None:
             total = b.zeros_like(b.ref((v, 0)))
         if grad_req[name] == "add":
@@ -104,53 +104,3 @@ def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False) -> Graph:
     if scale is not None and out.g.out_degree(scale.entry[0]) == 0:
         out.g.remove_node(scale.entry[0])
     return out
-
-
-def _scaled(b: Builder, g, scale):
-    """``g`` times the one-element ``scale`` (None: ``g``)."""
-    if scale is None:
-        return g
-    shape = (1,) * len(g.shape)
-    return b.op("broadcast_mul", g, scale if shape == (1,) else b.op("Reshape", scale, shape=shape))
-
-
-def _differentiate_node(graph: Graph, b: Builder, n, contributions, scale=None):
-    d = graph.node(n)
-    opdef = d["opdef"]
-    num_out = len(d["shapes"])
-    outs = [b.ref((n, i)) for i in range(num_out)]
-    got = [contributions.get((n, i), []) for i in range(num_out)]
-    if not opdef.is_loss and not any(got):
-        return
-    if opdef.gradient is None:
-        raise MXNetError(f"operator {d['op']} '{d['name']}' has no gradient; mark its inputs "
-                         f"with grad_req='null' or wrap it in BlockGrad")
-    ograds = [_sum(b, g) if g else b.zeros_like(o) for g, o in zip(got, outs)]
-    ins = graph.inputs(n)
-    view = NodeView(d["name"], d["attrs"], [b.ref(e) for e in ins], outs, ograds,
-                    [graph.shape(e) for e in ins], list(d["shapes"]))
-    grads = opdef.gradient(b, view)
-    nargs = len(opdef.list_arguments(d["attrs"]))
-    for entry, g in zip(ins[:nargs], grads[:nargs]):
-        if g is None:
-            continue
-        if tuple(g.shape) != tuple(graph.shape(entry)):
-            raise MXNetError(f"internal: gradient of {d['op']} '{d['name']}' has shape "
-                             f"{g.shape}, input has {graph.shape(entry)}")
-        if opdef.is_loss:
-            g = _scaled(b, g, scale)
-        want = graph.dtype(entry)
-        if g.dtype != want and is_float(want):
-            # a gradient has its input's dtype (mxnet's _backward_cast for Cast; a float32
-            # BatchNorm gamma's gradient from float16 data)
-            g = b.op("Cast", g, dtype=want)
-        contributions.setdefault(tuple(entry), []).append(g)
-
-
-def _sum(b: Builder, refs):
-    if not refs:
-        return None
-    total = refs[0]
-    for r in refs[1:]:
-        total = b.op("elemwise_add", total, r)
-    return total

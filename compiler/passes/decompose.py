@@ -9,7 +9,8 @@ mode decides the rewrite of mode-dependent operators; new auxiliary values
 """
 from __future__ import annotations
 
-from ..graph import Builder, Graph, NodeView
+from ..frontend.graph import Builder, Graph
+from ..ops.registry import NodeView
 from ..ops.registry import Decompose
 
 

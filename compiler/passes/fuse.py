@@ -10,8 +10,9 @@ of matmuls over the same output share one kernel.
 """
 from __future__ import annotations
 
-from ..graph import Graph
-from ..kernel_ir import NotFusable, build_tile_program
+from ..frontend.graph import Graph
+from ..ir.build import build_tile_program
+from ..ir.tile_program import NotFusable
 from ..ops.registry import View, prod
 
 
@@ -41,7 +42,7 @@ def fuse(graph: Graph) -> list:
     """Return the kernel groups in launch order.
 
     Each group is a dict with ``nodes`` (frozenset), ``program``
-    (:class:`~compiler.kernel_ir.TileProgram`) and ``phase``.
+    (:class:`~compiler.ir.tile_program.TileProgram`) and ``phase``.
     """
     head_set = set(map(tuple, graph.heads))
     order = graph.topo()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..graph import Builder, Graph
+from ..frontend.graph import Builder, Graph
 
 
 def hoist_matmuls(graph: Graph) -> Graph:

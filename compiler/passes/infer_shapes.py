@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import MXNetError
-from ..graph import Graph, check_shape, infer_node
+from ..frontend.graph import Graph, check_shape, infer_node
 from ..ops.registry import parse_shape
 from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims
 

@@ -10,9 +10,9 @@ run to a fixed point; variables still unknown then are float32, mxnet's default.
 """
 from __future__ import annotations
 
-from ..dtypes import MXNET_TYPE_FLAG, check_dtype, dtype_name
+from ..ir.dtypes import MXNET_TYPE_FLAG, check_dtype, dtype_name
 from ..errors import MXNetError
-from ..graph import Graph
+from ..frontend.graph import Graph
 
 DEFAULT = "float32"
 

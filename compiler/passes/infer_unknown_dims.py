@@ -19,7 +19,7 @@ nothing fills stays 0 and a real disagreement is reported there.
 """
 from __future__ import annotations
 
-from ..graph import Graph
+from ..frontend.graph import Graph
 from ..ops.registry import ShapeError, parse_shape
 
 Partial = list   # dims, 0 where unknown

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from ..graph import Builder, Graph
+from ..frontend.graph import Builder, Graph
 from ..ops.registry import View
 from .autodiff import autodiff
 from .decompose import decompose

@@ -10,7 +10,7 @@ memory it is still reading through another name.
 from __future__ import annotations
 
 from ..errors import MXNetError
-from ..graph import Graph
+from ..frontend.graph import Graph
 from ..ops.registry import View, prod
 
 

@@ -2,7 +2,7 @@
 ``ReducePrecision`` pass (``MXReducePrecisionSymbol``) does.
 
 Nodes are visited in mxnet's DFS post-order and copied; each copy's inputs are
-rewired by the list its operator is on (``compiler/amp_lists.py``, or the lists
+rewired by the list its operator is on (``compiler/passes/amp_lists.py``, or the lists
 given):
 
 * ``fp32`` (or an excluded name): inputs that are operator outputs get
@@ -23,15 +23,15 @@ A value is cast at most once per target type (the cast node is shared), every
 graph output that is not a known float32 value gets ``amp_cast(float32)``, and cast
 nodes are named ``<producer>[_<output>]_amp_cast_<dtype>`` and
 ``<first producer>[_<output>]_amp_multicast`` (an output is named by mxnet's output
-name for operators that have them, ``compiler.amp_lists.NAMED_OUTPUT_OPS``, by its
+name for operators that have them, ``compiler.passes.amp_lists.NAMED_OUTPUT_OPS``, by its
 index otherwise). Then, as mxnet's C API does, every model parameter (an input not
 in ``data_names``) gets a ``__dtype__`` attribute: its type inferred with the data
 as float32, which ``convert_model`` casts the parameter arrays to.
 """
 from __future__ import annotations
 
-from .. import amp_lists
-from ..dtypes import MXNET_TYPE_FLAG
+from . import amp_lists
+from ..ir.dtypes import MXNET_TYPE_FLAG
 from ..errors import MXNetError
 from ..symbol import Symbol, _Node, _topo
 
@@ -48,7 +48,7 @@ def reduce_precision(sym, target_dtype="float16", target_dtype_ops=None, fp32_op
     target_dtype : {'float16', 'bfloat16'}
     target_dtype_ops, fp32_ops : list of str, optional
         Operators run in ``target_dtype`` / in float32; default: the lists of
-        ``compiler.amp_lists`` for ``target_dtype``.
+        ``compiler.passes.amp_lists`` for ``target_dtype``.
     conditional_fp32_ops : list of (str, str, list of str), optional
         ``(operator, attribute, values)``: float32 where the attribute has one of the values.
     excluded_sym_names : list of str, optional

@@ -1,7 +1,7 @@
 """Dead code, common subexpressions and zero arithmetic."""
 from __future__ import annotations
 
-from ..graph import Graph
+from ..frontend.graph import Graph
 
 _ADDS = {"elemwise_add", "broadcast_add"}
 _ZERO_SOURCES = {"zeros_like"}

@@ -2,7 +2,7 @@
 gradients, the optimizer and internal memory (mxnet 1.9.1 ``bucketing_module.py``).
 
 ``sym_gen(bucket_key)`` returns ``(symbol, data_names, label_names)`` and is
-called under a fresh :class:`compiler.name.NameManager`, so automatically named
+called under a fresh :class:`compiler.frontend.name.NameManager`, so automatically named
 operators get the same names in every bucket. The default bucket is bound by
 ``bind``; every other bucket is bound on first use by ``switch_bucket`` with
 ``shared_module=`` the *default* bucket's module (mxnet #5133), so its
@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from compiler import symbol as sym
-from compiler.name import NameManager
+from compiler.frontend.name import NameManager
 from runtime import context as ctx
 
 from .. import ndarray as nd

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from compiler.graph import Builder, Graph, NodeView, _raw, infer_node
+from compiler.frontend.graph import Builder, Graph, _raw, infer_node
+from compiler.ops.registry import NodeView
 from compiler.ops import get_op
-from compiler.reference import evaluate
+from compiler.frontend.reference import evaluate
 
 
 def parse(op, attrs):

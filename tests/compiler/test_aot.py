@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from compiler import aot, cli
+from compiler.artifacts import aot
+from compiler import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUCKETS = "10,20,30"
@@ -200,9 +201,9 @@ def test_help_documents_the_workflow(capsys):
 
 
 def test_slices_follow_the_executor_group():
-    from runtime.executor_group import _split_input_slice
+    from runtime.executor_group import split_input_slice
     assert aot.context_slices(5, contexts=2) == [s.stop - s.start
-                                                 for s in _split_input_slice(5, [1, 1])]
+                                                 for s in split_input_slice(5, [1, 1])]
     assert aot.context_slices(32, batch_per_context=[24, 8]) == [24, 8]
     with pytest.raises(aot.AOTError, match="adds up to"):
         aot.context_slices(32, batch_per_context=[16, 8])

@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-from compiler import aot, cubin
+from compiler.artifacts import aot
+from compiler.triton import cubin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -190,7 +191,7 @@ def test_pointer_alignment_follows_element_offsets():
 
 
 def test_triton_cache_that_others_may_write_is_refused(tmp_path, monkeypatch):
-    from compiler import cache, cache_trust
+    from compiler.artifacts import cache, cache_trust
     root = tmp_path / "cache"
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(root))
     cache_trust.forget_checks()
@@ -216,8 +217,9 @@ import os, sys, json
 sys.path.insert(0, os.getcwd())
 os.umask(0o002)
 import module_api as mx
-from compiler import cache, cache_trust, cubin
-from compiler.compile import compile_symbol
+from compiler.artifacts import cache, cache_trust
+from compiler.triton import cubin
+from compiler.artifacts.compile import compile_symbol
 net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=4),
                            name="softmax")
 prog = compile_symbol(net, {"data": (2, 3), "softmax_label": (2,)}, for_training=False,

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 import compiler
-from compiler import cache
-from compiler.compile import compile_symbol
+from compiler.artifacts import cache
+from compiler.artifacts.compile import compile_symbol
 from compiler.errors import MXNetError
 from tests.models import mlp
 
@@ -45,7 +45,7 @@ def test_disk_hit_in_new_process(fresh_cache):
     script = (
         "import sys; sys.path.insert(0, %r)\n"
         "import compiler\n"
-        "from compiler.compile import compile_symbol\n"
+        "from compiler.artifacts.compile import compile_symbol\n"
         "from tests.models import mlp\n"
         "s = mlp(hidden=(8,))\n"
         "compile_symbol(s, {'data': (4, 12), 'softmax_label': (4,)}, True,"

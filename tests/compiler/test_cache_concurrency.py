@@ -20,8 +20,9 @@ import time
 import pytest
 
 import compiler
-from compiler import cache, codegen
-from compiler.compile import _all_argument_shapes, compile_symbol, program_parts
+from compiler.artifacts import cache
+from compiler.ir import rendering
+from compiler.artifacts.compile import all_argument_shapes, compile_symbol, program_parts
 from compiler.errors import MXNetError
 from tests.models import mlp
 
@@ -33,7 +34,7 @@ CHILD = r"""
 import hashlib, json, os, sys, time
 sys.path.insert(0, %(root)r)
 import compiler
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 from tests.models import mlp
 go = os.environ.get("TEST_GO_FILE")
 print("ready", flush=True)
@@ -285,8 +286,9 @@ def test_read_only_cache_dir_uses_memory_with_one_warning(tmp_path, monkeypatch,
 KEYS = r"""
 import json, sys
 sys.path.insert(0, %(root)r)
-from compiler import cache, symbol as sym
-from compiler.compile import _all_argument_shapes, program_parts
+from compiler import symbol as sym
+from compiler.artifacts import cache
+from compiler.artifacts.compile import all_argument_shapes, program_parts
 
 def net(act="relu"):
     x = sym.FullyConnected(sym.Variable("data"), num_hidden=8, name="fc1")
@@ -296,7 +298,7 @@ def net(act="relu"):
 def parts(act="relu", shape=(4, 12), dtype=None, grad_req="write", for_training=True,
           is_train=None, target="interpret"):
     s = net(act)
-    shapes = _all_argument_shapes(s, {"data": shape, "softmax_label": (shape[0],)})
+    shapes = all_argument_shapes(s, {"data": shape, "softmax_label": (shape[0],)})
     req = {n: "write" for n in s.list_arguments()}
     req["fc1_weight"] = grad_req
     p = program_parts(s, shapes, for_training, req,
@@ -345,7 +347,7 @@ def test_key_table_stable_across_processes_and_sensitive(tmp_path, monkeypatch):
     namespace = {"__name__": "keys_in_test"}
     exec(compile(KEYS, str(script), "exec"), namespace)
     assert namespace["keys"]() == keys                  # and the same in this process
-    monkeypatch.setattr(codegen, "template_hash", lambda: "edited-template")
+    monkeypatch.setattr(rendering, "template_hash", lambda: "edited-template")
     assert namespace["keys"]()["base"] != keys["base"]  # a template edit changes the key
 
 
@@ -373,7 +375,7 @@ def test_force_recompile_bypasses_hits(fresh_cache, monkeypatch):
 def test_lock_timeout_is_a_clear_error(fresh_cache, monkeypatch):
     import filelock
     s = _model()
-    shapes = _all_argument_shapes(s, {"data": (4, 12), "softmax_label": (4,)})
+    shapes = all_argument_shapes(s, {"data": (4, 12), "softmax_label": (4,)})
     key = cache.make_key(program_parts(s, shapes, True, {n: "write" for n in s.list_arguments()},
                                        True, "cpu"))
     os.makedirs(fresh_cache / "locks", exist_ok=True)

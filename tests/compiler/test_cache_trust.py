@@ -21,9 +21,10 @@ import sys
 
 import pytest
 
-from compiler import aot, cache, cache_trust, cli
-from compiler.cache_trust import UntrustedCacheError
-from compiler.compile import compile_symbol
+from compiler.artifacts import aot, cache, cache_trust
+from compiler import cli
+from compiler.artifacts.cache_trust import UntrustedCacheError
+from compiler.artifacts.compile import compile_symbol
 from runtime import launcher
 from tests.models import mlp
 

@@ -1,6 +1,6 @@
 """Every convolution kernel compiles to cubin for cuda:90 with its GPU tiles, spilling nothing.
 
-No GPU is needed (``compiler/cubin.py`` runs Triton's GPU compiler and ptxas in worker
+No GPU is needed (``compiler/triton/cubin.py`` runs Triton's GPU compiler and ptxas in worker
 processes). Compiled: training and inference Programs of a small network (grouped,
 depthwise, dilated, 1-D and 3-D convolutions and Deconvolutions, BatchNorm and
 activation epilogues fused into the convolutions' kernels) and of LeNet's
@@ -15,9 +15,10 @@ import re
 
 import pytest
 
-from compiler import cache, cubin
+from compiler.artifacts import cache
+from compiler.triton import cubin
 from compiler import symbol as sym
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 
 TARGET = "cuda:90"
 WORKERS = max(1, min(4, os.cpu_count() or 1))

@@ -118,8 +118,8 @@ def test_max_pool_gradient_routes_past_low_precision_integers(dtype, monkeypatch
 def test_float16_conv_kernel_dots_float16_operands():
     """The Triton convolution loads float16 operand tiles and dots them as they are
     (tensor cores on a GPU), accumulating in float32; its pointers line names the dtypes."""
-    from compiler.cache import kernel_path
-    from compiler.compile import compile_symbol
+    from compiler.artifacts.cache import kernel_path
+    from compiler.artifacts.compile import compile_symbol
     s = sym.Convolution(sym.Variable("x"), kernel=(3, 3), num_filter=8, no_bias=True,
                         name="conv")
     prog = compile_symbol(s, {"x": (2, 4, 8, 8)}, False, {}, False, "interpret",

@@ -1,6 +1,6 @@
 """Every generated kernel compiles to cubin for a CUDA target, with its GPU tiles.
 
-No GPU is needed: ``compiler.cubin`` runs Triton's GPU compiler (to PTX and
+No GPU is needed: ``compiler.triton.cubin`` runs Triton's GPU compiler (to PTX and
 through the bundled ptxas) in worker processes without the interpreter. The
 configuration compiled is the GPU one (``tile_config(..., "cuda:90")``), not
 the interpreter's whole-tensor tiles, which are wrong for a GPU.
@@ -32,10 +32,11 @@ import time
 
 import pytest
 
-from compiler import cache, cubin
+from compiler.artifacts import cache
+from compiler.triton import cubin
 from compiler import symbol as sym
 from tests.models import lstm_cell, mlp
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 
 TARGET = "cuda:90"
 WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -53,7 +54,7 @@ def _report(results, title):
             failures.append(f"kernel {r['hash']} ({r['summary']}) spills {r['n_spills']} bytes "
                             f"a thread with {r['n_regs']} registers at BM={c['BM']} "
                             f"BN={c['BN']} BK={c['BK']} warps={c['num_warps']}: shrink its "
-                            f"tiles in compiler/tiles.py")
+                            f"tiles in compiler/ir/tiles.py")
         lines.append(f"  {r['hash']}  regs={r['n_regs']:>3} spill_bytes={r['n_spills']:>5} "
                      f"shared={r['shared']:>6}  BM={c['BM']} BN={c['BN']} BK={c['BK']} "
                      f"warps={c['num_warps']}  {r['summary']}")

@@ -1,7 +1,7 @@
 """Low-precision matmuls reach the tensor cores: the cuda:90 SASS of a network's matmul
 kernels, per dtype, holds tensor-core instructions, and nothing spills.
 
-No GPU is needed: ``compiler/cubin.py`` compiles the generated kernels with Triton and
+No GPU is needed: ``compiler/triton/cubin.py`` compiles the generated kernels with Triton and
 ptxas and reads the machine code back with ``cuobjdump -sass``. The network is an MLP's
 training step (forward, data and weight gradients: plain, transposed-A and
 transposed-B matmuls). float16 and bfloat16 operands go to ``tl.dot`` as they are
@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from compiler import cubin
+from compiler.triton import cubin
 from compiler import symbol as sym
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 
 TARGET = "cuda:90"
 WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -70,7 +70,7 @@ def test_float32_is_ieee_unless_mxnet_allows_conversion(monkeypatch):
 
 def test_float16_convolutions_use_tensor_cores():
     """A float16 convolution's training step (forward, data and weight gradients: the
-    three implicit GEMMs of ``compiler/codegen_conv.py``) dots float16 tiles: HGMMA or
+    three implicit GEMMs of ``compiler/triton/conv.py``) dots float16 tiles: HGMMA or
     HMMA with float32 accumulation on cuda:90, no spills."""
     x = sym.Variable("data")
     c = sym.Convolution(x, kernel=(3, 3), num_filter=64, pad=(1, 1), name="conv")

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import module_api as mx
-from compiler.compile import all_dtypes, compile_symbol
-from compiler.dtypes import dtype_name
+from compiler.artifacts.compile import all_dtypes, compile_symbol
+from compiler.ir.dtypes import dtype_name
 from compiler.errors import MXNetError
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "dtype_rules.json")
@@ -154,7 +154,7 @@ def test_dtypes_are_part_of_the_cache_key_and_buffers_are_per_dtype():
 def test_float16_kernel_source_loads_widens_and_stores_narrow():
     """The Triton kernels of a float16 matmul: operands go to tl.dot as float16, the
     accumulator and the epilogue are float32, the store writes float16."""
-    from compiler.cache import kernel_path
+    from compiler.artifacts.cache import kernel_path
     d = mx.sym.Variable("data")
     s = mx.sym.Activation(mx.sym.FullyConnected(d, num_hidden=5, name="fc"), act_type="relu")
     prog = compile_symbol(s, {"data": (3, 4)}, False, {}, False, "interpret",

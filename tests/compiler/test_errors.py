@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from compiler import cache
+from compiler.artifacts import cache
 from compiler import symbol as sym
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 from compiler.errors import MXNetError
 from runtime.context import cpu
 from runtime.launcher import LaunchCounter

@@ -2,7 +2,7 @@
 
 A kernel's source does not depend on its tiles, so the interpreter can run a
 Program's kernels with the ``cuda:90`` / ``cuda:80`` configuration
-(compiler/tiles.py) instead of its own whole-array tiles: rows then loop over
+(compiler/ir/tiles.py) instead of its own whole-array tiles: rows then loop over
 several column chunks, online softmax rescales across chunks, and batched
 matmuls fold their batch into grid axis 0. Each result must equal the one
 with the interpreter's tiles and torch's. Also: the issue's large cases in
@@ -16,10 +16,10 @@ import pytest
 import torch
 
 import module_api as mx
-from compiler import cache
+from compiler.artifacts import cache
 from compiler import symbol as sym
-from compiler.compile import compile_symbol
-from compiler.tiles import MAX_TILE_NUMEL, tile_config
+from compiler.artifacts.compile import compile_symbol
+from compiler.ir.tiles import MAX_TILE_NUMEL, tile_config
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +56,7 @@ def _with_gpu_tiles(exe, target):
                     continue
                 ln.config = _gpu_config(source, ln.config, target)
                 if "BN" in ln.config:
-                    from compiler.cubin import source_shape
+                    from compiler.triton.cubin import source_shape
                     sh = source_shape(source)
                     shapes.append((sh["kind"], sh["N"], ln.config))
             seen[id(prog)] = new
@@ -67,7 +67,7 @@ def _with_gpu_tiles(exe, target):
 
 
 def _gpu_config(source, interp_cfg, target):
-    from compiler.cubin import declared_signature, source_shape
+    from compiler.triton.cubin import declared_signature, source_shape
     if declared_signature(source) is not None:
         return interp_cfg
     s = source_shape(source)

@@ -5,7 +5,7 @@ from compiler import symbol as sym
 from compiler.passes.decompose import decompose
 from compiler.passes.hoist_matmuls import hoist_matmuls
 from compiler.passes.infer_shapes import infer_shapes
-from compiler.reference import evaluate
+from compiler.frontend.reference import evaluate
 from runtime.context import cpu
 
 

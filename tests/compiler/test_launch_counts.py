@@ -1,7 +1,7 @@
 """Launch counts after fusion: the bounds the compiler promises for the LSTM cell
 and the MLP, checked on the compiled Program and on a real run."""
 
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 from runtime.context import cpu
 from runtime.launcher import LaunchCounter
 from tests.models import lstm_cell, mlp

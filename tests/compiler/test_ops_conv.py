@@ -137,7 +137,7 @@ def test_conv_op(op, cpu_target):
 def test_conv_is_its_own_kernel_with_bias_epilogue():
     """Forward: one launch computes the convolution and adds the bias; backward: the data
     and weight gradients are one implicit GEMM each, the bias gradient a reduction."""
-    from compiler.compile import compile_symbol
+    from compiler.artifacts.compile import compile_symbol
     net = sym.Convolution(sym.Variable("x"), kernel=(3, 3), num_filter=4, name="c")
     shapes = {"x": (2, 3, 6, 6)}
     req = {"x": "write", "c_weight": "write", "c_bias": "write"}
@@ -299,7 +299,7 @@ def _conv_bn_torch(v, aux, train):
 def test_epilogue_fusion_launches():
     """Inference: each convolution is one launch with its bias, BatchNorm's scale and
     shift and its activation (BatchNorm's per-channel scale/shift computed first)."""
-    from compiler.compile import compile_symbol
+    from compiler.artifacts.compile import compile_symbol
     net = _conv_bn_net()
     prog = compile_symbol(net, {"data": (2, 3, 6, 5)}, False, {}, False, "interpret")
     convs = [sorted(ops) for ops in prog.groups if "Convolution" in ops]

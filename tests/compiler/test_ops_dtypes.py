@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from compiler import symbol as sym
-from compiler.dtypes import dtype_name
+from compiler.ir.dtypes import dtype_name
 from runtime.context import cpu
 from tests.compiler.test_ops_compiled import OPS, _as_list, _fill, _make, _seed
 

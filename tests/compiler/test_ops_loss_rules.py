@@ -14,7 +14,7 @@ import torch
 
 from compiler.ops import get_op
 from compiler.ops.registry import Decompose, ShapeError, Special
-from compiler.reference import check_gradient
+from compiler.frontend.reference import check_gradient
 
 from tests.compiler._rules_helpers import close, decompose, gradient, infer, reference
 

@@ -382,7 +382,7 @@ def test_lenet_chain_matches_torch(cpu_target):
 def test_max_mask_is_written_only_for_a_gradient(cpu_target):
     """Training: the forward also writes where each maximum is and the gradient reads
     that, not the data; inference: the forward writes the output alone."""
-    from compiler.compile import compile_symbol
+    from compiler.artifacts.compile import compile_symbol
     net = sym.Pooling(sym.Variable("x"), kernel=(2, 2), stride=(2, 2))
     train = compile_symbol(net, {"x": (2, 3, 6, 6)}, True, {"x": "write"}, True, cpu_target)
     infer = compile_symbol(net, {"x": (2, 3, 6, 6)}, False, {}, False, cpu_target)

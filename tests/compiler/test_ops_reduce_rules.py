@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.graph import _raw
+from compiler.frontend.graph import _raw
 from compiler.ops import get_op
 from compiler.ops.registry import Reduction, ShapeError
-from compiler.reference import check_gradient
+from compiler.frontend.reference import check_gradient
 
 OPS = ["sum", "mean", "max", "min"]
 NUMPY = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
@@ -123,8 +123,9 @@ def test_gradient(name, shape, attrs):
 
 
 def _graph_grad(name, x, attrs, dy):
-    from compiler.graph import Builder, Graph, NodeView, infer_node
-    from compiler.reference import evaluate
+    from compiler.frontend.graph import Builder, Graph, infer_node
+    from compiler.ops.registry import NodeView
+    from compiler.frontend.reference import evaluate
     parsed = attrs_of(name, **attrs)
     g = Graph()
     v = g.add_node("null", "x", role="arg")

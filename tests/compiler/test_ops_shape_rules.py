@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.graph import _raw
+from compiler.frontend.graph import _raw
 from compiler.ops import get_op
 from compiler.ops.registry import ShapeError, View
-from compiler.reference import check_gradient
+from compiler.frontend.reference import check_gradient
 
 
 def attrs_of(name, **attrs):
@@ -448,8 +448,9 @@ def test_constant_gradient_is_empty():
     ("_sum_to_shape", (2, 3), {"shape": (2, 3)}),
 ])
 def test_decompose(name, shape, attrs):
-    from compiler.graph import Builder, Graph, NodeView, infer_node
-    from compiler.reference import evaluate
+    from compiler.frontend.graph import Builder, Graph, infer_node
+    from compiler.ops.registry import NodeView
+    from compiler.frontend.reference import evaluate
     op = get_op(name)
     parsed = attrs_of(name, **attrs)
     g = Graph()

@@ -1,6 +1,6 @@
 """On-device random numbers (issue 12): Dropout's masks from Triton's Philox.
 
-``compiler/philox.py`` must compute what ``tl.rand(seed, offset)`` computes, bit for
+``compiler/ir/philox.py`` must compute what ``tl.rand(seed, offset)`` computes, bit for
 bit, so that the ``cpu`` target and the Triton kernels (the interpreter here, a GPU
 elsewhere) draw the same masks from the seed ``mx.random.seed`` reproduces.
 """
@@ -12,11 +12,11 @@ import triton
 import triton.language as tl
 
 import module_api as mx
-from compiler import philox
-from compiler.compile import compile_symbol
+from compiler.ir import philox
+from compiler.artifacts.compile import compile_symbol
 from compiler.ops import get_op
 from compiler.ops.registry import Decompose, Pointwise
-from compiler.triton_mode import interpreting
+from compiler.triton.mode import interpreting
 from runtime.random import generator_for
 from tests.conftest import assert_same_launches_on_cpu_targets
 

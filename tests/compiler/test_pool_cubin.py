@@ -1,6 +1,6 @@
 """Every pooling kernel compiles to cubin for cuda:90 with its GPU tiles, spilling nothing.
 
-No GPU is needed (``compiler/cubin.py`` runs Triton's GPU compiler and ptxas in worker
+No GPU is needed (``compiler/triton/cubin.py`` runs Triton's GPU compiler and ptxas in worker
 processes). Compiled: the forward and data-gradient kernels of a small network (max,
 avg with and without count_include_pad, sum and Lp pooling; 1-D, 2-D and 3-D; padding
 and the full convention; global pooling; ROIPooling) and of LeNet's two max-pools at the
@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from compiler import cache, cubin
+from compiler.artifacts import cache
+from compiler.triton import cubin
 from compiler import symbol as sym
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 
 TARGET = "cuda:90"
 WORKERS = max(1, min(4, os.cpu_count() or 1))

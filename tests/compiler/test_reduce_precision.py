@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from compiler import amp_lists
+from compiler.passes import amp_lists
 from compiler.errors import MXNetError
 from compiler.passes.reduce_precision import reduce_precision
 from compiler.symbol import load_json
@@ -100,7 +100,7 @@ def test_lists_are_mxnets(dtype):
 def test_converted_graph_has_its_own_cache_key():
     """The cache key reads the graph with its casts (``tojson(remove_amp_cast=False)``):
     a converted symbol never hits the float32 original's Program."""
-    from compiler.compile import canonical_graph_json, compile_symbol
+    from compiler.artifacts.compile import canonical_graph_json, compile_symbol
     case = DATA["cases"][0]
     sym = load_json(case["symbol"])
     conv = reduce_precision(sym, **_kwargs(case["kwargs"]))

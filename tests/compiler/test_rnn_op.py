@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from compiler import symbol as sym
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 from compiler.errors import MXNetError
 from compiler.ops.rnn import param_size, unpack_params
-from compiler.reference import check_gradient
+from compiler.frontend.reference import check_gradient
 from runtime.context import cpu
 from tests.compiler._rules_helpers import infer, reference
 

@@ -58,7 +58,7 @@ def test_auto_names_match_mxnet():
 
 
 def _fresh_names():
-    from compiler.name import NameManager
+    from compiler.frontend.name import NameManager
     return NameManager()
 
 

@@ -1,9 +1,9 @@
-"""The tile table (compiler/tiles.py): the rules each target's choices keep."""
+"""The tile table (compiler/ir/tiles.py): the rules each target's choices keep."""
 import itertools
 
 import pytest
 
-from compiler.tiles import GPU_TABLE, MAX_TILE_NUMEL, MIN_DOT, gpu_params, np2, tile_config
+from compiler.ir.tiles import GPU_TABLE, MAX_TILE_NUMEL, MIN_DOT, gpu_params, np2, tile_config
 
 SIZES = [1, 3, 16, 33, 100, 1000, 4096, 33278, 2_097_152]
 KINDS = ["pointwise", "reduce", "matmul", "scatter", "fill"]

@@ -179,7 +179,7 @@ def test_bucketing_lstm_on_gpu_matches_cpu():
 
 
 def test_dropout_masks_on_gpu_equal_the_cpu_targets(monkeypatch):
-    """Philox on the device and compiler/philox.py on the host: one seed, one mask."""
+    """Philox on the device and compiler/ir/philox.py on the host: one seed, one mask."""
     import runtime.random
     from compiler import symbol as sym
     from runtime.context import cpu, gpu

@@ -15,12 +15,12 @@ import pytest
 import torch
 
 import compiler
-import compiler.cache
+import compiler.artifacts.cache
 import module_api as mx
 import module_api.io  # noqa: F401
 import module_api.metric  # noqa: F401
 import module_api.module  # noqa: F401
-from compiler.name import NameManager
+from compiler.frontend.name import NameManager
 
 nd = mx.ndarray
 
@@ -178,12 +178,12 @@ def test_sym_gen_called_under_fresh_name_scope():
     # mxnet's get_output_shapes puts the batch size on the output's batch axis
     assert mod.output_shapes == [('softmax_output', (BATCH, VOCAB))]
     # a fresh NameManager is current inside sym_gen, and the old one after it
-    outer = compiler.name.current()
+    outer = compiler.frontend.name.current()
     seen = []
-    mod2 = mx.mod.BucketingModule(lambda k: (seen.append(compiler.name.current())
+    mod2 = mx.mod.BucketingModule(lambda k: (seen.append(compiler.frontend.name.current())
                                              or lstm_sym_gen(k)), default_bucket_key=3)
     assert seen and seen[0] is not outer and isinstance(seen[0], NameManager)
-    assert compiler.name.current() is outer
+    assert compiler.frontend.name.current() is outer
     del mod2
 
 
@@ -247,8 +247,8 @@ def test_one_module_per_bucket_and_shared_parameters():
 
 def test_compile_once_per_bucket_and_kernels_shared(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
-    compiler.cache.clear_memory_cache()
-    kernels_dir = os.path.join(compiler.cache.cache_dir(), 'kernels')
+    compiler.artifacts.cache.clear_memory_cache()
+    kernels_dir = os.path.join(compiler.artifacts.cache.cache_dir(), 'kernels')
 
     def n_kernel_files():
         return len(os.listdir(kernels_dir)) if os.path.isdir(kernels_dir) else 0

@@ -6,7 +6,7 @@ import module_api as mx
 import module_api.io  # noqa: F401
 import module_api.metric  # noqa: F401
 import module_api.ndarray  # noqa: F401
-from runtime.executor_group import DataParallelExecutorGroup, _split_input_slice
+from runtime.executor_group import DataParallelExecutorGroup, split_input_slice
 
 # (batch, workload) -> slices, as mxnet 1.9.1's executor_manager._split_input_slice gives them
 # (values produced by mxnet 1.9.1 itself).
@@ -28,14 +28,14 @@ SLICE_TABLE = [
 
 @pytest.mark.parametrize("batch,workload,expected", SLICE_TABLE)
 def test_split_input_slice_table(batch, workload, expected):
-    got = [(s.start, s.stop) for s in _split_input_slice(batch, workload)]
+    got = [(s.start, s.stop) for s in split_input_slice(batch, workload)]
     assert got == expected
 
 
 @pytest.mark.parametrize("batch,workload", [(2, [1, 1, 1]), (1, [1, 1]), (3, [1, 1, 1, 1])])
 def test_split_input_slice_empty(batch, workload):
     with pytest.raises(ValueError, match='Too many slices. Some splits are empty.'):
-        _split_input_slice(batch, workload)
+        split_input_slice(batch, workload)
 
 
 def _net():

@@ -14,9 +14,9 @@ import sys
 import pytest
 import torch
 
-from compiler import cache
+from compiler.artifacts import cache
 from compiler import symbol as sym
-from compiler.compile import compile_symbol
+from compiler.artifacts.compile import compile_symbol
 from runtime.context import Context, cpu, cpu_target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

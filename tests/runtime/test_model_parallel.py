@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import module_api as mx
-from compiler.context_placement import assign_contexts, partition_by_context
+from compiler.frontend.context_placement import assign_contexts, partition_by_context
 from compiler.errors import MXNetError
 from runtime.executor_partitioned import PartitionedExecutor
 

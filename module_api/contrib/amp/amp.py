@@ -3,7 +3,7 @@
 The conversion is the compiler's pass (``compiler/passes/reduce_precision.py``,
 mxnet's ``ReducePrecision``): :func:`convert_symbol` / :func:`convert_model` /
 :func:`convert_bucketing_module` insert ``amp_cast`` / ``amp_multicast`` where
-mxnet 1.9.1 does, by the operator lists of ``compiler/amp_lists.py`` (here as
+mxnet 1.9.1 does, by the operator lists of ``compiler/passes/amp_lists.py`` (here as
 :mod:`.lists` and ``list_*``).
 
 :func:`init` differs from mxnet in one documented way. mxnet's ``init`` replaces
@@ -28,8 +28,8 @@ import logging
 
 import numpy as np
 
-from compiler import amp_lists
-from compiler.dtypes import dtype_name
+from compiler.passes import amp_lists
+from compiler.ir.dtypes import dtype_name
 from compiler.errors import MXNetError
 from compiler.passes.reduce_precision import param_dtypes, reduce_precision
 from compiler.symbol import Symbol

@@ -1,5 +1,5 @@
-"""AMP's bfloat16 operator lists under mxnet's names (data: ``compiler/amp_lists.py``)."""
-from compiler import amp_lists as _lists
+"""AMP's bfloat16 operator lists under mxnet's names (data: ``compiler/passes/amp_lists.py``)."""
+from compiler.passes import amp_lists as _lists
 
 BF16_FUNCS = list(_lists.BF16_FUNCS)
 BF16_FP32_FUNCS = list(_lists.BF16_FP32_FUNCS)

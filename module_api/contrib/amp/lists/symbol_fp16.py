@@ -1,5 +1,5 @@
-"""AMP's float16 operator lists under mxnet's names (data: ``compiler/amp_lists.py``)."""
-from compiler import amp_lists as _lists
+"""AMP's float16 operator lists under mxnet's names (data: ``compiler/passes/amp_lists.py``)."""
+from compiler.passes import amp_lists as _lists
 
 FP16_FUNCS = list(_lists.FP16_FUNCS)
 FP16_FP32_FUNCS = list(_lists.FP16_FP32_FUNCS)

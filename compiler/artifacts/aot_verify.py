@@ -1,0 +1,318 @@
+"""``symtriton cache verify [--rebuild] DIR``: check a cache directory without trusting it.
+
+A cache directory is code (``compiler.artifacts.cache_trust``): copying one from another
+machine means running what it holds. ``verify`` checks what can be checked cheaply,
+``verify --rebuild`` proves the directory holds only what this compiler generates
+from the symbols it lists.
+
+``verify``:
+
+* every path the manifest names must be relative, free of ``..`` and resolve (after
+  symlinks) inside DIR; any other path is a problem and is never opened;
+* the sha256 of every file the manifest lists, then every program entry
+  (``cache.verify_cache``: checksums, versions; nothing outside DIR is read);
+* anything the runtime would refuse to load (``cache_trust.audit``: not owned by
+  you or root, group- or world-writable, symlinks leading out of DIR).
+
+``--rebuild`` also regenerates, in a private temporary directory, everything
+``symtriton compile`` wrote, from the compile inputs the manifest records (format 2:
+each program's symbol file under ``symbols/``, shapes, grad_req, mode and target;
+the targets; the optimizer and its parameters), with the same code
+(:func:`compiler.artifacts.aot.build_outputs`), and compares the two trees byte for byte.
+Every file that differs, is missing, or is present but not produced by the rebuild
+(a planted file, or one left by another compile) is a problem. Nothing from DIR is
+imported or run: symbols are JSON read by ``symbol.load_json``, and a ``sym_gen``
+the manifest names is never imported. One exception to byte for byte: a
+``program.json`` records how long its compile took (``stats.pass_seconds``,
+``stats.total_seconds``); the comparison takes those numbers from the stored file
+(after checking that they are numbers under the same pass names) and compares every
+other byte, and the entry's ``manifest.json`` against that file's checksum.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+from contextlib import contextmanager
+
+from . import aot, cache, cache_trust
+from ..errors import MXNetError
+
+_KEY = re.compile(r"[0-9a-f]{32}")
+_SYMBOL_FILE = re.compile(re.escape(aot.SYMBOLS) + r"/[0-9a-f]{24}\.json")
+_GRAD_REQS = ("write", "add", "null")
+
+
+def safe_path(root, rel):
+    """``(path, '')`` for a manifest path that stays inside ``root``, else ``(None, why)``.
+
+    Refused: anything but a non-empty relative path, any ``..`` component, and a path
+    that resolves (after symlinks) outside ``root``. Nothing is opened here.
+    """
+    if not isinstance(rel, str) or not rel:
+        return None, "not a path"
+    parts = rel.replace("\\", "/").split("/")
+    if os.path.isabs(rel) or rel.startswith(("/", "\\")) or os.path.splitdrive(rel)[0]:
+        return None, "an absolute path; not read"
+    if ".." in parts:
+        return None, "a path with '..'; not read"
+    path = os.path.join(root, *parts)
+    if not cache_trust.inside(path, root):
+        return None, f"resolves to {os.path.realpath(path)}, outside {root}; not read"
+    return path, ""
+
+
+def verify_dir(root, rebuild: bool = False) -> list:
+    """Problems in ``root`` as ``"relative path: what is wrong"`` strings (``[]``: none).
+
+    Parameters
+    ----------
+    root : str
+        A directory written by ``symtriton compile``.
+    rebuild : bool
+        Also regenerate everything from the recorded compile inputs and compare.
+    """
+    path, why = safe_path(root, aot.MANIFEST)
+    if path is None:
+        return [f"{aot.MANIFEST}: {why}"]
+    m = aot.read_manifest(root)
+    if not isinstance(m, dict):
+        return [f"{aot.MANIFEST}: not a JSON object"]
+    problems = _check_files(root, m.get("files"))
+    programs = m.get("programs")
+    if not isinstance(programs, list) or not all(isinstance(p, dict) for p in programs):
+        problems.append(f"{aot.MANIFEST}: 'programs' is not a list of objects")
+        programs = []
+    for p in programs:
+        key = p.get("key")
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            problems.append(f"{aot.MANIFEST}: program key {key!r} is not 32 hex digits")
+        elif not os.path.isdir(os.path.join(root, "programs", key)):
+            problems.append(f"programs/{key}: missing")
+    seen = {x.split(":", 1)[0] for x in problems}
+    for pr in cache.verify_cache(root):
+        if f"programs/{pr.split(':', 1)[0]}" not in seen:
+            problems.append(f"programs/{pr}")
+    problems += [f"{rel}: {why}" for rel, why in cache_trust.audit(root)]
+    if rebuild:
+        problems += rebuild_problems(root, m, programs)
+    return list(dict.fromkeys(problems))
+
+
+def _check_files(root, files) -> list:
+    if not isinstance(files, dict):
+        return [f"{aot.MANIFEST}: 'files' is not an object"]
+    problems = []
+    for rel, digest in sorted(files.items()):
+        path, why = safe_path(root, rel)
+        if path is None:
+            problems.append(f"{rel}: {why}")
+            continue
+        try:
+            if aot.sha_file(path) != digest:
+                problems.append(f"{rel}: checksum mismatch")
+        except OSError as exc:
+            problems.append(f"{rel}: {exc.strerror or exc}")
+    return problems
+
+
+# ----------------------------------------------------------------- --rebuild
+
+def rebuild_problems(root, m, programs) -> list:
+    """Regenerate everything ``m`` records into a temporary directory; compare with ``root``."""
+    if m.get("format") != aot.FORMAT or any("compile" not in p for p in programs):
+        return [f"{aot.MANIFEST}: format {m.get('format')!r} does not record the compile "
+                f"inputs (format {aot.FORMAT} does); recompile the directory with "
+                f"'symtriton compile' to make it checkable"]
+    built = (m.get("versions") or {}).get("cache") if isinstance(m.get("versions"), dict) \
+        else None
+    ours = cache._versions()
+    if built != ours:
+        diff = ", ".join(f"{k} {(built or {}).get(k)!r} != {v!r}" for k, v in sorted(ours.items())
+                         if (built or {}).get(k) != v)
+        return [f"{aot.MANIFEST}: built with other versions ({diff}); a rebuild needs the "
+                f"symtriton checkout, templates and triton it was built with"]
+    problems = []
+    jobs = _jobs(root, programs, problems)
+    targets, optimizer = _targets(m, problems), m.get("optimizer")
+    if optimizer is not None and not (isinstance(optimizer, dict)
+                                      and isinstance(optimizer.get("name"), str)
+                                      and isinstance(optimizer.get("params"), dict)):
+        problems.append(f"{aot.MANIFEST}: 'optimizer' is not {{name, params}}")
+        optimizer = None
+    tmp = tempfile.mkdtemp(prefix="symtriton-rebuild-")
+    try:
+        with _building_in(tmp):
+            aot.build_outputs(tmp, jobs, (optimizer or {}).get("name"),
+                              (optimizer or {}).get("params"), targets)
+        problems += compare_trees(root, tmp)
+    except MXNetError as exc:
+        problems.append(f"{aot.MANIFEST}: the rebuild failed: {' '.join(str(exc).split())}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return problems
+
+
+@contextmanager
+def _building_in(tmp):
+    """This process compiles into ``tmp``: every program is built (never read from a
+    cache, in memory or on disk), and ``SYMTRITON_OFFLINE`` does not apply to it."""
+    names = ("SYMTRITON_CACHE_DIR", "SYMTRITON_FORCE_RECOMPILE", "SYMTRITON_OFFLINE")
+    saved = {n: os.environ.get(n) for n in names}
+    os.environ.update(SYMTRITON_CACHE_DIR=tmp, SYMTRITON_FORCE_RECOMPILE="1")
+    os.environ.pop("SYMTRITON_OFFLINE", None)
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            if v is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = v
+
+
+def _targets(m, problems) -> list:
+    from .compile import check_target
+    out = []
+    for t in m.get("targets") if isinstance(m.get("targets"), list) else []:
+        try:
+            out.append(check_target(t))
+        except (MXNetError, AttributeError, TypeError):
+            problems.append(f"{aot.MANIFEST}: target {t!r} is not one symtriton compiles for")
+    return out
+
+
+def _jobs(root, programs, problems) -> list:
+    """The :func:`aot.build_outputs` jobs of the recorded programs whose inputs are sound
+    and give their recorded key; each other program is a problem."""
+    symbols, jobs = {}, []
+    for p in programs:
+        key = p.get("key")
+        try:
+            call = _call(root, p["compile"], symbols)
+            got = aot.program_key(*call)[0]
+        except (MXNetError, OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            problems.append(f"programs/{key}: its recorded compile inputs are unusable "
+                            f"({' '.join(str(exc).split())}); not rebuilt")
+            continue
+        if got != key:
+            problems.append(f"programs/{key}: its recorded compile inputs give key {got}, "
+                            f"so this entry is not what they compile to")
+            continue
+        jobs.append({"key": key, "target": call[5], "compile": p["compile"], "_call": call})
+    return jobs
+
+
+def _call(root, rec, symbols) -> tuple:
+    """``compile_symbol`` arguments from a manifest ``compile`` record (checked)."""
+    from .. import symbol as sym_mod
+    from .compile import check_target
+    from ..ir.dtypes import check_dtype
+    rel = rec["symbol"]
+    if not isinstance(rel, str) or not _SYMBOL_FILE.fullmatch(rel):
+        raise ValueError(f"symbol file {rel!r} is not {aot.SYMBOLS}/<24 hex digits>.json")
+    if rel not in symbols:
+        path, why = safe_path(root, rel)
+        if path is None:
+            raise ValueError(f"{rel}: {why}")
+        with open(path, encoding="utf-8") as f:
+            symbols[rel] = sym_mod.load_json(f.read())
+    shapes = {str(k): tuple(_dim(d) for d in v) for k, v in rec["shapes"].items()}
+    grad_req = {str(k): v for k, v in rec["grad_req"].items()}
+    if any(v not in _GRAD_REQS for v in grad_req.values()):
+        raise ValueError(f"grad_req values must be {', '.join(_GRAD_REQS)}")
+    flags = (rec["for_training"], rec["is_train"])
+    if not all(isinstance(f, bool) for f in flags):
+        raise ValueError("for_training and is_train must be true or false")
+    dtypes = {str(k): check_dtype(str(k), v, "dtypes") for k, v in rec.get("dtypes", {}).items()}
+    return (symbols[rel], shapes, flags[0], grad_req, flags[1], check_target(rec["target"]),
+            dtypes)
+
+
+def _dim(d) -> int:
+    if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
+        raise ValueError(f"shape dimension {d!r} is not a positive integer")
+    return d
+
+
+# ----------------------------------------------------------------- comparing
+
+def _files(root) -> dict:
+    """``{relative path: lstat}`` of everything under ``root`` but the AOT manifest and
+    directories; symlinks are listed, never followed."""
+    out = {}
+    real = os.path.realpath(root)
+    for folder, dirs, files in os.walk(real):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            rel = os.path.relpath(path, real).replace(os.sep, "/")
+            if rel != aot.MANIFEST:
+                out[rel] = st
+    return out
+
+
+def compare_trees(root, rebuilt) -> list:
+    """Every file of ``root`` that differs from ``rebuilt``, is missing, or is not in it."""
+    stored, made = _files(root), _files(rebuilt)
+    real = os.path.realpath(root)
+    problems, expected_program = [], {}
+    # program.json before manifest.json: the entry manifest holds the program's checksum
+    for rel in sorted(set(stored) | set(made), key=lambda r: (r.endswith("manifest.json"), r)):
+        if rel not in made:
+            problems.append(f"{rel}: not produced by the rebuild (planted, or left by another "
+                            f"compile); remove it, e.g. with 'symtriton cache prune'")
+            continue
+        if rel not in stored:
+            problems.append(f"{rel}: missing (the rebuild produces it)")
+            continue
+        if not stat.S_ISREG(stored[rel].st_mode):
+            problems.append(f"{rel}: not a regular file (symtriton writes none); not read")
+            continue
+        with open(os.path.join(real, rel), "rb") as f:
+            have = f.read()
+        with open(os.path.join(rebuilt, rel), "rb") as f:
+            want = f.read()
+        entry, _, name = rel.rpartition("/")
+        if entry.startswith("programs/") and name == "program.json":
+            want = _with_stored_timings(want, have)
+            expected_program[entry] = want
+        elif entry.startswith("programs/") and name == "manifest.json" \
+                and entry in expected_program:
+            want = _with_program_checksum(want, expected_program[entry])
+        if have != want:
+            problems.append(f"{rel}: differs from the rebuild")
+    return problems
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _with_stored_timings(built: bytes, stored: bytes) -> bytes:
+    """The rebuilt ``program.json`` carrying the stored compile-time measurements, when
+    the stored ones are numbers under the same pass names (else the rebuilt bytes)."""
+    try:
+        doc, old = json.loads(built), json.loads(stored)
+        st, old_st = doc["stats"], old["stats"]
+        passes = old_st["pass_seconds"]
+        if not (_number(old_st["total_seconds"]) and isinstance(passes, dict)
+                and set(passes) == set(st["pass_seconds"])
+                and all(_number(v) for v in passes.values())):
+            return built
+    except (ValueError, KeyError, TypeError):
+        return built
+    st["pass_seconds"], st["total_seconds"] = passes, old_st["total_seconds"]
+    return json.dumps(doc, sort_keys=True).encode()     # as Program.to_json writes it
+
+
+def _with_program_checksum(built: bytes, program: bytes) -> bytes:
+    doc = json.loads(built)
+    doc["files"]["program.json"] = hashlib.sha256(program).hexdigest()
+    return json.dumps(doc, sort_keys=True).encode()     # as cache._write_entry writes it

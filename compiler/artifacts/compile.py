@@ -1,0 +1,178 @@
+"""Compile a Symbol for given input shapes into a cached :class:`Program`."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+from . import cache
+from ..ir.dtypes import fp32_matmul_precision
+from ..errors import MXNetError
+from ..passes.pipeline import run_passes
+from .program import Program, build_program
+
+log = logging.getLogger("symtriton.compile")
+
+TARGETS = ("cpu", "interpret")
+
+
+def check_target(target: str) -> str:
+    if target in TARGETS:
+        return target
+    if target.startswith("cuda:"):
+        arch = target.split(":")[1]
+        if arch.isdigit() and int(arch) >= 70:
+            return target
+    raise MXNetError(f"unsupported target {target!r}: use 'cpu', 'interpret' or "
+                     f"'cuda:<arch>' such as cuda:80 or cuda:90")
+
+
+def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
+                  is_train: bool, target: str, dtypes: dict = None,
+                  loss_scale: bool = False) -> dict:
+    """The named parts of a Program's cache key (``dtypes``: every argument's and
+    auxiliary state's dtype, as :func:`all_dtypes` gives them; ``loss_scale`` is a
+    part only when set, so other keys stay as they were)."""
+    parts = {
+        "name": symbol.name or ",".join(symbol.list_outputs()),
+        "graph": canonical_graph_json(symbol),
+        "shapes": {k: [int(x) for x in v] for k, v in sorted(shapes.items())},
+        "dtypes": dict(sorted((dtypes if dtypes is not None else
+                               all_dtypes(symbol, {})).items())),
+        "fp32_matmul": fp32_matmul_precision(target),
+        "for_training": bool(for_training),
+        "is_train": bool(is_train),
+        "grad_req": dict(sorted(grad_req.items())) if for_training else {},
+        "target": target,
+    }
+    if loss_scale and for_training:
+        parts["loss_scale"] = True
+    return parts
+
+
+def canonical_graph_json(symbol) -> str:
+    """The symbol's JSON with operator node names replaced by their position.
+
+    Auto names (``_plus3``, ``split0``) depend on how many symbols a process
+    built before, so they must not decide the cache key; variable names do
+    (arrays bind by them) and stay.
+    """
+    import json
+    doc = json.loads(symbol.tojson(remove_amp_cast=False))   # AMP's casts are compiled
+    for i, node in enumerate(doc["nodes"]):
+        if node["op"] != "null":
+            node["name"] = f"n{i}"
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
+                   is_train: bool = None, target: str = "cpu", dtypes: dict = None,
+                   loss_scale: bool = False) -> Program:
+    """Return the Program of ``symbol`` for ``shapes`` (cached).
+
+    Parameters
+    ----------
+    symbol : Symbol
+    shapes : dict of str -> tuple
+        Shapes of the inputs (data, labels, and any argument given).
+    for_training : bool
+        Also build the backward phase.
+    grad_req : dict of str -> str
+        Per argument ``write`` / ``add`` / ``null`` (training only).
+    is_train : bool
+        Forward in training mode (Dropout, BatchNorm); defaults to ``for_training``.
+    target : str
+        ``cpu`` (torch calls), ``interpret`` (Triton's interpreter) or ``cuda:<arch>``.
+    dtypes : dict of str -> dtype, optional
+        Known dtypes of inputs (``type_dict``); the rest are inferred with mxnet's
+        rules (``passes/infer_types.py``), float32 where nothing decides.
+    loss_scale : bool
+        Training only: every head's starting gradient is multiplied by a one-element
+        float32 ``loss_scale`` input (slot kind ``loss_scale``), which the executor
+        sets before each backward: AMP's dynamic loss scaling without a recompile
+        per scale.
+    """
+    target = check_target(target)
+    is_train = for_training if is_train is None else is_train
+    grad_req = dict(grad_req or {})
+    shapes = all_argument_shapes(symbol, shapes)
+    dtypes = all_dtypes(symbol, dtypes or {})
+    loss_scale = bool(loss_scale and for_training)
+    parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
+                          loss_scale)
+    key = cache.make_key(parts)
+
+    def build():
+        if "compiles" in __import__("os").environ.get("SYMTRITON_LOG", ""):
+            log.warning("symtriton: compiling %s (key %s)", cache.describe_key(parts), key)
+        return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
+                      loss_scale)
+
+    prog = cache.lookup(key, parts, build)
+    names = symbol.list_outputs()
+    if prog.output_names != names:
+        # an equal graph built under other auto names hit the cache: same
+        # kernels, this symbol's output names
+        prog = dataclasses.replace(prog, output_names=names)
+    return prog
+
+
+def all_argument_shapes(symbol, shapes: dict) -> dict:
+    """Every argument's shape, so equal programs get equal keys however they were asked for."""
+    arg_shapes, _, _ = symbol.infer_shape(**shapes)
+    if arg_shapes is None:
+        from ..passes.infer_shapes import infer_shapes
+        infer_shapes(symbol.to_graph(), dict(shapes))  # raises, naming what is missing
+    return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+
+
+def all_dtypes(symbol, dtypes: dict) -> dict:
+    """Every argument's and auxiliary state's dtype name, given those in ``dtypes``."""
+    from ..passes.infer_types import infer_types
+    graph = infer_types(symbol.to_graph(), dtypes)
+    return {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
+
+
+def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, loss_scale=False):
+    timings = {}
+    t0 = time.perf_counter()
+    graph = symbol.to_graph()
+    g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
+                                 is_train, timings, dtypes, loss_scale)
+    sources = {}
+    t1 = time.perf_counter()
+    launches, group_ops = build_program(g, groups, plan, target, sources)
+    timings["codegen"] = time.perf_counter() - t1
+    num_fwd = g.meta.get("num_forward_heads", len(g.heads))
+    base = symbol.to_graph()
+    from ..passes.infer_shapes import infer_shapes
+    infer_shapes(base, shapes)
+    arg_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
+                  for n in base.variables("arg")}
+    aux_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
+                  for n in base.variables("aux")}
+    unfused = g.meta["unfused"]
+    stats = {
+        "forward_launches": sum(1 for ln in launches if ln.phase == "fwd"),
+        "backward_launches": sum(1 for ln in launches if ln.phase == "bwd"),
+        "bytes_per_step": sum(ln.bytes_read + ln.bytes_written for ln in launches),
+        "unfused_forward_ops": unfused["fwd"],
+        "unfused_backward_ops": unfused["bwd"],
+        "unfused_bytes_per_step": unfused["bytes"],
+        "pass_seconds": timings,
+        "total_seconds": time.perf_counter() - t0,
+    }
+    prog = Program(
+        target=target, launches=launches, buffers=plan["buffers"],
+        seed_buffer=plan["seed_buffer"],
+        arg_names=symbol.list_arguments(), aux_names=symbol.list_auxiliary_states(),
+        grad_names=list(g.meta.get("grad_names", [])),
+        output_names=symbol.list_outputs(),
+        output_shapes=[list(g.shape(h)) for h in g.heads[:num_fwd]],
+        head_grads={str(k): v for k, v in g.meta.get("head_grads", {}).items()},
+        arg_shapes=arg_shapes, aux_shapes=aux_shapes, groups=group_ops, stats=stats,
+        buffer_dtypes=plan["buffer_dtypes"],
+        arg_dtypes={n: dtypes[n] for n in arg_shapes},
+        aux_dtypes={n: dtypes[n] for n in aux_shapes},
+        output_dtypes=[g.dtype(h) for h in g.heads[:num_fwd]])
+    return prog, sources

@@ -1,0 +1,140 @@
+"""The compiled artifact: a Program is data.
+
+It lists the kernel launches of the forward and backward phases (kernel
+source hash, the arrays each pointer argument reads or writes, tile sizes
+and grid per target), the internal buffer sizes and the bindings of inputs,
+outputs, gradients and auxiliary states by name. It serialises to JSON and
+loads without re-running any pass.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from ..cpu.render import render_cpu, render_cpu_fill
+from ..triton.codegen import render_fill, tile_config
+from ..triton.render import render
+from ..ir.dtypes import ITEMSIZE, fp32_matmul_precision
+from ..ops.registry import prod
+
+
+@dataclass
+class Launch:
+    kernel: str                  # sha256 of the source (first 24 hex digits)
+    phase: str                   # fwd | bwd
+    args: list                   # [[slot kind, slot name/index, element offset, numel], ...]
+    config: dict                 # BM, BN, BK, num_warps, grid
+    summary: str = ""
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+
+@dataclass
+class Program:
+    """A compiled symbol for one set of shapes, mode and target."""
+    target: str
+    launches: list
+    buffers: list                # element counts of internal buffers
+    seed_buffer: object          # the buffer whose bits the runtime sets to a new random
+                                 # seed before each forward (compiler/ops/nn.py), or None
+    arg_names: list
+    aux_names: list
+    grad_names: list
+    output_names: list
+    output_shapes: list
+    head_grads: dict             # head index (str) -> head_grad variable name
+    arg_shapes: dict
+    aux_shapes: dict
+    groups: list = field(default_factory=list)   # op names per launch, for inspect
+    stats: dict = field(default_factory=dict)
+    buffer_dtypes: list = field(default_factory=list)   # per internal buffer
+    arg_dtypes: dict = field(default_factory=dict)      # argument name -> dtype name
+    aux_dtypes: dict = field(default_factory=dict)
+    output_dtypes: list = field(default_factory=list)
+
+    def launches_in(self, phase):
+        return [ln for ln in self.launches if ln.phase == phase]
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        return json.dumps(doc, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> "Program":
+        doc = json.loads(text)
+        doc["launches"] = [Launch(**ln) for ln in doc["launches"]]
+        return Program(**doc)
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
+    """Render every group and assemble the Program; fills ``sources`` (hash -> text)."""
+    launches, group_ops = [], []
+    layouts = plan["layouts"]
+    cpu = target == "cpu"
+    fp32_dot = fp32_matmul_precision(target)
+    for grp in groups:
+        prog = grp["program"]
+        strides = [[lay[3] for lay in layouts[e]] for e in prog.tensors]
+        shapes = [layouts[e][0][2] for e in prog.tensors]
+        if cpu:
+            slots = [[tuple(lay[0]) for lay in layouts[e]] for e in prog.tensors]
+            rendered = render_cpu(prog, strides, shapes, slots)
+        else:
+            rendered = render(prog, strides, shapes, fp32_dot)
+        if prog.kind == "scatter":
+            out = layouts[prog.tensors[2]][0]
+            dtype = prog.dtypes[2]
+            fill = render_cpu_fill(prod(out[2])) if cpu else \
+                render_fill(prod(out[2]), dtype=dtype)
+            launches.append(_launch(fill, [[out[0][0], out[0][1], out[1], prod(out[2])]],
+                                    grp["phase"], target, sources, 0,
+                                    ITEMSIZE[dtype] * prod(out[2]), False))
+            group_ops.append(["_fill"])
+        args = []
+        read = written = 0
+        for t, d in rendered.params:
+            slot, offset, shape, st = layouts[prog.tensors[t]][d]
+            extent = _extent(shape, st)
+            args.append([slot[0], slot[1], int(offset), int(extent)])
+            nbytes = ITEMSIZE[prog.dtypes[t]] * prod(shape)
+            if prog.tensor_roles[t] == "in":
+                read += nbytes
+            else:
+                written += nbytes
+                if prog.tensor_roles[t] == "inout":
+                    read += nbytes
+        launch = _launch(rendered, args, grp["phase"], target, sources, read, written,
+                         prog.reduce_cols)
+        launches.append(launch)
+        group_ops.append(sorted(graph.node(n)["op"] for n in grp["nodes"]))
+    return launches, group_ops
+
+
+def _launch(rendered, args, phase, target, sources, read, written, reduce_cols):
+    key = source_hash(rendered.source)
+    sources[key] = rendered.source
+    cfg = tile_config(rendered, target, reduce_cols)
+    return Launch(key, phase, args, cfg, _summary_line(rendered.source), read, written)
+
+
+def _summary_line(source: str) -> str:
+    """The comment line right under ``def kernel(`` / ``def bind(`` (what it computes)."""
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("def kernel(", "def bind(")) and i + 1 < len(lines):
+            return lines[i + 1].strip().lstrip("# ")
+    return ""
+
+
+def _extent(shape, strides):
+    """Elements from the view's first element to its last (+1), for slicing the base."""
+    if any(s == 0 for s in shape):
+        return 0
+    hi = sum((d - 1) * s for d, s in zip(shape, strides) if s > 0)
+    lo = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0)
+    return hi - lo + 1

@@ -1,0 +1,1 @@
+"""The ``cpu`` target: TileProgram -> a Python function of ATen calls."""

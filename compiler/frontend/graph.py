@@ -1,0 +1,324 @@
+"""The analysis graph: a ``networkx.MultiDiGraph`` with one node per operator
+instance or variable and one edge per tensor value.
+
+Edges carry ``out`` (the producer's output index) and are keyed by ``slot``
+(the consumer's input position), so ``inputs(n)`` is a sorted read of the
+in-edges. All passes read and write this structure; :class:`Builder` is the
+one way passes add operators (gradients, decompositions), and it infers the
+new node's shapes on the spot.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import networkx as nx
+
+from ..errors import MXNetError
+from ..ops import get_op
+from ..ops.registry import ShapeError
+
+Entry = tuple  # (node_id, output_index)
+
+# The largest tensor, in elements, shape inference accepts (an int32 index
+# space): a bad symbol or shape fails here, before any memory is allocated.
+# ``SYMTRITON_MAX_ELEMENTS`` overrides it.
+DEFAULT_MAX_ELEMENTS = 2 ** 31
+
+
+def max_elements() -> int:
+    """The per-tensor element limit: ``SYMTRITON_MAX_ELEMENTS`` or ``2**31``."""
+    raw = os.environ.get("SYMTRITON_MAX_ELEMENTS", "").strip()
+    if not raw:
+        return DEFAULT_MAX_ELEMENTS
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise MXNetError(f"SYMTRITON_MAX_ELEMENTS={raw[:40]!r} must be a positive integer")
+    return limit
+
+
+def check_shape(shape, what: str) -> tuple:
+    """``shape`` as a tuple of ints, or an MXNetError naming ``what`` if it has a
+    negative dim or more elements than :func:`max_elements`."""
+    shape = tuple(int(x) for x in shape)
+    if any(x < 0 for x in shape):
+        raise MXNetError(f"{what}: shape {shape} has a negative dim")
+    limit, numel = max_elements(), 0 if 0 in shape else 1
+    for x in shape:
+        numel *= x
+        if numel > limit:
+            raise MXNetError(
+                f"{what}: shape {shape} has more than {limit} elements, the limit per tensor "
+                f"(set SYMTRITON_MAX_ELEMENTS to change it)")
+    return shape
+
+
+class Graph:
+    """A symbol graph under compilation.
+
+    Attributes
+    ----------
+    g : networkx.MultiDiGraph
+        Node data: ``op`` (``'null'`` for variables), ``name``, ``attrs``
+        (parsed), ``raw`` (mxnet string attributes), ``role`` (``arg``,
+        ``aux``, ``head_grad``, ``grad_in``, ``random`` or ``op``), ``phase``
+        (``fwd`` or ``bwd``), ``shapes`` and ``dtypes`` (per output).
+    heads : list of (node, index)
+        The graph outputs: the symbol's outputs first, then gradients.
+    meta : dict
+        Pass results (``num_forward_heads``, ``grad_names`` ...).
+    """
+
+    def __init__(self):
+        self.g = nx.MultiDiGraph()
+        self.heads: list = []
+        self.meta: dict = {}
+        self._ids = itertools.count()
+
+    # -- construction -------------------------------------------------------
+    def add_node(self, op: str, name: str, inputs=(), attrs=None, raw=None,
+                 role: str = "op", phase: str = "fwd") -> int:
+        nid = next(self._ids)
+        opdef = None if op == "null" else get_op(op, name)
+        self.g.add_node(nid, op=op, opdef=opdef, name=name, attrs=attrs or {},
+                        raw=dict(raw or {}), role=role, phase=phase,
+                        shapes=None, dtypes=None)
+        for slot, (src, idx) in enumerate(inputs):
+            self.g.add_edge(src, nid, key=slot, out=idx)
+        return nid
+
+    def copy(self) -> "Graph":
+        new = Graph()
+        new.g = self.g.copy()
+        for n in new.g.nodes:  # node dicts are shallow-copied; copy the mutable parts
+            d = new.g.nodes[n]
+            d["attrs"] = dict(d["attrs"])
+            d["raw"] = dict(d["raw"])
+            d["shapes"] = None if d["shapes"] is None else list(d["shapes"])
+            d["dtypes"] = None if d["dtypes"] is None else list(d["dtypes"])
+        new.heads = list(self.heads)
+        new.meta = dict(self.meta)
+        new._ids = itertools.count(max(self.g.nodes, default=-1) + 1)
+        return new
+
+    # -- reading ------------------------------------------------------------
+    def node(self, n) -> dict:
+        return self.g.nodes[n]
+
+    def inputs(self, n) -> list:
+        """Input entries of ``n`` in slot order."""
+        # straight from networkx's adjacency (no edge views): fusion calls this a lot
+        edges = sorted((slot, u, data["out"]) for u, keyed in self.g._pred[n].items()
+                       for slot, data in keyed.items())
+        return [(u, out) for _, u, out in edges]
+
+    def consumers(self, n, index: Optional[int] = None) -> list:
+        """``(consumer, slot)`` pairs reading ``n`` (output ``index`` if given)."""
+        return [(v, k) for _, v, k, out in self.g.out_edges(n, keys=True, data="out")
+                if index is None or out == index]
+
+    def topo(self) -> list:
+        return list(nx.lexicographical_topological_sort(self.g))
+
+    def shape(self, entry: Entry):
+        shapes = self.g.nodes[entry[0]]["shapes"]
+        return None if shapes is None else shapes[entry[1]]
+
+    def dtype(self, entry: Entry):
+        dtypes = self.g.nodes[entry[0]]["dtypes"]
+        return "float32" if dtypes is None else dtypes[entry[1]]
+
+    def variables(self, role: Optional[str] = None) -> list:
+        return [n for n in self.topo() if self.g.nodes[n]["op"] == "null"
+                and (role is None or self.g.nodes[n]["role"] == role)]
+
+    def ops(self) -> list:
+        return [n for n in self.topo() if self.g.nodes[n]["op"] != "null"]
+
+    def describe(self, n) -> str:
+        d = self.g.nodes[n]
+        return f"{d['op']} '{d['name']}'" if d["op"] != "null" else f"variable '{d['name']}'"
+
+    def replace_entry(self, old: Entry, new: Entry):
+        """Point every reader of ``old`` (edges and heads) at ``new``."""
+        for v, slot in self.consumers(old[0], old[1]):
+            self.g.remove_edge(old[0], v, key=slot)
+            self.g.add_edge(new[0], v, key=slot, out=new[1])
+        self.heads = [new if h == tuple(old) else h for h in self.heads]
+
+    def remove_dead(self):
+        """Drop nodes that no head depends on (variables included)."""
+        live = set()
+        for h, _ in self.heads:
+            live.add(h)
+            live |= nx.ancestors(self.g, h)
+        keep_vars = self.meta.get("keep_variables", True)
+        dead = [n for n in self.g.nodes if n not in live
+                and not (keep_vars and self.g.nodes[n]["op"] == "null")]
+        self.g.remove_nodes_from(dead)
+
+
+def _through_cast(graph: Graph, src, idx):
+    """The entry behind output ``idx`` of ``src`` when ``src`` passes shapes through
+    (``OpDef.passes_shape``: casts), else that output itself."""
+    d = graph.g.nodes[src]
+    if d["op"] != "null" and d["opdef"].passes_shape:
+        return graph.inputs(src)[idx]
+    return src, idx
+
+
+def infer_node(graph: Graph, n):
+    """Run the operator's shape and dtype rules for node ``n`` once.
+
+    Returns True when something new was learned. Raises MXNetError naming
+    the node, the operator, its inputs and their shapes on a conflict.
+    """
+    d = graph.g.nodes[n]
+    opdef = d["opdef"]
+    ins = graph.inputs(n)
+    in_shapes = [graph.shape(e) for e in ins]
+    try:
+        new_in, out_shapes = opdef.infer_shape(d["attrs"], list(in_shapes))
+    except ShapeError as exc:
+        raise MXNetError(_shape_message(graph, n, in_shapes, str(exc))) from None
+    names = opdef.list_arguments(d["attrs"]) + list(opdef.aux)
+    for i, ((src, idx), new) in enumerate(zip(ins, new_in)):
+        if new is not None:
+            label = names[i] if i < len(names) else f"arg{i}"
+            check_shape(new, f"{graph.describe(n)}: input {label} "
+                             f"('{graph.node(src)['name']}')")
+    out_names = opdef.list_outputs(d["attrs"])
+    for i, s in enumerate(out_shapes):
+        if s is not None:
+            label = out_names[i] if i < len(out_names) else f"output{i}"
+            check_shape(s, f"{graph.describe(n)}: output {label}")
+    changed = False
+    for (src, idx), old, new in zip(ins, in_shapes, new_in):
+        if new is None or old is not None:
+            if new is not None and old is not None and tuple(new) != tuple(old):
+                raise MXNetError(_shape_message(
+                    graph, n, in_shapes,
+                    f"input {idx} of {graph.describe(src)} has shape {tuple(old)} "
+                    f"but the operator needs {tuple(new)}"))
+            continue
+        src, idx = _through_cast(graph, src, idx)
+        sd = graph.g.nodes[src]
+        if sd["op"] != "null" or sd["shapes"] is not None:
+            continue
+        sd["shapes"] = [tuple(new)]
+        changed = True
+    if d["shapes"] is None or any(s is None for s in d["shapes"]):
+        if d["shapes"] != out_shapes:
+            changed = changed or any(s is not None for s in out_shapes)
+        d["shapes"] = [None if s is None else tuple(s) for s in out_shapes]
+    in_types = [graph.dtype(e) if graph.g.nodes[e[0]]["dtypes"] else None for e in ins]
+    _, out_types = opdef.infer_type(d["attrs"], in_types)
+    out_types = list(out_types) + [out_types[-1] if out_types else None] * len(out_shapes)
+    d["dtypes"] = [t or "float32" for t in out_types[:len(out_shapes)]]
+    return changed
+
+
+def _shape_message(graph: Graph, n, in_shapes, why: str) -> str:
+    d = graph.g.nodes[n]
+    names = d["opdef"].list_arguments(d["attrs"]) + list(d["opdef"].aux)
+    parts = []
+    for i, (src, idx) in enumerate(graph.inputs(n)):
+        label = names[i] if i < len(names) else f"arg{i}"
+        shape = in_shapes[i]
+        parts.append(f"{label}={graph.node(src)['name']}{'' if idx == 0 else f'[{idx}]'}"
+                     f":{'?' if shape is None else tuple(shape)}")
+    return (f"shape inference failed at {d['op']} '{d['name']}' with inputs "
+            f"({', '.join(parts)}): {why}")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A value produced while building graph ops: ``(node, index)`` of a graph."""
+    builder: "Builder"
+    node: int
+    index: int = 0
+
+    @property
+    def entry(self) -> Entry:
+        return (self.node, self.index)
+
+    @property
+    def shape(self):
+        return self.builder.graph.shape(self.entry)
+
+    @property
+    def dtype(self) -> str:
+        return self.builder.graph.dtype(self.entry)
+
+    def _bin(self, other, op, scalar_op, reverse=False):
+        b = self.builder
+        if isinstance(other, Ref):
+            lhs, rhs = (other, self) if reverse else (self, other)
+            return b.op(op, lhs, rhs)
+        return b.op(scalar_op, self, scalar=float(other))
+
+    def __add__(self, o): return self._bin(o, "broadcast_add", "_plus_scalar")
+    def __radd__(self, o): return self._bin(o, "broadcast_add", "_plus_scalar", True)
+    def __sub__(self, o): return self._bin(o, "broadcast_sub", "_minus_scalar")
+    def __rsub__(self, o):
+        if isinstance(o, Ref):
+            return self._bin(o, "broadcast_sub", None, True)
+        return self.builder.op("_rminus_scalar", self, scalar=float(o))
+    def __mul__(self, o): return self._bin(o, "broadcast_mul", "_mul_scalar")
+    def __rmul__(self, o): return self._bin(o, "broadcast_mul", "_mul_scalar", True)
+    def __truediv__(self, o): return self._bin(o, "broadcast_div", "_div_scalar")
+    def __rtruediv__(self, o):
+        if isinstance(o, Ref):
+            return self._bin(o, "broadcast_div", None, True)
+        return self.builder.op("_rdiv_scalar", self, scalar=float(o))
+    def __neg__(self): return self.builder.op("negative", self)
+
+
+class Builder:
+    """Adds operator nodes to a graph, inferring their shapes immediately.
+
+    ``b.op('dot', x, w, transpose_b=True)`` or ``b.dot(x, w, transpose_b=True)``
+    returns a :class:`Ref` (a list of Refs for multi-output operators).
+    """
+
+    def __init__(self, graph: Graph, phase: str, prefix: str):
+        self.graph = graph
+        self.phase = phase
+        self.prefix = prefix
+        self._count = itertools.count()
+
+    def ref(self, entry: Entry) -> Ref:
+        return Ref(self, entry[0], entry[1])
+
+    def op(self, name: str, *inputs, **attrs):
+        opdef = get_op(name)
+        raw = {k: _raw(v) for k, v in attrs.items()}
+        node_name = f"{self.prefix}_{name.strip('_').lower()}{next(self._count)}"
+        parsed = opdef.parse_attrs(raw, node_name)
+        entries = [r.entry if isinstance(r, Ref) else tuple(r) for r in inputs]
+        n = self.graph.add_node(name, node_name, entries, parsed, raw, phase=self.phase)
+        infer_node(self.graph, n)
+        num_out = len(opdef.list_outputs(parsed))
+        refs = [Ref(self, n, i) for i in range(num_out)]
+        return refs[0] if num_out == 1 else refs
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *inputs, **attrs: self.op(name, *inputs, **attrs)
+
+
+def _raw(v) -> str:
+    """mxnet's string form of an attribute value."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(str(int(x)) for x in v) + ("," if len(v) == 1 else "") + ")"
+    return str(v)

@@ -1,0 +1,545 @@
+"""The tile program of one kernel group: what a generated kernel computes.
+
+A group's values live on a *domain* ``D`` (a shape). Every program instance
+covers a tile of it: ``grid`` positions are scalars taken from
+``program_id(1)``, ``rows`` positions run along the tile's first axis and
+``cols`` positions along its second. Tensors are read and written through
+``Access`` terms ``(position, element stride)``, so broadcasting (no term),
+transposes and slices (strides, offsets) cost nothing. Values are SSA
+names; each records the positions it varies along, which decides whether a
+store is legal and whether a value is a whole tile or one per row.
+
+``build.py: build_tile_program`` either returns a :class:`TileProgram` or raises
+:class:`NotFusable`; the fusion pass uses it as its legality check. This file builds
+pointwise, reduce, matmul and scatter groups; ``conv.py`` and ``pool.py`` extend
+:class:`ProgramBuilder` for their families.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .dtypes import compute_dtype
+from ..ops.matmul import dot_dims
+from ..ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
+
+
+class NotFusable(Exception):
+    """The nodes cannot form one kernel (the message says why)."""
+
+
+@dataclass
+class Instr:
+    kind: str            # load | expr | reduce | dot | gather | const | coord
+    out: str
+    args: tuple = ()
+    text: str = ""       # expr: the Triton expression over args
+    varies: frozenset = frozenset()
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Store:
+    value: str
+    tensor: int          # index into TileProgram.tensors
+    terms: tuple         # ((position, stride), ...)
+    atomic: bool = False
+
+
+@dataclass
+class TileProgram:
+    """Everything codegen needs for one kernel (and nothing about the graph)."""
+    kind: str                    # pointwise | reduce | matmul | scatter
+    domain: tuple
+    grid_pos: tuple
+    row_pos: tuple
+    col_pos: tuple
+    instrs: list
+    stores: list
+    tensors: list                # entries (node, index) read or written, in argument order
+    tensor_roles: list           # 'in' | 'out' | 'inout'
+    reduce_cols: bool = False    # row reductions present: the tile must span all columns
+    nodes: frozenset = frozenset()
+    dtypes: list = None          # storage dtype per tensor (set by build_tile_program)
+
+    @property
+    def compute_dtype(self) -> str:
+        """What the kernel computes in (``compiler/ir/dtypes.py``)."""
+        return compute_dtype(self.dtypes or ())
+
+
+# --------------------------------------------------------------------------------------
+
+def _right_aligned(in_shape, out_shape):
+    off = len(out_shape) - len(in_shape)
+    return [off + j for j in range(len(in_shape))]
+
+
+class ProgramBuilder:
+    """Builds one group's TileProgram: chooses its domain, places every value in it
+    (dimmaps), then emits instructions and stores."""
+
+    def __init__(self, graph, nodes, outside_uses):
+        self.graph = graph
+        self.nodes = set(nodes)
+        self.outside = outside_uses      # entries of group nodes needed outside
+        pos = graph.meta.get("topo_pos")
+        if pos is None:
+            self.order = [n for n in graph.topo() if n in self.nodes]
+        else:  # fuse precomputes the order: a whole-graph sort per attempt is quadratic
+            self.order = sorted(self.nodes, key=pos.__getitem__)
+        self.dimmap = {}                 # entry -> list of D positions (None = size-1)
+        self.instrs, self.stores = [], []
+        self.tensors, self.roles = [], []
+        self.value = {}                  # entry -> ssa name
+        self.varies = {}
+        self.count = 0
+
+    # -- domain ----------------------------------------------------------------
+    def choose_domain(self):
+        g = self.graph
+        dots = [n for n in self.order if isinstance(g.node(n)["opdef"].lowering, MatMul)]
+        reds = [n for n in self.order if isinstance(g.node(n)["opdef"].lowering, Reduction)]
+        scat = [n for n in self.order if special_kind(g, n) == "scatter_add"]
+        if scat:
+            if len(self.nodes) != 1:
+                raise NotFusable("scatter_add stands alone")
+            return "scatter", None, None
+        if dots:
+            n = dots[0]
+            shape = g.node(n)["shapes"][0]
+            self.domain = tuple(shape)
+            nd = len(shape)
+            low = g.node(n)["opdef"].lowering
+            self.grid_pos = (0,) if low.batched else ()
+            self.row_pos = tuple(range(len(self.grid_pos), nd - 1))
+            self.col_pos = (nd - 1,)
+            if not low.batched:
+                # dot: rows are the lhs free axes, columns the rhs free axes
+                # (mxnet's N-D rule; either side may have none).
+                attrs = g.node(n)["attrs"]
+                lfree, _, _, rfree = dot_dims(*[g.shape(e) for e in g.inputs(n)],
+                                              low.transpose_a(attrs), low.transpose_b(attrs))
+                if lfree or rfree:
+                    self.row_pos = tuple(range(len(lfree)))
+                    self.col_pos = tuple(range(len(lfree), nd))
+                else:                    # vector . vector -> (1,)
+                    self.row_pos, self.col_pos = (0,), ()
+            return "matmul", n, None
+        if reds:
+            n = reds[0]
+            in_shape = self.graph.shape(self.graph.inputs(n)[0])
+            axes = g.node(n)["opdef"].lowering.axes(g.node(n)["attrs"], in_shape)
+            self.domain = tuple(in_shape)
+            self.grid_pos = ()
+            self.col_pos = tuple(sorted(a % len(in_shape) for a in axes)) if in_shape else ()
+            self.row_pos = tuple(p for p in range(len(in_shape)) if p not in self.col_pos)
+            return "reduce", n, None
+        sinks = [(n, i) for n in self.order for i in range(len(g.node(n)["shapes"]))
+                 if (n, i) in self.outside]
+        if not sinks:
+            raise NotFusable("group has no outputs")
+        best = max(sinks, key=lambda e: (prod(g.shape(e)), len(g.shape(e))))
+        self.domain = tuple(g.shape(best))
+        self.grid_pos, self.col_pos = (), ()
+        self.row_pos = tuple(range(len(self.domain)))
+        return "pointwise", None, best
+
+    # -- dimmaps: from the anchor and the outputs back to the inputs -------------
+    def set_dimmap(self, entry, dm):
+        dm = list(dm)
+        old = self.dimmap.get(entry)
+        if old is None:
+            self.dimmap[entry] = dm
+        elif old != dm:
+            raise NotFusable(f"value {entry} is used with two layouts {old} / {dm}")
+
+    def assign_dimmaps(self, kind, anchor, sink):
+        g = self.graph
+        if kind == "matmul" or kind == "reduce":
+            n = anchor
+            if kind == "reduce":
+                self.set_dimmap(g.inputs(n)[0], range(len(self.domain)))
+                # The anchor's output keeps the row positions (size-1 at the
+                # reduced ones with keepdims); right-aligning it to the domain
+                # would misplace e.g. sum(axis=1) of (3, 5) -> (3,).
+                kept = [p for p in range(len(self.domain)) if p not in self.col_pos]
+                if len(g.node(n)["shapes"][0]) == len(self.domain):
+                    self.set_dimmap((n, 0), [p if p in kept else None
+                                             for p in range(len(self.domain))])
+                else:
+                    self.set_dimmap((n, 0), kept or [None])
+            else:
+                self.set_dimmap((n, 0), range(len(self.domain)))
+        else:
+            self.set_dimmap(sink, range(len(self.domain)))
+        for entry in self.outside:
+            if entry not in self.dimmap and len(g.shape(entry)) <= len(self.domain):
+                shape = g.shape(entry)
+                dm = _right_aligned(shape, self.domain)
+                if all(shape[j] == self.domain[p] or shape[j] == 1 for j, p in enumerate(dm)):
+                    self.set_dimmap(entry, [p if shape[j] == self.domain[p] else None
+                                            for j, p in enumerate(dm)])
+        for n in reversed(self.order):
+            outs = [(n, i) for i in range(len(g.node(n)["shapes"]))]
+            known = [e for e in outs if e in self.dimmap]
+            if not known:
+                raise NotFusable(f"cannot place {g.describe(n)} in the domain {self.domain}")
+            self.propagate(n, self.dimmap[known[0]])
+
+    def propagate(self, n, out_dm):
+        g = self.graph
+        d = g.node(n)
+        low = d["opdef"].lowering
+        ins = g.inputs(n)
+        out_shape = d["shapes"][0]
+        if special_kind(g, n) == "softmax_ce_grad":
+            ax = d["attrs"]["axis"] % len(out_shape)
+            self.set_dimmap(ins[0], out_dm)
+            self.set_dimmap(ins[1], [p for j, p in enumerate(out_dm) if j != ax])
+            self.ce_axis_pos = getattr(self, "ce_axis_pos", {})
+            self.ce_axis_pos[n] = out_dm[ax]
+        elif isinstance(low, Pointwise) or special_kind(g, n) == "constant":
+            dims = low.input_dims(d["attrs"], [g.shape(e) for e in ins], out_shape) \
+                if isinstance(low, Pointwise) and low.input_dims else None
+            for k, e in enumerate(ins):
+                shape = g.shape(e)
+                pos = dims[k] if dims else _right_aligned(shape, out_shape)
+                self.set_dimmap(e, [out_dm[p] if shape[j] == out_shape[p] else None
+                                    for j, p in enumerate(pos)])
+        elif isinstance(low, Reduction):
+            in_shape = g.shape(ins[0])
+            axes = sorted(a % len(in_shape) for a in low.axes(d["attrs"], in_shape))
+            keep = len(out_shape) == len(in_shape)
+            kept = [j for j in range(len(in_shape)) if j not in axes]
+            dm = [None] * len(in_shape)
+            for k, j in enumerate(kept):
+                dm[j] = out_dm[j] if keep else out_dm[k]
+            if len(axes) != len(self.col_pos) or (self.kind != "reduce" and self.kind != "matmul"):
+                raise NotFusable("reduction axes differ from the group's")
+            for j, p in zip(axes, self.col_pos):
+                if in_shape[j] != self.domain[p]:
+                    raise NotFusable("reduction sizes differ from the group's")
+                dm[j] = p
+            self.set_dimmap(ins[0], dm)
+        elif isinstance(low, View):
+            vmap = low.dimmap(d["attrs"], g.shape(ins[0]), out_shape) if low.dimmap else None
+            if vmap is None:
+                raise NotFusable(f"{g.describe(n)} is not a relabelling of dims")
+            in_dm = [None] * len(g.shape(ins[0]))
+            for k, j in enumerate(vmap):
+                if j is not None and g.shape(ins[0])[j] == out_shape[k]:
+                    in_dm[j] = out_dm[k]
+            self.set_dimmap(ins[0], in_dm)
+        elif isinstance(low, MatMul):
+            if list(out_dm) != list(range(len(self.domain))) or self.kind != "matmul":
+                raise NotFusable("a matmul must span the whole matmul domain")
+        elif special_kind(g, n) == "gather":
+            idx = ins[0]
+            self.set_dimmap(idx, out_dm[:-1])
+        elif special_kind(g, n) == "concat":
+            for e in ins:
+                if e[0] in self.nodes:
+                    raise NotFusable("Concat reads its inputs from memory")
+                self.concat_dm = getattr(self, "concat_dm", {})
+                self.concat_dm[(n, e)] = list(out_dm)
+        else:
+            raise NotFusable(f"{g.describe(n)} cannot join a fused kernel")
+
+    # -- instructions -------------------------------------------------------------
+    def fresh(self):
+        self.count += 1
+        return f"v{self.count}"
+
+    def tensor(self, entry, role):
+        if entry in self.tensors:
+            i = self.tensors.index(entry)
+            if self.roles[i] != role:
+                self.roles[i] = "inout"
+            return i
+        self.tensors.append(entry)
+        self.roles.append(role)
+        return len(self.tensors) - 1
+
+    def terms(self, entry, dm):
+        return tuple((p, j) for j, p in enumerate(dm) if p is not None)
+
+    def load(self, entry):
+        if entry in self.value:
+            return self.value[entry]
+        dm = self.dimmap.get(entry)
+        if dm is None:
+            raise NotFusable(f"input {entry} has no layout in the domain")
+        t = self.tensor(entry, "in")
+        name = self.fresh()
+        varies = frozenset(p for p in dm if p is not None and self.domain[p] > 1)
+        extra = {"dims": tuple(dm)}
+        if self.graph.node(entry[0]).get("role") == "random":
+            extra["raw"] = True          # the seed's bits: never converted to the compute dtype
+        self.instrs.append(Instr("load", name, (t,), extra=extra, varies=varies))
+        self.value[entry] = name
+        self.varies[name] = varies
+        return name
+
+    def emit(self):
+        g = self.graph
+        for n in self.order:
+            d = g.node(n)
+            low = d["opdef"].lowering
+            ins = g.inputs(n)
+            special = special_kind(g, n)
+            if isinstance(low, MatMul):
+                self.emit_dot(n, ins)
+                continue
+            if isinstance(low, View):
+                src = self.load(ins[0])
+                self.value[(n, 0)] = src
+                continue
+            if special == "gather":
+                idx = self.load(ins[0])
+                w = self.tensor(ins[1], "in")
+                name = self.fresh()
+                varies = self.varies[idx] | {len(self.domain) - 1}
+                self.instrs.append(Instr("gather", name, (idx, w), varies=frozenset(varies),
+                                         extra={"last": len(self.domain) - 1}))
+                self.value[(n, 0)] = name
+                self.varies[name] = frozenset(varies)
+                continue
+            if special == "concat":
+                self.emit_concat(n, ins)
+                continue
+            args = [self.load(e) for e in ins]
+            name = self.fresh()
+            if isinstance(low, Reduction):
+                varies = self.varies[args[0]] - set(self.col_pos)
+                scale = low.scale(d["attrs"], g.shape(ins[0]))
+                self.instrs.append(Instr("reduce", name, tuple(args), text=low.kind,
+                                         varies=frozenset(varies), extra={"scale": scale}))
+            elif special == "constant":
+                self.instrs.append(Instr("const", name, (), text=_constant_text(d),
+                                         varies=frozenset()))
+                varies = frozenset()
+            elif special == "softmax_ce_grad":
+                pos = self.ce_axis_pos[n]
+                varies = self.varies[args[0]] | self.varies[args[1]] | (
+                    {pos} if pos is not None else set())
+                text = _ce_grad_text(d["attrs"], args, pos, g.shape(ins[0]))
+            else:
+                varies = frozenset().union(*[self.varies[a] for a in args]) if args else frozenset()
+                kw = {}
+                if d["opdef"].needs_random or d["opdef"].needs_coords:
+                    # a random source draws at its own linear index; an index source is one
+                    kw["coords"], own = _own_coords(self.dimmap[(n, 0)], self.domain)
+                    varies = varies | own
+                text = low.expr(d["attrs"], *args, **kw)
+                cpu = low.cpu(d["attrs"], *args, **kw) if getattr(low, "cpu", None) else None
+                self.instrs.append(Instr("expr", name, tuple(args), text=text,
+                                         varies=frozenset(varies),
+                                         extra={"cpu": cpu} if cpu else {}))
+            if special == "softmax_ce_grad":
+                # ``ce_grad`` restates the expression for targets that scatter the one-hot (cpu)
+                a = d["attrs"]
+                self.instrs.append(Instr("expr", name, tuple(args), text=text,
+                                         varies=frozenset(varies),
+                                         extra={"ce_grad": {
+                                             "pos": pos, "classes": g.shape(ins[0])[a["axis"] % len(g.shape(ins[0]))],
+                                             "grad_scale": a["grad_scale"], "smooth_alpha": a["smooth_alpha"],
+                                             "use_ignore": a["use_ignore"],
+                                             "ignore_label": a["ignore_label"]}}))
+            self.value[(n, 0)] = name
+            self.varies[name] = frozenset(varies)
+        self.emit_stores()
+
+    def emit_concat(self, n, ins):
+        """Concat: each input read at the axis coordinate shifted by its start."""
+        g = self.graph
+        axis = g.node(n)["attrs"]["dim"] % len(g.node(n)["shapes"][0])
+        out_dm = self.concat_dm[(n, ins[0])]
+        pos = out_dm[axis]
+        parts, start = [], 0
+        for e in ins:
+            size = g.shape(e)[axis]
+            t = self.tensor(e, "in")
+            name = self.fresh()
+            varies = frozenset(p for p in out_dm if p is not None and self.domain[p] > 1)
+            self.instrs.append(Instr("load", name, (t,), varies=varies,
+                                     extra={"dims": tuple(out_dm), "shift": (pos, start, size)}))
+            parts.append((name, start + size))
+            start += size
+        text = parts[-1][0]
+        for name, end in reversed(parts[:-1]):
+            text = f"tl.where({{coord:{pos}}} < {end}, {name}, {text})"
+        out = self.fresh()
+        # ``concat`` restates the where-chain for targets that join whole arrays (cpu)
+        self.instrs.append(Instr("expr", out, tuple(p for p, _ in parts), text=text,
+                                 varies=frozenset(p for p in out_dm if p is not None and self.domain[p] > 1),
+                                 extra={"concat": (pos, tuple(p for p, _ in parts))}))
+        self.value[(n, 0)] = out
+        self.varies[out] = self.instrs[-1].varies
+
+    def drop_dead(self):
+        """Remove instructions nothing stores or reads (a backward op's unused
+        operand, say), then the tensors only they read: no wasted loads."""
+        import re
+        used = {st.value for st in self.stores}
+        for st in self.stores:
+            for term in st.terms:
+                if term[0] == "index":
+                    used.add(term[1])
+        keep = []
+        for ins in reversed(self.instrs):
+            if ins.out not in used:
+                continue
+            keep.append(ins)
+            used.update(a for a in ins.args if isinstance(a, str))
+            used.update(re.findall(r"\bv\d+\b", ins.text))
+        self.instrs = list(reversed(keep))
+        live = set()
+        for ins in self.instrs:
+            if ins.kind in ("load", "dot", "gather"):
+                live.update(a for a in ins.args if isinstance(a, int))
+        live.update(st.tensor for st in self.stores)
+        remap, tensors, roles = {}, [], []
+        for i, (t, r) in enumerate(zip(self.tensors, self.roles)):
+            if i in live:
+                remap[i] = len(tensors)
+                tensors.append(t)
+                roles.append(r)
+        for ins in self.instrs:
+            if ins.kind in ("load", "dot", "gather"):
+                ins.args = tuple(remap[a] if isinstance(a, int) else a for a in ins.args)
+        for st in self.stores:
+            st.tensor = remap[st.tensor]
+        self.tensors, self.roles = tensors, roles
+
+    def emit_dot(self, n, ins):
+        g = self.graph
+        d = g.node(n)
+        low = d["opdef"].lowering
+        a, b = ins
+        for operand in (a, b):
+            if base_node(g, operand[0]) in self.nodes:
+                raise NotFusable("matmul operands are read from memory")
+        ta, tb = low.transpose_a(d["attrs"]), low.transpose_b(d["attrs"])
+        name = self.fresh()
+        ta_i = self.tensor(a, "in")
+        tb_i = self.tensor(b, "in")
+        a_shape, b_shape = g.shape(a), g.shape(b)
+        if low.batched:
+            k = a_shape[-2] if ta else a_shape[-1]
+        else:
+            k = dot_dims(a_shape, b_shape, ta, tb)[1]
+        self.instrs.append(Instr("dot", name, (ta_i, tb_i), varies=frozenset(
+            p for p in range(len(self.domain)) if self.domain[p] > 1),
+            extra={"ta": ta, "tb": tb, "K": k, "a_shape": tuple(a_shape),
+                   "b_shape": tuple(b_shape)}))
+        self.value[(n, 0)] = name
+        self.varies[name] = self.instrs[-1].varies
+
+    def emit_stores(self):
+        for entry in self.outside:
+            value = self.value.get(entry)
+            if value is None:
+                continue
+            dm = self.dimmap.get(entry)
+            if dm is None:
+                raise NotFusable(f"output {entry} has no layout")
+            covered = {p for p in dm if p is not None}
+            if not self.varies[value] <= covered:
+                raise NotFusable(f"output {entry} would need a reduction to store")
+            if self.kind == "matmul" and not set(self.grid_pos) <= covered:
+                raise NotFusable("a matmul output must keep the batch axis")
+            t = self.tensor(entry, "out")
+            self.stores.append(Store(value, t, self.terms(entry, dm)))
+
+
+def _ce_grad_text(attrs, args, pos, shape):
+    """SoftmaxOutput's gradient: ``(p - one_hot(label)) * grad_scale``, ignore-masked."""
+    from ..ops.registry import lit
+    p, label = args
+    coord = "{coord:%d}" % pos if pos is not None else "0"
+    lab = f"{label}.to(tl.int32)"
+    hit = f"tl.where({coord} == {lab}, 1.0, 0.0)"
+    alpha = attrs["smooth_alpha"]
+    classes = shape[attrs["axis"] % len(shape)]
+    if alpha:
+        other = alpha / (classes - 1) if classes > 1 else 0.0
+        target = f"({hit} * {lit(1.0 - alpha)} + (1.0 - {hit}) * {lit(other)})"
+    else:
+        target = hit
+    grad = f"(({p} - {target}) * {lit(attrs['grad_scale'])})"
+    if attrs["use_ignore"]:
+        grad = f"tl.where({lab} == {int(attrs['ignore_label'])}, 0.0, {grad})"
+    return grad
+
+
+def _own_coords(dm, domain):
+    """For a random source (``OpDef.needs_random``) placed by dimmap ``dm``: per dim of
+    its shape the ``{coord:P}`` placeholder of its domain position (None where it does
+    not vary), and the positions it varies along."""
+    pos = [p if p is not None and domain[p] > 1 else None for p in dm]
+    return ([None if p is None else "{coord:%d}" % p for p in pos],
+            frozenset(p for p in pos if p is not None))
+
+
+def base_node(graph, n):
+    """The node whose memory a (possibly view) value lives in."""
+    while graph.node(n)["op"] != "null" and isinstance(graph.node(n)["opdef"].lowering, View):
+        n = graph.inputs(n)[0][0]
+    return n
+
+
+def special_kind(graph, n):
+    """The ``Special`` lowering kind of node ``n`` (``None`` for other lowerings)."""
+    low = graph.node(n)["opdef"].lowering
+    return low.kind if isinstance(low, Special) else None
+
+
+def _constant_text(d):
+    from ..ops.registry import lit
+    value = d["attrs"].get("value")
+    if value is None:
+        value = 1.0 if d["op"] in ("ones", "_ones") else 0.0
+    return lit(value)
+
+
+def build_fused_program(graph, nodes, outside_uses) -> TileProgram:
+    """The tile program of a pointwise, reduce, matmul or scatter group
+    (``build.py: build_tile_program`` picks the builder of each kernel family).
+
+    Raises
+    ------
+    NotFusable
+        When the nodes cannot share one domain, or a store would be a race.
+    """
+    b = ProgramBuilder(graph, nodes, [e for e in outside_uses])
+    kind, anchor, sink = b.choose_domain()
+    b.kind = kind
+    if kind == "scatter":
+        return _scatter_program(graph, next(iter(nodes)))
+    b.assign_dimmaps(kind, anchor, sink)
+    b.emit()
+    b.drop_dead()
+    reduce_cols = any(i.kind == "reduce" for i in b.instrs)
+    if kind == "matmul" and reduce_cols:
+        n_cols = prod(b.domain[p] for p in b.col_pos)
+        if n_cols > 1024:
+            raise NotFusable("row reduction over more than 1024 matmul columns")
+    if not b.stores:
+        raise NotFusable("group stores nothing")
+    return TileProgram(kind, b.domain, b.grid_pos, b.row_pos, b.col_pos, b.instrs, b.stores,
+                       b.tensors, b.roles, reduce_cols, frozenset(nodes))
+
+
+def _scatter_program(graph, n) -> TileProgram:
+    """Embedding's weight gradient: ``out[idx[i], :] += dy[i, :]`` with atomics."""
+    dy, idx = graph.inputs(n)[:2]
+    dy_shape = graph.shape(dy)
+    domain = tuple(dy_shape)
+    nd = len(domain)
+    instrs = [Instr("load", "v1", (1,), extra={"dims": tuple(range(nd - 1))},
+                    varies=frozenset(range(nd - 1))),
+              Instr("load", "v2", (0,), extra={"dims": tuple(range(nd))},
+                    varies=frozenset(range(nd)))]
+    stores = [Store("v2", 2, (("index", "v1"), (nd - 1, 1)), atomic=True)]
+    return TileProgram("scatter", domain, (), tuple(range(nd - 1)), (nd - 1,), instrs, stores,
+                       [dy, idx, (n, 0)], ["in", "in", "out"], False, frozenset([n]))
