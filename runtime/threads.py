@@ -15,8 +15,8 @@ fair share of the cores when they are busy.
 
 The policy measures instead of guessing. :func:`run` times each run of a bound
 launch list (one Program phase of one executor: a "key") with the count it
-chose. Once keys have a baseline at the current count (the mean of their last
-4 runs), the policy tries the neighbouring count of a ladder (the user's count,
+chose. Once a key has a baseline at the current count (the mean of its last
+2 to 4 runs), the policy tries the neighbouring count of a ladder (the user's count,
 its half, its quarter, ..., 1) for a few runs, compares them with the same
 keys' baselines, keeps the faster (by 10% at least: a near tie keeps the count
 in use), and tries again later, since the load of a machine changes:
@@ -71,6 +71,7 @@ from compiler.errors import MXNetError
 ENV = "SYMTRITON_THREADS"
 
 _LOCK = threading.Lock()
+MIN_BASE = 2                # runs of a key that make a baseline a trial may compare with
 _POLICY: list = []          # [the policy object, or None for ``fixed``] once read
 
 
@@ -122,7 +123,8 @@ class ThreadPolicy:
     Parameters
     ----------
     window : int
-        Runs per key that make its baseline (their mean).
+        The most runs per key that make its baseline (their mean; two suffice for a
+        trial, a full window for drift).
     probe_pairs : int
         Tried runs, each paired with its key's baseline, before a decision.
     min_gain : float
@@ -197,7 +199,7 @@ class ThreadPolicy:
             return self.probe
         if self.due is not None and self.clock >= self.due and key is not None and \
                 len(self.ladder) > 1:
-            mean = _mean_of(key, self.gen, self.window)
+            mean = _mean_of(key, self.gen)
             if mean is not None and mean <= 1.5 * self.least:
                 i = self.ladder.index(self.count)
                 if i == 0:
@@ -219,7 +221,7 @@ class ThreadPolicy:
         if self.probe is None or n != self.probe:
             return None
         st = getattr(key, "_thread_stats", None)
-        if st is None or st.gen != self.gen or len(st.recent) < 2:
+        if st is None or st.gen != self.gen or len(st.recent) < MIN_BASE:
             return None
         return self.abort_first * sum(st.recent) / len(st.recent)
 
@@ -242,12 +244,16 @@ class ThreadPolicy:
         st.recent.append(seconds)
         if len(st.recent) > self.window:
             del st.recent[0]
-        if len(st.recent) < self.window:
+        if len(st.recent) < MIN_BASE:
             return
         mean = sum(st.recent) / len(st.recent)
+        # a baseline exists: the first trial now (on a busy machine every step at
+        # the user's count may cost several)
         if self.due is None:
-            self.due = now           # a baseline exists: try the neighbour now
+            self.due = now
         self.least = min(self.least, mean)
+        if len(st.recent) < self.window:
+            return
         if st.ref is None:
             st.ref = mean
         elif mean > self.drift * st.ref or mean * self.drift < st.ref:
@@ -259,7 +265,7 @@ class ThreadPolicy:
 
     def _trial_run(self, st, seconds, now, warm, cut):
         self.probe_calls += 1
-        base = sum(st.recent) / len(st.recent) if len(st.recent) >= 2 else None
+        base = sum(st.recent) / len(st.recent) if len(st.recent) >= MIN_BASE else None
         if base is not None:
             self.cost_tried += seconds
             self.cost_base += base
@@ -327,10 +333,10 @@ def _ladder(cap: int) -> list:
     return out
 
 
-def _mean_of(key, gen, window):
-    """``key``'s baseline mean in generation ``gen`` (a full window), or None."""
+def _mean_of(key, gen):
+    """``key``'s baseline mean in generation ``gen``, or None."""
     st = getattr(key, "_thread_stats", None)
-    if st is None or st.gen != gen or len(st.recent) < window:
+    if st is None or st.gen != gen or len(st.recent) < MIN_BASE:
         return None
     return sum(st.recent) / len(st.recent)
 
