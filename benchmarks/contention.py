@@ -341,6 +341,9 @@ def main(argv=None):
                 with busy_loops(n_busy, bound_s) as procs:
                     if procs:
                         time.sleep(1.0)    # let the scheduler spread them
+                    # the machine's own load besides ours (a shared machine is never idle)
+                    print(f"  {label}: 1-minute load average before the rounds "
+                          f"{os.getloadavg()[0]:.2f}", flush=True)
                     results[label] = run_rounds(sides, order, args.rounds, args.seconds,
                                                 label, unit_name)
                     if procs:
