@@ -49,3 +49,40 @@ def set_thread_env(argv, default):
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
     return n
+
+
+BUSY_LOOP = ("import time\n"
+             "end = time.monotonic() + {seconds}\n"
+             "while time.monotonic() < end:\n"
+             "    pass\n")
+
+
+class busy_loops:
+    """``with busy_loops(n, seconds) as procs:`` ``n`` processes that spin on a core
+    each (``while True: pass``) for the block; killed when it ends, and each stops on
+    its own after ``seconds`` should the caller die first (no process outlives the
+    bound). ``procs`` are their ``subprocess.Popen`` objects (empty for n = 0)."""
+
+    def __init__(self, n, seconds):
+        self.n, self.seconds = n, seconds
+        self.procs = []
+
+    def __enter__(self):
+        import subprocess
+        import sys
+        code = BUSY_LOOP.format(seconds=float(self.seconds))
+        try:
+            for _ in range(self.n):
+                self.procs.append(subprocess.Popen([sys.executable, "-c", code]))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self.procs
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait()
+        return False

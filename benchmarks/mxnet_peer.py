@@ -22,7 +22,14 @@ never imports mxnet. It prints one JSON object on its last line.
   ``mx.io.MNISTIter`` (SGD with momentum and weight decay, Xavier gaussian/in/2),
   epochs timed, then the validation accuracy.
 
-The thread count is set with ``--threads`` (``OMP_NUM_THREADS``) before mxnet loads.
+The thread count is set with ``--threads`` (``OMP_NUM_THREADS``) before mxnet loads;
+``--threads 0`` leaves the environment as it is (mxnet's own defaults).
+
+``--serve`` (``lstm`` and ``lenet``) keeps the process for a caller that alternates
+sides in rounds (``benchmarks/contention.py``): after binding and one warm-up step it
+prints ``{"ready": true, ...}``, then for each line ``steps N`` on stdin runs the
+next N training steps (cycling over the batches) and prints ``{"seconds": S,
+"steps": N}``, timed to ``mx.nd.waitall()``; ``quit`` or the end of stdin ends it.
 """
 import argparse
 import json
@@ -34,7 +41,10 @@ import time
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2,
+                   help="OMP/MKL/OpenBLAS threads; 0 leaves the environment as it is")
+    p.add_argument("--serve", action="store_true",
+                   help="lstm, lenet: run steps on request from stdin (see the module doc)")
     sub = p.add_subparsers(dest="cmd", required=True)
     lstm = sub.add_parser("lstm")
     lstm.add_argument("--train", required=True)
@@ -135,6 +145,8 @@ def run_lstm(mx, args):
             model.forward_backward(b)
             model.update()
     mx.nd.waitall()
+    if args.serve:
+        return serve(mx, model, batches)
     epochs = []
     for _ in range(args.epochs):
         t0 = time.perf_counter()
@@ -204,6 +216,13 @@ def run_lenet(mx, args):
     mod.init_params(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2))
     mod.init_optimizer(optimizer="sgd", optimizer_params={
         "learning_rate": args.lr, "momentum": args.mom, "wd": args.wd})
+    if args.serve:
+        batches = [b for i, b in enumerate(train)
+                   if args.max_batches is None or i < args.max_batches]
+        mod.forward_backward(batches[0])        # warm-up
+        mod.update()
+        mx.nd.waitall()
+        return serve(mx, mod, batches)
     seconds, steps = [], 0
     for _ in range(args.epochs):
         train.reset()
@@ -221,10 +240,34 @@ def run_lenet(mx, args):
     return {"epoch_seconds": seconds, "steps": steps, "batch": args.batch, "val_acc": acc}
 
 
+def serve(mx, mod, batches):
+    """Training steps on request: ``steps N`` on stdin runs the next N steps of
+    ``batches`` (cycling) and answers their seconds, timed to ``mx.nd.waitall()``
+    (the engine is asynchronous); ``quit`` or the end of stdin returns."""
+    print(json.dumps({"ready": True, "batches": len(batches), "mxnet": mx.__version__}),
+          flush=True)
+    i = 0
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        n = int(words[1])
+        mx.nd.waitall()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            mod.forward_backward(batches[i % len(batches)])
+            mod.update()
+            i += 1
+        mx.nd.waitall()
+        print(json.dumps({"seconds": time.perf_counter() - t0, "steps": n}), flush=True)
+    return {"served": i}
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(args.threads)
+    if args.threads > 0:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
     logging.basicConfig(level=logging.WARNING)
     import mxnet as mx
     out = {"lstm": run_lstm, "mlp": run_mlp, "lenet": run_lenet}[args.cmd](mx, args)

@@ -25,6 +25,7 @@ from compiler.artifacts.compile import all_dtypes
 from compiler.ir.dtypes import check_dtype
 from compiler.errors import MXNetError
 
+from . import threads
 from .context import Context
 from .data_desc import DataDesc
 from .binding import bind
@@ -554,17 +555,22 @@ class DataParallelExecutorGroup:
         is_train : bool, optional
             Defaults to ``for_training``.
         """
-        _load_data(data_batch, self.data_arrays, self.data_layouts)
+        # the copies are ATen calls too: the launches' thread count (runtime.threads)
+        threads.run(None, self._load_batch, data_batch)
         if is_train is None:
             is_train = self.for_training
+        for exec_ in self.execs:
+            exec_.forward(is_train=is_train)
+
+    def _load_batch(self, data_batch):
+        """Copy the batch's data and labels into the executors' input arrays."""
+        _load_data(data_batch, self.data_arrays, self.data_layouts)
         if isinstance(data_batch, list):
             if self.label_arrays is not None and data_batch is not None and data_batch[0].label:
                 _load_label(data_batch, self.label_arrays, self.label_layouts)
         else:
             if self.label_arrays is not None and data_batch.label:
                 _load_label(data_batch, self.label_arrays, self.label_layouts)
-        for exec_ in self.execs:
-            exec_.forward(is_train=is_train)
 
     def get_output_shapes(self):
         """``[(name, shape)]`` of the merged outputs."""

@@ -38,6 +38,8 @@ from compiler.artifacts import cache
 from compiler.triton.cubin import launch_kwargs, use_triton_cache
 from compiler.errors import MXNetError
 
+from . import threads
+
 _MODULES: dict = {}
 # Triton's interpreter keeps the running grid in module-level state, so two threads
 # must not launch at once (dist_async applies updates from a server thread).
@@ -136,8 +138,11 @@ class LaunchCounter:
 
 
 class BoundLaunches(list):
-    """The callables of bound launches, with ``names``: one profiler range name per launch."""
+    """The callables of bound launches, with ``names``: one profiler range name per launch,
+    and ``host_threads``: whether they are cpu kernels (ATen calls on this host's
+    thread pool, whose thread count ``runtime.threads`` chooses per run)."""
     names: list = []
+    host_threads: bool = False
 
 
 def launch_name(ln) -> str:
@@ -162,6 +167,7 @@ def bind_launches(launches, resolve) -> list:
         if hasattr(module, "bind"):
             # plain tensors: NDArray's __torch_function__ would wrap every call of run()
             bound.append(module.bind(*[t.as_subclass(torch.Tensor) for t in flat]))
+            bound.host_threads = True
         else:
             bound.append(_triton_launch(module.kernel, flat, ln.config))
     return bound
@@ -185,17 +191,31 @@ def run_bound(bound):
     step's time on the cpu target). Every tensor a launch writes was made
     outside the mode (planned buffers and their views, bound once), so none
     of the mode's inference-only tensors escapes a launch.
+
+    cpu kernels run with the thread count ``runtime.threads`` chooses for this
+    launch list (fewer threads than torch's when that measured faster, on a
+    busy machine); it times the run under the list itself.
     """
-    if PROFILING:
-        _run_profiled(bound)
-        return
-    with torch.inference_mode():
-        for run in bound:
-            run()
+    fn = _run_profiled if PROFILING else _run_all
+    if getattr(bound, "host_threads", False):
+        threads.run(bound, fn, bound)
+    else:
+        fn(bound)
     LaunchCounter.total += len(bound)
 
 
-def _run_profiled(bound):
+def _run_all(bound, check=None):
+    with torch.inference_mode():
+        if check is None:
+            for run in bound:
+                run()
+        else:                 # a thread-count trial (runtime.threads): may stop it early
+            for run in bound:
+                run()
+                check()
+
+
+def _run_profiled(bound, check=None):
     """``run_bound`` with each launch in a ``torch.profiler.record_function`` range."""
     names = getattr(bound, "names", None) or [f"kernel {i}" for i in range(len(bound))]
     record = torch.profiler.record_function
@@ -203,7 +223,8 @@ def _run_profiled(bound):
         for name, run in zip(names, bound):
             with record(name):
                 run()
-    LaunchCounter.total += len(bound)
+            if check is not None:
+                check()
 
 
 def run_launches(launches, resolve):

@@ -15,7 +15,7 @@ import torch
 
 from compiler.errors import MXNetError
 
-from . import optimizer_cpu
+from . import optimizer_cpu, threads
 from .ndarray import NDArray
 
 log = logging.getLogger("symtriton")
@@ -241,7 +241,9 @@ def _launch(spec: _Spec, groups, lrs, wds, scalars, device, extra=None):
     if not groups:
         return
     if device.type == "cpu" and cpu_target() == "cpu":
-        optimizer_cpu.launch(spec, groups, lrs, wds, scalars, extra)
+        # with the executors' thread count (runtime.threads); not timed: the
+        # update's cost follows the parameter count, not the launch lists'
+        threads.run(None, optimizer_cpu.launch, spec, groups, lrs, wds, scalars, extra)
         LaunchCounter.total += 1
         return
     interp = _interpreting()

@@ -20,6 +20,10 @@ from ..ir.rendering import Rendered, environment
 from ..ir.tile_program import TileProgram
 from ..ops.registry import lit, prod
 
+# cpu target: 2-D max pooling of this many channels or more goes through ATen's
+# channels-last kernel (below 8 its NCHW kernel is faster: 5x at one channel)
+CHANNELS_LAST_MIN = 8
+
 __all__ = ["render_pool_cpu"]
 
 
@@ -183,8 +187,22 @@ def _cpu_forward(p, g, dt):
     src = "x" if p["type"] != "lp" or p["p"] == 1 else f"x.pow({p['p']})"
     body = [g.padded_data(src, "float('-inf')" if p["type"] == "max" else "0.0")]
     if p["type"] == "max":
-        bind += [f"max_pool_out = torch.ops.aten.max_pool{g.d}d_with_indices.out",
-                 f"idx = torch.empty({g.y_shape}, dtype=torch.int64)"]
+        bind.append(f"max_pool_out = torch.ops.aten.max_pool{g.d}d_with_indices.out")
+        if g.d == 2 and p["x"][1] >= CHANNELS_LAST_MIN:
+            # ATen's NCHW max pooling walks each plane's windows one element at a
+            # time; its channels-last kernel vectorises over the channels. With the
+            # copy in and out it is 3-4.5x faster from 8 channels up, one thread or
+            # two (LeNet's first pooling: 4.6 ms -> 1.5 ms on one thread), and gives
+            # the same values and the same indices (into each NCHW plane).
+            cl = "memory_format=torch.channels_last"
+            bind += [f"xcl = torch.empty({g.xp_shape}, dtype={dt}, {cl})",
+                     f"ycl = torch.empty({g.y_shape}, dtype={dt}, {cl})",
+                     f"idx = torch.empty({g.y_shape}, dtype=torch.int64, {cl})"]
+            body += ["xcl.copy_(xp)",
+                     f"max_pool_out(xcl, {g.geo}, [1, 1], False, out=ycl, indices=idx)",
+                     "w0.copy_(ycl)"]
+            return bind, body
+        bind.append(f"idx = torch.empty({g.y_shape}, dtype=torch.int64)")
         body.append(f"max_pool_out(xp, {g.geo}, {[1] * g.d}, False, out=w0, indices=idx)")
         return bind, body
     bind.append(f"sum_pool_out = torch.ops.aten.avg_pool{g.d}d.out")

@@ -78,6 +78,11 @@ CONV = [
     _conv_row("conv2d_kernel_fills_input", (2, 2, 3, 3), kernel=(5, 5), num_filter=3,
               pad=(1, 1)),
     _conv_row("conv2d_lenet_like", (4, 1, 12, 12), kernel=(5, 5), num_filter=5),
+    # 16+ channels that 16-wide blocks pad by half: the cpu target's channels-last
+    # forward and weight gradient (compiler/cpu/conv.py: channels_last)
+    _conv_row("conv2d_20_to_50_channels_last", (3, 20, 7, 6), kernel=(3, 3), num_filter=50),
+    _conv_row("conv2d_17_to_33_stride_pad_dilate", (2, 17, 9, 8), kernel=(3, 2),
+              num_filter=33, stride=(2, 1), pad=(1, 2), dilate=(2, 1), no_bias=True),
     _conv_row("conv1d_stride_pad", (2, 3, 9), kernel=(3,), num_filter=5, pad=(2,), stride=(2,)),
     _conv_row("conv1d_k1_batch1", (1, 5, 4), kernel=(1,), num_filter=3, no_bias=True),
     _conv_row("conv1d_dilate_groups", (2, 6, 11), kernel=(3,), num_filter=4, dilate=(3,),
@@ -388,3 +393,36 @@ def test_gpu_tiles_give_the_interpreters_results(target, monkeypatch):
         scale = float(np.abs(grads[name]).max())
         np.testing.assert_allclose(grads_gpu[name], grads[name], rtol=1e-4, atol=1e-6 * scale,
                                    err_msg=name)
+
+
+def test_cpu_convolution_channels_last_choice():
+    """cpu target: forward and weight gradient in channels-last where 16-wide blocks
+    would pad the channels by half (20 -> 50: 32 x 64 for 1,000), not below 16
+    channels, not for little padding, never for the data gradient or 3-D."""
+    from compiler.artifacts import cache
+    from compiler.cpu.conv import channels_last
+    from compiler.artifacts.compile import compile_symbol
+
+    def problem(mode, ci, co, kernel=(3, 3), groups=1):
+        return {"mode": mode, "x": (2, ci, 8, 8), "y": (2, co, 6, 6), "kernel": kernel,
+                "groups": groups}
+    assert channels_last(problem("conv_fwd", 20, 50))
+    assert channels_last(problem("conv_wgrad", 20, 50))
+    assert not channels_last(problem("conv_dgrad", 20, 50))
+    assert not channels_last(problem("conv_fwd", 12, 50))          # below 16
+    assert not channels_last(problem("conv_fwd", 30, 30))          # 32 x 32 for 900
+    assert not channels_last(problem("conv_fwd", 64, 64))
+    assert not channels_last(problem("conv_fwd", 20, 50, kernel=(3, 3, 3)))
+    assert not channels_last(problem("conv_fwd", 20, 50, groups=2))
+    net = sym.Convolution(sym.Variable("x"), kernel=(3, 3), num_filter=50, name="c")
+    prog = compile_symbol(net, {"x": (2, 20, 8, 8)}, True,
+                          {"x": "write", "c_weight": "write", "c_bias": "write"}, True, "cpu")
+    uses = {}
+    for ln in prog.launches:
+        if "convolution" in ln.summary:
+            with open(cache.kernel_path(ln.kernel)) as f:
+                what = ln.summary.split(": ", 1)[1].split(",")[0]
+                uses[what] = "channels_last" in f.read()
+    assert uses == {"implicit-GEMM 2-D convolution forward": True,
+                    "implicit-GEMM 2-D convolution weight gradient": True,
+                    "implicit-GEMM 2-D convolution data gradient / transposed": False}, uses

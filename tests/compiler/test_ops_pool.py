@@ -106,6 +106,16 @@ ROWS = [
          kernel=(2, 2), pool_type="lp", p_value=2),
     _row("lp1_1d", (2, 3, 5), lambda x: _sum_pool(x, (2,), (1,)),
          kernel=(2,), pool_type="lp", p_value=1),
+    # 8 channels or more: the cpu target pools through ATen's channels-last kernel
+    _row("max2d_k2s2_8ch", (2, 8, 6, 7), lambda x: F.max_pool2d(x, 2, 2),
+         kernel=(2, 2), stride=(2, 2)),
+    _row("max2d_k3s2_pad_9ch", (2, 9, 7, 6), lambda x: F.max_pool2d(x, 3, 2, 1),
+         kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+    _row("max2d_full_12ch", (1, 12, 8, 7),
+         lambda x: F.max_pool2d(x, (3, 2), 2, (1, 0), ceil_mode=True),
+         kernel=(3, 2), stride=(2, 2), pad=(1, 0), pooling_convention="full"),
+    _row("max1d_k3s2_pad_8ch", (2, 8, 9), lambda x: F.max_pool1d(x, 3, 2, 1),
+         kernel=(3,), stride=(2,), pad=(1,)),
     # the data read through strides: a transposed slice of the input
     Op("max2d_strided_view",
        lambda x: sym.Pooling(sym.slice_axis(sym.transpose(x, axes=(0, 1, 3, 2)), axis=3,
@@ -153,6 +163,14 @@ def test_max_gradient_goes_to_the_first_maximum(cpu_target):
     assert got.tolist() == [[[1., 0., 0., 0., 1., 0.]]]
     got = _grad_of_ones({"kernel": (2, 2, 2), "stride": (2, 2, 2)}, torch.ones(1, 1, 2, 2, 2))
     assert got.reshape(-1).tolist() == [1.] + [0.] * 7
+    # many channels (the cpu target's channels-last pooling): the same rule per channel,
+    # saturated values (tanh's 1.0) tied in every window
+    x = torch.ones(2, 16, 4, 6)
+    x[:, :, 1, 5] = 3.0
+    got = _grad_of_ones({"kernel": (2, 2), "stride": (2, 2)}, x)
+    want = torch.zeros(4, 6)
+    want[0, 0] = want[0, 2] = want[2, 0] = want[2, 2] = want[2, 4] = want[1, 5] = 1.0
+    assert torch.equal(got, want.expand(2, 16, 4, 6))
 
 
 @pytest.mark.parametrize("attrs, dshape, oshape", [
@@ -392,3 +410,17 @@ def test_max_mask_is_written_only_for_a_gradient(cpu_target):
     assert len(fwd[0].args) == 3 and len(bwd[0].args) == 3     # x, y, mask / dy, mask, dx
     (only,) = [ln for ln in infer.launches if "pooling" in ln.summary]
     assert len(only.args) == 2
+
+
+def test_cpu_max_pooling_of_many_channels_runs_channels_last():
+    """cpu target: 2-D max pooling of 8 channels or more copies into a channels-last
+    tensor for ATen's vectorised kernel (3-4.5x faster there); fewer stay in NCHW."""
+    from compiler.artifacts import cache
+    from compiler.artifacts.compile import compile_symbol
+    net = sym.Pooling(sym.Variable("x"), kernel=(2, 2), stride=(2, 2))
+    for channels, want in ((8, True), (3, False)):
+        prog = compile_symbol(net, {"x": (2, channels, 6, 6)}, True, {"x": "write"}, True,
+                              "cpu")
+        (fwd,) = [ln for ln in prog.launches if "pooling forward" in ln.summary]
+        with open(cache.kernel_path(fwd.kernel)) as f:
+            assert ("channels_last" in f.read()) == want, channels

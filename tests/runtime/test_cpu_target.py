@@ -5,7 +5,8 @@
 * ``SYMTRITON_CPU_TARGET`` selects the interpreter, and nothing else.
 * Generated cpu kernels read their inputs as strided views made once in ``bind``;
   ``run`` writes the planned arrays in place.
-* ``OMP_NUM_THREADS`` is honoured: the project never sets torch's thread count.
+* ``OMP_NUM_THREADS`` is honoured: torch's count is the cap of the launches' thread count
+  (``runtime.threads``) and is the same after them.
 """
 import os
 import subprocess

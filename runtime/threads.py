@@ -1,0 +1,438 @@
+"""How many threads the cpu target's launches use: a policy that notices a busy machine.
+
+The cpu target runs each launch as ATen calls on torch's intra-op (OpenMP) thread
+pool. Every ATen call large enough to split (ATen's grain: 32,768 elements) opens a
+parallel region, and a region ends only when every thread of the team has done its
+static share: a LeNet training step at batch 64 opens 52 of them. On an idle
+machine that is what makes the step fast. On a machine whose cores are busy with
+other processes, a team thread is often descheduled when its region starts, and
+the others wait for it, spinning, for up to a scheduler time slice: each region
+then costs milliseconds, and a step slows down several times (LeNet on 2 cores
+with two busy loops beside it: 5x slower with 2 threads than with 1). mxnet 1.9.1
+at its default settings gives OpenMP half the processors of an x86 machine (it
+assumes hyper-threading): one thread on a 2-core machine, which loses only its
+fair share of the cores when they are busy.
+
+The policy measures instead of guessing. :func:`run` times each run of a bound
+launch list (one Program phase of one executor: a "key") with the count it
+chose. Once a key has a baseline at the current count (the mean of its last
+2 to 4 runs), the policy tries the neighbouring count of a ladder (the user's count,
+its half, its quarter, ..., 1) for a few runs, compares them with the same
+keys' baselines, keeps the faster (by 10% at least: a near tie keeps the count
+in use), and tries again later, since the load of a machine changes:
+
+* a trial starts on one of the cheapest keys, and a trial run that has taken
+  three times its key's baseline goes back to the count in use between two
+  launches; after one such run, or two runs 1.5x slower, the trial is lost. So
+  trying more threads on a busy machine (ten times slower) costs about two
+  baseline runs of a cheap key;
+* the interval between trials doubles from 1 s to 60 s while nothing changes,
+  and the next trial never comes sooner than the seconds the last one lost
+  divided by a budget of 3%: trials cost about 3% of the time at most;
+* a key whose mean time moves by more than 1.4x from its reference (the load
+  came or went) asks for a trial as soon as the budget allows, in the direction
+  the time moved.
+
+The policy's clock is the time spent in timed launch lists, not the wall
+clock, so what a program does between steps does not count as waiting.
+
+The user's setting is the cap: the policy never uses more threads than
+``torch.get_num_threads()`` (``OMP_NUM_THREADS`` or ``torch.set_num_threads``)
+says, starts at that count, and sets it back after each launch list, so the
+user's own torch code never sees a changed count. A change of that setting
+starts the policy over at the new count.
+
+Numerics: ATen's element-wise ops, matmuls and convolutions give the same bits at
+any thread count; reductions to a few values (a full ``sum``) may differ in the
+last bit, as they do between two machines with different core counts. So
+results can differ at rounding level between runs whose load differed. For
+bit-for-bit reproducible runs, use ``SYMTRITON_THREADS=fixed`` (or
+``torch.use_deterministic_algorithms(True)``, which the policy also honours by
+leaving the count alone).
+
+``SYMTRITON_THREADS`` (read at the first launch; :func:`reset` reads it again):
+
+* unset or ``adaptive``: the policy above;
+* ``fixed``: launches run with torch's current count, never changed;
+* ``N`` (a positive integer): launches run with ``min(N, torch.get_num_threads())``
+  threads.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+
+import torch
+
+from compiler.errors import MXNetError
+
+ENV = "SYMTRITON_THREADS"
+
+_LOCK = threading.Lock()
+MIN_BASE = 2                # runs of a key that make a baseline a trial may compare with
+_POLICY: list = []          # [the policy object, or None for ``fixed``] once read
+
+
+class _Stats:
+    """What the policy keeps per key (a bound launch list), on the key itself.
+
+    ``gen``: the policy generation ``recent`` belongs to (a change of count
+    starts a new one); ``recent``: the last ``window`` seconds at the current
+    count; ``ref``: the mean of a full window taken after the last decision,
+    against which drift is measured; ``seen``: the counts this key ran at (the
+    first run at a count is a warm-up: oneDNN makes its primitives then).
+    """
+
+    __slots__ = ("gen", "recent", "ref", "seen")
+
+    def __init__(self):
+        self.gen = -1
+        self.recent = []
+        self.ref = None
+        self.seen = set()
+
+
+class FixedCount:
+    """``SYMTRITON_THREADS=N``: every launch list runs with ``min(N, cap)`` threads."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def choose(self, cap: int, key=None) -> int:
+        return min(self.n, cap)
+
+    def limit(self, key, n: int):
+        return None
+
+    def observe(self, key, n: int, seconds: float, cut: bool = False) -> None:
+        pass
+
+    def state(self) -> dict:
+        return {"mode": f"{self.n}"}
+
+    @property
+    def count(self):
+        return self.n
+
+
+class ThreadPolicy:
+    """The adaptive thread count (module doc): measure, try a neighbour, keep the faster.
+
+    Parameters
+    ----------
+    window : int
+        The most runs per key that make its baseline (their mean; two suffice for a
+        trial, a full window for drift).
+    probe_pairs : int
+        Tried runs, each paired with its key's baseline, before a decision.
+    min_gain : float
+        A tried count is kept only if its runs took at most ``1 - min_gain`` of
+        the baseline's time: a near tie keeps the count in use.
+    abort_first, abort_ratio : float
+        A trial stops and loses at once when its first paired run took more
+        than ``abort_first`` times its baseline, or two or more took more than
+        ``abort_ratio`` times theirs.
+    min_interval, max_interval : float
+        Seconds between trials: the interval starts at ``min_interval`` after
+        a change and doubles after each trial that kept the count, up to
+        ``max_interval``.
+    budget : float
+        The next trial waits at least the seconds the last one lost divided by
+        ``budget``.
+    drift : float
+        A key whose window mean moves by more than this factor from its
+        reference asks for a trial.
+
+    Notes
+    -----
+    The policy's clock is the sum of the timed runs' seconds, not the wall
+    clock: intervals and the budget count the time spent in launches, whatever
+    the program does between them (a data loader, a validation pass, another
+    process's turn in a benchmark). Tests drive it with made-up timings.
+    """
+
+    def __init__(self, window=4, probe_pairs=6, min_gain=0.10, abort_first=3.0,
+                 abort_ratio=1.5, min_interval=1.0, max_interval=60.0, budget=0.03,
+                 drift=1.4):
+        self.clock = 0.0             # seconds of timed runs so far: the policy's time
+        self.window, self.probe_pairs, self.min_gain = window, probe_pairs, min_gain
+        self.abort_first, self.abort_ratio = abort_first, abort_ratio
+        self.min_interval, self.max_interval = min_interval, max_interval
+        self.budget, self.drift = budget, drift
+        self.cap = None
+        self.decisions = deque(maxlen=64)   # (time, from, tried, kept, tried/baseline)
+        self.trials = 0
+        self.lost = 0.0              # seconds the lost trials cost beyond their baseline
+        self._restart(None)
+
+    # -- the state machine
+
+    def _restart(self, cap):
+        """Start over at ``cap`` (the first call, or the user changed the count)."""
+        self.cap = cap
+        self.ladder = _ladder(cap) if cap else [1]
+        self.count = cap
+        self.gen = getattr(self, "gen", 0) + 1
+        self.probe = None
+        self.due = None              # the first trial: once some key has a baseline
+        self.earliest = float("-inf")
+        self.interval = self.min_interval
+        self.direction = -1          # from the user's count the only way is down
+        self.least = float("inf")    # the smallest baseline mean of a key: trials start there
+        self._clear_trial()
+
+    def _clear_trial(self):
+        self.tried = self.base = 0.0         # paired runs: what the decision compares
+        self.cost_tried = self.cost_base = 0.0   # every run with a baseline: the trial's cost
+        self.pairs = self.probe_calls = 0
+        self.probe_runs = []         # (stats, seconds) of the trial, its baseline if kept
+
+    def choose(self, cap: int, key=None) -> int:
+        """The thread count for a run of ``key`` about to start, ``cap`` being
+        torch's current count. A trial starts only on a timed ``key`` with a
+        baseline among the cheapest (so a losing trial's first run costs little)."""
+        if cap != self.cap:
+            self._restart(cap)
+        if self.probe is not None:
+            return self.probe
+        if self.due is not None and self.clock >= self.due and key is not None and \
+                len(self.ladder) > 1:
+            mean = _mean_of(key, self.gen)
+            if mean is not None and mean <= 1.5 * self.least:
+                i = self.ladder.index(self.count)
+                if i == 0:
+                    j = 1
+                elif i == len(self.ladder) - 1:
+                    j = i - 1
+                else:    # the ladder runs from many threads to one: down is i + 1
+                    j = i + 1 if self.direction < 0 else i - 1
+                self.probe = self.ladder[j]
+                self.trials += 1
+                return self.probe
+        return self.count
+
+    def limit(self, key, n: int):
+        """After how many seconds a trial run of ``key`` with ``n`` threads should
+        give up the tried count, or None: ``abort_first`` times the key's
+        baseline. A trial of more threads on a busy machine can be ten times
+        slower; cut short, its first run costs a few baseline runs at most."""
+        if self.probe is None or n != self.probe:
+            return None
+        st = getattr(key, "_thread_stats", None)
+        if st is None or st.gen != self.gen or len(st.recent) < MIN_BASE:
+            return None
+        return self.abort_first * sum(st.recent) / len(st.recent)
+
+    def observe(self, key, n: int, seconds: float, cut: bool = False) -> None:
+        """Record that ``key`` ran with ``n`` threads for ``seconds``; ``cut``: the
+        run went back to the count in use part way (see :meth:`limit`)."""
+        self.clock += seconds
+        now = self.clock
+        st = _stats_of(key)
+        if st.gen != self.gen:
+            st.gen, st.recent, st.ref = self.gen, [], None
+        warm = n not in st.seen      # a first run at a count: a warm-up, not a sample
+        st.seen.add(n)
+        if self.probe is not None:
+            if n == self.probe:
+                self._trial_run(st, seconds, now, warm, cut)
+            return
+        if warm or n != self.count:
+            return
+        st.recent.append(seconds)
+        if len(st.recent) > self.window:
+            del st.recent[0]
+        if len(st.recent) < MIN_BASE:
+            return
+        mean = sum(st.recent) / len(st.recent)
+        # a baseline exists: the first trial now (on a busy machine every step at
+        # the user's count may cost several)
+        if self.due is None:
+            self.due = now
+        self.least = min(self.least, mean)
+        if len(st.recent) < self.window:
+            return
+        if st.ref is None:
+            st.ref = mean
+        elif mean > self.drift * st.ref or mean * self.drift < st.ref:
+            # the load came (slower: fewer threads may pay) or went (faster: more may)
+            self.direction = -1 if mean > st.ref else 1
+            st.ref = mean
+            self.least = mean        # the other keys' means are from before the change
+            self.due = min(self.due, max(now, self.earliest))
+
+    def _trial_run(self, st, seconds, now, warm, cut):
+        self.probe_calls += 1
+        base = sum(st.recent) / len(st.recent) if len(st.recent) >= MIN_BASE else None
+        if base is not None:
+            self.cost_tried += seconds
+            self.cost_base += base
+        if cut:                      # slower than abort_first times the baseline
+            self._end_trial(False, now)
+            return
+        if not warm:
+            self.probe_runs.append((st, seconds))
+            if base is not None:
+                self.tried += seconds
+                self.base += base
+                self.pairs += 1
+        if self.pairs and (self.tried > self.abort_first * self.base or
+                           (self.pairs >= 2 and self.tried > self.abort_ratio * self.base)):
+            self._end_trial(False, now)
+        elif self.pairs >= self.probe_pairs:
+            self._end_trial(self.tried < (1.0 - self.min_gain) * self.base, now)
+        elif self.probe_calls >= 4 * self.probe_pairs:
+            self._end_trial(False, now)      # nothing to compare with: keep the count
+
+    def _end_trial(self, keep_tried, now):
+        old, tried = self.count, self.probe
+        ratio = (self.tried / self.base if self.base else
+                 self.cost_tried / self.cost_base if self.cost_base else float("nan"))
+        lost = max(0.0, self.cost_tried - self.cost_base)
+        self.lost += lost
+        self.least = float("inf")    # found again as the keys' windows fill
+        if keep_tried:
+            self.count = tried
+            self.gen += 1
+            for st, seconds in self.probe_runs:       # the trial's runs: the new baseline
+                if st.gen != self.gen:
+                    st.gen, st.recent, st.ref = self.gen, [], None
+                st.recent.append(seconds)
+                del st.recent[:-self.window]
+            self.interval = self.min_interval
+            self.direction = -1 if tried < old else 1      # the way that paid, again
+        else:
+            self.interval = min(self.interval * 2.0, self.max_interval)
+            self.direction = -self.direction
+        self.decisions.append((now, old, tried, self.count, ratio))
+        self.earliest = now + max(self.min_interval, lost / self.budget)
+        self.due = max(now + self.interval, self.earliest)
+        self.probe = None
+        self._clear_trial()
+
+    def state(self) -> dict:
+        """What the policy chose and did, for reports: mode, cap, count, trials,
+        and the count changes as (from, to, tried/baseline)."""
+        return {"mode": "adaptive", "cap": self.cap, "count": self.count,
+                "trials": self.trials, "lost_s": round(self.lost, 3),
+                "changes": [(d[1], d[3], round(d[4], 3)) for d in self.decisions
+                            if d[1] != d[3]]}
+
+
+def _ladder(cap: int) -> list:
+    """The counts the policy moves between: ``cap``, its half, quarter, ..., 1."""
+    out, n = [], cap
+    while n >= 1:
+        if not out or out[-1] != n:
+            out.append(n)
+        if n == 1:
+            break
+        n //= 2
+    return out
+
+
+def _mean_of(key, gen):
+    """``key``'s baseline mean in generation ``gen``, or None."""
+    st = getattr(key, "_thread_stats", None)
+    if st is None or st.gen != gen or len(st.recent) < MIN_BASE:
+        return None
+    return sum(st.recent) / len(st.recent)
+
+
+def _stats_of(key) -> _Stats:
+    st = getattr(key, "_thread_stats", None)
+    if st is None:
+        st = _Stats()
+        key._thread_stats = st
+    return st
+
+
+def parse_mode(value: str | None):
+    """The policy ``SYMTRITON_THREADS=value`` asks for: a :class:`ThreadPolicy`
+    (unset, empty, ``adaptive``), None (``fixed``), or :class:`FixedCount`."""
+    v = (value or "").strip().lower()
+    if v in ("", "adaptive", "auto"):
+        return ThreadPolicy()
+    if v == "fixed":
+        return None
+    if v.isdigit() and int(v) > 0:
+        return FixedCount(int(v))
+    raise MXNetError(f"{ENV}={value!r}: use 'adaptive' (the default: fewer threads when the "
+                     f"machine is busy), 'fixed' (torch's count, never changed) or a positive "
+                     f"thread count")
+
+
+def policy():
+    """The process's policy (read from ``SYMTRITON_THREADS`` at the first call)."""
+    if not _POLICY:
+        with _LOCK:
+            if not _POLICY:
+                _POLICY.append(parse_mode(os.environ.get(ENV)))
+    return _POLICY[0]
+
+
+_UNSET = object()
+
+
+def reset(value=_UNSET) -> None:
+    """Forget the policy and its state. With no argument ``SYMTRITON_THREADS`` is read
+    again at the next launch; otherwise ``value`` is used from now on (a policy
+    object, or None: ``fixed``)."""
+    with _LOCK:
+        _POLICY.clear()
+        if value is not _UNSET:
+            _POLICY.append(value)
+
+
+def state() -> dict:
+    """The policy's :meth:`ThreadPolicy.state` (``{"mode": "fixed"}`` when fixed)."""
+    p = policy()
+    return {"mode": "fixed"} if p is None else p.state()
+
+
+def run(key, fn, *args):
+    """``fn(*args)`` with the policy's thread count; the run timed under ``key``.
+
+    ``key`` is an object that stays the same for the same work (a bound launch
+    list); None runs with the chosen count without timing. A keyed ``fn`` takes
+    a keyword ``check``: a callable to call between its launches, or None; in a
+    trial run it sets the count in use back once the run is too slow (see
+    :meth:`ThreadPolicy.limit`). torch's count is set back afterwards, also when
+    ``fn`` raises.
+    """
+    p = policy()
+    if p is None or torch.are_deterministic_algorithms_enabled():
+        return fn(*args) if key is None else fn(*args, check=None)
+    cap = torch.get_num_threads()
+    clock = time.perf_counter
+    t0 = clock()
+    with _LOCK:
+        n = p.choose(cap, key)
+        limit = None if key is None else p.limit(key, n)
+        back = p.count
+    if n != cap:
+        torch.set_num_threads(n)
+    cut = []
+    try:
+        if key is None:
+            out = fn(*args)
+        elif limit is None:
+            out = fn(*args, check=None)
+        else:
+            limit += t0
+
+            def check():
+                if not cut and clock() > limit:
+                    torch.set_num_threads(back)
+                    cut.append(True)
+            out = fn(*args, check=check)
+    finally:
+        if n != cap or cut:
+            torch.set_num_threads(cap)
+    if key is not None:
+        t1 = clock()
+        with _LOCK:
+            p.observe(key, n, t1 - t0, bool(cut))
+    return out
