@@ -78,6 +78,10 @@ UNARY = {
     "cbrt": (lambda x: ops.where(x < 0, -1.0, 1.0) * ops.exp(ops.log(ops.abs(x)) / 3.0),
              lambda x: torch.sign(x) * x.abs() ** (1.0 / 3.0),
              lambda dy, x, y: dy / (3.0 * y * y), lambda dy, x, y: dy / (3 * y * y)),
+    # mxnet's rcbrt: 1 / cbrt(x), its gradient -1 / (3 x cbrt(x)) from the input
+    "rcbrt": (lambda x: ops.where(x < 0, -1.0, 1.0) * ops.exp(ops.log(ops.abs(x)) / -3.0),
+              lambda x: torch.sign(x) / x.abs() ** (1.0 / 3.0),
+              lambda dy, x, y: -dy * y / (3.0 * x), lambda dy, x, y: -dy * y / (3 * x)),
 }
 
 

@@ -41,7 +41,7 @@ NOT_YET = {
     random_negative_binomial random_normal random_pdf_dirichlet random_pdf_exponential
     random_pdf_gamma random_pdf_generalized_negative_binomial
     random_pdf_negative_binomial random_pdf_normal random_pdf_poisson random_pdf_uniform
-    random_poisson random_randint random_uniform ravel_multi_index rcbrt repeat
+    random_poisson random_randint random_uniform ravel_multi_index repeat
     reset_arrays reshape_like rint rmsprop_update rmspropalex_update round rsqrt
     sample_exponential sample_gamma sample_generalized_negative_binomial
     sample_multinomial sample_negative_binomial sample_normal sample_poisson
