@@ -121,7 +121,19 @@ class Expr:
 
 
 def lift(x) -> Expr:
-    """``x`` as a node: nodes as they are, Python ints and floats as constants."""
+    """``x`` as a node.
+
+    Parameters
+    ----------
+    x : Expr, int or float
+        Nodes are returned as they are, numbers become ``const`` leaves.
+
+    Raises
+    ------
+    TypeError
+        For anything else: a bool (``x == y`` compares identities; use ``ops.eq``) or
+        a string (a target's source text).
+    """
     if isinstance(x, Expr):
         return x
     if isinstance(x, (int, float)) and not isinstance(x, bool):
@@ -197,10 +209,32 @@ for _name, (_arity, _define, _what) in COMPOSITES.items():
 # ------------------------------------------------------------------------------ walking
 
 def evaluate(expr: Expr, handler, origin: str = ""):
-    """``expr`` in the target of ``handler``: operands first, left to right, then
-    ``handler.<op>(*operand results, *params)``; a composite the handler lacks is
-    evaluated through its definition (operands spelled out where it repeats them, as
-    written source would be). ``origin`` names the operator, for errors."""
+    """``expr`` in the target of ``handler``.
+
+    Operands are evaluated first, left to right, then ``handler.<op>(*operand
+    results, *params)`` is called; a leaf calls ``handler.value(name)``,
+    ``handler.const(number)`` or ``handler.coord(pos)``. A composite the handler
+    lacks is evaluated through its definition, with its operands' subtrees spelled
+    out wherever the definition repeats them (as written source would be).
+
+    Parameters
+    ----------
+    expr : Expr
+    handler : object
+        A target's handler (``TritonOps``, ``CpuOps``).
+    origin : str
+        The operator and node the expression computes, for errors.
+
+    Returns
+    -------
+    object
+        Whatever the handler returns for the root: source text, a torch value.
+
+    Raises
+    ------
+    MissingPrimitive
+        When the handler has no method for a primitive the expression uses.
+    """
     op = expr.op
     if op in LEAVES:
         return getattr(handler, op)(*expr.params)
@@ -217,8 +251,8 @@ def evaluate(expr: Expr, handler, origin: str = ""):
 
 
 def missing(handler) -> list:
-    """Primitives ``handler`` (a class or an instance) can emit neither itself nor
-    through a composite's definition."""
+    """The primitives and leaves ``handler`` (a class or an instance) has no method
+    for, sorted: a complete target returns ``[]`` (composites need no method)."""
     return sorted(name for name in list(PRIMITIVES) + list(LEAVES)
                   if getattr(handler, name, None) is None)
 

@@ -101,7 +101,23 @@ for _op, _fn in _CALLS.items():
 
 
 def triton_source(expr, coord_name, cdt: str, origin: str = "") -> str:
-    """The Triton text of ``expr`` as the right side of an assignment: an operation
-    other than a call or literal stands in parentheses, as ``(-x)`` and ``(a * b)``."""
+    """The Triton text of ``expr`` as the right side of an assignment.
+
+    Parameters
+    ----------
+    expr : compiler.expr.Expr
+    coord_name : callable(int) -> str or None
+        The kernel's variable holding a domain position's coordinate.
+    cdt : str
+        The compute dtype, as Triton spells it (``tl.float32``).
+    origin : str
+        The operator and node, for :class:`~compiler.expr.MissingPrimitive`.
+
+    Returns
+    -------
+    str
+        An operation other than a call or a literal stands in parentheses, as
+        ``(-x)`` and ``(a * b)`` (the form the registry's templates had).
+    """
     t = evaluate(expr, TritonOps(coord_name, cdt), origin)
     return t.text if t.prec >= _NEG_LITERAL else f"({t.text})"
