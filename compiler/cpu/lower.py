@@ -7,8 +7,8 @@ group's domain (size 1 where it does not vary), so torch broadcasting does what 
 Triton tile masks do:
 
 * a load is a view ``as_strided`` over its flat buffer (no gather, no copy);
-* the registry's pointwise expressions (``tl`` text, parsed with ``ast``; or an
-  entry's one-ATen-kernel ``cpu`` form) become torch calls;
+* the registry's pointwise math (``compiler/ir/expr.py``'s vocabulary) becomes torch
+  calls through the cpu handler, ``expr.py``;
 * reductions reduce the tile's column positions (``keepdim``);
 * matmuls call ``mm`` / ``bmm`` / ``addmm``; a sum of matmuls accumulates with
   ``addmm_``, and a long sum of thin ones joins its operands along K;
@@ -21,36 +21,16 @@ decided afterwards, by ``codegen.plan``.
 """
 from __future__ import annotations
 
-import ast
-import math
-import re
-
+from .expr import CpuOps, ExprLowering, scalar
 from .matmul import MatmulLowering, mergeable
 from .values import Op, Val, broadcast
 from ..ir.dtypes import TORCH
+from ..ir.expr import evaluate, value_reads
 from ..ir.tile_program import TileProgram
 from ..ops.registry import lit, prod
 
 
-_BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
-           ast.BitAnd: "logical_and", ast.BitOr: "logical_or"}
-_COMPARE = {ast.Gt: "gt", ast.GtE: "ge", ast.Lt: "lt", ast.LtE: "le", ast.Eq: "eq",
-            ast.NotEq: "ne"}
-_FLIP = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}
-_UNARY = {"exp": "exp", "log": "log", "abs": "abs", "sqrt": "sqrt", "sigmoid": "sigmoid",
-          "erf": "erf"}
-# ATen kernels a registry entry may name for the cpu target (Pointwise.cpu), with the
-# keyword of their out= variant.
-_ATEN = {
-    "sigmoid_backward": "sigmoid_backward({0}, {1}, grad_input={{out}})",
-    "tanh_backward": "tanh_backward({0}, {1}, grad_input={{out}})",
-    "threshold_backward": "threshold_backward({0}, {1}, {2}, grad_input={{out}})",
-}
-_PY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-       "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
-
-
-class Lowering(MatmulLowering):
+class Lowering(MatmulLowering, ExprLowering):
     """Lowers one TileProgram to torch calls (:func:`lower` runs it; ``conv.py`` extends it)."""
 
     def __init__(self, prog: TileProgram, strides, shapes, slots):
@@ -66,6 +46,7 @@ class Lowering(MatmulLowering):
         self.views, self.names = {}, set()
         self.dtypes = prog.dtypes or ["float32"] * len(prog.tensors)
         self.cdt = TORCH[prog.compute_dtype]     # what ``f`` values are held in
+        self.handler = CpuOps(self)
 
     def widen(self, t, text):
         """Operand text of tensor ``t`` in the compute dtype."""
@@ -169,175 +150,23 @@ class Lowering(MatmulLowering):
         self.ops.append(op)
         return out
 
-    def ew(self, fn, *args):
-        """An elementwise torch call; scalars stay Python numbers where torch takes them."""
-        tens = [a for a in args if a.kind != "scalar"]
-        if not tens:
-            return Val("", (), kind="scalar", scalar=_fold(fn, *[a.scalar for a in args]))
-        shape = broadcast([a.shape for a in tens], len(self.D))
-        a = list(args)
-        if fn in ("add", "mul", "maximum", "minimum", "logical_and", "logical_or") and \
-                a[0].kind == "scalar":
-            a = [a[1], a[0]]
-        if fn in _FLIP and a[0].kind == "scalar":
-            fn, a = _FLIP[fn], [a[1], a[0]]
-        if a[0].dtype == "f" and a[1].kind == "scalar" and (
-                (fn in ("add", "sub") and a[1].scalar == 0) or
-                (fn in ("mul", "div") and a[1].scalar == 1)):
-            return a[0]
-        if fn in ("sub", "div", "pow") and a[0].kind == "scalar":
-            a[0] = self.const(a[0].scalar)
-        if fn in ("add", "sub") and all(v.kind != "scalar" for v in a):
-            fused = self.add_product(fn, a[0], a[1])
-            if fused is not None:
-                return fused
-        if fn == "maximum" and a[1].kind == "scalar":
-            fn = "clamp_min"
-        elif fn == "minimum" and a[1].kind == "scalar":
-            fn = "clamp_max"
-        dtype = "b" if fn in _FLIP or fn.startswith("logical") else _arith_dtype(a)
-        return self.emit("ew", f"torch.{fn}({{a0}}, {_arg(a[1], 1)}, out={{out}})", a, shape,
-                         dtype, fn=fn)
-
-    def add_product(self, fn, x, y):
-        """``x + p*q`` / ``x - p*q`` as one ``addcmul`` (``x ± s*p``: ``add(alpha=)``) when
-        the product is used only here: one ATen call instead of two."""
-        for k, (base, prod_) in enumerate(((x, y), (y, x))):
-            if fn == "sub" and k == 1:
-                break
-            op = prod_.op
-            if prod_.kind != "temp" or op is None or op not in self.ops or \
-                    not op.fmt.startswith("torch.mul(") or self.val_uses(prod_, 1) != 1 or \
-                    base.dtype != "f" or prod_.dtype != "f":
-                continue
-            p, q = op.args
-            sign = -1.0 if fn == "sub" else 1.0
-            self.ops.remove(op)
-            shape = broadcast([base.shape, prod_.shape], len(self.D))
-            if q.kind == "scalar":
-                return self.emit("ew", f"torch.add({{a0}}, {{a1}}, alpha={lit(sign * q.scalar)}, "
-                                       f"out={{out}})", [base, p], shape)
-            return self.emit("ew", f"torch.addcmul({{a0}}, {{a1}}, {{a2}}, value={lit(sign)}, "
-                                   f"out={{out}})", [base, p, q], shape)
-        return None
-
-    def unary(self, fn, x):
-        if x.kind == "scalar":
-            return Val("", (), kind="scalar", scalar=_fold(fn, x.scalar))
-        return self.emit("ew", f"torch.{fn}({{a0}}, out={{out}})", [x], x.shape, "f", fn=fn)
-
-    def where(self, c, x, y):
-        if c.kind == "scalar":
-            return x if c.scalar else y
-        x = self.const(x.scalar) if x.kind == "scalar" else x
-        y = self.const(y.scalar) if y.kind == "scalar" else y
-        shape = broadcast([v.shape for v in (c, x, y)], len(self.D))
-        return self.emit("ew", "torch.where({a0}, {a1}, {a2}, out={out})", [c, x, y], shape,
-                         _arith_dtype([x, y]))
-
-    # -- expressions --------------------------------------------------------------------------
-    def expr(self, text):
-        text = text.replace("{cdt}", "tl." + self.cdt[len("torch."):])
-        text = re.sub(r"\{coord:(\d+)\}", lambda m: f"_coord{m.group(1)}", text)
-        return self.node(ast.parse(text, mode="eval").body)
-
-    def node(self, n):
-        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float, bool)):
-            return Val("", (), kind="scalar", scalar=n.value)
-        if isinstance(n, ast.Name):
-            if n.id.startswith("_coord"):
-                return self.coord(int(n.id[6:]))
-            return self.values[n.id]
-        if isinstance(n, ast.BinOp) and type(n.op) in _BINARY:
-            return self.ew(_BINARY[type(n.op)], self.node(n.left), self.node(n.right))
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            x = self.node(n.operand)
-            if x.kind == "scalar":
-                return Val("", (), kind="scalar", scalar=-x.scalar)
-            return self.emit("ew", "torch.neg({a0}, out={out})", [x], x.shape, x.dtype)
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.UAdd):
-            return self.node(n.operand)
-        if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _COMPARE:
-            return self.ew(_COMPARE[type(n.ops[0])], self.node(n.left),
-                           self.node(n.comparators[0]))
-        if isinstance(n, ast.Call):
-            return self.call(n)
-        raise NotImplementedError(f"cpu target: unsupported expression {ast.dump(n)[:120]}")
-
-    def call(self, n):
-        f = n.func
-        if isinstance(f, ast.Name) and f.id == "float" and isinstance(n.args[0], ast.Constant):
-            return Val("", (), kind="scalar", scalar=float(n.args[0].value))
-        if isinstance(f, ast.Name) and f.id == "_tanh":
-            return self.unary("tanh", self.node(n.args[0]))
-        if isinstance(f, ast.Attribute) and f.attr == "to":
-            target = n.args[0].attr if isinstance(n.args[0], ast.Attribute) else "int32"
-            inner = f.value
-            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
-                    inner.func.attr == "to" and target in ("float32", "float64"):
-                # ``x.to(tl.D).to(compute)``: a rounding to D (compiler/ops/cast.py)
-                via = inner.args[0].attr
-                x = self.node(inner.func.value)
-                if x.kind == "scalar" or TORCH[via] == self.cdt:
-                    return x
-                return self.emit("cast", f"{{a0}}.to(torch.{via}).to({self.cdt})", [x], x.shape)
-            x = self.node(inner)
-            if x.kind == "scalar":
-                return Val("", (), kind="scalar", scalar=int(x.scalar))
-            return self.emit("cast", "{a0}.to(torch.int32)", [x], x.shape, "i")
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                f.value.id == "aten" and f.attr in _ATEN:
-            args = [self.node(a) for a in n.args]
-            tens = [a for a in args if a.kind != "scalar"]
-            shape = broadcast([a.shape for a in tens], len(self.D))
-            bound = f"{f.attr} = torch.ops.aten.{f.attr}.grad_input"   # looked up once, in bind
-            if bound not in self.bind_lines:
-                self.bind_lines.append(bound)
-            fmt = _ATEN[f.attr].format(*[f"{{a{k}}}" if a.kind != "scalar" else lit(a.scalar)
-                                          for k, a in enumerate(args)])
-            return self.emit("ew", fmt, args, shape)
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                f.value.id == "philox" and f.attr == "stream_uniform":
-            return self.philox_uniform(*[self.node(a) for a in n.args])
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "tl":
-            args = [self.node(a) for a in n.args]
-            if f.attr in _UNARY:
-                return self.unary(_UNARY[f.attr], args[0])
-            if f.attr in ("maximum", "minimum"):
-                return self.ew(f.attr, *args)
-            if f.attr == "where":
-                return self.where(*args)
-        raise NotImplementedError(f"cpu target: unsupported call {ast.dump(n)[:120]}")
-
-    def philox_uniform(self, bits, stream, *pairs):
-        """``_philox_uniform``: Triton's ``tl.rand`` in torch (``compiler/ir/philox.py``), one
-        call; its offset, the linear index, sums (coordinate, stride) ``pairs`` in int64."""
-        bound = "from compiler.ir.philox import stream_uniform"   # imported once, in bind
-        if bound not in self.bind_lines:
-            self.bind_lines.append(bound)
-        coords, strides = list(pairs[0::2]), [int(s.scalar) for s in pairs[1::2]]
-        offset = " + ".join(f"{{a{k + 1}}}" + (f" * {s}" if s != 1 else "")
-                            for k, s in enumerate(strides)) or "0"
-        shape = broadcast([a.shape for a in [bits] + coords], len(self.D))
-        return self.emit("ew", f"stream_uniform({{a0}}, {int(stream.scalar)}, {offset}, "
-                               f"out={{out}})", [bits] + coords, shape, fn="philox")
-
     # -- instruction kinds ------------------------------------------------------------------------
     def reduce(self, ins):
         x = self.values[ins.args[0]]
         cols = [p for p in self.p.col_pos if self.D[p] > 1]
         dims = [p for p in cols if x.shape[p] > 1]
         factor = prod(self.D[p] for p in cols if x.shape[p] == 1)
-        scale = float(ins.extra.get("scale", 1.0)) * (factor if ins.text == "sum" else 1)
+        combine = ins.extra["combine"]
+        scale = float(ins.extra.get("scale", 1.0)) * (factor if combine == "sum" else 1)
         if x.kind == "scalar":
-            return Val("", (), kind="scalar", scalar=x.scalar * scale)
+            return scalar(x.scalar * scale)
         if dims:
-            fn = {"sum": "torch.sum", "max": "torch.amax", "min": "torch.amin"}[ins.text]
+            fn = {"sum": "torch.sum", "max": "torch.amax", "min": "torch.amin"}[combine]
             shape = tuple(1 if p in dims else s for p, s in enumerate(x.shape))
             x = self.emit("reduce", f"{fn}({{a0}}, {tuple(dims)}, keepdim=True, out={{out}})",
                           [x], shape, fn=fn[6:], dims=tuple(dims))
         if scale != 1.0:
-            x = self.ew("mul", x, Val("", (), kind="scalar", scalar=scale))
+            x = self.ew("mul", x, scalar(scale))
         return x
 
     def gather(self, ins):
@@ -390,7 +219,7 @@ class Lowering(MatmulLowering):
             if ins.kind == "load":
                 v = self.load(ins)
             elif ins.kind == "const":
-                v = self.node(ast.parse(ins.text, mode="eval").body)
+                v = evaluate(ins.expr, self.handler, ins.origin)
             elif ins.kind == "reduce":
                 v = self.reduce(ins)
             elif ins.kind == "dot":
@@ -401,7 +230,7 @@ class Lowering(MatmulLowering):
                 v = self.concat(ins)
             elif ins.kind == "expr":
                 v = (self.ce_grad(ins) if "ce_grad" in ins.extra else None) or \
-                    self.sum_of_dots(ins) or self.expr(ins.extra.get("cpu") or ins.text)
+                    self.sum_of_dots(ins) or evaluate(ins.expr, self.handler, ins.origin)
             else:
                 raise NotImplementedError(f"cpu target: instruction kind {ins.kind}")
             self.values[ins.out] = v
@@ -476,34 +305,12 @@ def _ir_uses(prog):
     for ins in prog.instrs:
         names = [a for a in ins.args if isinstance(a, str)]
         if ins.kind == "expr":
-            names = re.findall(r"\bv\d+\b", ins.text)
+            names = value_reads(ins.expr)      # each read: ``v1 * v1`` reads v1 twice
         for n in names:
             uses[n] = uses.get(n, 0) + 1
     for st in prog.stores:
         uses[st.value] = uses.get(st.value, 0) + 1
     return uses
-
-
-def _arith_dtype(args):
-    kinds = {a.dtype for a in args if a.kind != "scalar"}
-    if "f" in kinds or any(a.kind == "scalar" and isinstance(a.scalar, float) for a in args):
-        return "f"
-    return "i" if "i" in kinds else "f"
-
-
-def _arg(v, k):
-    return lit(v.scalar) if v.kind == "scalar" else f"{{a{k}}}"
-
-
-def _fold(fn, *xs):
-    if fn in _PY:
-        return _PY[fn](*xs)
-    f = {"gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b,
-         "le": lambda a, b: a <= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-         "maximum": max, "minimum": min, "exp": math.exp, "log": math.log, "abs": abs,
-         "erf": math.erf, "sqrt": math.sqrt, "tanh": math.tanh, "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
-         "logical_and": lambda a, b: bool(a and b), "logical_or": lambda a, b: bool(a or b)}
-    return f[fn](*xs)
 
 
 def lower(prog: TileProgram, strides: list, shapes: list, slots: list):

@@ -4,9 +4,8 @@ matmuls (an RNN's weight gradient over every time step) as one matmul over opera
 joined along K."""
 from __future__ import annotations
 
-import re
-
 from .values import Val
+from ..ir.expr import sum_terms
 from ..ops.registry import prod
 
 # A sum of at least STACK_MIN matmuls, each over at most STACK_MAX_K, runs as one matmul
@@ -168,8 +167,8 @@ class MatmulLowering:
 
     def sum_of_dots(self, ins):
         """``(va + vb)`` where ``vb`` is a matmul: accumulate it into ``va`` with BLAS."""
-        m = re.fullmatch(r"\((v\d+) \+ (v\d+)\)", ins.text)
-        if not m:
+        terms = sum_terms(ins.expr)
+        if terms is None or len(terms) != 2:
             return None
-        x, y = self.values[m.group(1)], self.values[m.group(2)]
+        x, y = (self.values[t] for t in terms)
         return self.add_dot(x, y) or self.add_dot(y, x)

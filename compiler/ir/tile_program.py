@@ -17,8 +17,10 @@ pointwise, reduce, matmul and scatter groups; ``conv.py`` and ``pool.py`` extend
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .dtypes import compute_dtype
+from .expr import Expr, ops, value_reads
 from ..ops.matmul import dot_dims
 from ..ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
@@ -29,12 +31,23 @@ class NotFusable(Exception):
 
 @dataclass
 class Instr:
-    kind: str            # load | expr | reduce | dot | gather | const | coord
+    """One SSA value of the kernel.
+
+    ``expr`` (kinds ``expr`` and ``const``) is its math in the vocabulary of
+    ``compiler/ir/expr.py`` over the values in ``args``; each target emits its own code
+    from it. ``extra`` holds structured facts: a reduction's ``combine`` (``sum`` /
+    ``max`` / ``min``) and ``scale``, a load's ``dims``, a dot's operands, and for
+    ``concat`` / ``ce_grad`` expressions what a target with a kernel for the whole
+    (``torch.cat``, a one-hot scatter) needs. ``origin`` names the operator and node
+    it computes, for errors.
+    """
+    kind: str            # load | expr | reduce | dot | gather | const | conv | pool
     out: str
     args: tuple = ()
-    text: str = ""       # expr: the Triton expression over args
+    expr: Optional[Expr] = None
     varies: frozenset = frozenset()
     extra: dict = field(default_factory=dict)
+    origin: str = ""
 
 
 @dataclass
@@ -312,42 +325,58 @@ class ProgramBuilder:
             if isinstance(low, Reduction):
                 varies = self.varies[args[0]] - set(self.col_pos)
                 scale = low.scale(d["attrs"], g.shape(ins[0]))
-                self.instrs.append(Instr("reduce", name, tuple(args), text=low.kind,
-                                         varies=frozenset(varies), extra={"scale": scale}))
+                self.instrs.append(Instr("reduce", name, tuple(args), varies=frozenset(varies),
+                                         extra={"combine": low.kind, "scale": scale}))
             elif special == "constant":
-                self.instrs.append(Instr("const", name, (), text=_constant_text(d),
-                                         varies=frozenset()))
                 varies = frozenset()
+                self.instrs.append(Instr("const", name, (), expr=ops.const(_constant(d)),
+                                         origin=_origin(d)))
             elif special == "softmax_ce_grad":
-                pos = self.ce_axis_pos[n]
-                varies = self.varies[args[0]] | self.varies[args[1]] | (
-                    {pos} if pos is not None else set())
-                text = _ce_grad_text(d["attrs"], args, pos, g.shape(ins[0]))
+                varies = self.emit_ce_grad(n, name, args, ins)
             else:
-                varies = frozenset().union(*[self.varies[a] for a in args]) if args else frozenset()
-                kw = {}
-                if d["opdef"].needs_random or d["opdef"].needs_coords:
-                    # a random source draws at its own linear index; an index source is one
-                    kw["coords"], own = _own_coords(self.dimmap[(n, 0)], self.domain)
-                    varies = varies | own
-                text = low.expr(d["attrs"], *args, **kw)
-                cpu = low.cpu(d["attrs"], *args, **kw) if getattr(low, "cpu", None) else None
-                self.instrs.append(Instr("expr", name, tuple(args), text=text,
-                                         varies=frozenset(varies),
-                                         extra={"cpu": cpu} if cpu else {}))
-            if special == "softmax_ce_grad":
-                # ``ce_grad`` restates the expression for targets that scatter the one-hot (cpu)
-                a = d["attrs"]
-                self.instrs.append(Instr("expr", name, tuple(args), text=text,
-                                         varies=frozenset(varies),
-                                         extra={"ce_grad": {
-                                             "pos": pos, "classes": g.shape(ins[0])[a["axis"] % len(g.shape(ins[0]))],
-                                             "grad_scale": a["grad_scale"], "smooth_alpha": a["smooth_alpha"],
-                                             "use_ignore": a["use_ignore"],
-                                             "ignore_label": a["ignore_label"]}}))
+                varies = self.emit_pointwise(n, name, args)
             self.value[(n, 0)] = name
             self.varies[name] = frozenset(varies)
         self.emit_stores()
+
+    def emit_pointwise(self, n, name, args):
+        """A registry ``Pointwise``: its math over the operands' SSA values (and, for an
+        op that depends on its position, its dims' coordinates). Returns what it varies
+        along."""
+        d = self.graph.node(n)
+        varies = frozenset().union(*[self.varies[a] for a in args]) if args else frozenset()
+        kw = {}
+        if d["opdef"].needs_random or d["opdef"].needs_coords:
+            # a random source draws at its own linear index; an index source is one
+            kw["coords"], own = _own_coords(self.dimmap[(n, 0)], self.domain)
+            varies = varies | own
+        expr = d["opdef"].lowering.expr(d["attrs"], *[ops.value(a) for a in args], **kw)
+        if not isinstance(expr, Expr):
+            raise TypeError(f"{_origin(d)}: its Pointwise math returned "
+                            f"{type(expr).__name__}, not an expression of compiler/ir/expr.py")
+        self.instrs.append(Instr("expr", name, tuple(args), expr=expr, varies=frozenset(varies),
+                                 origin=_origin(d)))
+        return varies
+
+    def emit_ce_grad(self, n, name, args, ins):
+        """SoftmaxOutput's gradient: its math in the vocabulary, and the facts a target
+        that scatters the one-hot (cpu) needs. Returns what it varies along."""
+        g = self.graph
+        d = g.node(n)
+        pos = self.ce_axis_pos[n]
+        varies = self.varies[args[0]] | self.varies[args[1]] | ({pos} if pos is not None else set())
+        a, shape = d["attrs"], g.shape(ins[0])
+        classes = shape[a["axis"] % len(shape)]
+        ce = {"pos": pos, "classes": classes, "grad_scale": a["grad_scale"],
+              "smooth_alpha": a["smooth_alpha"], "use_ignore": a["use_ignore"],
+              "ignore_label": a["ignore_label"]}
+        coord = ops.coord(pos) if pos is not None else ops.const(0)
+        expr = d["opdef"].lowering.expr(a, *[ops.value(x) for x in args], coord=coord,
+                                        classes=classes)
+        self.instrs.append(Instr("expr", name, tuple(args), expr=expr,
+                                 varies=frozenset(varies), extra={"ce_grad": ce},
+                                 origin=_origin(d)))
+        return varies
 
     def emit_concat(self, n, ins):
         """Concat: each input read at the axis coordinate shifted by its start."""
@@ -365,14 +394,16 @@ class ProgramBuilder:
                                      extra={"dims": tuple(out_dm), "shift": (pos, start, size)}))
             parts.append((name, start + size))
             start += size
-        text = parts[-1][0]
+        # each position reads the part whose range holds it; ``concat`` says the same
+        # for targets that join whole arrays (cpu: torch.cat)
+        expr = ops.value(parts[-1][0])
         for name, end in reversed(parts[:-1]):
-            text = f"tl.where({{coord:{pos}}} < {end}, {name}, {text})"
+            expr = ops.where(ops.coord(pos) < end, ops.value(name), expr)
         out = self.fresh()
-        # ``concat`` restates the where-chain for targets that join whole arrays (cpu)
-        self.instrs.append(Instr("expr", out, tuple(p for p, _ in parts), text=text,
+        self.instrs.append(Instr("expr", out, tuple(p for p, _ in parts), expr=expr,
                                  varies=frozenset(p for p in out_dm if p is not None and self.domain[p] > 1),
-                                 extra={"concat": (pos, tuple(p for p, _ in parts))}))
+                                 extra={"concat": (pos, tuple(p for p, _ in parts))},
+                                 origin=_origin(g.node(n))))
         self.value[(n, 0)] = out
         self.varies[out] = self.instrs[-1].varies
 
@@ -391,7 +422,7 @@ class ProgramBuilder:
                 continue
             keep.append(ins)
             used.update(a for a in ins.args if isinstance(a, str))
-            used.update(re.findall(r"\bv\d+\b", ins.text))
+            used.update(value_reads(ins.expr))
         self.instrs = list(reversed(keep))
         live = set()
         for ins in self.instrs:
@@ -452,33 +483,18 @@ class ProgramBuilder:
             self.stores.append(Store(value, t, self.terms(entry, dm)))
 
 
-def _ce_grad_text(attrs, args, pos, shape):
-    """SoftmaxOutput's gradient: ``(p - one_hot(label)) * grad_scale``, ignore-masked."""
-    from ..ops.registry import lit
-    p, label = args
-    coord = "{coord:%d}" % pos if pos is not None else "0"
-    lab = f"{label}.to(tl.int32)"
-    hit = f"tl.where({coord} == {lab}, 1.0, 0.0)"
-    alpha = attrs["smooth_alpha"]
-    classes = shape[attrs["axis"] % len(shape)]
-    if alpha:
-        other = alpha / (classes - 1) if classes > 1 else 0.0
-        target = f"({hit} * {lit(1.0 - alpha)} + (1.0 - {hit}) * {lit(other)})"
-    else:
-        target = hit
-    grad = f"(({p} - {target}) * {lit(attrs['grad_scale'])})"
-    if attrs["use_ignore"]:
-        grad = f"tl.where({lab} == {int(attrs['ignore_label'])}, 0.0, {grad})"
-    return grad
-
-
 def _own_coords(dm, domain):
-    """For a random source (``OpDef.needs_random``) placed by dimmap ``dm``: per dim of
-    its shape the ``{coord:P}`` placeholder of its domain position (None where it does
-    not vary), and the positions it varies along."""
+    """For a random or index source placed by dimmap ``dm``: per dim of its shape the
+    coordinate (``ops.coord``) of the domain position it runs along (None where it
+    does not vary), and the positions it varies along."""
     pos = [p if p is not None and domain[p] > 1 else None for p in dm]
-    return ([None if p is None else "{coord:%d}" % p for p in pos],
+    return ([None if p is None else ops.coord(p) for p in pos],
             frozenset(p for p in pos if p is not None))
+
+
+def _origin(d):
+    """The operator and node an instruction computes, as errors name them."""
+    return f"operator '{d['op']}' (node '{d.get('name', '?')}')"
 
 
 def base_node(graph, n):
@@ -494,12 +510,11 @@ def special_kind(graph, n):
     return low.kind if isinstance(low, Special) else None
 
 
-def _constant_text(d):
-    from ..ops.registry import lit
+def _constant(d) -> float:
     value = d["attrs"].get("value")
     if value is None:
         value = 1.0 if d["op"] in ("ones", "_ones") else 0.0
-    return lit(value)
+    return float(value)
 
 
 def build_fused_program(graph, nodes, outside_uses) -> TileProgram:

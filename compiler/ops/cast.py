@@ -1,9 +1,9 @@
 """Dtype conversions: ``Cast`` and AMP's ``amp_cast`` / ``amp_multicast`` (mxnet 1.9.1).
 
 Inside a kernel every value is held in the kernel's compute dtype
-(``compiler/ir/dtypes.py``), so a cast is a rounding: ``x.to(tl.float16).to({cdt})``
-rounds to float16 and keeps computing; the store writes the output's storage
-dtype. ``{cdt}`` is the placeholder both lowerings replace by the compute dtype.
+(``compiler/ir/dtypes.py``), so a cast is a rounding: ``ops.round_to(x, "float16")``
+rounds to float16 and keeps computing (``x.to(tl.float16).to(tl.float32)`` in a
+Triton kernel); the store writes the output's storage dtype.
 The gradient of a cast is the output gradient; ``passes/autodiff.py`` casts every
 input gradient back to its input's dtype (mxnet's ``_backward_cast``).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..ir.dtypes import LOW_PRECISION, SUPPORTED, dtype_name
+from ..ir.expr import ops
 from .elemwise import same_shape
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, parse_bool, parse_count,
                        parse_dtype, register)
@@ -20,18 +21,13 @@ from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, parse_bool
 _AMP_FLOATS = ("float32",) + LOW_PRECISION
 
 
-def round_to(x: str, dtype: str) -> str:
-    """Triton text rounding ``x`` (a compute-dtype value) to ``dtype``."""
-    return f"{x}.to(tl.{dtype}).to({{cdt}})"
-
-
 def _torch_cast(x, dtype):
     return x.to(getattr(torch, dtype)) if dtype in SUPPORTED else x
 
 
 register(OpDef(
     name="Cast", pattern="elemwise", infer_shape=same_shape,
-    lowering=Pointwise(lambda attrs, x: round_to(x, attrs["dtype"])),
+    lowering=Pointwise(lambda attrs, x: ops.round_to(x, attrs["dtype"])),
     attrs=[Attr("dtype", parse_dtype)], passes_shape=True,
     infer_type=lambda attrs, t: (t, [attrs["dtype"]]),
     reference=lambda attrs, ins, is_train: [_torch_cast(ins[0], attrs["dtype"])],

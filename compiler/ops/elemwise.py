@@ -2,9 +2,12 @@
 shape, broadcast and with scalars), comparisons, Activation, clip, where, zeros_like / ones_like, BlockGrad and the internal backward
 operators their gradients use. (LeakyReLU has a file of its own: ``leaky_relu.py``.)
 
-Each unary row holds the operator's forward expression, torch reference and
-gradient (expression and reference) together; the table below registers the
-forward op and its ``_backward_<name>`` op from that one row.
+Each unary row holds the operator's forward math, torch reference and gradient
+(math and reference) together; the table below registers the forward op and its
+``_backward_<name>`` op from that one row. The math is written once in the
+vocabulary of ``compiler/ir/expr.py`` (``ops.exp(x)``, Python's arithmetic on
+expressions); every target emits its own code from it, so a row is all a new unary
+operator needs.
 """
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ import math
 
 import torch
 
-from .registry import (Attr, OpDef, Pointwise, ShapeError, View, broadcast_shapes, lit,
+from ..ir.expr import ops
+from .registry import (Attr, OpDef, Pointwise, ShapeError, View, broadcast_shapes,
                        merge_shape, parse_float, parse_str, choice, register)
 
 
@@ -38,50 +42,47 @@ def _ones_like_ref(x):
     return torch.ones_like(x)
 
 
-# -- unary table: name -> (expr, reference, grad_expr(dy, x, y), grad_ref(dy, x, y))
+# -- unary table: name -> (math(x), reference(x), grad_math(dy, x, y), grad_ref(dy, x, y))
+# (y is the forward's output: gradients that read it need not keep x)
 
 UNARY = {
-    "negative": ("(-{x})", torch.neg, "(-{dy})", lambda dy, x, y: -dy),
-    "square": ("({x} * {x})", torch.square, "(2.0 * {x} * {dy})", lambda dy, x, y: 2 * x * dy),
-    "sqrt": ("tl.sqrt({x})", torch.sqrt, "({dy} * 0.5 / {y})", lambda dy, x, y: dy * 0.5 / y),
-    "exp": ("tl.exp({x})", torch.exp, "({dy} * {y})", lambda dy, x, y: dy * y),
-    "log": ("tl.log({x})", torch.log, "({dy} / {x})", lambda dy, x, y: dy / x),
-    "abs": ("tl.abs({x})", torch.abs,
-            "tl.where({x} > 0, {dy}, tl.where({x} < 0, -{dy}, 0.0))",
+    "negative": (lambda x: -x, torch.neg, lambda dy, x, y: -dy, lambda dy, x, y: -dy),
+    "square": (lambda x: x * x, torch.square, lambda dy, x, y: 2.0 * x * dy,
+               lambda dy, x, y: 2 * x * dy),
+    "sqrt": (ops.sqrt, torch.sqrt, lambda dy, x, y: dy * 0.5 / y, lambda dy, x, y: dy * 0.5 / y),
+    "exp": (ops.exp, torch.exp, lambda dy, x, y: dy * y, lambda dy, x, y: dy * y),
+    "log": (ops.log, torch.log, lambda dy, x, y: dy / x, lambda dy, x, y: dy / x),
+    "abs": (ops.abs, torch.abs,
+            lambda dy, x, y: ops.where(x > 0, dy, ops.where(x < 0, -dy, 0.0)),
             lambda dy, x, y: dy * torch.sign(x)),
-    "sign": ("tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))", torch.sign,
-             "({dy} * 0.0)", lambda dy, x, y: dy * 0),
-    "sigmoid": ("tl.sigmoid({x})", torch.sigmoid, "({dy} * {y} * (1.0 - {y}))",
+    "sign": (lambda x: ops.where(x > 0, 1.0, ops.where(x < 0, -1.0, 0.0)), torch.sign,
+             lambda dy, x, y: dy * 0.0, lambda dy, x, y: dy * 0),
+    "sigmoid": (ops.sigmoid, torch.sigmoid, lambda dy, x, y: ops.sigmoid_backward(dy, y),
                 lambda dy, x, y: dy * y * (1 - y)),
-    "tanh": ("_tanh({x})", torch.tanh, "({dy} * (1.0 - {y} * {y}))",
+    "tanh": (ops.tanh, torch.tanh, lambda dy, x, y: ops.tanh_backward(dy, y),
              lambda dy, x, y: dy * (1 - y * y)),
-    "relu": ("tl.maximum({x}, 0.0)", torch.relu, "tl.where({y} > 0, {dy}, 0.0)",
+    "relu": (lambda x: ops.maximum(x, 0.0), torch.relu,
+             lambda dy, x, y: ops.threshold_backward(dy, y, 0),
              lambda dy, x, y: torch.where(y > 0, dy, torch.zeros_like(dy))),
-    "softrelu": ("(tl.maximum({x}, 0.0) + tl.log(1.0 + tl.exp(-tl.abs({x}))))",
-                 torch.nn.functional.softplus, "({dy} * tl.sigmoid({x}))",
+    "softrelu": (lambda x: ops.maximum(x, 0.0) + ops.log(1.0 + ops.exp(-ops.abs(x))),
+                 torch.nn.functional.softplus, lambda dy, x, y: dy * ops.sigmoid(x),
                  lambda dy, x, y: dy * torch.sigmoid(x)),
-    "softsign": ("({x} / (1.0 + tl.abs({x})))", torch.nn.functional.softsign,
-                 "({dy} / ((1.0 + tl.abs({x})) * (1.0 + tl.abs({x}))))",
+    "softsign": (lambda x: x / (1.0 + ops.abs(x)), torch.nn.functional.softsign,
+                 lambda dy, x, y: dy / ((1.0 + ops.abs(x)) * (1.0 + ops.abs(x))),
                  lambda dy, x, y: dy / (1 + x.abs()) ** 2),
-    "reciprocal": ("(1.0 / {x})", torch.reciprocal, "(-{dy} * {y} * {y})",
+    "reciprocal": (lambda x: 1.0 / x, torch.reciprocal, lambda dy, x, y: -dy * y * y,
                    lambda dy, x, y: -dy * y * y),
+    # mxnet's cbrt: the real cube root (cbrt(-8) = -2, cbrt(0) = 0), its gradient
+    # 1 / (3 y^2) from the output. |x|^(1/3) as exp(log|x| / 3): Triton has no cbrt
+    # (within 2e-6 relative of the exact root in float32).
+    "cbrt": (lambda x: ops.where(x < 0, -1.0, 1.0) * ops.exp(ops.log(ops.abs(x)) / 3.0),
+             lambda x: torch.sign(x) * x.abs() ** (1.0 / 3.0),
+             lambda dy, x, y: dy / (3.0 * y * y), lambda dy, x, y: dy / (3 * y * y)),
+    # mxnet's rcbrt: 1 / cbrt(x), its gradient -1 / (3 x cbrt(x)) from the input
+    "rcbrt": (lambda x: ops.where(x < 0, -1.0, 1.0) * ops.exp(ops.log(ops.abs(x)) / -3.0),
+              lambda x: torch.sign(x) / x.abs() ** (1.0 / 3.0),
+              lambda dy, x, y: -dy * y / (3.0 * x), lambda dy, x, y: -dy * y / (3 * x)),
 }
-
-
-# Backward rows ATen computes in one kernel (the cpu target calls it).
-ATEN_BACKWARD = {
-    "sigmoid": "aten.sigmoid_backward({dy}, {y})",     # dy * y * (1 - y)
-    "tanh": "aten.tanh_backward({dy}, {y})",           # dy * (1 - y * y)
-    "relu": "aten.threshold_backward({dy}, {y}, 0.0)",  # dy where y > 0, else 0
-}
-
-
-def _unary_expr(template):
-    return lambda attrs, x: template.format(x=x)
-
-
-def _backward_expr(template):
-    return lambda attrs, dy, x, y: template.format(dy=dy, x=x, y=y)
 
 
 def _unary_gradient(name):
@@ -90,16 +91,14 @@ def _unary_gradient(name):
     return gradient
 
 
-for _name, (_expr, _ref, _gexpr, _gref) in UNARY.items():
+for _name, (_math, _ref, _gmath, _gref) in UNARY.items():
     register(OpDef(
-        name=_name, pattern="elemwise", lowering=Pointwise(_unary_expr(_expr)),
+        name=_name, pattern="elemwise", lowering=Pointwise(lambda attrs, x, f=_math: f(x)),
         infer_shape=same_shape, reference=lambda attrs, ins, is_train, f=_ref: [f(ins[0])],
-        gradient=_unary_gradient(_name),
-        aliases=("_copy",) if False else ()))
+        gradient=_unary_gradient(_name)))
     register(OpDef(
         name=f"_backward_{_name}", pattern="elemwise",
-        lowering=Pointwise(_backward_expr(_gexpr), cpu=_backward_expr(ATEN_BACKWARD[_name])
-                           if _name in ATEN_BACKWARD else None),
+        lowering=Pointwise(lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)),
         arguments=("ograd", "data", "output"), infer_shape=same_shape,
         reference=lambda attrs, ins, is_train, f=_gref: [f(*ins)]))
 
@@ -116,7 +115,7 @@ def _act_gradient(b, n):
 
 register(OpDef(
     name="Activation", pattern="elemwise",
-    lowering=Pointwise(lambda attrs, x: UNARY[attrs["act_type"]][0].format(x=x)),
+    lowering=Pointwise(lambda attrs, x: UNARY[attrs["act_type"]][0](x)),
     attrs=[Attr("act_type", choice(*ACT_TYPES))],
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [UNARY[attrs["act_type"]][1](ins[0])],
@@ -124,40 +123,34 @@ register(OpDef(
 
 
 # -- binary arithmetic ------------------------------------------------------------
-# name -> (expr, reference, gradient(b, a, c, y, dy) -> (da, dc) before reduction)
-
-def _pow_expr(a, c):
-    return f"tl.exp({c} * tl.log({a}))"
-
+# name -> (math(a, c), reference, gradient(b, a, c, y, dy) -> (da, dc) before reduction)
 
 BINARY = {
-    "add": ("({a} + {c})", torch.add, lambda b, a, c, y, dy: (dy, dy)),
-    "sub": ("({a} - {c})", torch.sub, lambda b, a, c, y, dy: (dy, -dy)),
-    "mul": ("({a} * {c})", torch.mul, lambda b, a, c, y, dy: (dy * c, dy * a)),
-    "div": ("({a} / {c})", torch.div, lambda b, a, c, y, dy: (dy / c, -(dy * y) / c)),
-    "power": (None, torch.pow,
+    "add": (lambda a, c: a + c, torch.add, lambda b, a, c, y, dy: (dy, dy)),
+    "sub": (lambda a, c: a - c, torch.sub, lambda b, a, c, y, dy: (dy, -dy)),
+    "mul": (lambda a, c: a * c, torch.mul, lambda b, a, c, y, dy: (dy * c, dy * a)),
+    "div": (lambda a, c: a / c, torch.div, lambda b, a, c, y, dy: (dy / c, -(dy * y) / c)),
+    "power": (lambda a, c: ops.exp(c * ops.log(a)), torch.pow,
               lambda b, a, c, y, dy: (dy * c * y / a, dy * y * b.log(a))),
-    "maximum": ("tl.maximum({a}, {c})", torch.maximum,
+    "maximum": (ops.maximum, torch.maximum,
                 lambda b, a, c, y, dy: (b.op("_where_ge", dy, a, c), b.op("_where_ge", dy, c, a,
                                                                           strict=True))),
-    "minimum": ("tl.minimum({a}, {c})", torch.minimum,
+    "minimum": (ops.minimum, torch.minimum,
                 lambda b, a, c, y, dy: (b.op("_where_ge", dy, c, a), b.op("_where_ge", dy, a, c,
                                                                           strict=True))),
 }
 
+# name -> (math, reference): 1.0 where the comparison holds, else 0.0
 COMPARE = {
-    "equal": "==", "not_equal": "!=", "greater": ">", "greater_equal": ">=",
-    "lesser": "<", "lesser_equal": "<=",
+    "equal": (ops.eq, torch.eq), "not_equal": (ops.ne, torch.ne),
+    "greater": (ops.gt, torch.gt), "greater_equal": (ops.ge, torch.ge),
+    "lesser": (ops.lt, torch.lt), "lesser_equal": (ops.le, torch.le),
 }
-_TORCH_CMP = {"==": torch.eq, "!=": torch.ne, ">": torch.gt, ">=": torch.ge,
-              "<": torch.lt, "<=": torch.le}
 
 
 def _binary_expr(name):
-    template = BINARY[name][0]
-    if template is None:
-        return lambda attrs, a, c: _pow_expr(a, c)
-    return lambda attrs, a, c: template.format(a=a, c=c)
+    math_ = BINARY[name][0]
+    return lambda attrs, a, c: math_(a, c)
 
 
 def _binary_gradient(name, broadcast):
@@ -204,26 +197,25 @@ for _name, (_expr, _ref, _) in BINARY.items():
         if _public else (("broadcast_plus",) if _name == "add" else
                          ("broadcast_minus",) if _name == "sub" else ())))
 
-for _name, _sym in COMPARE.items():
+for _name, (_cmp, _tcmp) in COMPARE.items():
     register(OpDef(
         name=f"broadcast_{_name}", pattern="broadcast",
-        lowering=Pointwise(lambda attrs, a, c, s=_sym: f"tl.where({a} {s} {c}, 1.0, 0.0)"),
+        lowering=Pointwise(lambda attrs, a, c, f=_cmp: ops.where(f(a, c), 1.0, 0.0)),
         arguments=("lhs", "rhs"), infer_shape=broadcast_shape,
-        reference=lambda attrs, ins, is_train, f=_TORCH_CMP[_sym]: [f(ins[0], ins[1]).to(ins[0].dtype)],
+        reference=lambda attrs, ins, is_train, f=_tcmp: [f(ins[0], ins[1]).to(ins[0].dtype)],
         gradient=lambda b, n: [b.zeros_like(n.inputs[0]), b.zeros_like(n.inputs[1])],
         aliases=(f"_{_name}", f"elemwise_{_name}" if False else f"_{_name.title().replace('_', '')}")))
     register(OpDef(
         name=f"_{_name}_scalar", pattern="elemwise",
-        lowering=Pointwise(lambda attrs, a, s=_sym: f"tl.where({a} {s} {lit(attrs['scalar'])}, 1.0, 0.0)"),
+        lowering=Pointwise(lambda attrs, a, f=_cmp: ops.where(f(a, attrs["scalar"]), 1.0, 0.0)),
         attrs=[Attr("scalar", parse_float)], infer_shape=same_shape,
-        reference=lambda attrs, ins, is_train, f=_TORCH_CMP[_sym]: [f(ins[0], attrs["scalar"]).to(ins[0].dtype)],
+        reference=lambda attrs, ins, is_train, f=_tcmp: [f(ins[0], attrs["scalar"]).to(ins[0].dtype)],
         gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
         aliases=(f"_{_name.title().replace('_', '')}Scalar",)))
 
 
 def _where_ge_expr(attrs, dy, a, c):
-    op = ">" if attrs["strict"] else ">="
-    return f"tl.where({a} {op} {c}, {dy}, 0.0)"
+    return ops.where(a > c if attrs["strict"] else a >= c, dy, 0.0)
 
 
 def _where_ge_ref(attrs, ins, is_train):
@@ -240,50 +232,50 @@ register(OpDef(
 
 
 # -- scalar arithmetic ------------------------------------------------------------
-# name -> (expr(x, s), reference(x, s), gradient(b, x, y, dy, s), mxnet alias)
+# name -> (math(x, s), reference(x, s), gradient(b, x, y, dy, s), mxnet alias)
+
+def _power_scalar_math(x, s):
+    if s == int(s) and 0 <= s <= 4:        # small integer powers: products, exact
+        y = ops.const(1.0)
+        for k in range(int(s)):
+            y = x if k == 0 else y * x
+        return y
+    return ops.exp(s * ops.log(x))
+
 
 SCALAR = {
-    "_plus_scalar": ("({x} + {s})", lambda x, s: x + s, lambda b, x, y, dy, s: dy, "_PlusScalar"),
-    "_minus_scalar": ("({x} - {s})", lambda x, s: x - s, lambda b, x, y, dy, s: dy, "_MinusScalar"),
-    "_rminus_scalar": ("({s} - {x})", lambda x, s: s - x, lambda b, x, y, dy, s: -dy,
+    "_plus_scalar": (lambda x, s: x + s, lambda x, s: x + s, lambda b, x, y, dy, s: dy,
+                     "_PlusScalar"),
+    "_minus_scalar": (lambda x, s: x - s, lambda x, s: x - s, lambda b, x, y, dy, s: dy,
+                      "_MinusScalar"),
+    "_rminus_scalar": (lambda x, s: s - x, lambda x, s: s - x, lambda b, x, y, dy, s: -dy,
                        "_RMinusScalar"),
-    "_mul_scalar": ("({x} * {s})", lambda x, s: x * s,
+    "_mul_scalar": (lambda x, s: x * s, lambda x, s: x * s,
                     lambda b, x, y, dy, s: b.op("_mul_scalar", dy, scalar=s), "_MulScalar"),
-    "_div_scalar": ("({x} / {s})", lambda x, s: x / s,
+    "_div_scalar": (lambda x, s: x / s, lambda x, s: x / s,
                     lambda b, x, y, dy, s: b.op("_div_scalar", dy, scalar=s), "_DivScalar"),
-    "_rdiv_scalar": ("({s} / {x})", lambda x, s: s / x,
+    "_rdiv_scalar": (lambda x, s: s / x, lambda x, s: s / x,
                      lambda b, x, y, dy, s: -(dy * y) / x, "_RDivScalar"),
-    "_power_scalar": (None, lambda x, s: x ** s,
+    "_power_scalar": (_power_scalar_math, lambda x, s: x ** s,
                       lambda b, x, y, dy, s: dy * b.op("_power_scalar", x, scalar=s - 1.0) * s,
                       "_PowerScalar"),
-    "_rpower_scalar": ("tl.exp({x} * {logs})", lambda x, s: torch.pow(torch.tensor(s), x),
+    # log(s) in double: float64 kernels
+    "_rpower_scalar": (lambda x, s: ops.exp(x * math.log(s)),
+                       lambda x, s: torch.pow(torch.tensor(s), x),
                        lambda b, x, y, dy, s: dy * y * math.log(s),
                        "_RPowerScalar"),
-    "_maximum_scalar": ("tl.maximum({x}, {s})", lambda x, s: torch.clamp(x, min=s),
+    "_maximum_scalar": (ops.maximum, lambda x, s: torch.clamp(x, min=s),
                         lambda b, x, y, dy, s: dy * b.op("_greater_equal_scalar", x, scalar=s),
                         "_MaximumScalar"),
-    "_minimum_scalar": ("tl.minimum({x}, {s})", lambda x, s: torch.clamp(x, max=s),
+    "_minimum_scalar": (ops.minimum, lambda x, s: torch.clamp(x, max=s),
                         lambda b, x, y, dy, s: dy * b.op("_lesser_equal_scalar", x, scalar=s),
                         "_MinimumScalar"),
 }
 
 
-def _power_scalar_expr(x, s):
-    if s == int(s) and 0 <= s <= 4:
-        return "(" + " * ".join([x] * int(s)) + ")" if s else "1.0"
-    return f"tl.exp({lit(s)} * tl.log({x}))"
-
-
 def _scalar_expr(name):
-    template = SCALAR[name][0]
-
-    def expr(attrs, x):
-        s = attrs["scalar"]
-        if template is None:
-            return _power_scalar_expr(x, s)
-        logs = lit(math.log(s)) if "{logs}" in template else ""   # in double: float64 kernels
-        return template.format(x=x, s=lit(s), logs=logs)
-    return expr
+    math_ = SCALAR[name][0]
+    return lambda attrs, x: math_(x, attrs["scalar"])
 
 
 def _scalar_gradient(name):
@@ -303,7 +295,7 @@ for _name, (_e, _ref, _g, _alias) in SCALAR.items():
 # -- clip, where, constants, identity -----------------------------------------------
 
 def _clip_expr(attrs, x):
-    return f"tl.minimum(tl.maximum({x}, {lit(attrs['a_min'])}), {lit(attrs['a_max'])})"
+    return ops.minimum(ops.maximum(x, attrs["a_min"]), attrs["a_max"])
 
 
 def _clip_gradient(b, n):
@@ -319,8 +311,8 @@ register(OpDef(
     gradient=_clip_gradient))
 register(OpDef(
     name="_backward_clip", pattern="elemwise", arguments=("ograd", "data"), attrs=_CLIP_ATTRS,
-    lowering=Pointwise(lambda attrs, dy, x: (
-        f"tl.where(({x} >= {lit(attrs['a_min'])}) & ({x} <= {lit(attrs['a_max'])}), {dy}, 0.0)")),
+    lowering=Pointwise(lambda attrs, dy, x: ops.where(
+        (x >= attrs["a_min"]) & (x <= attrs["a_max"]), dy, 0.0)),
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [torch.where(
         (ins[1] >= attrs["a_min"]) & (ins[1] <= attrs["a_max"]), ins[0],
@@ -361,18 +353,18 @@ def _where_gradient(b, n):
 
 register(OpDef(
     name="where", pattern="broadcast",
-    lowering=Pointwise(lambda attrs, c, x, y: f"tl.where({c} != 0, {x}, {y})", _cond_dims),
+    lowering=Pointwise(lambda attrs, c, x, y: ops.where(ops.ne(c, 0), x, y), _cond_dims),
     arguments=("condition", "x", "y"), infer_shape=_where_shape, reference=_where_ref,
     # mxnet: x, y and the output share a dtype; the condition may have any
     infer_type=lambda attrs, t: ([t[0] or t[1] or t[2]] + [t[1] or t[2]] * 2, [t[1] or t[2]]),
     gradient=_where_gradient))
 
 register(OpDef(
-    name="zeros_like", pattern="elemwise", lowering=Pointwise(lambda attrs, x: f"({x} * 0.0)"),
+    name="zeros_like", pattern="elemwise", lowering=Pointwise(lambda attrs, x: x * 0.0),
     infer_shape=same_shape, reference=lambda attrs, ins, is_train: [torch.zeros_like(ins[0])],
     gradient=lambda b, n: [b.zeros_like(n.inputs[0])]))
 register(OpDef(
-    name="ones_like", pattern="elemwise", lowering=Pointwise(lambda attrs, x: f"({x} * 0.0 + 1.0)"),
+    name="ones_like", pattern="elemwise", lowering=Pointwise(lambda attrs, x: x * 0.0 + 1.0),
     infer_shape=same_shape, reference=lambda attrs, ins, is_train: [torch.ones_like(ins[0])],
     gradient=lambda b, n: [b.zeros_like(n.inputs[0])]))
 
@@ -393,7 +385,7 @@ register(OpDef(
 # A copy into fresh contiguous memory: inserted by the compiler where a view
 # cannot be expressed by strides, or where a head is a variable or a view.
 register(OpDef(
-    name="_materialize", pattern="elemwise", lowering=Pointwise(lambda attrs, x: f"({x} + 0.0)"),
+    name="_materialize", pattern="elemwise", lowering=Pointwise(lambda attrs, x: x + 0.0),
     infer_shape=same_shape, reference=lambda attrs, ins, is_train: [ins[0].clone()],
     gradient=lambda b, n: [n.ograds[0]]))
 
@@ -405,9 +397,8 @@ register(OpDef(
 
 def _smooth_l1_expr(attrs, x):
     s2 = attrs["scalar"] ** 2
-    t = lit(1.0 / s2)
-    return (f"tl.where({x} > {t}, {x} - {lit(0.5 / s2)}, tl.where({x} < -{t}, "
-            f"-{x} - {lit(0.5 / s2)}, {lit(0.5 * s2)} * {x} * {x}))")
+    t = 1.0 / s2
+    return ops.where(x > t, x - 0.5 / s2, ops.where(x < -t, -x - 0.5 / s2, 0.5 * s2 * x * x))
 
 
 def _smooth_l1_ref(attrs, ins, is_train):
@@ -428,9 +419,8 @@ register(OpDef(
 
 def _smooth_l1_grad_expr(attrs, dy, x):
     s2 = attrs["scalar"] ** 2
-    t = lit(1.0 / s2)
-    return (f"{dy} * tl.where({x} > {t}, 1.0, tl.where({x} < -{t}, -1.0, "
-            f"{lit(s2)} * {x}))")
+    t = 1.0 / s2
+    return dy * ops.where(x > t, 1.0, ops.where(x < -t, -1.0, s2 * x))
 
 
 register(OpDef(

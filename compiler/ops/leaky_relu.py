@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.expr import ops
 from .elemwise import broadcast_shape, same_shape
-from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice, lit, parse_float,
+from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice, parse_float,
                        register)
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -45,16 +46,15 @@ _ATTRS = [Attr("act_type", choice(*ACT_TYPES), "leaky"),
 # -- the data-only act_types: forward (x) and backward (dy, x, y) rows --------------------
 
 def _fwd_expr(attrs, x):
-    act, s = attrs["act_type"], lit(attrs["slope"])
+    act, s = attrs["act_type"], attrs["slope"]
     if act == "leaky":
-        return f"tl.where({x} > 0, {x}, {x} * {s})"
+        return ops.where(x > 0, x, x * s)
     if act == "elu":
-        return f"tl.where({x} > 0, {x}, {s} * (tl.exp({x}) - 1.0))"
+        return ops.where(x > 0, x, s * (ops.exp(x) - 1.0))
     if act == "selu":
-        return (f"tl.where({x} > 0, {lit(SELU_LAMBDA)} * {x}, "
-                f"{lit(SELU_LAMBDA * SELU_ALPHA)} * (tl.exp({x}) - 1.0))")
+        return ops.where(x > 0, SELU_LAMBDA * x, SELU_LAMBDA * SELU_ALPHA * (ops.exp(x) - 1.0))
     if act == "gelu":
-        return f"(0.5 * {x} * (1.0 + tl.erf({x} * {lit(_SQRT1_2)})))"
+        return 0.5 * x * (1.0 + ops.erf(x * _SQRT1_2))
     raise ValueError(f"_leaky_relu: act_type {act} has no pointwise form")
 
 
@@ -70,17 +70,16 @@ def _fwd_ref(attrs, x):
 
 
 def _bwd_expr(attrs, dy, x, y):
-    act, s = attrs["act_type"], lit(attrs["slope"])
+    act, s = attrs["act_type"], attrs["slope"]
     if act == "leaky":
-        return f"tl.where({x} > 0, {dy}, {dy} * {s})"
+        return ops.where(x > 0, dy, dy * s)
     if act == "elu":
-        return f"tl.where({x} > 0, {dy}, {dy} * ({y} + {s}))"
+        return ops.where(x > 0, dy, dy * (y + s))
     if act == "selu":
-        return (f"tl.where({x} > 0, {dy} * {lit(SELU_LAMBDA)}, "
-                f"{dy} * ({y} + {lit(SELU_LAMBDA * SELU_ALPHA)}))")
+        return ops.where(x > 0, dy * SELU_LAMBDA, dy * (y + SELU_LAMBDA * SELU_ALPHA))
     if act == "gelu":        # Phi(x) + x * phi(x)
-        return (f"({dy} * (0.5 * (1.0 + tl.erf({x} * {lit(_SQRT1_2)})) + "
-                f"{x} * {lit(_INV_SQRT_2PI)} * tl.exp(-0.5 * {x} * {x})))")
+        return dy * (0.5 * (1.0 + ops.erf(x * _SQRT1_2)) +
+                     x * _INV_SQRT_2PI * ops.exp(-0.5 * x * x))
     raise ValueError(f"_backward_LeakyReLU: act_type {act} has no pointwise form")
 
 
@@ -111,19 +110,19 @@ register(OpDef(
 
 register(OpDef(
     name="_xelu", pattern="broadcast", arguments=("data", "slope"),
-    lowering=Pointwise(lambda attrs, x, s: f"tl.where({x} > 0, {x}, {x} * {s})"),
+    lowering=Pointwise(lambda attrs, x, s: ops.where(x > 0, x, x * s)),
     infer_shape=broadcast_shape,
     reference=lambda attrs, ins, is_train: [torch.where(ins[0] > 0, ins[0], ins[0] * ins[1])],
     doc="x > 0 ? x : slope * x, slope broadcast (numpy rule)."))
 register(OpDef(
     name="_xelu_grad", pattern="broadcast", arguments=("ograd", "data", "slope"),
-    lowering=Pointwise(lambda attrs, dy, x, s: f"tl.where({x} > 0, {dy}, {dy} * {s})"),
+    lowering=Pointwise(lambda attrs, dy, x, s: ops.where(x > 0, dy, dy * s)),
     infer_shape=broadcast_shape,
     reference=lambda attrs, ins, is_train: [torch.where(ins[1] > 0, ins[0], ins[0] * ins[2])],
     doc="dy where x > 0, else dy * slope (slope broadcast)."))
 register(OpDef(
     name="_prelu_gamma_grad", pattern="elemwise", arguments=("ograd", "data"),
-    lowering=Pointwise(lambda attrs, dy, x: f"tl.where({x} > 0, 0.0, {x} * {dy})"),
+    lowering=Pointwise(lambda attrs, dy, x: ops.where(x > 0, 0.0, x * dy)),
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [torch.where(
         ins[1] > 0, torch.zeros_like(ins[0]), ins[1] * ins[0])],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.expr import ops
 from .registry import (Attr, Decompose, OpDef, ShapeError, Special, choice, merge_shape,
                        normalize_axis, parse_bool, parse_float, parse_int,
                        parse_dtype, parse_optional_float, prod, register)
@@ -125,8 +126,25 @@ def _ce_grad_ref(attrs, ins, is_train):
     return [g]
 
 
+def _ce_grad_math(attrs, prob, label, *, coord, classes):
+    """The kernel's math: ``coord`` is the class coordinate along ``axis`` (an
+    expression) and ``classes`` the number of classes."""
+    hit = ops.where(ops.eq(coord, ops.to_int32(label)), 1.0, 0.0)
+    alpha = attrs["smooth_alpha"]
+    if alpha:
+        other = alpha / (classes - 1) if classes > 1 else 0.0
+        target = hit * (1.0 - alpha) + (1.0 - hit) * other
+    else:
+        target = hit
+    g = (prob - target) * attrs["grad_scale"]
+    if attrs["use_ignore"]:
+        g = ops.where(ops.eq(ops.to_int32(label), int(attrs["ignore_label"])), 0.0, g)
+    return g
+
+
 register(OpDef(
-    name="_softmax_ce_grad", pattern="broadcast", lowering=Special("softmax_ce_grad"),
+    name="_softmax_ce_grad", pattern="broadcast",
+    lowering=Special("softmax_ce_grad", expr=_ce_grad_math),
     arguments=("prob", "label"),
     attrs=[Attr("axis", parse_int, 1), Attr("grad_scale", parse_float, 1.0),
            Attr("ignore_label", parse_float, -1.0), Attr("use_ignore", parse_bool, False),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..ir.dtypes import LOW_PRECISION
+from ..ir.expr import ops
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, Special, choice,
                        merge_shape, normalize_axis, parse_bool, parse_float, parse_int,
                        parse_dtype, parse_optional_float, parse_shape, prod,
@@ -216,36 +217,17 @@ def _parse_stream(v) -> int:
     return n
 
 
-def _offset_text(shape, coords):
-    """The linear index in ``shape`` from the coordinates of its dims (None: size 1)."""
-    strides = [prod(shape[j + 1:]) for j in range(len(shape))]
-    return " + ".join(c if s == 1 else f"{c} * {s}" for c, s in zip(coords, strides) if c)
-
-
 def _philox_expr(attrs, seed, *, coords):
-    """``tl.rand(key, offset)``: the seed buffer's 32 bits, zero-extended, with the
-    stream in the high word; the offset an int32 linear index (int64 past 2**31).
+    """``tl.rand`` of the seed buffer's 32 bits with the stream in the key's high word,
+    at the linear index of each element in ``shape`` (int64 past 2**31 elements).
 
     ``coords`` (given by ``ir/tile_program`` to every ``needs_random`` op) holds, per dim
-    of ``shape``, the ``{coord:P}`` placeholder of the domain position it runs
-    along, or None where it does not vary.
+    of ``shape``, the coordinate of the domain position it runs along, or None where
+    it does not vary.
     """
-    bits = f"{seed}.to(tl.uint32, bitcast=True)"
-    key = f"{bits}.to(tl.int64)" + (f" + {attrs['stream'] << 32}" if attrs["stream"] else "")
-    if prod(attrs["shape"]) > 2 ** 31:
-        coords = [c and f"{c}.to(tl.int64)" for c in coords]
-    # a one-element source still needs an integer tensor offset (tl.rand calls .to on it)
-    offset = _offset_text(attrs["shape"], coords) or f"({bits} * 0)"
-    return f"tl.rand({key}, {offset})"
-
-
-def _philox_cpu(attrs, seed, *, coords):
-    """compiler/ir/philox.py's ``stream_uniform(seed, stream, coord, stride, ...)``: the
-    offset as (coordinate, stride) pairs, which ``cpu/lower`` sums in int64 (its
-    arithmetic on expression text would take the strides for floats)."""
     shape = attrs["shape"]
-    pairs = [f", {c}, {prod(shape[j + 1:])}" for j, c in enumerate(coords) if c]
-    return f"philox.stream_uniform({seed}, {int(attrs['stream'])}{''.join(pairs)})"
+    offsets = [(c, prod(shape[j + 1:])) for j, c in enumerate(coords) if c is not None]
+    return ops.philox_uniform(seed, offsets, attrs["stream"], prod(shape) > 2 ** 31)
 
 
 def _philox_ref(attrs, ins, is_train):
@@ -257,7 +239,7 @@ def _philox_ref(attrs, ins, is_train):
 
 register(OpDef(
     name="_philox_uniform", pattern="broadcast",
-    lowering=Pointwise(_philox_expr, cpu=_philox_cpu),
+    lowering=Pointwise(_philox_expr),
     arguments=("seed",), attrs=[Attr("shape", parse_shape), Attr("stream", _parse_stream)],
     needs_random=True,
     infer_shape=lambda attrs, in_shapes: ([merge_shape(in_shapes[0], (1,), "_philox_uniform "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.expr import ops
 from .registry import (Attr, OpDef, Pointwise, Reduction, ShapeError, broadcast_shapes,
                        parse_bool, parse_optional_shape, prod, register)
 
@@ -144,6 +145,6 @@ def _select_ref(attrs, ins, is_train):
 
 register(OpDef(
     name="_backward_reduce_select", pattern="broadcast",
-    lowering=Pointwise(lambda attrs, dy, x, y: f"tl.where({x} == {y}, {dy}, 0.0)"),
+    lowering=Pointwise(lambda attrs, dy, x, y: ops.where(ops.eq(x, y), dy, 0.0)),
     arguments=("ograd", "data", "output"), infer_shape=_select_shape, reference=_select_ref,
     doc="ograd where data equals the reduced output (every tied extremum gets it), else 0."))

@@ -176,20 +176,18 @@ class Attr:
 
 @dataclass(frozen=True)
 class Pointwise:
-    """An elementwise expression: ``expr(attrs, *operands) -> str`` in ``tl``.
+    """An elementwise operator's math: ``expr(attrs, *operands) -> Expr``.
 
-    Operands are Triton expressions of the same (broadcast) tile; numeric
-    attributes reach the text only through :func:`lit`. ``input_dims(attrs,
-    in_shapes, out_shape)`` may say, per input, which output dim each input
-    dim lies along (default: numpy's right-aligned broadcasting). ``cpu``, if
-    given, is the same function as one ATen call (``aten.<name>(...)``) for the
-    cpu target.
+    Written once in the vocabulary of ``compiler/ir/expr.py`` (``ops.exp(x)``,
+    ``ops.where(x > 0, dy, 0.0)``, Python's arithmetic on the operands), never as
+    a target's source text: operands are expression nodes of the same (broadcast)
+    tile and attributes enter as Python numbers; each target emits its own code
+    from the result. ``input_dims(attrs, in_shapes, out_shape)`` may say, per
+    input, which output dim each input dim lies along (default: numpy's
+    right-aligned broadcasting).
     """
-    expr: Callable[..., str]
+    expr: Callable[..., Any]
     input_dims: Optional[Callable[..., Optional[list]]] = None
-    # The cpu target's form when ATen has one kernel for what ``expr`` spells in several
-    # operations (``aten.sigmoid_backward(dy, y)``); same operands, same numbers.
-    cpu: Optional[Callable[..., str]] = None
 
 
 @dataclass(frozen=True)
@@ -237,7 +235,10 @@ class Decompose:
 
 @dataclass(frozen=True)
 class Special:
-    """A kernel of its own family: ``kind`` names the tile-IR builder used.
+    """A kernel of its own family: ``kind`` names the tile-IR builder used; ``expr``,
+    where the builder asks for one, is the operator's math in the vocabulary of
+    ``compiler/ir/expr.py`` (``softmax_ce_grad``: ``expr(attrs, prob, label, *, coord,
+    classes)``).
 
     Kinds: ``concat`` (Concat), ``gather`` (Embedding / take forward: rows of
     input 1 picked by the indices in input 0... see codegen), ``scatter_add``
@@ -249,6 +250,7 @@ class Special:
     kernel of its own each, ``compiler/ir/pool.py``).
     """
     kind: str
+    expr: Optional[Callable[..., Any]] = None
 
 
 @dataclass
@@ -330,7 +332,7 @@ class OpDef:
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
     # a Pointwise whose value depends on its own position: the tile IR passes its
-    # ``expr`` a ``coords`` keyword (per dim, the ``{coord:P}`` placeholder or None)
+    # ``expr`` a ``coords`` keyword (per dim, its coordinate ``ops.coord(P)`` or None)
     needs_coords: bool = False
     dim_links: Optional[Callable] = None
     # output i always has input i's shape (casts): a shape a consumer expects of output i
@@ -422,7 +424,7 @@ def get_op(name: str, node_name: str = "?") -> OpDef:
 # Helpers shared by the family files.
 
 def lit(x) -> str:
-    """A numeric literal for generated source: never raw attribute text."""
+    """A numeric literal for generated source (either target's): never raw attribute text."""
     f = float(x)
     if math.isnan(f):
         return "float('nan')"

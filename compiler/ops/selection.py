@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.expr import ops
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
                        normalize_axis, parse_bool, parse_float, parse_int,
                        parse_dtype, parse_optional_int, parse_shape, prod,
@@ -245,7 +246,7 @@ register(OpDef(
 
 def _axis_index_expr(attrs, *, coords):
     c = coords[attrs["axis"]]
-    return f"({c} * 1.0)" if c else "0.0"
+    return ops.const(0.0) if c is None else c * 1.0     # the integer coordinate as a float
 
 
 register(OpDef(

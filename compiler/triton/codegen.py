@@ -12,7 +12,9 @@ GPU's small ones.
 """
 from __future__ import annotations
 
+from .expr import triton_source
 from ..ir.dtypes import LOW_PRECISION, TL
+from ..ir.expr import sum_terms, value_name, value_reads
 from ..ir.rendering import Rendered, environment
 from ..ir.tile_program import TileProgram
 from ..ops.registry import prod
@@ -146,12 +148,12 @@ def instr_lines(ctx: KernelContext, ins, accumulate=None) -> list:
     if ins.kind == "expr":
         if accumulate and ins.out in accumulate.get("silent", ()):
             return []          # a sum of dots: they already added into one accumulator
-        return [f"{ins.out} = {_coords_in(ctx, ins.text)}"]
+        return [f"{ins.out} = {triton_source(ins.expr, ctx.coord, ctx.cdt, ins.origin)}"]
     if ins.kind == "const":
-        return [f"{ins.out} = {ins.text}"]
+        return [f"{ins.out} = {triton_source(ins.expr, ctx.coord, ctx.cdt, ins.origin)}"]
     if ins.kind == "reduce":
-        fill = _REDUCE_FILL[ins.text]
-        fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[ins.text]
+        fill = _REDUCE_FILL[ins.extra["combine"]]
+        fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[ins.extra["combine"]]
         scale = ins.extra.get("scale", 1.0)
         tail = f" * {float(scale)!r}" if scale != 1.0 else ""
         return [f"{ins.out} = {fn}(tl.where(mfull, {ins.args[0]}, {fill}), axis=1)[:, None]{tail}"]
@@ -183,11 +185,9 @@ def _dot_sums(prog) -> dict:
     accumulator's name), ``first`` (accumulator -> its first dot, which
     zeroes it) and ``silent`` (the adds that no longer compute anything).
     """
-    import re
     uses = {}
     for ins in prog.instrs:
-        for name in set(re.findall(r"\bv\d+\b", ins.text)) | \
-                {a for a in ins.args if isinstance(a, str)}:
+        for name in set(value_reads(ins.expr)) | {a for a in ins.args if isinstance(a, str)}:
             uses[name] = uses.get(name, 0) + 1
     for st in prog.stores:
         uses[st.value] = uses.get(st.value, 0) + 1
@@ -196,10 +196,9 @@ def _dot_sums(prog) -> dict:
     for ins in prog.instrs:
         if ins.kind != "expr" or ins.extra:
             continue
-        m = re.fullmatch(r"\((v\d+)((?: \+ v\d+)+)\)", ins.text)
-        if not m:
+        terms = sum_terms(ins.expr)
+        if terms is None:
             continue
-        terms = [m.group(1)] + re.findall(r"v\d+", m.group(2))
         if len(set(terms)) == len(terms) and all(t in member and uses.get(t) == 1 for t in terms):
             for t in terms:
                 member[t] = ins.out
@@ -269,7 +268,8 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
         if not accs and not stores:
             continue
         for r in accs:
-            lines.append(f"{r.out} = tl.full([BM, 1], {_REDUCE_FILL[r.text]}, {ctx.cdt})")
+            lines.append(f"{r.out} = tl.full([BM, 1], {_REDUCE_FILL[r.extra['combine']]}, "
+                         f"{ctx.cdt})")
         # the column values this loop needs, in program order
         need = set()
         for r in accs:
@@ -287,8 +287,9 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
             if r.out in partners:
                 continue                  # updated with its online sum below
             x = r.args[0]
-            fill = _REDUCE_FILL[r.text]
-            part = (f"tl.{r.text}(tl.where(mfull, {x}, {fill}), axis=1)[:, None]")
+            combine = r.extra["combine"]
+            fill = _REDUCE_FILL[combine]
+            part = (f"tl.{combine}(tl.where(mfull, {x}, {fill}), axis=1)[:, None]")
             if r.out in online:
                 m, x = online[r.out]
                 body += [f"{m}_tile = tl.max(tl.where(mfull, {x}, float('-inf')), axis=1)[:, None]",
@@ -298,10 +299,10 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
                          f"{r.out} = {r.out} * tl.exp({m} - {m}_ref) + tl.sum(tl.where("
                          f"mfull, tl.exp({x} - {m}_ref), 0.0), axis=1)[:, None]",
                          f"{m} = {m}_new"]
-            elif r.text == "sum":
+            elif combine == "sum":
                 body.append(f"{r.out} += {part}")
             else:
-                op = "tl.maximum" if r.text == "max" else "tl.minimum"
+                op = "tl.maximum" if combine == "max" else "tl.minimum"
                 body.append(f"{r.out} = {op}({r.out}, {part})")
         for st in stores:
             for d, st_strides in enumerate(ctx.strides[st.tensor]):
@@ -315,9 +316,8 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
 
 
 def _operands(ins) -> list:
-    import re
     return list(dict.fromkeys([a for a in ins.args if isinstance(a, str)] +
-                              re.findall(r"\bv\d+\b", ins.text)))
+                              value_reads(ins.expr)))
 
 
 def _closure(names, by_name, varies_cols) -> set:
@@ -336,32 +336,25 @@ def _closure(names, by_name, varies_cols) -> set:
 
 def _online_softmax_sums(instrs, by_name) -> dict:
     """``{sum: (max, x)}`` for every ``sum(exp(x - m))`` where ``m = max(x)``."""
-    import re
     out = {}
     for ins in instrs:
-        if ins.kind != "reduce" or ins.text != "sum" or ins.extra.get("scale", 1.0) != 1.0:
+        if ins.kind != "reduce" or ins.extra["combine"] != "sum" or \
+                ins.extra.get("scale", 1.0) != 1.0:
             continue
         e = by_name.get(ins.args[0])
-        m1 = e is not None and e.kind == "expr" and re.fullmatch(r"tl\.exp\((v\d+)\)", e.text)
-        xs = by_name.get(m1.group(1)) if m1 else None
-        m2 = xs is not None and xs.kind == "expr" and re.fullmatch(r"\((v\d+) - (v\d+)\)",
-                                                                   xs.text)
-        if not m2:
+        exp = e.expr if e is not None and e.kind == "expr" else None
+        xs = by_name.get(value_name(exp.args[0])) if exp is not None and exp.op == "exp" \
+            else None
+        diff = xs.expr if xs is not None and xs.kind == "expr" else None
+        if diff is None or diff.op != "sub" or None in map(value_name, diff.args):
             continue
-        x, m = m2.group(1), m2.group(2)
+        x, m = map(value_name, diff.args)
         mx = by_name.get(m)
-        if mx is not None and mx.kind == "reduce" and mx.text == "max" and mx.args[0] == x \
-                and mx.extra.get("scale", 1.0) == 1.0 and m not in {v[0] for v in out.values()}:
+        if mx is not None and mx.kind == "reduce" and mx.extra["combine"] == "max" and \
+                mx.args[0] == x and mx.extra.get("scale", 1.0) == 1.0 and \
+                m not in {v[0] for v in out.values()}:
             out[ins.out] = (m, x)
     return out
-
-
-def _coords_in(ctx, text):
-    """Replace ``{coord:P}`` placeholders (index-dependent ops) by coordinate names, and
-    ``{cdt}`` (casts, ``compiler/ops/cast.py``) by the compute dtype."""
-    text = text.replace("{cdt}", ctx.cdt)
-    import re
-    return re.sub(r"\{coord:(\d+)\}", lambda m: ctx.coord(int(m.group(1))) or "0", text)
 
 
 def _summary(prog):

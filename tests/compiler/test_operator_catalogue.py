@@ -24,7 +24,7 @@ NOT_YET = {
     SoftmaxActivation SpatialTransformer adam_update add_n all_finite arange arccos
     arccosh arcsin arcsinh arctan arctanh argmax_channel broadcast_hypot broadcast_like
     broadcast_logical_and broadcast_logical_or broadcast_logical_xor broadcast_mod
-    cast_storage cbrt ceil choose_element_0index col2im cos cosh crop ctc_loss cumsum
+    cast_storage ceil choose_element_0index col2im cos cosh crop ctc_loss cumsum
     degrees depth_to_space diag erf erfinv expm1 eye fill_element_0index fix floor
     ftml_update ftrl_update full gamma gammaln gather_nd hard_sigmoid histogram hypot
     im2col khatri_rao lamb_update_phase1 lamb_update_phase2 linalg_det
@@ -41,7 +41,7 @@ NOT_YET = {
     random_negative_binomial random_normal random_pdf_dirichlet random_pdf_exponential
     random_pdf_gamma random_pdf_generalized_negative_binomial
     random_pdf_negative_binomial random_pdf_normal random_pdf_poisson random_pdf_uniform
-    random_poisson random_randint random_uniform ravel_multi_index rcbrt repeat
+    random_poisson random_randint random_uniform ravel_multi_index repeat
     reset_arrays reshape_like rint rmsprop_update rmspropalex_update round rsqrt
     sample_exponential sample_gamma sample_generalized_negative_binomial
     sample_multinomial sample_negative_binomial sample_normal sample_poisson

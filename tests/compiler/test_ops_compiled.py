@@ -408,6 +408,8 @@ OPS = [
     _unary("sigmoid", sym.sigmoid, torch.sigmoid),
     _unary("tanh", sym.tanh, torch.tanh),
     _unary("relu", sym.relu, torch.relu, shapes=U4),
+    _unary("cbrt", sym.cbrt, lambda x: torch.sign(x) * x.abs() ** (1.0 / 3.0)),
+    _unary("rcbrt", sym.rcbrt, lambda x: torch.sign(x) / x.abs() ** (1.0 / 3.0)),
     _unary("clip", lambda x: sym.clip(x, a_min=-0.5, a_max=0.7), lambda x: x.clamp(-0.5, 0.7)),
     _unary("clip_wide", lambda x: sym.clip(x, a_min=-10, a_max=10), lambda x: x.clamp(-10, 10)),
     # -- Activation / LeakyReLU

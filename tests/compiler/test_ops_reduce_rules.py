@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from compiler.frontend.graph import _raw
+from compiler.ir.expr import ops
 from compiler.ops import get_op
 from compiler.ops.registry import Reduction, ShapeError
 from compiler.frontend.reference import check_gradient
@@ -164,4 +165,5 @@ def test_backward_reduce_select_rules():
         torch.tensor([[4.], [2.]])
     out, = op.reference(attrs, [dy, x, y], False)
     assert torch.equal(out, torch.tensor([[0., 5., 5.], [0., 7., 0.]]))
-    assert "tl.where" in op.lowering.expr(attrs, "a", "b", "c")
+    e = op.lowering.expr(attrs, ops.value("dy"), ops.value("x"), ops.value("y"))
+    assert repr(e) == "where(eq(x, y), dy, const(0.0))"
