@@ -7,7 +7,8 @@ regression outputs' forward) as a graph head must still get a kernel that
 writes the output array. A head of ``identity(reshape(x))`` once returned
 zeros while its gradient was right, so this sweep checks forward, gradients,
 finite differences and inference for every row of ``test_ops_compiled.OPS``
-whose only differentiable input is ``x``, placed after each view:
+(and of every ``ROWS`` table of another ``test_ops_*.py``) whose only
+differentiable input is ``x``, placed after each view:
 
 * as the graph head: ``op(view(x))``;
 * as an inner node: ``op(view(x)) * 2`` (the product is the head).
@@ -18,7 +19,10 @@ composed with it. Both cpu targets run every case.
 """
 from __future__ import annotations
 
+import glob
+import importlib
 import math
+import os
 from dataclasses import replace
 
 import pytest
@@ -29,9 +33,21 @@ from tests.compiler.test_ops_compiled import OPS, Op, check
 from tests.conftest import assert_same_launches_on_cpu_targets
 
 
+def _tables():
+    """``OPS`` of test_ops_compiled.py, and ``ROWS`` of every other
+    ``tests/compiler/test_ops_*.py`` that keeps its operator family's table there."""
+    rows = list(OPS)
+    folder = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(folder, "test_ops_*.py"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        if name not in ("test_ops_compiled", "test_ops_after_views"):
+            rows += getattr(importlib.import_module(f"tests.compiler.{name}"), "ROWS", [])
+    return rows
+
+
 def _rows():
     """Rows with one data input ``x`` (others labels bound with grad_req null)."""
-    return [op for op in OPS
+    return [op for op in _tables()
             if op.inputs[0] == "x" and set(op.inputs[1:]) <= set(op.nograd)
             and not op.aux and not op.needs_shapes]
 
