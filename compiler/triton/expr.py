@@ -8,7 +8,10 @@ it, and a left-nested chain ``dy * y * y`` keeps its evaluation order.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..ir.expr import evaluate
 from ..ops.registry import lit
@@ -66,6 +69,11 @@ class TritonOps:
 
     def const(self, x):
         text = lit(x) if isinstance(x, float) else str(int(x))
+        if self.cdt == "tl.float64" and isinstance(x, float) and math.isfinite(x) and \
+                float(np.float32(x)) != x:
+            # Triton types a Python float as float32 (the compiled kernel rounds 0.1 to
+            # 0.1f even beside float64 values; seen on an H100): a float64 constant
+            return _Text(f"tl.full([], {text}, tl.float64)")
         return _Text(text, _NEG_LITERAL if text.startswith("-") else _ATOM)
 
     def coord(self, pos):

@@ -137,3 +137,31 @@ def test_no_target_parses_generated_code():
         for f in files:
             if f.endswith(".py"):
                 assert "ast.parse(" not in open(os.path.join(folder, f)).read(), f
+
+
+def test_float64_kernels_carry_constants_in_float64():
+    """Triton types a Python float as float32: compiled for an H100, a float64 clip at
+    0.1 returned 0.1f (error 1.5e-9). In a float64 kernel a constant that float32 cannot
+    hold is a float64 tensor; one it holds exactly stays a literal."""
+    from compiler.ir.expr import ops
+    x = ops.value("v1")
+    text = triton_source(ops.maximum(x, 0.1) + 0.5, lambda pos: None, "tl.float64")
+    assert "tl.full([], 0.1, tl.float64)" in text and "0.5" in text and \
+        "tl.full([], 0.5" not in text
+    assert "tl.full" not in triton_source(ops.maximum(x, 0.1), lambda pos: None, "tl.float32")
+
+
+def test_float64_constant_keeps_its_value_in_the_interpreter_and_compiles_for_cuda(
+        monkeypatch):
+    """The float64 clip of the operator table, run by Triton's interpreter, equals
+    torch's clamp exactly; its kernel compiles to cubin (the session sweep)."""
+    import torch
+    from compiler import symbol as sym
+    from runtime.context import cpu
+    monkeypatch.setenv("SYMTRITON_CPU_TARGET", "interpret")
+    exe = sym.clip(sym.Variable("x"), a_min=0.1, a_max=0.7).simple_bind(
+        cpu(), grad_req="null", type_dict={"x": "float64"}, x=(3, 5))
+    x = torch.linspace(-1, 1, 15, dtype=torch.float64).reshape(3, 5)
+    exe.arg_dict["x"][:] = x
+    out = exe.forward()[0]
+    assert torch.equal(torch.as_tensor(out), x.clamp(0.1, 0.7))
