@@ -156,12 +156,16 @@ def main(argv=None):
     print(f"{'validation accuracy':26}" + "".join(f"{a:14.4f}" for a in accs))
     print(f"{'launches / step':26}{launches:14.1f}")
     print(f"{'bind + first step s':26}{compile_s:14.2f}   (cold cache: includes compiling)")
+    from benchmarks.flops import print_machine_distance, train_step_gflop
+    gflop = train_step_gflop(lenet(), data=(args.batch, 1, 28, 28),
+                             softmax_label=(args.batch,)) / args.batch
+    gflops, peak = print_machine_distance(26, cols, sps, gflop, args.threads)
     print(f"RESULT lenet sym_sps={sym_sps:.2f} eager_sps={eager_sps:.2f} "
           f"ratio={sym_sps / eager_sps:.5f} sym_acc={sym_acc:.4f} eager_acc={eager_acc:.4f} "
           f"mxnet_sps={None if mx_sps is None else f'{mx_sps:.2f}'} "
           f"ratio_mxnet={None if mx_sps is None else f'{sym_sps / mx_sps:.5f}'} "
           f"mxnet_acc={None if mx_acc is None else f'{mx_acc:.4f}'} launches={launches:.1f} "
-          f"threads={args.threads}")
+          f"threads={args.threads} gflops={gflops:.2f} peak_gflops={peak:.2f}")
     return {"sym_sps": sym_sps, "eager_sps": eager_sps, "sym_acc": sym_acc,
             "eager_acc": eager_acc, "mxnet_sps": mx_sps, "mxnet_acc": mx_acc}
 

@@ -482,6 +482,11 @@ def main(argv=None):
     print(f"(rounds: {len(sym_times)}; symtriton {', '.join(f'{t:.2f}' for t in sym_times)} s; "
           f"eager {', '.join(f'{t:.2f}' for t in eager_times)} s"
           + (f"; mxnet {', '.join(f'{t:.2f}' for t in mx_times)} s" if mx_times else "") + ")")
+    from benchmarks.flops import print_machine_distance, train_step_gflop
+    key = max(visited)                       # matrix FLOPs per token do not depend on it
+    gflop = train_step_gflop(sym_gen(key)[0], data=(args.batch_size, key),
+                             softmax_label=(args.batch_size, key)) / (args.batch_size * key)
+    gflops, peak = print_machine_distance(30, cols, vals, gflop, args.threads)
     print(f"mean NLL per counted token, first epoch: symtriton {sym_nll:.4f}, eager "
           f"{eager_nll:.4f}; first batch loss relative difference {first_loss_diff:.1e}")
     print()
@@ -523,7 +528,8 @@ def main(argv=None):
           f"ratio={sym_tps / eager_tps:.5f} "
           f"mxnet_tps={mx_tps if mx_tps is None else f'{mx_tps:.2f}'} "
           f"ratio_mxnet={None if mx_tps is None else f'{sym_tps / mx_tps:.5f}'} "
-          f"threads={args.threads} launches_per_layer_step_fwd={lpls:.3f} "
+          f"threads={args.threads} gflops={gflops:.2f} peak_gflops={peak:.2f} "
+          f"launches_per_layer_step_fwd={lpls:.3f} "
           f"mem_ratio={mem_ratio:.4f} switch_us={switch_us:.2f} "
           f"switch_compiles={switch_compiles} switch_lookups={switch_lookups} "
           f"bytes_all={all_bytes} bytes_largest_alone={alone_bytes} "

@@ -144,11 +144,15 @@ def main(argv=None):
     print(f"{'symtriton speed / side':26}" + "".join(f"{sym_sps / v:14.3f}" for v in vals))
     print(f"{'launches / step':26}{launches:14.1f}")
     print(f"{'validation accuracy':26}{sym_acc:14.3f}{eager_acc:14.3f}")
+    from benchmarks.flops import print_machine_distance, train_step_gflop
+    gflop = train_step_gflop(mlp(args.hidden, args.classes), data=(args.batch, args.dim),
+                             softmax_label=(args.batch,)) / args.batch
+    gflops, peak = print_machine_distance(26, cols, vals, gflop, args.threads)
     print(f"RESULT fit sym_sps={sym_sps:.2f} eager_sps={eager_sps:.2f} "
           f"ratio={sym_sps / eager_sps:.5f} launches={launches:.1f} sym_acc={sym_acc:.4f} "
           f"eager_acc={eager_acc:.4f} mxnet_sps={None if mx_sps is None else f'{mx_sps:.2f}'} "
           f"ratio_mxnet={None if mx_sps is None else f'{sym_sps / mx_sps:.5f}'} "
-          f"threads={args.threads}")
+          f"threads={args.threads} gflops={gflops:.2f} peak_gflops={peak:.2f}")
 
 
 if __name__ == "__main__":
