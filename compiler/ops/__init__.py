@@ -15,3 +15,5 @@ from . import spatial  # noqa: F401
 from . import normalization  # noqa: F401
 from . import selection  # noqa: F401
 from . import cast  # noqa: F401
+from . import sequence  # noqa: F401
+from . import nn_more  # noqa: F401
