@@ -15,3 +15,5 @@ from . import spatial  # noqa: F401
 from . import normalization  # noqa: F401
 from . import selection  # noqa: F401
 from . import cast  # noqa: F401
+from . import shape_more  # noqa: F401
+from . import shape_like  # noqa: F401
