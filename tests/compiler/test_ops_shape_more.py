@@ -164,3 +164,50 @@ def test_op(op, shapes, cpu_target):
     exe = check(op, shapes)
     if cpu_target == "interpret":
         assert_same_launches_on_cpu_targets(exe)
+
+
+_x, _y = sym.Variable("x"), sym.Variable("y")
+
+
+@pytest.mark.parametrize("s,shapes,words", [
+    (sym.slice(_x, begin=(0,), end=(1,), step=(0,)), {"x": (3, 5)}, "step[0] cannot be 0"),
+    (sym.slice(_x, begin=(0, 0, 0), end=(1, 1, 1)), {"x": (3, 5)}, "name more axes"),
+    (sym.slice(_x, begin=(0, 1), end=(1,)), {"x": (3, 5)}, "same length"),
+    (sym.slice(_x, begin=(2,), end=(1,)), {"x": (3, 5)}, "select no element"),
+    (sym.squeeze(_x, axis=0), {"x": (2, 1, 3)}, "size is 2, not 1"),
+    (sym.squeeze(_x, axis=(1, 1)), {"x": (2, 1, 3)}, "duplicate"),
+    (sym.squeeze(_x, axis=5), {"x": (2, 1, 3)}, "out of bounds"),
+    (sym.stack(_x, _y, axis=3), {"x": (2, 3), "y": (2, 3)}, "axis=3"),
+    (sym.stack(_x, _y), {"x": (2, 3), "y": (2, 4)}, "same shape"),
+    (sym.tile(_x, reps=(0, 2)), {"x": (2, 3)}, "positive"),
+    (sym.repeat(_x, repeats=2, axis=2), {"x": (2, 3)}, "out of bounds"),
+    (sym.reshape_like(_x, _y), {"x": (2, 3), "y": (3, 3)}, "different size"),
+    (sym.reshape_like(_x, _y, lhs_begin=2, lhs_end=1), {"x": (2, 3, 4), "y": (5, 4, 3)},
+     "lhs_begin=2"),
+    (sym.slice_like(_x, _y), {"x": (4, 5), "y": (2, 6)}, "exceeds the size 5"),
+    (sym.slice_like(_x, _y), {"x": (4, 5, 6), "y": (2, 3)}, "ranks differ"),
+    (sym.broadcast_like(_x, _y), {"x": (3, 5), "y": (2, 5)}, "cannot be broadcast"),
+    (sym.broadcast_like(_x, _y, lhs_axes=(1,), rhs_axes=(2,)), {"x": (1, 5), "y": (2, 5, 7)},
+     "not 1"),
+    (sym.depth_to_space(_x, block_size=2), {"x": (2, 6, 2, 2)}, "multiple of block_size^2"),
+    (sym.depth_to_space(_x, block_size=2), {"x": (2, 8, 2)}, "4-D"),
+    (sym.space_to_depth(_x, block_size=2), {"x": (2, 6, 3, 2)}, "multiple of block_size=2"),
+    (sym.split_v2(_x, (3, 1), axis=-1), {"x": (2, 5)}, "start 3 is not less than end 1"),
+    (sym.split_v2(_x, (1, 7), axis=-1), {"x": (2, 5)}, "end 7 exceeds"),
+    (sym.split_v2(_x, (1, 3), axis=-1, squeeze_axis=True), {"x": (2, 5)}, "axis size of 1"),
+])
+def test_shape_errors_name_the_operator_and_the_shapes(s, shapes, words):
+    with pytest.raises(MXNetError) as info:
+        s.infer_shape(**shapes)
+    assert words in str(info.value)
+
+
+def test_attributes_keep_mxnets_defaults_and_json():
+    s = sym.slice(_x, begin=(None, 1), end=(None, -1), step=(-1, 2))
+    node = [n for n in __import__("json").loads(s.tojson())["nodes"] if n["op"] == "slice"][0]
+    assert node["attrs"] == {"begin": "(None, 1)", "end": "(None, -1)", "step": "(-1, 2)"}
+    assert sym.split_v2(_x, 3).infer_shape(x=(7, 2))[1] == [(3, 2), (2, 2), (2, 2)]
+    assert sym.squeeze(_x).infer_shape(x=(1, 1))[1] == [(1,)]
+    assert sym.slice(_x, begin=(-10,), end=(10,)).infer_shape(x=(3, 5))[1] == [(3, 5)]
+    with pytest.raises(ValueError):
+        sym.split_v2(_x, [1, 2])
