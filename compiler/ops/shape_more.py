@@ -7,7 +7,8 @@ negative step is a negative stride, as ``reverse``), so it fuses into its
 consumers. ``stack``, ``tile`` and ``repeat`` are ``Decompose`` rewrites into
 views (``expand_dims``, ``broadcast_to``, ``Reshape``) and ``Concat``; a
 ``Reshape`` of a broadcast is no strided view, so the compiler copies there.
-The family's other operators are in ``shape_like.py`` and ``creation.py``.
+The family's operators that take a second input's shape, move blocks or split are
+in ``shape_like.py``.
 """
 from __future__ import annotations
 
