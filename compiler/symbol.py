@@ -10,6 +10,7 @@ auto-created argument variables (``fc1_weight``) and auto names
 """
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sys
@@ -303,7 +304,7 @@ class Symbol:
             if not matches:
                 raise MXNetError(f"no output named '{index}'; outputs are {names}")
             index = matches[0]
-        if isinstance(index, slice):
+        if isinstance(index, builtins.slice):   # the module's `slice` is mxnet's operator
             return Symbol(self._outputs[index])
         if not -len(self._outputs) <= index < len(self._outputs):
             raise IndexError(f"output index {index} out of range for {len(self._outputs)} outputs")
@@ -607,7 +608,12 @@ _METHOD_OPS = {"reshape": "Reshape", "flatten": "Flatten", "transpose": "transpo
                "abs": "abs", "sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu",
                "swapaxes": "SwapAxis", "split": "SliceChannel", "slice_axis": "slice_axis",
                "clip": "clip", "softmax": "softmax", "log_softmax": "log_softmax",
-               "zeros_like": "zeros_like", "ones_like": "ones_like", "dot": "dot"}
+               "zeros_like": "zeros_like", "ones_like": "ones_like", "dot": "dot",
+               # shape operators (compiler/ops/shape_more.py, shape_like.py)
+               "slice": "slice", "squeeze": "squeeze", "tile": "tile", "repeat": "repeat",
+               "flip": "reverse", "reshape_like": "reshape_like", "slice_like": "slice_like",
+               "broadcast_like": "broadcast_like", "depth_to_space": "depth_to_space",
+               "space_to_depth": "space_to_depth", "split_v2": "split_v2"}
 
 _HINTS = {"elemwise_add": "_plus", "elemwise_sub": "_minus", "elemwise_mul": "_mul",
           "elemwise_div": "_div", "_power": "_power", "_plus_scalar": "_plusscalar",
@@ -921,6 +927,37 @@ def _make_op_function(op_name):
     fn.__name__ = op_name
     fn.__doc__ = opdef.doc or f"The mxnet operator ``{op_name}``."
     return fn
+
+
+def split_v2(ary, indices_or_sections, axis=0, squeeze_axis=False):
+    """Split ``ary`` along ``axis`` (``mxnet.symbol.split_v2``).
+
+    Parameters
+    ----------
+    ary : Symbol
+    indices_or_sections : int or tuple of int
+        An int N: N parts whose sizes differ by at most one, the larger first. A tuple:
+        the boundaries, ``(2, 3)`` gives ``ary[:2]``, ``ary[2:3]``, ``ary[3:]``.
+    axis : int, optional
+        The axis to split (0).
+    squeeze_axis : bool, optional
+        Drop ``axis`` from every part (each must then have size 1 there).
+
+    Returns
+    -------
+    Symbol
+        One output per part (operator ``_split_v2``).
+    """
+    indices, sections = [], 0
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+    elif isinstance(indices_or_sections, tuple):
+        indices = [0] + list(indices_or_sections)
+    else:
+        raise ValueError("indices_or_sections must either int or tuple of ints")
+    return _create("_split_v2", [ary], {"indices": tuple(indices), "axis": axis,
+                                        "squeeze_axis": squeeze_axis, "sections": sections},
+                   None)
 
 
 def _export_ops():

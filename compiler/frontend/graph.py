@@ -320,5 +320,7 @@ def _raw(v) -> str:
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, (list, tuple)):
-        return "(" + ", ".join(str(int(x)) for x in v) + ("," if len(v) == 1 else "") + ")"
+        # None entries as mxnet writes them (slice's ``begin=(None, 1)``)
+        return "(" + ", ".join("None" if x is None else str(int(x)) for x in v) \
+            + ("," if len(v) == 1 else "") + ")"
     return str(v)

@@ -17,3 +17,5 @@ from . import selection  # noqa: F401
 from . import cast  # noqa: F401
 from . import sequence  # noqa: F401
 from . import nn_more  # noqa: F401
+from . import shape_more  # noqa: F401
+from . import shape_like  # noqa: F401

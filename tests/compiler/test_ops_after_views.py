@@ -1,6 +1,6 @@
 """Every single-data-input operator of the operator table, read through a view.
 
-A view (reshape, Flatten, expand_dims, transpose, slice_axis) writes nothing:
+A view (reshape, Flatten, expand_dims, transpose, slice_axis, slice) writes nothing:
 the operator after it reads its input's buffer with other strides, and an
 operator that is itself a view (identity, BlockGrad, Flatten, MakeLoss, the
 regression outputs' forward) as a graph head must still get a kernel that
@@ -87,8 +87,24 @@ def _slice_axis():
             lambda t, s: t[1:s[0] + 1])
 
 
+def _slice():
+    # rows 1 .. n as slice's begin/end tuples, and every other column (step 2) of an
+    # input twice as wide: a strided read along the last axes too
+    def pre(s):
+        return (s[0] + 2,) + ((2 * s[1],) + tuple(s[2:]) if len(s) > 1 else ())
+
+    def sym_view(x, s):
+        if len(s) == 1:
+            return sym.slice(x, begin=(1,), end=(s[0] + 1,))
+        return sym.slice(x, begin=(1, None), end=(s[0] + 1, None), step=(1, 2))
+
+    def torch_view(t, s):
+        return t[1:s[0] + 1] if len(s) == 1 else t[1:s[0] + 1, ::2]
+    return (lambda s: len(s) >= 1, pre, sym_view, torch_view)
+
+
 VIEWS = {"reshape": _reshape(), "Flatten": _flatten(), "expand_dims": _expand_dims(),
-         "transpose": _transpose(), "slice_axis": _slice_axis()}
+         "transpose": _transpose(), "slice_axis": _slice_axis(), "slice": _slice()}
 
 
 def _through_view(op: Op, view: str, inner: bool):
@@ -148,13 +164,13 @@ PARAMS = _params()
 
 
 def test_every_row_is_swept_after_every_view_that_can_produce_its_shape():
-    """The sweep is not empty by accident: each row meets reshape, slice_axis and
+    """The sweep is not empty by accident: each row meets reshape, slice_axis, slice and
     (with a 2-D shape) transpose, as head and as inner node."""
     ids = {p.id for p in PARAMS}
     rows = _rows()
     assert len(rows) >= 130
     for op in rows:
-        for view in ("reshape", "slice_axis"):
+        for view in ("reshape", "slice_axis", "slice"):
             assert f"{op.name}@{view}" in ids and f"{op.name}@{view}-inner" in ids
     assert sum("@Flatten" in i for i in ids) >= 200
     assert sum("@expand_dims" in i for i in ids) >= 100
