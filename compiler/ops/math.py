@@ -170,3 +170,154 @@ for _name, (_math, _ref, _gmath, _gref) in UNARY.items():
             lowering=Pointwise(lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)),
             arguments=("ograd", "data", "output"), infer_shape=same_shape,
             reference=lambda attrs, ins, is_train, f=_gref: [f(*ins)]))
+
+
+# -- binary: mod, hypot, logical and / or / xor -------------------------------------------
+
+def _mod(a, c):
+    """mxnet's mod: Python's sign rule (the divisor's sign; fmod's remainder moved by one
+    divisor where their signs differ), and 0 where the divisor is 0."""
+    r = ops.fmod(a, c)
+    moved = ((r < 0) & (c > 0)) | ((r > 0) & (c < 0))
+    return ops.where(ops.eq(c, 0.0), 0.0, ops.where(moved, r + c, r))
+
+
+def _mod_ref(a, c):
+    a, c = torch.broadcast_tensors(a, c)
+    r = torch.fmod(a, c)
+    r = torch.where(((r < 0) & (c > 0)) | ((r > 0) & (c < 0)), r + c, r)
+    return torch.where(c == 0, torch.zeros_like(r), r)
+
+
+def _hypot(a, c):
+    """sqrt(a^2 + c^2) without overflow or underflow on the way (C's hypot): the larger
+    magnitude times sqrt(1 + ratio^2)."""
+    c = abs(c) if isinstance(c, (int, float)) else ops.abs(c)     # (c: _hypot_scalar's number)
+    big = ops.maximum(ops.abs(a), c)
+    small = ops.minimum(ops.abs(a), c)
+    q = small / big
+    return ops.where(ops.eq(big, 0.0), 0.0, ops.where(
+        ops.eq(big, float("inf")), big, big * ops.sqrt(1.0 + q * q)))
+
+
+def _truth(v):
+    return ops.ne(v, 0.0)            # mxnet's logical operators: nonzero (NaN too) is true
+
+
+# name -> (math(a, c), reference(a, c), gradient(b, a, c, y, dy) -> (da, dc) before any
+# sum over broadcast dims, or None for zero gradients)
+BINARY = {
+    # d/dc mod(a, c) = -floor(a / c) (as mxnet: -inf where c = 0)
+    "mod": (_mod, _mod_ref, lambda b, a, c, y, dy: (dy, -(dy * b.floor(a / c)))),
+    "hypot": (_hypot, torch.hypot, lambda b, a, c, y, dy: (dy * a / y, dy * c / y)),
+    "logical_and": (lambda a, c: ops.where(_truth(a) & _truth(c), 1.0, 0.0),
+                    lambda a, c: ((a != 0) & (c != 0)).to(a.dtype), None),
+    "logical_or": (lambda a, c: ops.where(_truth(a) | _truth(c), 1.0, 0.0),
+                   lambda a, c: ((a != 0) | (c != 0)).to(a.dtype), None),
+    "logical_xor": (lambda a, c: ops.where(ops.ne(_truth(a), _truth(c)), 1.0, 0.0),
+                    lambda a, c: ((a != 0) ^ (c != 0)).to(a.dtype), None),
+}
+# mxnet's other names of the same-shape operators
+_SAME_ALIASES = {"mod": "_Mod", "hypot": "_Hypot", "logical_and": "_Logical_And",
+                 "logical_or": "_Logical_Or", "logical_xor": "_Logical_Xor"}
+
+
+def _binary_gradient(name, broadcast):
+    rule = BINARY[name][2]
+
+    def gradient(b, n):
+        a, c = n.inputs
+        if rule is None:
+            return [b.zeros_like(a), b.zeros_like(c)]
+        da, dc = rule(b, a, c, n.outputs[0], n.ograds[0])
+        if broadcast:
+            da, dc = _sum_to(b, da, n.in_shapes[0]), _sum_to(b, dc, n.in_shapes[1])
+        return [da, dc]
+    return gradient
+
+
+def _sum_to(b, ref, shape):
+    if tuple(ref.shape) == tuple(shape):
+        return ref
+    return b.op("_sum_to_shape", ref, shape=tuple(shape))
+
+
+for _name, (_math2, _ref2, _) in BINARY.items():
+    for _bcast in (False, True):
+        register(OpDef(
+            name=f"broadcast_{_name}" if _bcast else f"_{_name}",
+            pattern="broadcast" if _bcast else "elemwise",
+            lowering=Pointwise(lambda attrs, a, c, f=_math2: f(a, c)),
+            arguments=("lhs", "rhs"), infer_shape=broadcast_shape if _bcast else same_shape,
+            reference=lambda attrs, ins, is_train, f=_ref2: [f(ins[0], ins[1])],
+            gradient=_binary_gradient(_name, _bcast),
+            aliases=() if _bcast else (_SAME_ALIASES[_name],)))
+
+
+# -- with a scalar: x op scalar, and (r...) scalar op x --------------------------------------
+# The scalar is a Python number: whatever depends on it alone is decided here, not in
+# the kernel.
+
+def _mod_by(x, s):
+    """``x mod s`` for a number ``s``."""
+    if s == 0:
+        return ops.where(x < 0, 0.0, 0.0)        # 0 for every x (inf and NaN too), as mxnet
+    r = ops.fmod(x, s)
+    return ops.where(r < 0 if s > 0 else r > 0, r + s, r)
+
+
+def _logical_scalar(kind):
+    """``x and|or|xor s`` for a number ``s`` (true when nonzero, NaN included)."""
+    def math_(x, s):
+        t = s != 0
+        if kind == "and" and not t or kind == "or" and t:
+            return ops.where(x < 0, float(t), float(t))     # the same for every x
+        if kind == "xor" and t:
+            return ops.where(_truth(x), 0.0, 1.0)
+        return ops.where(_truth(x), 1.0, 0.0)
+    return math_
+
+
+def _scalar_like(x, s):
+    return torch.full_like(x, s)
+
+
+def _logical_scalar_ref(name):
+    return lambda x, s: BINARY[name][1](x, _scalar_like(x, s)) + x * 0.0
+
+
+SCALAR = {
+    "_mod_scalar": (_mod_by, lambda x, s: _mod_ref(x, _scalar_like(x, s)),
+                    lambda b, x, y, dy, s: dy, "_ModScalar"),
+    # d/dx (s mod x) = -floor(s / x)
+    "_rmod_scalar": (lambda x, s: _mod(ops.const(s), x),
+                     lambda x, s: _mod_ref(_scalar_like(x, s), x),
+                     lambda b, x, y, dy, s: -(dy * b.floor(b.op("_rdiv_scalar", x, scalar=s))),
+                     "_RModScalar"),
+    "_hypot_scalar": (_hypot, lambda x, s: torch.hypot(x, _scalar_like(x, s)),
+                      lambda b, x, y, dy, s: dy * x / y, "_HypotScalar"),
+    "_logical_and_scalar": (_logical_scalar("and"), _logical_scalar_ref("logical_and"), None,
+                            "_LogicalAndScalar"),
+    "_logical_or_scalar": (_logical_scalar("or"), _logical_scalar_ref("logical_or"), None,
+                           "_LogicalOrScalar"),
+    "_logical_xor_scalar": (_logical_scalar("xor"), _logical_scalar_ref("logical_xor"), None,
+                            "_LogicalXorScalar"),
+}
+
+
+def _scalar_gradient(rule):
+    def gradient(b, n):
+        if rule is None:
+            return [b.zeros_like(n.inputs[0])]
+        return [rule(b, n.inputs[0], n.outputs[0], n.ograds[0], n.attrs["scalar"])]
+    return gradient
+
+
+for _name, (_math2, _ref2, _grad2, _alias) in SCALAR.items():
+    register(OpDef(
+        name=_name, pattern="elemwise",
+        lowering=Pointwise(lambda attrs, x, f=_math2: f(x, attrs["scalar"])),
+        attrs=[Attr("scalar", parse_float, 1.0), Attr("is_int", parse_str, "True")],
+        infer_shape=same_shape,
+        reference=lambda attrs, ins, is_train, f=_ref2: [f(ins[0], attrs["scalar"])],
+        gradient=_scalar_gradient(_grad2), aliases=(_alias,)))

@@ -82,12 +82,58 @@ UNARY_ROWS = [
     _unary("logical_not", _logical_not_ref, label="logical_not_randn"),
 ]
 
-ROWS = UNARY_ROWS
+
+def _pymod(a, c):
+    """Python's (and mxnet's) remainder, the divisor's sign, in float64."""
+    return a - c * torch.floor(a / c)
+
+
+def _binary(name, build, ref, shapes, gen=None):
+    return Op(name, build, ref, shapes, inputs=("x", "y"), gen=gen or {})
+
+
+def _logic(kind):
+    fn = {"and": torch.logical_and, "or": torch.logical_or, "xor": torch.logical_xor}[kind]
+    return lambda a, c: fn(a != 0, c != 0).to(a.dtype) + (a + c) * 0.0
+
+
+POS_Y = {"y": "pos"}
+BINARY_ROWS = [
+    _binary("mod", lambda x, y: x % y, _pymod, SAME2, POS_Y),
+    _binary("mod_negative_divisor", lambda x, y: x % (y * -1.0),
+            lambda a, c: _pymod(a, -c), SAME2, POS_Y),
+    _binary("broadcast_mod", sym.broadcast_mod, _pymod, BCAST2, POS_Y),
+    Op("mod_scalar", lambda x: x % 1.5, lambda x: _pymod(x, 1.5), U3),
+    Op("mod_scalar_negative", lambda x: x % -1.5, lambda x: _pymod(x, -1.5), U3),
+    Op("rmod_scalar", lambda x: 2.5 % x, lambda x: _pymod(2.5, x), U3, gen={"x": "pos"}),
+    Op("rmod_scalar_negative", lambda x: -2.5 % x, lambda x: _pymod(-2.5, x), U3,
+       gen={"x": "pos"}),
+    _binary("hypot", sym.hypot, torch.hypot, SAME2),
+    _binary("broadcast_hypot", sym.broadcast_hypot, torch.hypot, BCAST2),
+    Op("hypot_scalar", lambda x: sym.hypot(x, -1.5), lambda x: torch.hypot(x, torch.tensor(1.5,
+       dtype=x.dtype)), U3),
+    Op("hypot_scalar_left", lambda x: sym.hypot(2.0, x), lambda x: torch.hypot(x, torch.tensor(
+       2.0, dtype=x.dtype)), U3),
+    *[_binary(f"broadcast_logical_{k}", getattr(sym, f"broadcast_logical_{k}"), _logic(k),
+              BCAST2, {"x": "cond", "y": "cond"}) for k in ("and", "or", "xor")],
+    *[Op(f"logical_{k}_scalar_{s}",
+         lambda x, k=k, s=s: getattr(sym, f"_logical_{k}_scalar")(x, scalar=s),
+         lambda x, k=k, s=s: _logic(k)(x, torch.full_like(x, s)), U3, gen={"x": "cond"})
+      for k in ("and", "or", "xor") for s in (0.0, 2.0)],
+    _binary("pow", sym.pow, torch.pow, SAME2, {"x": "pos"}),
+    _binary("power", sym.power, torch.pow, SAME2, {"x": "pos"}),
+    Op("pow_scalar", lambda x: sym.pow(x, 2.5), lambda x: x ** 2.5, U3, gen={"x": "pos"}),
+    Op("pow_rscalar", lambda x: sym.power(1.5, x), lambda x: 1.5 ** x, U3),
+]
+
+ROWS = UNARY_ROWS + BINARY_ROWS
 
 
 @pytest.mark.parametrize("op", ROWS, ids=lambda op: op.name)
 @pytest.mark.parametrize("k", range(3))
 def test_math_op(op, k, cpu_target):
+    """Forward, gradients, finite differences and inference on three shapes (a size-1
+    dim, a non-power-of-two dim, 2-D and 3-D)."""
     exe = check(op, op.shapes[k])
     if cpu_target == "interpret":
         assert_same_launches_on_cpu_targets(exe)
