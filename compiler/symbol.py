@@ -397,6 +397,8 @@ class Symbol:
     def __rtruediv__(self, o): return self._binary(o, "elemwise_div", "_rdiv_scalar", True)
     def __pow__(self, o): return self._binary(o, "_power", "_power_scalar")
     def __rpow__(self, o): return self._binary(o, "_power", "_rpower_scalar", True)
+    def __mod__(self, o): return self._binary(o, "_mod", "_mod_scalar")
+    def __rmod__(self, o): return self._binary(o, "_mod", "_rmod_scalar", True)
     def __neg__(self): return self._binary(-1.0, None, "_mul_scalar")
 
     def __abs__(self):
@@ -620,7 +622,8 @@ _HINTS = {"elemwise_add": "_plus", "elemwise_sub": "_minus", "elemwise_mul": "_m
           "_minus_scalar": "_minusscalar", "_rminus_scalar": "_rminusscalar",
           "_mul_scalar": "_mulscalar", "_div_scalar": "_divscalar",
           "_rdiv_scalar": "_rdivscalar", "_power_scalar": "_powerscalar",
-          "_rpower_scalar": "_rpowerscalar"}
+          "_rpower_scalar": "_rpowerscalar", "_mod": "_mod", "_mod_scalar": "_modscalar",
+          "_rmod_scalar": "_rmodscalar"}
 
 
 def _normalize_attr(key, value):
@@ -799,7 +802,33 @@ def minimum(left, right):
     return _max_min(left, right, "_minimum", "_minimum_scalar", min)
 
 
+def power(base, exp):
+    """``base ** exp`` elementwise, for Symbols or numbers on either side, as
+    ``mxnet.symbol.power``: two Symbols of one shape (``_power``; ``broadcast_power``
+    broadcasts), a Symbol and a number (``_power_scalar`` / ``_rpower_scalar``), or two
+    numbers (their power, a number)."""
+    return _symbol_or_number(base, exp, "_power", "_power_scalar", "_rpower_scalar",
+                             lambda a, b: a ** b)
+
+
+pow = power  # noqa: A001  (mxnet.symbol.pow is power)
+
+
+def hypot(left, right):
+    """``sqrt(left**2 + right**2)`` elementwise, for Symbols or numbers on either side, as
+    ``mxnet.symbol.hypot``: two Symbols of one shape (``_hypot``; ``broadcast_hypot``
+    broadcasts), a Symbol and a number (``_hypot_scalar``), or two numbers."""
+    return _symbol_or_number(left, right, "_hypot", "_hypot_scalar", "_hypot_scalar",
+                             lambda a, b: float(np.hypot(a, b)))
+
+
 def _max_min(left, right, op, scalar_op, fold):
+    return _symbol_or_number(left, right, op, scalar_op, scalar_op, fold)
+
+
+def _symbol_or_number(left, right, op, scalar_op, rscalar_op, fold):
+    """``op`` of two Symbols, ``scalar_op`` of a Symbol and a number, ``rscalar_op`` of a
+    number and a Symbol, ``fold`` of two numbers."""
     number = (int, float, np.number)
     if isinstance(left, Symbol) and isinstance(right, Symbol):
         return _create(op, [left, right], {}, None)
@@ -807,8 +836,8 @@ def _max_min(left, right, op, scalar_op, fold):
         return _create(scalar_op, [left], {"scalar": float(right)}, None,
                        hint=scalar_op.replace("_scalar", "scalar"))
     if isinstance(left, number) and isinstance(right, Symbol):
-        return _create(scalar_op, [right], {"scalar": float(left)}, None,
-                       hint=scalar_op.replace("_scalar", "scalar"))
+        return _create(rscalar_op, [right], {"scalar": float(left)}, None,
+                       hint=rscalar_op.replace("_scalar", "scalar"))
     if isinstance(left, number) and isinstance(right, number):
         return fold(left, right)
     raise MXNetError(f"{op.lstrip('_')}: operands must be Symbols or numbers, got "

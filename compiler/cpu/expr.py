@@ -27,7 +27,10 @@ _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, 
          "div": lambda a, b: a / b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
          "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "eq": lambda a, b: a == b,
          "ne": lambda a, b: a != b, "maximum": max, "minimum": min, "exp": math.exp,
-         "log": math.log, "abs": abs, "erf": math.erf, "sqrt": math.sqrt, "tanh": math.tanh,
+         "log": math.log, "abs": abs, "erf": math.erf, "sin": math.sin, "cos": math.cos,
+         "atan": math.atan, "log2": math.log2, "floor": math.floor, "ceil": math.ceil,
+         "fmod": math.fmod, "tan": math.tan, "log10": math.log10, "log1p": math.log1p,
+         "expm1": math.expm1, "sqrt": math.sqrt, "tanh": math.tanh,
          "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
          "logical_and": lambda a, b: bool(a and b), "logical_or": lambda a, b: bool(a or b)}
 
@@ -55,7 +58,7 @@ class ExprLowering:
                 (fn in ("add", "sub") and a[1].scalar == 0) or
                 (fn in ("mul", "div") and a[1].scalar == 1)):
             return a[0]
-        if fn in ("sub", "div") and a[0].kind == "scalar":
+        if fn in ("sub", "div", "fmod") and a[0].kind == "scalar":
             a[0] = self.const(a[0].scalar)
         if fn in ("add", "sub") and all(v.kind != "scalar" for v in a):
             fused = self.add_product(fn, a[0], a[1])
@@ -192,9 +195,11 @@ def _method(kind, fn):
 for _op, _fn in {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "lt": "lt",
                  "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne",
                  "and_": "logical_and", "or_": "logical_or", "maximum": "maximum",
-                 "minimum": "minimum"}.items():
+                 "minimum": "minimum", "fmod": "fmod"}.items():
     setattr(CpuOps, _op, _method("ew", _fn))
-for _op in ("exp", "log", "abs", "sqrt", "sigmoid", "tanh", "erf"):
+# (tan, log10, log1p and expm1 are composites: ATen's one kernel each here)
+for _op in ("exp", "log", "abs", "sqrt", "sigmoid", "tanh", "erf", "sin", "cos", "atan",
+            "log2", "floor", "ceil", "tan", "log10", "log1p", "expm1"):
     setattr(CpuOps, _op, _method("unary", _op))
 for _op in _ATEN:
     setattr(CpuOps, _op, _method("aten", _op))

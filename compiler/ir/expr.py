@@ -58,6 +58,13 @@ PRIMITIVES = {
     "sigmoid": (1, "1 / (1 + exp(-a))"),
     "tanh": (1, "the hyperbolic tangent of a"),
     "erf": (1, "the error function of a"),
+    "sin": (1, "the sine of a (radians)"),
+    "cos": (1, "the cosine of a (radians)"),
+    "atan": (1, "the arctangent of a, in [-pi/2, pi/2]"),
+    "log2": (1, "the base-2 logarithm of a"),
+    "floor": (1, "the largest integer not above a (a float)"),
+    "ceil": (1, "the smallest integer not below a (a float)"),
+    "fmod": (2, "a - b * trunc(a / b), exactly: the remainder with a's sign (C's fmod)"),
     "to_int32": (1, "a truncated toward zero to an int32 (an index)"),
     "round_to": (1, "a rounded to the dtype named by the parameter, held in the compute "
                     "dtype (a cast inside a kernel)"),
@@ -197,7 +204,27 @@ COMPOSITES = {
                       "dy * (1 - y * y): tanh's gradient from its output y"),
     "threshold_backward": (3, lambda dy, y, t: ops.where(y > t, dy, 0.0),
                            "dy where y > t, else 0: relu's gradient from its output"),
+    "tan": (1, lambda x: ops.sin(x) / ops.cos(x), "the tangent of a (radians)"),
+    "log10": (1, lambda x: ops.log2(x) * 0.30102999566398120, "the base-10 logarithm of a"),
+    "log1p": (1, lambda x: _log1p(x), "log(1 + a), accurate where a is tiny"),
+    "expm1": (1, lambda x: _expm1(x), "exp(a) - 1, accurate where a is tiny"),
 }
+
+
+def _log1p(x):
+    # Goldberg's trick: with u = 1 + x rounded, log(u) * x / (u - 1) cancels the
+    # rounding of u (1 + x loses the low bits of a tiny x; the quotient puts them back).
+    u = 1.0 + x
+    return ops.where(ops.eq(u, 1.0), x,
+                     ops.where(ops.eq(u, float("inf")), u, ops.log(u) * x / (u - 1.0)))
+
+
+def _expm1(x):
+    # Kahan's trick: (u - 1) * x / log(u) with u = exp(x) rounded, as _log1p's mirror.
+    u = ops.exp(x)
+    return ops.where(ops.eq(u, 1.0), x, ops.where(
+        ops.eq(u - 1.0, -1.0), -1.0,
+        ops.where(ops.eq(u, float("inf")), u, (u - 1.0) * x / ops.log(u))))
 
 for _name, (_arity, _what) in PRIMITIVES.items():
     if _arity is not None and not hasattr(_Vocabulary, _name):

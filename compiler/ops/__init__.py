@@ -19,3 +19,4 @@ from . import sequence  # noqa: F401
 from . import nn_more  # noqa: F401
 from . import shape_more  # noqa: F401
 from . import shape_like  # noqa: F401
+from . import math  # noqa: F401

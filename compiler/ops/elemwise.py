@@ -359,12 +359,16 @@ register(OpDef(
     infer_type=lambda attrs, t: ([t[0] or t[1] or t[2]] + [t[1] or t[2]] * 2, [t[1] or t[2]]),
     gradient=_where_gradient))
 
+# mxnet's zeros_like / ones_like ignore the values: 0 and 1 where x is inf or NaN too
+# (x * 0.0 would be NaN there, and so would the zero gradients built from zeros_like)
 register(OpDef(
-    name="zeros_like", pattern="elemwise", lowering=Pointwise(lambda attrs, x: x * 0.0),
+    name="zeros_like", pattern="elemwise",
+    lowering=Pointwise(lambda attrs, x: ops.where(x < 0, 0.0, 0.0)),
     infer_shape=same_shape, reference=lambda attrs, ins, is_train: [torch.zeros_like(ins[0])],
     gradient=lambda b, n: [b.zeros_like(n.inputs[0])]))
 register(OpDef(
-    name="ones_like", pattern="elemwise", lowering=Pointwise(lambda attrs, x: x * 0.0 + 1.0),
+    name="ones_like", pattern="elemwise",
+    lowering=Pointwise(lambda attrs, x: ops.where(x < 0, 1.0, 1.0)),
     infer_shape=same_shape, reference=lambda attrs, ins, is_train: [torch.ones_like(ins[0])],
     gradient=lambda b, n: [b.zeros_like(n.inputs[0])]))
 

@@ -21,10 +21,16 @@ _CMP, _OR, _AND, _SUM, _PRODUCT, _UNARY, _NEG_LITERAL, _ATOM = range(8)
 _BINARY = {"add": ("+", _SUM), "sub": ("-", _SUM), "mul": ("*", _PRODUCT),
            "div": ("/", _PRODUCT), "and_": ("&", _AND), "or_": ("|", _OR),
            "lt": ("<", _CMP), "le": ("<=", _CMP), "gt": (">", _CMP), "ge": (">=", _CMP),
-           "eq": ("==", _CMP), "ne": ("!=", _CMP)}
+           "eq": ("==", _CMP), "ne": ("!=", _CMP),
+           # Triton's float % is frem, C's fmod (Python's % on two numbers is not,
+           # but no operator's math takes the remainder of two constants)
+           "fmod": ("%", _PRODUCT)}
 _CALLS = {"exp": "tl.exp", "log": "tl.log", "abs": "tl.abs", "sqrt": "tl.sqrt",
           "sigmoid": "tl.sigmoid", "erf": "tl.erf", "maximum": "tl.maximum",
-          "minimum": "tl.minimum", "where": "tl.where",
+          "minimum": "tl.minimum", "where": "tl.where", "sin": "tl.sin", "cos": "tl.cos",
+          "log2": "tl.log2", "floor": "tl.floor", "ceil": "tl.ceil",
+          # arctangent without libdevice: templates/_macros.py.j2
+          "atan": "_atan",
           # tanh without libdevice (the interpreter has none): templates/_macros.py.j2
           "tanh": "_tanh"}
 
