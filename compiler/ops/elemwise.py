@@ -125,12 +125,21 @@ register(OpDef(
 # -- binary arithmetic ------------------------------------------------------------
 # name -> (math(a, c), reference, gradient(b, a, c, y, dy) -> (da, dc) before reduction)
 
+def _real_power(a, c):
+    """``a ** c`` as C's ``pow`` (and mxnet): a negative base with an integer exponent
+    keeps the sign of an odd one, with another exponent it is nan; ``0 ** 0`` is 1."""
+    mag = ops.exp(c * ops.log(ops.abs(a)))
+    signed = ops.where(ops.ne(ops.fmod(c, 2.0), 0.0), -mag, mag)
+    negative = ops.where(ops.eq(ops.floor(c), c), signed, float("nan"))
+    return ops.where(ops.eq(c, 0.0), 1.0, ops.where(a < 0, negative, mag))
+
+
 BINARY = {
     "add": (lambda a, c: a + c, torch.add, lambda b, a, c, y, dy: (dy, dy)),
     "sub": (lambda a, c: a - c, torch.sub, lambda b, a, c, y, dy: (dy, -dy)),
     "mul": (lambda a, c: a * c, torch.mul, lambda b, a, c, y, dy: (dy * c, dy * a)),
     "div": (lambda a, c: a / c, torch.div, lambda b, a, c, y, dy: (dy / c, -(dy * y) / c)),
-    "power": (lambda a, c: ops.exp(c * ops.log(a)), torch.pow,
+    "power": (_real_power, torch.pow,
               lambda b, a, c, y, dy: (dy * c * y / a, dy * y * b.log(a))),
     "maximum": (ops.maximum, torch.maximum,
                 lambda b, a, c, y, dy: (b.op("_where_ge", dy, a, c), b.op("_where_ge", dy, c, a,
@@ -240,6 +249,9 @@ def _power_scalar_math(x, s):
         for k in range(int(s)):
             y = x if k == 0 else y * x
         return y
+    if s == int(s):                         # a negative base keeps an odd power's sign
+        mag = ops.exp(s * ops.log(ops.abs(x)))
+        return ops.where(x < 0, -mag, mag) if int(s) % 2 else mag
     return ops.exp(s * ops.log(x))
 
 

@@ -137,3 +137,26 @@ def test_math_op(op, k, cpu_target):
     exe = check(op, op.shapes[k])
     if cpu_target == "interpret":
         assert_same_launches_on_cpu_targets(exe)
+
+
+@pytest.mark.parametrize("case", ["broadcast", "scalar5", "scalar_neg3", "scalar_frac"])
+def test_power_of_negative_bases_is_cs_pow(case, cpu_target):
+    """mxnet computes pow as C does: (-5) ** 3 = -125, (-2) ** 2 = 4, 0 ** 0 = 1, a
+    negative base with a fractional exponent is nan (exp(c log a) gave nan for all)."""
+    import numpy as np
+    import torch
+    from compiler import symbol as sym
+    from runtime.context import cpu
+    a = torch.tensor([[-5.0, -2.0, 0.0, 0.0, 3.0, -1.5], [2.0, -3.0, 0.0, -0.5, 1.0, -4.0]])
+    c = torch.tensor([[3.0, 2.0, 0.0, 2.0, -1.0, 2.5], [0.5, -3.0, -1.0, 4.0, 7.0, 0.0]])
+    x, y = sym.Variable("x"), sym.Variable("y")
+    if case == "broadcast":
+        s, want, args = sym.broadcast_power(x, y), torch.pow(a, c), {"x": a, "y": c}
+    else:
+        e = {"scalar5": 5.0, "scalar_neg3": -3.0, "scalar_frac": 0.5}[case]
+        s, want, args = x ** e, torch.pow(a, e), {"x": a}
+    exe = s.simple_bind(cpu(), grad_req="null", **{k: tuple(v.shape) for k, v in args.items()})
+    for k, v in args.items():
+        exe.arg_dict[k][:] = v
+    got = torch.as_tensor(exe.forward()[0])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
