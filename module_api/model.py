@@ -20,6 +20,8 @@ from runtime.context import cpu
 
 from . import ndarray as nd
 
+_LOG = logging.getLogger(__name__)
+
 BatchEndParam = namedtuple('BatchEndParams', ['epoch', 'nbatch', 'eval_metric', 'locals'])
 
 
@@ -178,7 +180,7 @@ def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_ca
     save_dict.update({('aux:%s' % k): _on_cpu(v) for k, v in aux_params.items()})
     param_name = '%s-%04d.params' % (prefix, epoch)
     nd.save(param_name, save_dict)
-    logging.info('Saved checkpoint to \"%s\"', param_name)
+    _LOG.info('Saved checkpoint to \"%s\"', param_name)
 
 
 def _on_cpu(v):
@@ -193,7 +195,7 @@ def load_params(prefix, epoch):
     arg_params = {}
     aux_params = {}
     if not save_dict:
-        logging.warning("Params file '%s' is empty", '%s-%04d.params' % (prefix, epoch))
+        _LOG.warning("Params file '%s' is empty", '%s-%04d.params' % (prefix, epoch))
         return (arg_params, aux_params)
     for k, v in save_dict.items():
         tp, name = k.split(":", 1)
