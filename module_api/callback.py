@@ -31,7 +31,7 @@ def do_checkpoint(prefix, period=1):
 
     def _callback(iter_no, sym, arg, aux):
         if (iter_no + 1) % period == 0:
-            from .model import save_checkpoint  # late: module_api.model is built separately
+            from .model_base import save_checkpoint  # late: built after this module
             save_checkpoint(prefix, iter_no + 1, sym, arg, aux)
     return _callback
 

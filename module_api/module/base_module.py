@@ -22,7 +22,7 @@ from .. import metric
 from .. import ndarray
 from ..initializer import Uniform
 from ..io import DataBatch, DataDesc, DataIter
-from ..model import BatchEndParam
+from ..model_base import BatchEndParam
 
 _LOG = logging.getLogger(__name__)
 

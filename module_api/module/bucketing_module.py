@@ -32,7 +32,7 @@ from runtime import context as ctx
 
 from .. import ndarray as nd
 from ..initializer import Uniform
-from ..model import load_params
+from ..model_base import load_params
 from .base_module import BaseModule, _check_input_names
 from .module import Module
 

@@ -21,7 +21,7 @@ from runtime.executor_group import DataParallelExecutorGroup
 from .. import ndarray as nd
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
-from ..model import (_create_kvstore, _initialize_kvstore, _update_params,
+from ..model_base import (_create_kvstore, _initialize_kvstore, _update_params,
                      _update_params_on_kvstore, load_checkpoint)
 from .base_module import BaseModule, _check_input_names, _parse_data_desc
 
