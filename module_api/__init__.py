@@ -20,7 +20,7 @@ from runtime import kvstore, kvstore as kv  # noqa: F401,E402
 from runtime import optimizer, optimizer as opt  # noqa: F401,E402
 from runtime import lr_scheduler  # noqa: F401,E402
 from . import rnn  # noqa: F401,E402
-from . import base, util, profiler  # noqa: F401,E402
+from . import base, util, profiler, viz, gluon  # noqa: F401,E402
 
 __version__ = "1.9.1"
 

@@ -7,6 +7,8 @@ import logging
 import math
 import time
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ['module_checkpoint', 'do_checkpoint', 'log_train_metric',
            'Speedometer', 'ProgressBar', 'LogValidationMetricsCallback']
 
@@ -29,7 +31,7 @@ def do_checkpoint(prefix, period=1):
 
     def _callback(iter_no, sym, arg, aux):
         if (iter_no + 1) % period == 0:
-            from .model import save_checkpoint  # late: module_api.model is built separately
+            from .model_base import save_checkpoint  # late: built after this module
             save_checkpoint(prefix, iter_no + 1, sym, arg, aux)
     return _callback
 
@@ -40,7 +42,7 @@ def log_train_metric(period, auto_reset=False):
         if param.nbatch % period == 0 and param.eval_metric is not None:
             name_value = param.eval_metric.get_name_value()
             for name, value in name_value:
-                logging.info('Iter[%d] Batch[%d] Train-%s=%f',
+                _LOG.info('Iter[%d] Batch[%d] Train-%s=%f',
                              param.epoch, param.nbatch, name, value)
             if auto_reset:
                 param.eval_metric.reset_local()
@@ -84,14 +86,14 @@ class Speedometer(object):
                 param.eval_metric.reset_local()
                 msg = 'Epoch[%d] Batch [%d-%d]\tSpeed: %.2f samples/sec'
                 msg += '\t%s=%f' * len(name_value)
-                logging.info(msg, param.epoch, count - self.frequent, count, speed,
+                _LOG.info(msg, param.epoch, count - self.frequent, count, speed,
                              *sum(name_value, ()))
             else:
                 msg = 'Epoch[%d] Batch [0-%d]\tSpeed: %.2f samples/sec'
                 msg += '\t%s=%f' * len(name_value)
-                logging.info(msg, param.epoch, count, speed, *sum(name_value, ()))
+                _LOG.info(msg, param.epoch, count, speed, *sum(name_value, ()))
         else:
-            logging.info("Iter[%d] Batch [%d]\tSpeed: %.2f samples/sec",
+            _LOG.info("Iter[%d] Batch [%d]\tSpeed: %.2f samples/sec",
                          param.epoch, count, speed)
         self.tic = time.time()
 
@@ -113,7 +115,7 @@ class ProgressBar(object):
         filled_len = int(round(self.bar_len * count / float(self.total)))
         percents = math.ceil(100.0 * count / float(self.total))
         prog_bar = '=' * filled_len + '-' * (self.bar_len - filled_len)
-        logging.info('[%s] %s%s\r', prog_bar, percents, '%')
+        _LOG.info('[%s] %s%s\r', prog_bar, percents, '%')
 
 
 class LogValidationMetricsCallback(object):
@@ -124,4 +126,4 @@ class LogValidationMetricsCallback(object):
             return
         name_value = param.eval_metric.get_name_value()
         for name, value in name_value:
-            logging.info('Epoch[%d] Validation-%s=%f', param.epoch, name, value)
+            _LOG.info('Epoch[%d] Validation-%s=%f', param.epoch, name, value)

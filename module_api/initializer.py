@@ -24,6 +24,8 @@ import torch
 from runtime import random as _rt_random
 from runtime.ndarray import NDArray
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Load", "Mixed",
            "Zero", "One", "Constant", "Uniform", "Normal", "Orthogonal", "Xavier",
            "MSRAPrelu", "Bilinear", "LSTMBias"]
@@ -154,7 +156,7 @@ class Initializer:
 
     def _verbose_print(self, desc, init, arr):
         if self._verbose and self._print_func:
-            logging.info('Initialized %s as %s: %s', desc, init, self._print_func(arr))
+            _LOG.info('Initialized %s as %s: %s', desc, init, self._print_func(arr))
 
     def dumps(self):
         """JSON ``[lower-cased class name, kwargs]``, e.g. ``'["normal", {"sigma": 0.5}]'``."""
@@ -286,14 +288,14 @@ class Load:
             _assign(arr, torch.as_tensor(np.asarray(self.param[name])) if not isinstance(
                 self.param[name], torch.Tensor) else self.param[name])
             if self.verbose:
-                logging.info('Initialized %s by loading', name)
+                _LOG.info('Initialized %s by loading', name)
         else:
             assert self.default_init is not None, \
                 "Cannot Initialize %s. Not found in loaded param " % name + \
                 "and no default Initializer is provided."
             self.default_init(name, arr)
             if self.verbose:
-                logging.info('Initialized %s by default', name)
+                _LOG.info('Initialized %s by default', name)
 
 
 class Mixed:

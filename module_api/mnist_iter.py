@@ -26,6 +26,7 @@ array here.
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import struct
 
@@ -38,6 +39,37 @@ from runtime.ndarray import as_ndarray
 from .data_iter import DataBatch, DataIter
 
 _IMAGE_MAGIC, _LABEL_MAGIC = 2051, 2049
+_LOG = logging.getLogger(__name__)
+
+# Parameters of mxnet 1.9.1's C++ iterators (src/io: the image, batch, normalize and
+# prefetch parameter structs). mxnet's MNISTIter reads its parameters with
+# ``InitAllowUnknown``, so it takes any keyword and ignores those it does not use; the
+# example programs pass some of these (``data_shape``). They are ignored here quietly;
+# any other name is ignored too, with a warning, since it is most likely a typo.
+_CPP_ITER_PARAMS = frozenset(
+    "data_shape label_width path_imglist path_imgrec path_imgidx aug_seq "
+    "preprocess_threads verbose device_id shuffle_chunk_size shuffle_chunk_seed seed_aug "
+    "round_batch mirror rand_mirror rand_crop mean_img mean_r mean_g mean_b mean_a std_r "
+    "std_g std_b std_a scale max_random_contrast max_random_illumination resize "
+    "inter_method max_rotate_angle max_aspect_ratio min_aspect_ratio max_shear_ratio "
+    "max_crop_size min_crop_size max_random_scale min_random_scale fill_value pad "
+    "random_h random_s random_l rotate rotate_list input_shape label_shape".split())
+
+
+def _ignore_arguments(kwargs):
+    """Accept keyword arguments MNISTIter has no use for, as mxnet does.
+
+    Parameters
+    ----------
+    kwargs : dict
+        The extra keyword arguments. Names that mxnet's other C++ iterators
+        declare are ignored quietly; others are ignored with a warning on this
+        module's logger.
+    """
+    unknown = sorted(k for k in kwargs if k not in _CPP_ITER_PARAMS)
+    if unknown:
+        _LOG.warning("MNISTIter: ignoring argument(s) %s, which it does not take (mxnet "
+                     "ignores unknown iterator arguments too)", unknown)
 
 
 def _read_idx(path, magic, what):
@@ -122,16 +154,17 @@ class MNISTIter(DataIter):
         Accepted, as mxnet's prefetcher takes them; everything is in memory.
     dtype : str
         ``float32`` (the only dtype here).
+    **kwargs
+        Accepted and ignored, as mxnet ignores arguments its MNIST iterator does
+        not use (``data_shape=(784,)`` in mxnet's examples); a name no mxnet
+        iterator declares is logged as a warning.
     """
 
     def __init__(self, image="./train-images-idx3-ubyte", label="./train-labels-idx1-ubyte",
                  batch_size=128, shuffle=True, flat=False, seed=0, silent=False, num_parts=1,
                  part_index=0, data_name="data", label_name="softmax_label",
                  prefetch_buffer=4, ctx="cpu", dtype=None, **kwargs):
-        if kwargs:
-            raise TypeError(f"MNISTIter: unknown argument(s) {sorted(kwargs)}; known: image, "
-                            f"label, batch_size, shuffle, flat, seed, silent, num_parts, "
-                            f"part_index, data_name, label_name, prefetch_buffer, ctx, dtype")
+        _ignore_arguments(kwargs)
         if dtype not in (None, "float32", np.float32):
             raise ValueError(f"MNISTIter: dtype={dtype!r}: symtriton computes in float32 "
                              f"only for now; leave dtype unset")
@@ -167,9 +200,9 @@ class MNISTIter(DataIter):
         self.provide_data = [DataDesc(data_name, shape, np.float32, "NCHW")]
         self.provide_label = [DataDesc(label_name, (batch_size,), np.float32, "NCHW")]
         if not silent:
-            import logging
-            logging.info("MNISTIter: load %d images, shuffle=%d, shape=%s", len(lab),
-                         int(bool(shuffle)), shape)
+            # mxnet's line (its shapes print without spaces), on this module's logger
+            _LOG.info("MNISTIter: load %d images, shuffle=%d, shape=(%s)", len(lab),
+                      int(bool(shuffle)), ",".join(str(d) for d in shape))
 
     def reset(self):
         """Rewind to the first batch (the order stays: mxnet shuffles only once)."""

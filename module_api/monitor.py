@@ -26,6 +26,8 @@ import torch
 
 from runtime.ndarray import as_ndarray
 
+_LOG = logging.getLogger(__name__)
+
 _log = logging.getLogger(__name__)
 
 
@@ -155,7 +157,7 @@ class Monitor:
         """End collecting and log the results."""
         res = self.toc()
         for n, k, v in res:
-            logging.info('Batch: {:7d} {:30s} {:s}'.format(n, k, v))
+            _LOG.info('Batch: {:7d} {:30s} {:s}'.format(n, k, v))
 
 
 class _Tracer:

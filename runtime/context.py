@@ -10,7 +10,24 @@ import threading
 
 import torch
 
+from compiler.errors import MXNetError
+
 _local = threading.local()
+_GPUS_SEEN = set()          # ids already checked to exist (the check runs once per id)
+
+
+def _check_gpu(device_id: int) -> None:
+    """Raise an MXNetError naming ``gpu(device_id)`` unless torch can use that GPU."""
+    if device_id in _GPUS_SEEN:
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not 0 <= device_id < count:
+        have = ("this machine has no GPU that torch can use (torch.cuda.is_available() is "
+                "False)" if count == 0 else
+                f"this machine has {count} GPU(s): gpu(0) to gpu({count - 1})")
+        raise MXNetError(f"gpu({device_id}) is not available: {have}. Use mx.cpu(), or "
+                         f"mx.gpu(i) with i < mx.context.num_gpus().")
+    _GPUS_SEEN.add(device_id)
 
 
 class Context:
@@ -33,7 +50,16 @@ class Context:
 
     @property
     def torch_device(self) -> torch.device:
+        """The torch device arrays of this context live on.
+
+        Raises
+        ------
+        MXNetError
+            For ``gpu(i)`` when this machine has no GPU ``i`` (mxnet raises an
+            MXNetError as well, from the operator that wanted the GPU).
+        """
         if self.device_type == "gpu":
+            _check_gpu(self.device_id)
             return torch.device("cuda", self.device_id)
         return torch.device("cpu")
 
@@ -47,6 +73,7 @@ class Context:
         sets ``SYMTRITON_CPU_TARGET=interpret``.
         """
         if self.device_type == "gpu":
+            _check_gpu(self.device_id)
             major, minor = torch.cuda.get_device_capability(self.device_id)
             return f"cuda:{major}{minor}"
         return cpu_target()

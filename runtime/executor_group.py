@@ -32,6 +32,8 @@ from .binding import bind
 from .executor import placement
 from .ndarray import as_ndarray, empty
 
+_LOG = logging.getLogger(__name__)
+
 
 def _as_desc(x):
     cls = DataDesc
@@ -181,7 +183,7 @@ class DataParallelExecutorGroup:
     """
 
     def __init__(self, symbol, contexts, workload, data_shapes, label_shapes, param_names,
-                 for_training, inputs_need_grad, shared_group=None, logger=logging,
+                 for_training, inputs_need_grad, shared_group=None, logger=_LOG,
                  fixed_param_names=None, grad_req='write', state_names=None, group2ctxs=None):
         self.param_names = param_names
         self.arg_names = symbol.list_arguments()

@@ -26,6 +26,8 @@ from .optimizer_common import MomentumState
 from .optimizer_kernels import _zeros_like
 from .optimizer_more import _counts, _no_master
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["LAMB", "LARS", "LBSGD"]
 
 _k._RULES.update({
@@ -252,8 +254,8 @@ class LBSGD(MomentumState, Optimizer):
                  warmup_epochs=5, batch_scale=1, updates_per_epoch=32, begin_epoch=0,
                  num_epochs=60, **kwargs):
         super().__init__(**kwargs)
-        logging.info('Running Large-Batch SGD Algorithm')
-        logging.info('(Batch_scale=%f, warmup_epochs=%d, warmup_strategy=%s, '
+        _LOG.info('Running Large-Batch SGD Algorithm')
+        _LOG.info('(Batch_scale=%f, warmup_epochs=%d, warmup_strategy=%s, '
                      'updates_per_epoch=%d)', batch_scale, warmup_epochs, warmup_strategy,
                      updates_per_epoch)
         self.momentum = momentum

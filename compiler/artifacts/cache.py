@@ -76,6 +76,13 @@ _REPORTED_STALE: set = set()        # (entry, versions) already reported as a ve
 CRASH_STAGES = ("locked", "kernels", "program", "manifest", "aside", "published")
 
 _TMP_PREFIX = ".tmp-"
+
+# filelock logs each acquire and release at DEBUG on its "filelock" logger: four lines
+# per compile in the log of a user who calls logging.basicConfig(level=logging.DEBUG).
+# They are symtriton's business, so that logger stops at WARNING unless the user has
+# given it a level of their own.
+if logging.getLogger("filelock").level == logging.NOTSET:
+    logging.getLogger("filelock").setLevel(logging.WARNING)
 _OLD_PREFIX = ".old-"
 _STALE_TEMP_SECONDS = 3600.0
 _KERNEL_HASH = re.compile(r"[0-9a-f]{24}")

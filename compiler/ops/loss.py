@@ -273,21 +273,27 @@ def _reg_shape(attrs, in_shapes):
     return [dshape, lshape if lshape is not None else want], [dshape]
 
 
+def _minus_sign(b, diff):
+    """mxnet's MAE gradient of ``out - label``: 1 where it is positive, -1 elsewhere (at
+    0 too, where ``sign`` would give 0: mxnet 1.9.1's ``minus_sign`` is ``a > b ? 1 : -1``)."""
+    return b.op("_greater_scalar", diff, scalar=0.0) * 2.0 - 1.0
+
+
 REGRESSION = {
-    # name -> (forward op, torch forward, gradient of (out - label))
+    # name -> (forward op, torch forward, gradient of (out - label) or None for itself)
     "LinearRegressionOutput": ("_copy", lambda x: x, None),
     "LogisticRegressionOutput": ("sigmoid", torch.sigmoid, None),
-    "MAERegressionOutput": ("_copy", lambda x: x, "sign"),
+    "MAERegressionOutput": ("_copy", lambda x: x, _minus_sign),
 }
 
 
 def _reg_gradient(name):
     def gradient(b, n):
-        """(out - label) * grad_scale / (outputs per sample); sign(...) for MAE."""
+        """(out - label) * grad_scale / (outputs per sample); mxnet's sign of it for MAE."""
         dshape = n.in_shapes[0]
         diff = n.outputs[0] - _reshape(b, n.inputs[1], dshape)
         if REGRESSION[name][2]:
-            diff = b.op(REGRESSION[name][2], diff)
+            diff = REGRESSION[name][2](b, diff)
         per_sample = prod(dshape) / dshape[0] if dshape and dshape[0] else 1.0
         return [diff * (n.attrs["grad_scale"] / per_sample), b.zeros_like(n.inputs[1])]
     return gradient

@@ -22,7 +22,9 @@ from .. import metric
 from .. import ndarray
 from ..initializer import Uniform
 from ..io import DataBatch, DataDesc, DataIter
-from ..model import BatchEndParam
+from ..model_base import BatchEndParam
+
+_LOG = logging.getLogger(__name__)
 
 
 def _as_list(obj):
@@ -91,10 +93,11 @@ class BaseModule:
     Parameters
     ----------
     logger : Logger
-        Defaults to ``logging``.
+        Defaults to this module's logger (``module_api.module.base_module``), which
+        propagates to the root logger; the library never configures the root logger.
     """
 
-    def __init__(self, logger=logging):
+    def __init__(self, logger=_LOG):
         self.logger = logger
         self.binded = False
         self.for_training = False

@@ -32,9 +32,11 @@ from runtime import context as ctx
 
 from .. import ndarray as nd
 from ..initializer import Uniform
-from ..model import load_params
+from ..model_base import load_params
 from .base_module import BaseModule, _check_input_names
 from .module import Module
+
+_LOG = logging.getLogger(__name__)
 
 
 def _numel(shape):
@@ -91,7 +93,7 @@ class BucketingModule(BaseModule):
         Gradient compression, passed to the kvstore.
     """
 
-    def __init__(self, sym_gen, default_bucket_key=None, logger=logging,
+    def __init__(self, sym_gen, default_bucket_key=None, logger=_LOG,
                  context=ctx.cpu(), work_load_list=None,
                  fixed_param_names=None, state_names=None, group2ctxs=None,
                  compression_params=None):
@@ -500,11 +502,11 @@ class BucketingModule(BaseModule):
         keys = list(self._buckets.keys())
         if all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
             nd.save("%s.buckets" % prefix, nd.array(keys, dtype=np.int32))
-        logging.info('Saved checkpoint to "%s"', param_name)
+        _LOG.info('Saved checkpoint to "%s"', param_name)
         if save_optimizer_states:
             state_name = "%s-%04d.states" % (prefix, epoch)
             self.save_optimizer_states(state_name)
-            logging.info('Saved optimizer state to "%s"', state_name)
+            _LOG.info('Saved optimizer state to "%s"', state_name)
 
     @staticmethod
     def load(prefix, epoch, sym_gen=None, default_bucket_key=None,

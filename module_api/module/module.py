@@ -21,9 +21,11 @@ from runtime.executor_group import DataParallelExecutorGroup
 from .. import ndarray as nd
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
-from ..model import (_create_kvstore, _initialize_kvstore, _update_params,
+from ..model_base import (_create_kvstore, _initialize_kvstore, _update_params,
                      _update_params_on_kvstore, load_checkpoint)
 from .base_module import BaseModule, _check_input_names, _parse_data_desc
+
+_LOG = logging.getLogger(__name__)
 
 
 def _opt():
@@ -69,7 +71,7 @@ class Module(BaseModule):
     """
 
     def __init__(self, symbol, data_names=('data',), label_names=('softmax_label',),
-                 logger=logging, context=ctx.cpu(), work_load_list=None,
+                 logger=_LOG, context=ctx.cpu(), work_load_list=None,
                  fixed_param_names=None, state_names=None, group2ctxs=None,
                  compression_params=None):
         super().__init__(logger=logger)
@@ -145,11 +147,11 @@ class Module(BaseModule):
         self._symbol.save('%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
         param_name = '%s-%04d.params' % (prefix, epoch)
         self.save_params(param_name)
-        logging.info('Saved checkpoint to \"%s\"', param_name)
+        _LOG.info('Saved checkpoint to \"%s\"', param_name)
         if save_optimizer_states:
             state_name = '%s-%04d.states' % (prefix, epoch)
             self.save_optimizer_states(state_name)
-            logging.info('Saved optimizer state to \"%s\"', state_name)
+            _LOG.info('Saved optimizer state to \"%s\"', state_name)
 
     def _reset_bind(self):
         """Reset the bound state."""

@@ -7,6 +7,8 @@ import logging
 from ..initializer import Uniform
 from .base_module import BaseModule
 
+_LOG = logging.getLogger(__name__)
+
 
 class SequentialModule(BaseModule):
     """A container module that chains several modules together.
@@ -18,7 +20,7 @@ class SequentialModule(BaseModule):
     META_TAKE_LABELS = 'take_labels'
     META_AUTO_WIRING = 'auto_wiring'
 
-    def __init__(self, logger=logging):
+    def __init__(self, logger=_LOG):
         super().__init__(logger=logger)
         self._modules = []
         self._metas = []
@@ -89,12 +91,15 @@ class SequentialModule(BaseModule):
         if self.params_initialized and not force_init:
             return
         assert self.binded, 'call bind before initializing the parameters'
-        if not allow_extra:  # names no module knows (each module reads its own part)
+        given = set(arg_params or {}) | set(aux_params or {})
+        symbols = [m.symbol for m in self._modules if m.symbol is not None]
+        # names no module knows (each module reads its own part); a module without a
+        # symbol (a PythonModule) knows no names
+        if given and not allow_extra:
             known = set()
-            for module in self._modules:
-                arg, aux = module.symbol.list_arguments(), module.symbol.list_auxiliary_states()
-                known.update(arg, aux)
-            for name in sorted(set(arg_params or {}) | set(aux_params or {})):
+            for symbol in symbols:
+                known.update(symbol.list_arguments(), symbol.list_auxiliary_states())
+            for name in sorted(given):
                 if name not in known:
                     raise ValueError(f'Find name "{name}" that is not in the arguments: '
                                      f'pass allow_extra=True to ignore extra parameters')

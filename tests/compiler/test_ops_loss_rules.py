@@ -242,10 +242,21 @@ def test_regression_fixtures_from_mxnet(case):
     (dx, dl), (out,) = gradient(op, [x, label], [torch.ones_like(x)], **raw)
     close(dx, d["grad_data"])
     close(dl, torch.zeros_like(label))
-    # the formula: (out - label) * grad_scale / outputs-per-sample (sign() for MAE)
+    # the formula: (out - label) * grad_scale / outputs-per-sample (for MAE its sign, with
+    # mxnet's -1 at 0)
     diff = out - label.reshape(x.shape)
-    diff = torch.sign(diff) if op.startswith("MAE") else diff
+    diff = torch.where(diff > 0, 1.0, -1.0) if op.startswith("MAE") else diff
     close(dx, diff * float(raw.get("grad_scale", 1.0)) / (x.numel() / x.shape[0]))
+
+
+def test_mae_gradient_where_output_equals_label_from_mxnet():
+    """mxnet 1.9.1's MAE gradient is ``out > label ? 1 : -1`` (times grad_scale /
+    outputs per sample): -1, not 0, where the output equals the label."""
+    x = torch.tensor([[1., 2., 3.], [0., -1., 5.]])
+    label = torch.tensor([[1., 3., 2.], [0., -1., 7.]])
+    (dx, _), _ = gradient("MAERegressionOutput", [x, label], [torch.ones_like(x)])
+    third = 0.3333333432674408
+    close(dx, [[-third, -third, third], [-third, -third, -third]], 1e-7)   # mxnet 1.9.1
 
 
 def test_logistic_regression_3d_from_mxnet():

@@ -133,11 +133,11 @@ def test_module_checkpoint_period():
 
 def test_do_checkpoint_calls_model_save_checkpoint(monkeypatch):
     calls = []
-    fake = types.ModuleType('module_api.model')
+    fake = types.ModuleType('module_api.model_base')
     fake.save_checkpoint = lambda *args: calls.append(args)
     import module_api
-    monkeypatch.setitem(sys.modules, 'module_api.model', fake)
-    monkeypatch.setattr(module_api, 'model', fake, raising=False)
+    monkeypatch.setitem(sys.modules, 'module_api.model_base', fake)
+    monkeypatch.setattr(module_api, 'model_base', fake, raising=False)
     cb = callback.do_checkpoint('run', period=3)
     for epoch in range(6):
         cb(epoch, 'SYM', {'w': 1}, {})

@@ -3,6 +3,7 @@ files (``tests/fixtures/mnist_iter_cases.json``, made by mxnet), shuffled order
 included, and its errors."""
 import gzip
 import json
+import logging
 import os
 import struct
 
@@ -97,5 +98,31 @@ def test_errors_name_the_file_and_the_fix(recorded, tmp_path):
                         part_index=2)
     with pytest.raises(ValueError, match="float32"):
         mx.io.MNISTIter(image=str(d / "images"), label=str(d / "labels"), dtype="float16")
-    with pytest.raises(TypeError, match="unknown argument"):
-        mx.io.MNISTIter(image=str(d / "images"), label=str(d / "labels"), batchsize=3)
+
+
+def test_ignored_arguments_as_mxnet(recorded, caplog):
+    """mxnet's MNISTIter takes any keyword (its parameters are read with
+    InitAllowUnknown): ``data_shape`` and the other C++ iterators' parameters are
+    ignored quietly, and a name no mxnet iterator has is ignored with a warning."""
+    _, d = recorded
+    files = dict(image=str(d / "images"), label=str(d / "labels"))
+    with caplog.at_level(logging.WARNING):
+        it = mx.io.MNISTIter(batch_size=5, flat=True, data_shape=(12,), preprocess_threads=4,
+                             round_batch=True, **files)
+    assert it.provide_data[0].shape == (5, 12)
+    assert caplog.records == []
+    with caplog.at_level(logging.WARNING):
+        it = mx.io.MNISTIter(batchsize=3, **files)
+    assert it.batch_size == 128              # the typo changes nothing, as in mxnet
+    (record,) = caplog.records
+    assert record.name == "module_api.mnist_iter" and "['batchsize']" in record.getMessage()
+
+
+def test_silent_false_logs_on_a_module_logger(recorded, caplog):
+    _, d = recorded
+    with caplog.at_level(logging.INFO):
+        mx.io.MNISTIter(image=str(d / "images"), label=str(d / "labels"), batch_size=5,
+                        silent=False, shuffle=False)
+    (record,) = [r for r in caplog.records if "MNISTIter" in r.getMessage()]
+    assert record.name == "module_api.mnist_iter" and record.levelno == logging.INFO
+    assert record.getMessage() == "MNISTIter: load 50 images, shuffle=0, shape=(5,1,4,3)"  # as mxnet prints it

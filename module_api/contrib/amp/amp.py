@@ -40,6 +40,8 @@ from . import lists  # noqa: F401
 from .loss_scaler import LossScaler
 from .module_scaling import ModuleLossScaling
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ['init', 'init_trainer', 'scale_loss', 'unscale', 'convert_model',
            'convert_hybrid_block', 'list_lp16_ops', 'list_fp32_ops',
            'list_lp16_fp32_ops', 'list_conditional_fp32_ops',
@@ -84,7 +86,7 @@ def init(target_dtype='float16', target_precision_ops=None, conditional_fp32_ops
     _state.update(initialized=True, target_dtype=_target(target_dtype),
                   target_precision_ops=target_precision_ops, fp32_ops=fp32_ops,
                   conditional_fp32_ops=conditional_fp32_ops, loss_scaler=LossScaler())
-    logging.info("Using AMP")
+    _LOG.info("Using AMP")
 
 
 def _is_module(obj):

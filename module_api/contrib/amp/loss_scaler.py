@@ -5,6 +5,8 @@ import logging
 
 import torch
 
+_LOG = logging.getLogger(__name__)
+
 
 class LossScaler:
     """Dynamic loss scaler, with mxnet 1.9.1's constants.
@@ -57,10 +59,10 @@ class LossScaler:
         if overflow:
             self._next_loss_scale = self._loss_scale / 2.
             self._unskipped = 0
-            logging.info("AMP: decreasing loss scale to %f", self._next_loss_scale)
+            _LOG.info("AMP: decreasing loss scale to %f", self._next_loss_scale)
         else:
             self._unskipped += 1
         if self._unskipped == self._scale_seq_len:
             self._unskipped = 0
             self._next_loss_scale = min(self._max_loss_scale, self._loss_scale * 2.)
-            logging.info("AMP: increasing loss scale to %f", self._next_loss_scale)
+            _LOG.info("AMP: increasing loss scale to %f", self._next_loss_scale)
