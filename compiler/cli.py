@@ -538,6 +538,9 @@ def _add_ops(sub):
                                    "project implements, with its aliases, inputs and kind.")
     p.add_argument("name", nargs="?", help="only operators whose name or alias contains this")
     p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the README's operator table: the operators grouped by how "
+                        "they run on the Triton targets and on the cpu target")
     p.set_defaults(func=cmd_ops)
 
 
@@ -553,18 +556,40 @@ def cmd_ops(ns) -> int:
         if ns.name and not any(ns.name.lower() in n.lower() for n in names):
             continue
         args = opdef.arguments if not callable(opdef.arguments) else ("...",)
+        triton, cpu = registry.how_it_runs(opdef)
         rows.append({"name": opdef.name, "aliases": list(opdef.aliases),
-                     "inputs": list(args) + list(opdef.aux), "pattern": opdef.pattern})
+                     "inputs": list(args) + list(opdef.aux), "pattern": opdef.pattern,
+                     "triton": triton, "cpu": cpu})
     rows.sort(key=lambda r: r["name"].lstrip("_").lower())
     if ns.json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return 0
+    if ns.markdown:
+        sys.stdout.write(operator_table_markdown(rows))
+        return 0
     for r in rows:
         alias = f"  (also {', '.join(r['aliases'])})" if r["aliases"] else ""
         sys.stdout.write(f"{r['name']:<28} {r['pattern']:<10} "
-                         f"inputs: {', '.join(r['inputs']) or '-'}{alias}\n")
+                         f"inputs: {', '.join(r['inputs']) or '-'}{alias}  "
+                         f"[triton: {r['triton']}; cpu: {r['cpu']}]\n")
     sys.stdout.write(f"{len(rows)} operators\n")
     return 0
+
+
+def operator_table_markdown(rows) -> str:
+    """The public operators (no leading underscore) grouped by how they run: one
+    markdown row per (Triton, cpu) pair, its operators (aliases in parentheses)."""
+    groups = {}
+    for r in rows:
+        if r["name"].startswith("_") and not any(not a.startswith("_") for a in r["aliases"]):
+            continue
+        names = [n for n in [r["name"], *r["aliases"]] if not n.startswith("_")]
+        entry = names[0] + (f" ({', '.join(names[1:])})" if names[1:] else "")
+        groups.setdefault((r["triton"], r["cpu"]), []).append(entry)
+    out = ["| Triton (`interpret`, `cuda:<arch>`) | `cpu` | operators |", "| --- | --- | --- |"]
+    for (triton, cpu), names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        out.append(f"| {triton} | {cpu} | {', '.join(sorted(names, key=str.lower))} |")
+    return "\n".join(out) + "\n"
 
 
 # ----------------------------------------------------------------- entry point

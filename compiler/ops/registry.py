@@ -253,6 +253,38 @@ class Special:
     expr: Optional[Callable[..., Any]] = None
 
 
+# How each lowering kind runs on each target, for ``symtriton ops`` and the README's
+# operator table (the targets' own packages hold the code).
+_RUNS_ON = {
+    Pointwise: ("fused pointwise kernel", "ATen pointwise calls"),
+    Reduction: ("fused row reduction (prologue and epilogue fused)", "ATen reduction"),
+    MatMul: ("tl.dot tiles with a fused epilogue", "BLAS mm / addmm / bmm"),
+    View: ("view of its input (no kernel; strided loads)", "view of its input (no kernel)"),
+    Decompose: ("rewritten into other operators, fused as they are",
+                "rewritten into other operators"),
+}
+_SPECIAL_RUNS_ON = {
+    "concat": ("fused copy kernel", "torch.cat"),
+    "gather": ("gather kernel", "ATen index_select"),
+    "scatter_add": ("scatter-add kernel", "ATen index_add_"),
+    "constant": ("a constant in a fused pointwise kernel", "a constant in ATen pointwise calls"),
+    "conv": ("implicit-GEMM kernel with a fused epilogue", "ATen convolution"),
+    "pool": ("window-loop kernel", "ATen pooling"),
+    "roi": ("window-loop kernel", "torch index math and masked max per bin"),
+    "softmax_ce_grad": ("fused with its softmax", "ATen one-hot scatter"),
+}
+
+
+def how_it_runs(opdef: "OpDef") -> tuple:
+    """``(triton, cpu)``: how the operator's kernels run on the Triton targets
+    (``interpret``, ``cuda:<arch>``) and on the ``cpu`` target."""
+    low = opdef.lowering
+    if isinstance(low, Special):
+        family = next((k for k in _SPECIAL_RUNS_ON if low.kind.startswith(k)), None)
+        return _SPECIAL_RUNS_ON.get(family, (f"{low.kind} kernel", f"{low.kind} calls"))
+    return _RUNS_ON.get(type(low), ("-", "-"))
+
+
 @dataclass
 class NodeView:
     """What an operator's ``gradient`` rule (and a ``Decompose`` builder) sees of a
