@@ -38,9 +38,15 @@ def _close(got, want, what, rtol=RTOL, atol=ATOL):
 
 
 def _table_params():
+    """Every row of every operator table: ``OPS`` of test_ops_compiled.py and the
+    ``ROWS`` of each operator family's test_ops_*.py (ids of the latter start with the
+    family's file name)."""
+    from tests.compiler.test_ops_after_views import _tables
     from tests.compiler.test_ops_compiled import OPS
-    return [pytest.param(op, op.shapes[i], id=f"{op.name}-{i}")
-            for op in OPS for i in range(min(2, len(op.shapes)))]
+    main = {id(op) for op in OPS}
+    return [pytest.param(op, op.shapes[i],
+                         id=f"{op.name}-{i}" if id(op) in main else f"family-{op.name}-{i}")
+            for op in _tables() for i in range(min(2, len(op.shapes)))]
 
 
 @pytest.mark.parametrize("op,shapes", _table_params() if GPU_MODE else [])
