@@ -15,3 +15,4 @@ from . import spatial  # noqa: F401
 from . import normalization  # noqa: F401
 from . import selection  # noqa: F401
 from . import cast  # noqa: F401
+from . import random  # noqa: F401
