@@ -295,3 +295,74 @@ def _out_dtype(attrs):
 
 for _dist in _SCALAR:
     _register_scalar(_dist)
+
+
+# ------------------------------------------------------------------------------------
+# sample_*: one distribution per element of the parameter arrays
+
+_SAMPLE = {"uniform": ("low", "high"), "normal": ("mu", "sigma"), "exponential": ("lam",)}
+
+
+def _sample_shape(dist):
+    def rule(attrs, in_shapes):
+        name = f"_sample_{dist}"
+        for s in attrs["shape"]:
+            _check(name, s > 0, "shape parameter must be non-zero within each dimension")
+        known = [s for s in in_shapes if s is not None]
+        base = None
+        for arg, s in zip(_SAMPLE[dist], in_shapes):
+            base = merge_shape(base, s, f"{name} input '{arg}'")
+        if not known:
+            return in_shapes, [None]
+        return [base] * len(in_shapes), [tuple(base) + tuple(attrs["shape"])]
+    return rule
+
+
+def _sample_type(attrs, in_types):
+    known = [t for t in in_types if t is not None]
+    t = known[0] if known else None
+    return [t] * len(in_types), [_out_dtype(attrs)]
+
+
+def _sample_build(dist):
+    def build(b, n, is_train):
+        extra = tuple(n.attrs["shape"])
+        params = [p if not extra else b.op("Reshape", p, shape=tuple(p.shape) + (1,) * len(extra))
+                  for p in n.inputs]
+        u = _draw(b, n.out_shapes[0])
+        if dist == "uniform":
+            low, high = params
+            x = b.op("_scale_shift", u, low, high - low)
+        elif dist == "normal":
+            x = b.op("_scale_shift", b.op("_uniform_to_normal", u), params[0], params[1])
+        else:
+            x = b.op("_uniform_to_exponential", u) / params[0]
+        return [_cast(b, x, n.attrs["dtype"])]
+    return build
+
+
+def _sample_ref(dist):
+    def ref(attrs, ins, is_train):
+        extra = tuple(attrs["shape"])
+        ps = [p.reshape(tuple(p.shape) + (1,) * len(extra)).expand(tuple(p.shape) + extra)
+              for p in ins]
+        if dist == "uniform":
+            out = ps[0] + (ps[1] - ps[0]) * torch.rand(ps[0].shape, dtype=ps[0].dtype)
+        elif dist == "normal":
+            out = ps[0] + ps[1] * torch.randn(ps[0].shape, dtype=ps[0].dtype)
+        else:
+            out = torch.empty(ps[0].shape, dtype=ps[0].dtype).exponential_() / ps[0]
+        return [out.to(getattr(torch, _out_dtype(attrs)))]
+    return ref
+
+
+for _dist, _args in _SAMPLE.items():
+    register(OpDef(
+        name=f"_sample_{_dist}", aliases=(f"sample_{_dist}",), pattern="composite",
+        lowering=Decompose(_sample_build(_dist)), arguments=_args, needs_random=True,
+        attrs=[Attr("shape", parse_optional_shape, ()), Attr("dtype", _FLOAT_DTYPE, "None")],
+        infer_shape=_sample_shape(_dist), infer_type=_sample_type, reference=_sample_ref(_dist),
+        gradient=lambda b, n: [b.zeros_like(x) for x in n.inputs],
+        doc=f"Per element of the parameter arrays ({', '.join(_args)}: one shape), "
+            f"`shape` samples of its {_WHAT[_dist].split(' (')[0].replace('low, high', 'low, high')} "
+            f"distribution: output shape = parameter shape + `shape`; no gradient."))
