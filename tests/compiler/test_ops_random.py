@@ -211,3 +211,21 @@ def test_samplers_have_zero_gradients():
     assert torch.equal(exe.grad_dict["b"], torch.zeros(3))
     # d(u * x)/dx = u: the product's gradient, none through the _like's data
     torch.testing.assert_close(exe.grad_dict["x"], outs[1] / 1.0)
+
+
+def test_mx_sym_random_dispatches_on_parameter_types():
+    """Numbers: the _random_* operator; Symbols: _sample_* (mxnet's _random_helper)."""
+    s = mx.sym.random.uniform(-1, 2, shape=(3, 4))
+    assert s.tojson().count('"_random_uniform"') == 1 and s.infer_shape()[1] == [(3, 4)]
+    a, b = sym.Variable("a"), sym.Variable("b")
+    s = mx.sym.random.normal(a, b, shape=(2,), dtype="float64")
+    assert '"_sample_normal"' in s.tojson()
+    assert s.infer_shape(a=(3,), b=(3,))[1] == [(3, 2)]
+    assert mx.sym.random.randn(2, 5, loc=1).infer_shape()[1] == [(2, 5)]
+    e = mx.sym.random.exponential(scale=4.0, shape=(7,))       # rate 1 / scale
+    assert '"lam": "0.25"' in e.tojson()
+    assert '"_sample_exponential"' in mx.sym.random.exponential(a).tojson()
+    with pytest.raises(AssertionError, match="same type"):
+        mx.sym.random.uniform(a, 1.0)
+    with pytest.raises(ValueError, match="Symbol or numbers"):
+        mx.sym.random.normal("x", 1.0)
