@@ -23,6 +23,7 @@ from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
 from .frontend.graph import Graph, _raw
 from .ops import REGISTRY, get_op
+from .symbol_random import make_namespace as _random_namespace
 
 MXNET_VERSION = 10901
 
@@ -997,3 +998,5 @@ def _export_ops():
 
 
 _export_ops()
+
+random = _random_namespace(Symbol, _make_op_function)      # mx.sym.random

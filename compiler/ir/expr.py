@@ -297,6 +297,55 @@ def value_reads(expr) -> list:
     return out
 
 
+def shared_nodes(expr) -> list:
+    """The operation nodes ``expr`` reaches by more than one path (one node object used
+    as an operand twice, ``d = x - y; ops.where(d > 0, d, -d)``), innermost first.
+
+    A walk spells a node out once per path, so a chain of such reuses grows
+    exponentially (a log written by exponent reduction reuses its operand at each
+    step); ``tile_program`` computes each of these nodes once, as an SSA value.
+    """
+    counts, order = {}, []
+
+    def visit(e):
+        if e.op in LEAVES:
+            return
+        counts[id(e)] = counts.get(id(e), 0) + 1
+        if counts[id(e)] == 1:
+            for a in e.args:
+                visit(a)
+            order.append(e)
+    visit(expr)
+    return [e for e in order if counts[id(e)] > 1]
+
+
+def substitute(expr, names: dict):
+    """``expr`` with every node whose ``id`` is a key of ``names`` replaced by the SSA
+    value ``names[id(node)]``."""
+    memo = {}
+
+    def walk(e):
+        if id(e) in names:
+            return ops.value(names[id(e)])
+        if e.op in LEAVES or not e.args:
+            return e
+        if id(e) not in memo:
+            memo[id(e)] = Expr(e.op, tuple(walk(a) for a in e.args), e.params)
+        return memo[id(e)]
+    return walk(expr)
+
+
+def coord_reads(expr) -> set:
+    """The domain positions whose coordinates ``expr`` reads."""
+    out, stack = set(), [expr]
+    while stack:
+        e = stack.pop()
+        if e.op == "coord":
+            out.add(e.params[0])
+        stack.extend(e.args)
+    return out
+
+
 def value_name(expr):
     """The SSA name of a ``value`` leaf, else None."""
     return expr.params[0] if expr is not None and expr.op == "value" else None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .dtypes import compute_dtype
-from .expr import Expr, ops, value_reads
+from .expr import Expr, coord_reads, ops, shared_nodes, substitute, value_reads
 from ..ops.matmul import dot_dims
 from ..ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
@@ -354,9 +354,25 @@ class ProgramBuilder:
         if not isinstance(expr, Expr):
             raise TypeError(f"{_origin(d)}: its Pointwise math returned "
                             f"{type(expr).__name__}, not an expression of compiler/ir/expr.py")
+        expr = self.emit_shared(expr, _origin(d))
         self.instrs.append(Instr("expr", name, tuple(args), expr=expr, varies=frozenset(varies),
                                  origin=_origin(d)))
         return varies
+
+    def emit_shared(self, expr, origin):
+        """Each node ``expr`` uses more than once (``compiler/ir/expr.py: shared_nodes``)
+        as an SSA value of its own, computed once; returns ``expr`` reading them."""
+        names = {}
+        for node in shared_nodes(expr):
+            sub = substitute(node, names)
+            reads = tuple(dict.fromkeys(value_reads(sub)))
+            varies = frozenset().union(*[self.varies[r] for r in reads],
+                                       {p for p in coord_reads(sub) if self.domain[p] > 1})
+            names[id(node)] = name = self.fresh()
+            self.instrs.append(Instr("expr", name, reads, expr=sub, varies=varies,
+                                     origin=origin))
+            self.varies[name] = varies
+        return substitute(expr, names) if names else expr
 
     def emit_ce_grad(self, n, name, args, ins):
         """SoftmaxOutput's gradient: its math in the vocabulary, and the facts a target

@@ -1,6 +1,6 @@
 """Neural-network layers: FullyConnected, Embedding, Dropout and BatchNorm,
-with the internal ops they lower to (``_embedding_backward``,
-``_random_uniform`` and ``_philox_uniform``).
+with the internal ops they lower to (``_embedding_backward``, ``_philox_uniform``;
+``_random_uniform`` is mxnet's sampler, ``compiler/ops/random.py``).
 
 FullyConnected, Dropout and BatchNorm are rewritten into dot / reductions /
 pointwise ops (``Decompose``); their gradients are written on the layer
@@ -168,7 +168,8 @@ register(OpDef(
 # -- random source and Dropout --------------------------------------------------------
 #
 # Random numbers are drawn inside the kernels that use them: ``_random_uniform`` (what
-# Dropout and LeakyReLU's rrelu ask for) expands into ``_philox_uniform``, an ordinary
+# Dropout and LeakyReLU's rrelu ask for; mxnet's sampler, registered with the other
+# samplers in compiler/ops/random.py) expands into ``_philox_uniform``, an ordinary
 # fusable pointwise op whose value at linear index i of its shape is Triton's
 # ``tl.rand(seed, i)`` (Philox 4x32). The seed is the graph's one seed variable, a
 # one-element buffer the runtime sets from ``mx.random``'s generator before each forward
@@ -188,25 +189,6 @@ def seed_entry(graph):
         graph.node(n)["dtypes"] = ["float32"]
         graph.meta["random_seed_node"] = n
     return (n, 0)
-
-
-def _uniform_build(b, n, is_train):
-    # Streams are numbered in the order decompose expands the sources (a topological
-    # order), so equal graphs number them alike and share cached Programs.
-    stream = b.graph.meta.get("random_streams", 0)
-    b.graph.meta["random_streams"] = stream + 1
-    return [b.op("_philox_uniform", b.ref(seed_entry(b.graph)), shape=n.attrs["shape"],
-                 stream=stream)]
-
-
-register(OpDef(
-    name="_random_uniform", pattern="composite", lowering=Decompose(_uniform_build),
-    arguments=(), attrs=[Attr("shape", parse_shape)], needs_random=True,
-    infer_shape=lambda attrs, in_shapes: ([], [tuple(attrs["shape"])]),
-    infer_type=lambda attrs, in_types: ([], ["float32"]),
-    reference=lambda attrs, ins, is_train: [torch.rand(tuple(attrs["shape"]))],
-    doc="U[0, 1) samples of the given shape, new each step (a _philox_uniform of the "
-        "graph's seed)."))
 
 
 def _parse_stream(v) -> int:

@@ -1,0 +1,75 @@
+"""``mx.sym.random``: mxnet's python samplers over the registry's operators.
+
+As mxnet's ``python/mxnet/symbol/random.py``, each function dispatches on its
+distribution parameters: numbers give the ``_random_*`` operator (parameters as
+attributes), Symbols the ``_sample_*`` operator (one distribution per element).
+``compiler/symbol.py`` builds the namespace with :func:`make_namespace`, handing over
+its ``Symbol`` class and operator functions, so this module imports nothing of it.
+"""
+from __future__ import annotations
+
+import numbers
+import types
+
+
+def make_namespace(symbol_cls, op_function) -> types.SimpleNamespace:
+    """The ``random`` namespace of ``mx.sym``.
+
+    Parameters
+    ----------
+    symbol_cls : type
+        ``compiler.symbol.Symbol``: parameters of this type select the ``_sample_*``
+        operators.
+    op_function : callable(str) -> callable
+        The symbol function of a registry operator by name.
+
+    Returns
+    -------
+    types.SimpleNamespace
+        ``uniform``, ``normal``, ``randn`` and ``exponential``.
+    """
+    def helper(random, sampler, params, shape, dtype, kwargs):
+        if shape is not None:
+            kwargs["shape"] = shape
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        first = params[0]
+        if isinstance(first, symbol_cls):
+            for p in params[1:]:
+                if not isinstance(p, symbol_cls):
+                    raise AssertionError(f"Distribution parameters must all have the same "
+                                         f"type, but got both {type(first)} and {type(p)}.")
+            return op_function(sampler)(*params, **kwargs)
+        if isinstance(first, numbers.Number) and not isinstance(first, bool):
+            for p in params[1:]:
+                if not isinstance(p, numbers.Number):
+                    raise AssertionError(f"Distribution parameters must all have the same "
+                                         f"type, but got both {type(first)} and {type(p)}.")
+            names = {"_random_uniform": ("low", "high"), "_random_normal": ("loc", "scale"),
+                     "_random_exponential": ("lam",)}[random]
+            return op_function(random)(**dict(zip(names, params)), **kwargs)
+        raise ValueError(f"Distribution parameters must be either Symbol or numbers, but "
+                         f"got {type(first)}.")
+
+    def uniform(low=0, high=1, shape=None, dtype=None, **kwargs):
+        """Samples of U[low, high): numbers give `shape` samples; Symbols `shape`
+        samples per element (output shape = their shape + `shape`)."""
+        return helper("_random_uniform", "_sample_uniform", [low, high], shape, dtype, kwargs)
+
+    def normal(loc=0, scale=1, shape=None, dtype=None, **kwargs):
+        """Samples of N(loc, scale**2), dispatched as :func:`uniform`."""
+        return helper("_random_normal", "_sample_normal", [loc, scale], shape, dtype, kwargs)
+
+    def randn(*shape, **kwargs):
+        """``normal(loc, scale, shape)`` with the shape given as positional ints."""
+        loc, scale = kwargs.pop("loc", 0), kwargs.pop("scale", 1)
+        return helper("_random_normal", "_sample_normal", [loc, scale], shape or None,
+                      kwargs.pop("dtype", None), kwargs)
+
+    def exponential(scale=1, shape=None, dtype=None, **kwargs):
+        """Samples of the exponential distribution of mean `scale` (rate 1 / scale)."""
+        return helper("_random_exponential", "_sample_exponential", [1.0 / scale], shape,
+                      dtype, kwargs)
+
+    return types.SimpleNamespace(uniform=uniform, normal=normal, randn=randn,
+                                 exponential=exponential, __doc__=__doc__)
