@@ -30,24 +30,21 @@ NOT_YET = {
     mp_lamb_update_phase1 mp_lamb_update_phase2 mp_nag_mom_update mp_sgd_mom_update
     mp_sgd_update multi_all_finite multi_lars multi_mp_sgd_mom_update
     multi_mp_sgd_update multi_sgd_mom_update multi_sgd_update multi_sum_sq
-    nag_mom_update nanprod nansum norm normal preloaded_multi_mp_sgd_mom_update
+    nag_mom_update nanprod nansum norm preloaded_multi_mp_sgd_mom_update
     preloaded_multi_mp_sgd_update preloaded_multi_sgd_mom_update
-    preloaded_multi_sgd_update prod random_exponential random_gamma
-    random_generalized_negative_binomial random_negative_binomial random_normal
-    random_pdf_dirichlet random_pdf_exponential random_pdf_gamma
-    random_pdf_generalized_negative_binomial random_pdf_negative_binomial
-    random_pdf_normal random_pdf_poisson random_pdf_uniform random_poisson
-    random_randint random_uniform ravel_multi_index reset_arrays rmsprop_update
-    rmspropalex_update sample_exponential sample_gamma
-    sample_generalized_negative_binomial sample_multinomial sample_negative_binomial
-    sample_normal sample_poisson sample_uniform scatter_nd sgd_mom_update sgd_update
-    shape_array shuffle signsgd_update signum_update size_array uniform unravel_index
+    preloaded_multi_sgd_update prod random_gamma random_generalized_negative_binomial
+    random_negative_binomial random_pdf_dirichlet random_pdf_exponential
+    random_pdf_gamma random_pdf_generalized_negative_binomial
+    random_pdf_negative_binomial random_pdf_normal random_pdf_poisson random_pdf_uniform
+    random_poisson random_randint ravel_multi_index reset_arrays rmsprop_update
+    rmspropalex_update sample_gamma sample_generalized_negative_binomial
+    sample_multinomial sample_negative_binomial sample_poisson scatter_nd sgd_mom_update
+    sgd_update shape_array shuffle signsgd_update signum_update size_array unravel_index
     """.split(),
     "sym.random": """
-    exponential exponential_like gamma gamma_like generalized_negative_binomial
+    exponential_like gamma gamma_like generalized_negative_binomial
     generalized_negative_binomial_like multinomial negative_binomial
-    negative_binomial_like normal normal_like poisson poisson_like randint randn shuffle
-    uniform uniform_like
+    negative_binomial_like normal_like poisson poisson_like randint shuffle uniform_like
     """.split(),
     "sym.linalg": """
     det extractdiag extracttrian gelqf gemm gemm2 inverse makediag maketrian potrf potri
