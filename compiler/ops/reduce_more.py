@@ -1,10 +1,13 @@
-"""More reductions: add_n (ElementWiseSum), nansum, norm and moments.
+"""More reductions: add_n (ElementWiseSum), nansum, prod, nanprod, norm and moments.
 
-Each is a ``Decompose`` into registered operators (sum / mean Reductions,
-pointwise math), so both targets get them without code of their own. The
-gradients follow mxnet 1.9.1's (checked against it):
+``prod`` is a ``Reduction`` with the ``prod`` combiner; the others are ``Decompose``
+rewrites into registered operators (sum / mean / prod Reductions, pointwise math), so
+both targets get them without code of their own. The gradients follow mxnet 1.9.1's
+(checked against it):
 
 * ``nansum``: the head gradient where x is not NaN, 0 where it is;
+* ``prod``: ``dy * y / x`` -- NaN where x is 0 (0 / 0), as mxnet's; ``nanprod`` the
+  same, 0 where x is NaN;
 * ``norm`` ord=2: ``dy * x / y`` -- NaN where the norm is 0, as mxnet's;
   ord=1: ``dy * sign(x)`` (0 at 0);
 * ``moments``: ``dmean / N + dvar * 2 (x - mean) / N``.
@@ -15,8 +18,8 @@ import torch
 
 from ..ir.expr import ops
 from .reduce import keep_shape, reduce_axes, reduce_out_shape
-from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, broadcast_shapes,
-                       parse_bool, parse_count, parse_dtype, parse_int, parse_optional_shape,
+from .registry import (Attr, Decompose, OpDef, Pointwise, Reduction, ShapeError, broadcast_shapes,
+                       parse_bool, parse_count, parse_dtype, parse_float, parse_int, parse_optional_shape,
                        prod, register)
 
 
@@ -77,7 +80,8 @@ register(OpDef(
     doc="The sum of num_args same-shaped inputs; each input's gradient is the head's."))
 
 
-# -- _nan_mask: data where `like` is not NaN, else 0 (nansum's forward and gradient) ------
+# -- _nan_mask: data where `like` is not NaN, else `fill` (nansum's, nanprod's forward and
+# gradient) -----------------------------------------------------------------------------
 
 def _nan_mask_shape(attrs, in_shapes):
     d, like = in_shapes
@@ -92,17 +96,17 @@ def _nan_mask_shape(attrs, in_shapes):
 
 def _nan_mask_ref(attrs, ins, is_train):
     d, like = ins
-    return [torch.where(torch.isnan(like), torch.zeros((), dtype=d.dtype), d)]
+    return [torch.where(torch.isnan(like), torch.full((), attrs["fill"], dtype=d.dtype), d)]
 
 
 register(OpDef(
     name="_nan_mask", pattern="broadcast",
     # NaN is the one value unequal to itself
-    lowering=Pointwise(lambda attrs, d, like: ops.where(ops.ne(like, like), 0.0, d)),
-    arguments=("data", "like"), infer_shape=_nan_mask_shape, reference=_nan_mask_ref,
+    lowering=Pointwise(lambda attrs, d, like: ops.where(ops.ne(like, like), attrs["fill"], d)),
+    arguments=("data", "like"), attrs=[Attr("fill", parse_float, 0.0)], infer_shape=_nan_mask_shape, reference=_nan_mask_ref,
     gradient=lambda b, n: [b.op("_nan_mask", n.ograds[0], n.inputs[1]),
                            b.op("zeros_like", n.inputs[1])],
-    doc="data where like is not NaN, else 0."))
+    doc="data where like is not NaN, else fill."))
 
 
 # -- nansum --------------------------------------------------------------------------------
@@ -144,6 +148,44 @@ register(OpDef(
         ins[0], nan=0.0, posinf=float("inf"), neginf=float("-inf")))],
     gradient=_nansum_grad,
     doc="The sum over axis with NaN counted as 0; the gradient is 0 where x is NaN."))
+
+
+# -- prod / nanprod ------------------------------------------------------------------------
+
+def _torch_prod(attrs, x):
+    y = x
+    for a in reduce_axes(attrs, tuple(x.shape)):
+        y = y.prod(dim=a, keepdim=True)
+    return y.reshape(reduce_out_shape(attrs, tuple(x.shape)))
+
+
+def _prod_grad_of(b, n, x):
+    """``dy * y / x`` broadcast to x's shape (0 / 0 = NaN at a zero, as mxnet's)."""
+    a, shape = n.attrs, tuple(n.in_shapes[0])
+    return _bcast(b, n.ograds[0], a, shape) * _bcast(b, n.outputs[0], a, shape) / x
+
+
+register(OpDef(
+    name="prod", pattern="reduce", lowering=Reduction("prod", reduce_axes), attrs=_RED_ATTRS,
+    infer_shape=_red_shape,
+    reference=lambda attrs, ins, is_train: [_torch_prod(attrs, ins[0])],
+    gradient=lambda b, n: [_prod_grad_of(b, n, n.inputs[0])],
+    doc="The product over axis (None: every axis)."))
+
+
+def _nanprod_build(b, n, is_train=False):
+    x, a = n.inputs[0], n.attrs
+    return [b.op("prod", b.op("_nan_mask", x, x, fill=1.0), axis=a["axis"],
+                 keepdims=a["keepdims"], exclude=a["exclude"])]
+
+
+register(OpDef(
+    name="nanprod", pattern="reduce", lowering=Decompose(_nanprod_build), attrs=_RED_ATTRS,
+    infer_shape=_red_shape,
+    reference=lambda attrs, ins, is_train: [_torch_prod(attrs, torch.where(
+        torch.isnan(ins[0]), torch.ones((), dtype=ins[0].dtype), ins[0]))],
+    gradient=lambda b, n: [b.op("_nan_mask", _prod_grad_of(b, n, n.inputs[0]), n.inputs[0])],
+    doc="The product over axis with NaN counted as 1; the gradient is 0 where x is NaN."))
 
 
 # -- norm ----------------------------------------------------------------------------------

@@ -40,6 +40,12 @@ def _sum(x, d):
     return x.sum(dim=d, keepdim=True)
 
 
+def _prod(x, d):
+    for a in d:
+        x = x.prod(dim=a, keepdim=True)
+    return x
+
+
 def _moments(axes, keepdims=False):
     def f(x):
         dims = _dims(x, axes)
@@ -72,6 +78,16 @@ ROWS = [
        _reduce(_sum, 1, True), RED),
     Op("nansum_axm1x", lambda x: sym.nansum(x, axis=-1, exclude=True),
        _reduce(_sum, -1, exclude=True), RED),
+    Op("prod_all", lambda x: sym.prod(x), _reduce(_prod), RED),
+    Op("prod_ax1k", lambda x: sym.prod(x, axis=1, keepdims=True), _reduce(_prod, 1, True), RED),
+    Op("prod_axm1x", lambda x: sym.prod(x, axis=-1, exclude=True),
+       _reduce(_prod, -1, exclude=True), RED),
+    Op("prod_ax02", lambda x: sym.prod(x, axis=(0, 2)), _reduce(_prod, (0, 2)),
+       [[(2, 3, 5)], [(3, 1, 7)], [(1, 4, 3)]]),
+    # a broadcast input: the product of a value repeated along the reduced axis
+    Op("prod_of_bcast", lambda x: sym.prod(sym.broadcast_to(x, shape=(3, 5)), axis=1),
+       lambda x: x.expand(3, 5).prod(dim=1), [[(3, 1)], [(1, 1)], [(3, 5)]]),
+    Op("nanprod_ax1", lambda x: sym.nanprod(x, axis=1), _reduce(_prod, 1), RED),
     Op("norm_all", lambda x: sym.norm(x), _reduce(_l2), RED),
     Op("norm_l1_ax1", lambda x: sym.norm(x, ord=1, axis=1), _reduce(_l1, 1), RED),
     Op("norm_l2_axm1k", lambda x: sym.norm(x, axis=-1, keepdims=True),
@@ -101,6 +117,26 @@ def test_nansum_skips_nans_and_zeroes_their_gradient(cpu_target):
     exe.backward([torch.tensor([1.0, 2.0])])
     assert torch.equal(torch.as_tensor(exe.grad_dict["x"]),
                        torch.tensor([[1.0, 0.0, 1.0], [0.0, 2.0, 2.0]]))
+
+
+def test_nanprod_and_prod_at_nan_and_zero_match_mxnet(cpu_target):
+    """mxnet 1.9.1: nanprod counts NaN as 1 with a 0 gradient there; the gradient of
+    prod is y / x, NaN (0 / 0) at a zero."""
+    x = sym.Variable("x")
+    data = torch.tensor([[1.0, math.nan, 2.0], [math.nan, 3.0, 0.0]])
+    exe = sym.nanprod(x, axis=1).simple_bind(cpu(), x=(2, 3))
+    exe.arg_dict["x"][:] = data
+    assert torch.equal(torch.as_tensor(exe.forward(is_train=True)[0]), torch.tensor([2.0, 0.0]))
+    exe.backward([torch.tensor([1.0, 2.0])])
+    assert torch.allclose(torch.as_tensor(exe.grad_dict["x"]),
+                          torch.tensor([[2.0, 0.0, 1.0], [0.0, 0.0, math.nan]]), equal_nan=True)
+    exe = sym.prod(x, axis=1).simple_bind(cpu(), x=(2, 3))
+    exe.arg_dict["x"][:] = torch.tensor([[1.0, 0.0, 2.0], [4.0, 3.0, -2.0]])
+    assert torch.equal(torch.as_tensor(exe.forward(is_train=True)[0]), torch.tensor([0.0, -24.0]))
+    exe.backward([torch.tensor([1.0, 2.0])])
+    assert torch.allclose(torch.as_tensor(exe.grad_dict["x"]),
+                          torch.tensor([[0.0, math.nan, 0.0], [-12.0, -16.0, 24.0]]),
+                          equal_nan=True)
 
 
 def test_norm_gradient_at_zero_matches_mxnet(cpu_target):
