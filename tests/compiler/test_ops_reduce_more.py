@@ -93,6 +93,10 @@ ROWS = [
     Op("norm_l2_axm1k", lambda x: sym.norm(x, axis=-1, keepdims=True),
        _reduce(_l2, -1, True), RED),
     Op("norm_l2_ax01", lambda x: sym.norm(x, axis=(0, 1)), _reduce(_l2, (0, 1)), RED),
+    Op("cumsum_flat", lambda x: sym.cumsum(x), lambda x: torch.cumsum(x.reshape(-1), 0), RED),
+    Op("cumsum_ax1", lambda x: sym.cumsum(x, axis=1), lambda x: torch.cumsum(x, 1), RED),
+    Op("cumsum_axlast", lambda x: sym.cumsum(x, axis=1), lambda x: torch.cumsum(x, 1), U3),
+    Op("cumsum_ax0", lambda x: sym._np_cumsum(x, axis=0), lambda x: torch.cumsum(x, 0), U3),
     Op("moments_ax1", lambda x: sym.moments(x, axes=(1,)), _moments((1,)), RED),
     Op("moments_axm1k", lambda x: sym.moments(x, axes=(-1,), keepdims=True),
        _moments((-1,), True), RED),
@@ -159,3 +163,25 @@ def test_errors():
         sym.norm(x, ord=3).infer_shape(x=(2, 3))
     with pytest.raises(Exception, match="add_n: input arg1 has shape"):
         sym.add_n(x, sym.Variable("y")).infer_shape(x=(2, 3), y=(3, 2))
+
+
+@pytest.mark.parametrize("dtype,in_dtype", [("float64", "float32"), (None, "int32"),
+                                            ("int64", "float32")])
+def test_cumsum_dtype(dtype, in_dtype, cpu_target):
+    """mxnet 1.9.1: the result has ``dtype`` (None: the input's, int32 kept)."""
+    x = sym.Variable("x")
+    s = sym.cumsum(x, axis=1) if dtype is None else sym.cumsum(x, axis=1, dtype=dtype)
+    exe = s.simple_bind(cpu(), grad_req="null", type_dict={"x": in_dtype}, x=(2, 3))
+    exe.arg_dict["x"][:] = torch.tensor([[1, 2, 4], [3, 5, 9]])
+    out = torch.as_tensor(exe.forward()[0])
+    assert out.dtype == getattr(torch, dtype or in_dtype)
+    assert torch.equal(out.double(), torch.tensor([[1.0, 3, 7], [3, 8, 17]], dtype=torch.float64))
+
+
+def test_cumsum_refuses_overlong_and_negative_axes():
+    """mxnet 1.9.1 fails on a negative axis too (at run time)."""
+    x = sym.Variable("x")
+    with pytest.raises(Exception, match="cumsum: scanning 8193 elements"):
+        sym.cumsum(x).infer_shape(x=(3, 2731))
+    with pytest.raises(Exception, match=r"cumsum: axis=-1 is out of range"):
+        sym.cumsum(x, axis=-1).infer_shape(x=(3, 4))
