@@ -18,9 +18,9 @@ import torch
 
 from ..ir.expr import ops
 from .reduce import keep_shape, reduce_axes, reduce_out_shape
-from .registry import (Attr, Decompose, OpDef, Pointwise, Reduction, ShapeError, broadcast_shapes,
-                       parse_bool, parse_count, parse_dtype, parse_float, parse_int, parse_optional_shape,
-                       prod, register)
+from .registry import (Attr, Decompose, OpDef, Pointwise, Reduction, ShapeError,
+                       broadcast_shapes, parse_bool, parse_count, parse_dtype, parse_float,
+                       parse_int, parse_optional_shape, prod, register)
 
 
 def _bcast(b, ref, attrs, in_shape):
@@ -87,7 +87,6 @@ def _nan_mask_shape(attrs, in_shapes):
     d, like = in_shapes
     if d is None or like is None:
         return in_shapes, [None if d is None else tuple(d)]
-    broadcast_shapes(tuple(d), tuple(like), "_nan_mask")
     if broadcast_shapes(tuple(d), tuple(like), "_nan_mask") != tuple(d):
         raise ShapeError(f"_nan_mask: like shape {tuple(like)} must broadcast to data "
                          f"shape {tuple(d)}")
@@ -103,7 +102,8 @@ register(OpDef(
     name="_nan_mask", pattern="broadcast",
     # NaN is the one value unequal to itself
     lowering=Pointwise(lambda attrs, d, like: ops.where(ops.ne(like, like), attrs["fill"], d)),
-    arguments=("data", "like"), attrs=[Attr("fill", parse_float, 0.0)], infer_shape=_nan_mask_shape, reference=_nan_mask_ref,
+    arguments=("data", "like"), attrs=[Attr("fill", parse_float, 0.0)],
+    infer_shape=_nan_mask_shape, reference=_nan_mask_ref,
     gradient=lambda b, n: [b.op("_nan_mask", n.ograds[0], n.inputs[1]),
                            b.op("zeros_like", n.inputs[1])],
     doc="data where like is not NaN, else fill."))

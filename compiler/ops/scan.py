@@ -15,7 +15,7 @@ import torch
 
 from ..ir.expr import ops
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, parse_bool,
-                       parse_dtype, parse_int, parse_optional_int, parse_positive_int,
+                       parse_dtype, parse_optional_int, parse_positive_int,
                        prod, register)
 
 MAX_SCAN = 8192
