@@ -990,6 +990,39 @@ def split_v2(ary, indices_or_sections, axis=0, squeeze_axis=False):
                    None)
 
 
+def arange(start, stop=None, step=1.0, repeat=1, infer_range=False, name=None, dtype=None):
+    """Evenly spaced values in ``[start, stop)`` (``mxnet.symbol.arange``, operator
+    ``_arange``); ``stop=None`` gives ``[0, start)``. Each value is repeated ``repeat``
+    times; ``dtype`` None is float32."""
+    # mxnet writes an absent stop as "None" into the symbol's attributes
+    return _create("_arange", [], {"start": start, "stop": "None" if stop is None else stop,
+                                   "step": step,
+                                   "repeat": repeat, "infer_range": infer_range,
+                                   "dtype": dtype or "float32"}, name)
+
+
+def linspace(start, stop, num, endpoint=True, name=None, dtype=None):
+    """``num`` evenly spaced values from ``start`` to ``stop`` (``mxnet.symbol.linspace``,
+    operator ``_linspace``); ``endpoint=False`` leaves ``stop`` out."""
+    return _create("_linspace", [], {"start": start, "stop": stop, "num": num,
+                                     "endpoint": endpoint, "dtype": dtype or "float32"}, name)
+
+
+def eye(N, M=0, k=0, dtype=None, **kwargs):
+    """An ``N x M`` matrix (``M=0``: ``N x N``) with ones on diagonal ``k``
+    (``mxnet.symbol.eye``, operator ``_eye``)."""
+    name = kwargs.pop("name", None)
+    return _create("_eye", [], {"N": N, "M": M, "k": k, "dtype": dtype or "float32",
+                                **kwargs}, name)
+
+
+def full(shape, val, dtype=None, **kwargs):
+    """A ``shape`` array of ``val`` (``mxnet.symbol.full``, operator ``_full``)."""
+    name = kwargs.pop("name", None)
+    return _create("_full", [], {"shape": shape, "value": float(val), "dtype": dtype or "float32",
+                                 **kwargs}, name)
+
+
 def _export_ops():
     module = sys.modules[__name__]
     for op_name in REGISTRY:

@@ -158,6 +158,8 @@ class Lowering(MatmulLowering, ExprLowering):
         factor = prod(self.D[p] for p in cols if x.shape[p] == 1)
         combine = ins.extra["combine"]
         scale = float(ins.extra.get("scale", 1.0)) * (factor if combine == "sum" else 1)
+        if combine == "prod":
+            return self._prod(x, dims, factor)
         if x.kind == "scalar":
             return scalar(x.scalar * scale)
         if dims:
@@ -167,6 +169,27 @@ class Lowering(MatmulLowering, ExprLowering):
                           [x], shape, fn=fn[6:], dims=tuple(dims))
         if scale != 1.0:
             x = self.ew("mul", x, scalar(scale))
+        return x
+
+    def _prod(self, x, dims, factor):
+        """The product over ``dims``; a value constant along reduced dims of total size
+        ``factor`` is raised to that power by repeated squaring (exact, any sign).
+        ``torch.prod`` takes one dim: one call per dim."""
+        power, base, out = int(factor), x, None
+        while power:
+            if power & 1:
+                out = base if out is None else self.ew("mul", out, base)
+            power >>= 1
+            if power:
+                base = self.ew("mul", base, base)
+        x = out
+        if x.kind == "scalar":
+            return x
+        shape = x.shape
+        for d in dims:
+            shape = tuple(1 if p == d else s for p, s in enumerate(shape))
+            x = self.emit("reduce", f"torch.prod({{a0}}, {d}, keepdim=True, out={{out}})",
+                          [x], shape, fn="prod", dims=(d,))
         return x
 
     def gather(self, ins):

@@ -36,7 +36,7 @@ class Instr:
     ``expr`` (kinds ``expr`` and ``const``) is its math in the vocabulary of
     ``compiler/ir/expr.py`` over the values in ``args``; each target emits its own code
     from it. ``extra`` holds structured facts: a reduction's ``combine`` (``sum`` /
-    ``max`` / ``min``) and ``scale``, a load's ``dims``, a dot's operands, and for
+    ``max`` / ``min`` / ``prod``) and ``scale``, a load's ``dims``, a dot's operands, and for
     ``concat`` / ``ce_grad`` expressions what a target with a kernel for the whole
     (``torch.cat``, a one-hot scatter) needs. ``origin`` names the operator and node
     it computes, for errors.

@@ -21,3 +21,6 @@ from . import shape_more  # noqa: F401
 from . import shape_like  # noqa: F401
 from . import math  # noqa: F401
 from . import random  # noqa: F401
+from . import reduce_more  # noqa: F401
+from . import scan  # noqa: F401
+from . import creation  # noqa: F401

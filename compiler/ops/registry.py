@@ -193,7 +193,7 @@ class Pointwise:
 @dataclass(frozen=True)
 class Reduction:
     """A reduction over ``axes(attrs, in_shape)`` with combiner ``kind``."""
-    kind: str                     # 'sum' | 'max' | 'min'
+    kind: str                     # 'sum' | 'max' | 'min' | 'prod'
     axes: Callable[[dict, tuple], tuple]
     scale: Callable[[dict, tuple], float] = lambda attrs, shape: 1.0
 

@@ -124,7 +124,9 @@ def render_tile(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = 
     batch = int(prog.domain[prog.grid_pos[0]]) if prog.grid_pos else 1
     k = {"params": ", ".join(f"p{t}_{d}" for t, d in params), "M": M, "N": N,
          "batched": bool(prog.grid_pos), "coord_lines": head, "body_lines": body,
-         "summary": _summary(prog), "pointers": " ".join(ctx.dtypes[t] for t, _ in params)}
+         "summary": _summary(prog), "pointers": " ".join(ctx.dtypes[t] for t, _ in params),
+         "prod": any(ins.kind == "reduce" and ins.extra["combine"] == "prod"
+                     for ins in prog.instrs)}
     source = environment.get_template(_FAMILY_TEMPLATE[prog.kind]).render(k=k)
     dots = [ins for ins in prog.instrs if ins.kind == "dot"]
     dot = dot_kind(ctx, *dots[0].args) if dots else "float32"
@@ -152,11 +154,9 @@ def instr_lines(ctx: KernelContext, ins, accumulate=None) -> list:
     if ins.kind == "const":
         return [f"{ins.out} = {triton_source(ins.expr, ctx.coord, ctx.cdt, ins.origin)}"]
     if ins.kind == "reduce":
-        fill = _REDUCE_FILL[ins.extra["combine"]]
-        fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[ins.extra["combine"]]
         scale = ins.extra.get("scale", 1.0)
         tail = f" * {float(scale)!r}" if scale != 1.0 else ""
-        return [f"{ins.out} = {fn}(tl.where(mfull, {ins.args[0]}, {fill}), axis=1)[:, None]{tail}"]
+        return [f"{ins.out} = {_reduce_call(ins.extra['combine'], ins.args[0])}{tail}"]
     if ins.kind == "gather":
         idx, w = ins.args
         rows, cols = shapes[w]
@@ -173,7 +173,17 @@ def instr_lines(ctx: KernelContext, ins, accumulate=None) -> list:
     raise ValueError(f"unknown instruction kind {ins.kind!r}")
 
 
-_REDUCE_FILL = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
+_REDUCE_FILL = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0"}
+
+
+def _reduce_call(combine: str, x: str) -> str:
+    """The row reduction of the masked tile ``x`` (masked lanes hold the identity), as a
+    ``[BM, 1]`` column. Triton has no product reduction: ``prod`` is ``tl.reduce`` with
+    the template's ``_prod_combine`` (defined in reduce kernels that use it)."""
+    masked = f"tl.where(mfull, {x}, {_REDUCE_FILL[combine]})"
+    if combine == "prod":
+        return f"tl.reduce({masked}, 1, _prod_combine)[:, None]"
+    return f"tl.{combine}({masked}, axis=1)[:, None]"
 
 
 def _dot_sums(prog) -> dict:
@@ -288,8 +298,7 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
                 continue                  # updated with its online sum below
             x = r.args[0]
             combine = r.extra["combine"]
-            fill = _REDUCE_FILL[combine]
-            part = (f"tl.{combine}(tl.where(mfull, {x}, {fill}), axis=1)[:, None]")
+            part = _reduce_call(combine, x)
             if r.out in online:
                 m, x = online[r.out]
                 body += [f"{m}_tile = tl.max(tl.where(mfull, {x}, float('-inf')), axis=1)[:, None]",
@@ -301,6 +310,8 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
                          f"{m} = {m}_new"]
             elif combine == "sum":
                 body.append(f"{r.out} += {part}")
+            elif combine == "prod":
+                body.append(f"{r.out} = {r.out} * {part}")
             else:
                 op = "tl.maximum" if combine == "max" else "tl.minimum"
                 body.append(f"{r.out} = {op}({r.out}, {part})")
