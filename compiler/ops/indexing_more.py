@@ -332,3 +332,79 @@ register(OpDef(
                                                          dtype=torch.int64)],
     gradient=lambda b, n: [b.zeros_like(n.inputs[0])],
     doc="The number of elements of data as a (1,) int64 array."))
+
+
+# -- ravel_multi_index, unravel_index --------------------------------------------------------
+# mxnet's loops in index arithmetic (ravel.h): ravel is ret = int(ret * shape[j] + u[j]),
+# unravel C's truncating division and remainder, the first coordinate keeping what is left
+# (so neither checks the range: 50 in (7, 6) unravels to (8, 2)). Here in float32, exact
+# for flat indices below 2**24.
+
+def _ravel_shape(name, ravel):
+    def shape(attrs, in_shapes):
+        d, m = in_shapes[0], len(attrs["shape"])
+        if m == 0:
+            raise ShapeError(f"{name}: the shape attribute is empty")
+        if d is None:
+            return in_shapes, [None]
+        if ravel and (len(d) != 2 or d[0] != m):
+            raise ShapeError(f"{name}: data of shape {tuple(d)} must be ({m}, N): one row "
+                             f"per dimension of shape {tuple(attrs['shape'])}")
+        if not ravel and len(d) != 1:
+            raise ShapeError(f"{name}: data of shape {tuple(d)} must be 1-D (N,)")
+        return in_shapes, [(d[1],) if ravel else (m, d[0])]
+    return shape
+
+
+def _ravel_ref(attrs, ins, is_train):
+    u = ins[0].detach().double()
+    ret = torch.zeros(u.shape[1:], dtype=torch.float64)
+    for k, s in enumerate(attrs["shape"]):
+        ret = torch.trunc(ret * s + u[k])
+    return [ret.to(ins[0].dtype)]
+
+
+def _unravel_ref(attrs, ins, is_train):
+    idx = torch.trunc(ins[0].detach().double())
+    coords = []
+    for s in reversed(attrs["shape"][1:]):
+        tmp = torch.trunc(idx / s)
+        coords.append(idx - tmp * s)
+        idx = tmp
+    coords.append(idx)
+    return [torch.stack(coords[::-1]).to(ins[0].dtype)]
+
+
+def _ravel_build(b, n, is_train):
+    shape, (m, count) = n.attrs["shape"], n.in_shapes[0]
+    ret = None
+    for k, s in enumerate(shape):
+        u = _reshape(b, b.op("slice_axis", n.inputs[0], axis=0, begin=k, end=k + 1), (count,))
+        ret = u if ret is None else b.op("elemwise_add", b.op("_mul_scalar", ret,
+                                                              scalar=float(s)), u)
+        ret = b.op("fix", ret)
+    return [ret]
+
+
+def _unravel_build(b, n, is_train):
+    shape = n.attrs["shape"]
+    idx = b.op("fix", n.inputs[0])
+    coords = []
+    for s in reversed(shape[1:]):
+        tmp = b.op("fix", b.op("_div_scalar", idx, scalar=float(s)))
+        coords.append(b.op("elemwise_sub", idx, b.op("_mul_scalar", tmp, scalar=float(s))))
+        idx = tmp
+    coords.append(idx)
+    rows = [b.op("expand_dims", c, axis=0) for c in reversed(coords)]
+    return [rows[0] if len(rows) == 1 else b.op("Concat", *rows, num_args=len(rows), dim=0)]
+
+
+for _name, _alias, _ravel, _ref, _build, _doc in (
+        ("_ravel_multi_index", "ravel_multi_index", True, _ravel_ref, _ravel_build,
+         "Flat indices into shape of the (len(shape), N) coordinates in data."),
+        ("_unravel_index", "unravel_index", False, _unravel_ref, _unravel_build,
+         "The (len(shape), N) coordinates in shape of the N flat indices in data.")):
+    register(OpDef(
+        name=_name, aliases=(_alias,), pattern="composite", lowering=Decompose(_build),
+        attrs=[Attr("shape", parse_shape)], infer_shape=_ravel_shape(_alias, _ravel),
+        reference=_ref, gradient=lambda b, n: [b.zeros_like(n.inputs[0])], doc=_doc))
