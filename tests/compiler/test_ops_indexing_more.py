@@ -97,6 +97,20 @@ ROWS = [
     Op("diag_nd_inner", lambda x: sym.diag(x, axis1=1, axis2=2) * 3,
        lambda x: torch.diagonal(x, 0, 1, 2) * 3,
        [[(2, 3, 5)], [(3, 1, 7)], [(2, 4, 4, 3)]]),
+    # -- ravel_multi_index / unravel_index: no range check (indices past shape[0] carry
+    #    on), zero gradient (finite differences would step over the integer truncation)
+    Op("ravel_multi_index", lambda x: sym.ravel_multi_index(x, shape=(4, 6)),
+       lambda x: torch.trunc(x[0]) * 6 + torch.trunc(x[1]), [[(2, 5)], [(2, 1)], [(2, 3)]],
+       gen={"x": "index:6"}, fd=False),
+    Op("unravel_index", lambda x: sym.unravel_index(x, shape=(3, 1, 5)),
+       lambda x: torch.stack([torch.trunc(x / 5), 0 * x,
+                              torch.trunc(x) - 5 * torch.trunc(x / 5)]),
+       [[(7,)], [(1,)], [(4,)]], gen={"x": "index:20"}, fd=False),
+    # -- choose_element_0index: pick's other name (indices clipped into each row)
+    Op("choose_element_0index", lambda x, i: sym.choose_element_0index(x, i),
+       lambda x, i: x.gather(1, i.long().clamp(0, x.shape[1] - 1).unsqueeze(1)).squeeze(1),
+       [[(3, 5), (3,)], [(1, 7), (1,)], [(4, 1), (4,)]], inputs=("x", "i"),
+       gen={"i": "index:8"}, nograd=("i",)),
     # -- argmax_channel: argmax over axis 1, zero gradient
     Op("argmax_channel", lambda x: sym.argmax_channel(x), _argmax_channel,
        [[(3, 5)], [(2, 1, 3)], [(2, 7, 3, 1)]]),
@@ -156,6 +170,8 @@ _x, _i = sym.Variable("x"), sym.Variable("i")
     (sym.diag(_x, k=4), {"x": (3, 4)}, "is empty"),
     (sym.diag(_x, axis2=3), {"x": (3, 4)}, "diag"),
     (sym.argmax_channel(_x), {"x": (5,)}, "argmax_channel: data of shape (5,) has no axis 1"),
+    (sym.ravel_multi_index(_x, shape=(3, 4)), {"x": (3, 5)}, "must be (2, N)"),
+    (sym.unravel_index(_x, shape=(3, 4)), {"x": (3, 5)}, "unravel_index: data of shape"),
 ])
 def test_shape_errors_name_the_operator_and_the_shapes(s, shapes, words):
     with pytest.raises(MXNetError) as info:
