@@ -21,3 +21,4 @@ from . import shape_more  # noqa: F401
 from . import shape_like  # noqa: F401
 from . import math  # noqa: F401
 from . import indexing_more  # noqa: F401
+from . import histogram  # noqa: F401

@@ -19,10 +19,11 @@ with open(os.path.join(replay.FIXTURES, "indexing_more_cases_index.json")) as _f
 
 # recorded without a backward: mxnet 1.9.1 registers no gradient for argmax_channel,
 # its gather_nd backward writes negative indices out of bounds, and shape_array /
-# size_array give int64 outputs; ravel_multi_index / unravel_index take only indices
+# size_array and histogram give int64 outputs; ravel_multi_index / unravel_index take only indices
 FORWARD_ONLY = {"indexing_more_argmax_channel", "indexing_more_gather_nd_negative",
                 "indexing_more_ravel_multi_index", "indexing_more_unravel_index",
-                "indexing_more_shape_size_array"}
+                "indexing_more_shape_size_array", "indexing_more_histogram_bin_cnt",
+                "indexing_more_histogram_bins"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -177,3 +177,35 @@ def test_shape_errors_name_the_operator_and_the_shapes(s, shapes, words):
     with pytest.raises(MXNetError) as info:
         s.infer_shape(**shapes)
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize("data,bins,rng,counts,edges", [
+    # mxnet 1.9.1's numbers: the right edge stays in the last bin, outliers in none
+    ([0, 1, 2, 3, 4, 5, 5, 10, -1], 5, (0, 5), [1, 1, 1, 1, 3], [0, 1, 2, 3, 4, 5]),
+    ([0.5, 1.5, 3, 5, 5.5, 1.49], [0, 1.5, 3, 5], None, [2, 1, 2], [0, 1.5, 3, 5]),
+    ([[0.1, 0.9], [0.2, 0.3]], 3, (0.1, 0.4), [1, 1, 1], [0.1, 0.2, 0.3, 0.4]),
+])
+def test_histogram_counts_and_edges(data, bins, rng, counts, edges, cpu_target):
+    x = sym.Variable("x")
+    data = np.array(data, np.float32)
+    inputs = {"x": data}
+    if isinstance(bins, list):
+        s = sym.histogram(x, bins=sym.Variable("b"))
+        inputs["b"] = np.array(bins, np.float32)
+    else:
+        s = sym.histogram(x, bins=bins, range=rng)
+    assert s.infer_type(**{k: "float32" for k in inputs})[1] == [np.int64, np.float32]
+    exe = s.simple_bind(cpu(), grad_req="null", **{k: v.shape for k, v in inputs.items()})
+    for k, v in inputs.items():
+        exe.arg_dict[k][:] = v
+    got_counts, got_edges = exe.forward(is_train=False)
+    assert got_counts.asnumpy().dtype == np.int64
+    assert got_counts.asnumpy().tolist() == counts
+    np.testing.assert_allclose(got_edges.asnumpy(), np.array(edges, np.float32), rtol=1e-6)
+
+
+def test_histogram_needs_a_range_with_a_bin_count():
+    with pytest.raises(ValueError, match="null range"):
+        sym.histogram(_x, bins=3)
+    with pytest.raises(MXNetError, match="histogram: bins of shape"):
+        sym.histogram(_x, bins=_i).infer_shape(x=(4,), i=(3, 2))
