@@ -10,7 +10,8 @@ All are composites over kernels other operators already make:
   an index mxnet rejects as out of bounds is clipped here, where the device cannot
   raise), then Embedding's gather reads rows of ``data`` viewed as
   ``(prod(shape[:M]), rest)``. The gradient is Embedding's scatter-add (mxnet's
-  ``_backward_gather_nd``: repeated indices accumulate).
+  ``_backward_gather_nd``: repeated indices accumulate; negative indices land where
+  the forward read them, where mxnet 1.9.1's backward writes out of bounds).
 * ``scatter_nd(data, indices, shape)``: the inverse placement into zeros of
   ``shape``. Where indices repeat, mxnet's CPU loop writes them in order, so the
   last one wins: a pair count (the same row number at a later position) masks the
@@ -22,8 +23,15 @@ All are composites over kernels other operators already make:
   is a masked row sum and a slice, placement a masked broadcast; each is the other's
   gradient.
 * ``argmax_channel(data)``: ``argmax(data, axis=1)`` (mxnet's parameters are fixed
-  to axis 1, keepdims false), float positions, no gradient.
-* ``shape_array`` / ``size_array``: int64 constants of the input's shape / size.
+  to axis 1, keepdims false), float positions, the first of ties. mxnet registers no
+  gradient (binding data for one fails there); here it is zero, as argmax's.
+* ``shape_array`` / ``size_array``: int64 constants of the input's shape / size; zero
+  gradient (mxnet's).
+* ``ravel_multi_index`` / ``unravel_index`` (``_ravel_multi_index`` /
+  ``_unravel_index``): mxnet's index arithmetic, with no range check; zero gradient.
+
+``choose_element_0index`` is ``pick``'s other name (compiler/ops/selection.py), as
+mxnet registers it; ``histogram`` lives in compiler/ops/histogram.py.
 """
 from __future__ import annotations
 
