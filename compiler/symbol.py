@@ -1023,6 +1023,37 @@ def full(shape, val, dtype=None, **kwargs):
                                  **kwargs}, name)
 
 
+
+def histogram(a, bins=10, range=None, **kwargs):
+    """The histogram of the flattened ``a`` (``mxnet.symbol.histogram``).
+
+    Parameters
+    ----------
+    a : Symbol
+    bins : int or Symbol, optional
+        An int: that many equal bins over ``range`` (10). A Symbol: the bin edges,
+        ascending, the last one included in the last bin.
+    range : (float, float)
+        The span of the equal bins; required with an int ``bins`` (symbols cannot
+        read the data's extremes).
+
+    Returns
+    -------
+    Symbol
+        Two outputs: the counts (int64) and the edges (operator ``_histogram``).
+    """
+    name = kwargs.pop("name", None)
+    if isinstance(bins, Symbol):
+        return _create("_histogram", [a, bins], kwargs, name)
+    if isinstance(bins, int):
+        if range is None:
+            raise ValueError("null range is not supported in symbol mode")
+        # as mxnet's str(tuple): the shape formatting of tuples would make them ints
+        return _create("_histogram", [a], dict(kwargs, bin_cnt=bins, range=str(tuple(range))),
+                       name)
+    raise ValueError("bins argument should be either an integer or an NDArray")
+
+
 def _export_ops():
     module = sys.modules[__name__]
     for op_name in REGISTRY:

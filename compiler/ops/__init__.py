@@ -24,3 +24,5 @@ from . import random  # noqa: F401
 from . import reduce_more  # noqa: F401
 from . import scan  # noqa: F401
 from . import creation  # noqa: F401
+from . import indexing_more  # noqa: F401
+from . import histogram  # noqa: F401

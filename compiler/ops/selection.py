@@ -150,7 +150,7 @@ def _pick_gradient(b, n):
 
 register(OpDef(
     name="pick", pattern="composite", lowering=Decompose(_pick_build),
-    arguments=("data", "index"),
+    arguments=("data", "index"), aliases=("choose_element_0index",),
     attrs=[Attr("axis", parse_optional_int, -1), Attr("keepdims", parse_bool, False),
            Attr("mode", choice("clip", "wrap"), "clip")],
     infer_shape=_pick_shape, reference=_pick_ref, gradient=_pick_gradient,

@@ -69,7 +69,9 @@ def _expand_dims():
     # the last size-1 dim of the operator's input comes from expand_dims
     def axis(s):
         return max(i for i, d in enumerate(s) if d == 1)
-    return (lambda s: 1 in s, lambda s: tuple(d for i, d in enumerate(s) if i != axis(s)),
+    # (not from a 0-d input: a (1,) operand stays as it is, mxnet 1.x has no 0-d arrays)
+    return (lambda s: 1 in s and len(s) > 1,
+            lambda s: tuple(d for i, d in enumerate(s) if i != axis(s)),
             lambda x, s: sym.expand_dims(x, axis=axis(s)),
             lambda t, s: t.unsqueeze(axis(s)))
 
