@@ -1023,7 +1023,6 @@ def full(shape, val, dtype=None, **kwargs):
                                  **kwargs}, name)
 
 
-
 def histogram(a, bins=10, range=None, **kwargs):
     """The histogram of the flattened ``a`` (``mxnet.symbol.histogram``).
 

@@ -10,6 +10,7 @@ new node's shapes on the spot.
 from __future__ import annotations
 
 import itertools
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -320,7 +321,17 @@ def _raw(v) -> str:
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, (list, tuple)):
-        # None entries as mxnet writes them (slice's ``begin=(None, 1)``)
-        return "(" + ", ".join("None" if x is None else str(int(x)) for x in v) \
-            + ("," if len(v) == 1 else "") + ")"
+        # as mxnet's str(tuple): None entries (slice's ``begin=(None, 1)``), integers
+        # (numpy's too) as integers, floats as floats (histogram's ``range=(0.1, 0.4)``)
+        return "(" + ", ".join(_raw_entry(x) for x in v) + ("," if len(v) == 1 else "") + ")"
     return str(v)
+
+
+def _raw_entry(x) -> str:
+    if x is None:
+        return "None"
+    if isinstance(x, numbers.Integral):
+        return str(int(x))
+    if isinstance(x, numbers.Real):
+        return repr(float(x))
+    return str(x)

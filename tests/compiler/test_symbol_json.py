@@ -97,3 +97,14 @@ def test_variable_shape_may_be_a_bare_int_as_in_mxnet():
     from compiler import symbol as sym
     v = sym.var("b", shape=(1))
     assert v.infer_shape()[0] == [(1,)]
+
+
+def test_tuple_attributes_keep_their_floats_and_integers():
+    """A tuple attribute is written as mxnet's str(tuple): floats stay floats
+    (``range=(0.1, 0.4)`` once became ``(0, 0)``), numpy integers are integers."""
+    import numpy as np
+    x = sym.Variable("x")
+    h = sym._histogram(x, bin_cnt=3, range=(0.1, 0.4), name="h")
+    assert h.attr_dict()["h"]["range"] == "(0.1, 0.4)"
+    assert sym.reshape(x, shape=(np.int64(2), 3)).list_attr()["shape"] == "(2, 3)"
+    assert sym.slice(x, begin=(None, 1), end=(2, None)).list_attr()["begin"] == "(None, 1)"
