@@ -9,6 +9,7 @@ new node's shapes on the spot.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import os
 from dataclasses import dataclass
@@ -93,14 +94,30 @@ class Graph:
         return nid
 
     def copy(self) -> "Graph":
+        """A copy whose nodes, edges, heads and meta can change independently.
+
+        Built straight into networkx's adjacency dicts (one keyed edge dict shared
+        by successor and predecessor maps, as networkx keeps it): every pass
+        copies its input, and ``MultiDiGraph.copy`` costs several times more.
+        """
         new = Graph()
-        new.g = self.g.copy()
-        for n in new.g.nodes:  # node dicts are shallow-copied; copy the mutable parts
-            d = new.g.nodes[n]
+        node, succ, pred = new.g._node, new.g._succ, new.g._pred
+        for n, d in self.g._node.items():
+            d = dict(d)            # copy the mutable parts; the rest is shared and read-only
             d["attrs"] = dict(d["attrs"])
             d["raw"] = dict(d["raw"])
             d["shapes"] = None if d["shapes"] is None else list(d["shapes"])
             d["dtypes"] = None if d["dtypes"] is None else list(d["dtypes"])
+            node[n] = d
+            succ[n] = {}
+            pred[n] = {}
+        for u, nbrs in self.g._succ.items():
+            out = succ[u]
+            for v, keyed in nbrs.items():
+                edges = {k: dict(data) for k, data in keyed.items()}
+                out[v] = edges
+                pred[v][u] = edges
+        new.g.graph.update(self.g.graph)
         new.heads = list(self.heads)
         new.meta = dict(self.meta)
         new._ids = itertools.count(max(self.g.nodes, default=-1) + 1)
@@ -123,7 +140,37 @@ class Graph:
                 if index is None or out == index]
 
     def topo(self) -> list:
-        return list(nx.lexicographical_topological_sort(self.g))
+        """Nodes in topological order, the smallest id first among those ready.
+
+        The order of ``networkx.lexicographical_topological_sort``, read straight
+        from the adjacency dicts: passes sort the graph often, and networkx's
+        generator costs several times more per node.
+        """
+        pred, succ = self.g._pred, self.g._succ
+        indegree = {n: sum(len(keyed) for keyed in p.values()) for n, p in pred.items()}
+        ready = [n for n, d in indegree.items() if d == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            n = heapq.heappop(ready)
+            order.append(n)
+            for v, keyed in succ[n].items():
+                left = indegree[v] - len(keyed)
+                indegree[v] = left
+                if left == 0:
+                    heapq.heappush(ready, v)
+        if len(order) != len(indegree):
+            raise nx.NetworkXUnfeasible("the graph contains a cycle")
+        return order
+
+    def ancestors(self, nodes) -> set:
+        """``nodes`` and every node they depend on: one search from all of them
+        (a search per node would revisit what they share)."""
+        return _reach(self.g._pred, nodes)
+
+    def descendants(self, nodes) -> set:
+        """``nodes`` and every node depending on them, in one search."""
+        return _reach(self.g._succ, nodes)
 
     def shape(self, entry: Entry):
         shapes = self.g.nodes[entry[0]]["shapes"]
@@ -153,14 +200,22 @@ class Graph:
 
     def remove_dead(self):
         """Drop nodes that no head depends on (variables included)."""
-        live = set()
-        for h, _ in self.heads:
-            live.add(h)
-            live |= nx.ancestors(self.g, h)
+        live = self.ancestors(h for h, _ in self.heads)
         keep_vars = self.meta.get("keep_variables", True)
         dead = [n for n in self.g.nodes if n not in live
                 and not (keep_vars and self.g.nodes[n]["op"] == "null")]
         self.g.remove_nodes_from(dead)
+
+
+def _reach(adjacency, nodes) -> set:
+    seen = set(nodes)
+    stack = list(seen)
+    while stack:
+        for u in adjacency[stack.pop()]:
+            if u not in seen:
+                seen.add(u)
+                stack.append(u)
+    return seen
 
 
 def _through_cast(graph: Graph, src, idx):

@@ -401,12 +401,7 @@ def _schedule(graph, groups, group_of):
 
 def unfused_counts(graph: Graph) -> dict:
     """Launches and bytes if every live non-view operator ran as its own kernel."""
-    import networkx as nx
-    live = set()
-    for h, _ in graph.heads:
-        if h not in live:
-            live.add(h)
-            live |= nx.ancestors(graph.g, h)
+    live = graph.ancestors(h for h, _ in graph.heads)
     counts = {"fwd": 0, "bwd": 0, "bytes": 0}
     for n in graph.ops():
         if n not in live or is_free_view(graph, n) or is_source(graph, n):
