@@ -432,7 +432,8 @@ class _Lowering(MatmulLowering):
             return v.op if v.op is not None and v.op.fn == fn and v.op in self.ops else None
 
         for last in list(self.ops):
-            if last not in self.ops or last.fn not in ("div", "sub") or len(last.args) != 2:
+            # the list search last: it is linear, and most calls are neither div nor sub
+            if last.fn not in ("div", "sub") or len(last.args) != 2 or last not in self.ops:
                 continue
             top, den = last.args
             s_op = made(den, "log" if last.fn == "sub" else "sum")
