@@ -10,6 +10,7 @@ auto-created argument variables (``fc1_weight``) and auto names
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -95,6 +96,11 @@ def _topo(entries, inputs_of=None) -> list:
     return order
 
 
+# Bumped whenever a node's attributes change after it was made (``_set_attr``): what a
+# Symbol derived from its graph (variables, inferred shapes) is recomputed after it.
+_ATTR_EDITS = [0]
+
+
 # The runtime registers its Executor here when it is imported: imports flow
 # compiler -> runtime, never back, and module_api imports the runtime.
 _RUNTIME = {}
@@ -115,7 +121,7 @@ def _runtime(what) -> dict:
 def is_mode_dependent(symbol) -> bool:
     """Whether some operator of ``symbol`` behaves differently in training
     (Dropout, BatchNorm): then inference needs a Program of its own."""
-    for node in _topo(symbol._outputs):
+    for node in symbol._nodes():
         if node.op == "null":
             continue
         dep = node.opdef().mode_dependent
@@ -129,6 +135,42 @@ class Symbol:
 
     def __init__(self, outputs):
         self._outputs = [(n, int(i)) for n, i in outputs]
+
+    # -- what is derived from the graph, once ------------------------------------------
+    def _derived(self) -> dict:
+        """Facts derived from this symbol's graph (node order, variables, inferred
+        shapes and dtypes), kept while its outputs and every node's attributes stay
+        as they were: a bind asks for them several times (the executor, the cache
+        key, the compile), and each walk of a 40,000-node graph costs tenths of a
+        second. Nodes never change their inputs once made."""
+        memo = self.__dict__.get("_memo")
+        outs = self._outputs
+        if memo is None or memo["edits"] != _ATTR_EDITS[0] or \
+                len(memo["outputs"]) != len(outs) or \
+                any(a is not b or i != j for (a, i), (b, j) in zip(memo["outputs"], outs)):
+            memo = {"outputs": list(outs), "edits": _ATTR_EDITS[0]}
+            self.__dict__["_memo"] = memo
+        return memo
+
+    def _remember(self, key, compute):
+        """``compute()``, remembered under ``key`` in :meth:`_derived` (a few keys kept)."""
+        memo = self._derived()
+        if key not in memo:
+            values = [k for k in memo if isinstance(k, tuple)]
+            if len(values) >= 16:            # shapes of many buckets or reshapes
+                del memo[values[0]]
+            memo[key] = compute()
+        return memo[key]
+
+    def _nodes(self) -> list:
+        """Every node, in mxnet's order (:func:`_topo`); do not modify the list."""
+        memo = self._derived()
+        if "nodes" not in memo:
+            memo["nodes"] = _topo(self._outputs)
+        return memo["nodes"]
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
 
     # -- naming and attributes ---------------------------------------------------
     @property
@@ -168,7 +210,7 @@ class Symbol:
         dict of str to dict of str to str
         """
         out = {}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             if node.attrs:
                 attrs = {}
                 for key, value in node.attrs.items():
@@ -216,6 +258,7 @@ class Symbol:
             if not isinstance(v, str):
                 raise MXNetError(f"attribute '{k}' must be a string")
             node.attrs[k] = v
+        _ATTR_EDITS[0] += 1
 
     def _single(self, what):
         if len(self._outputs) != 1:
@@ -225,7 +268,14 @@ class Symbol:
 
     # -- listing -------------------------------------------------------------------
     def _variables(self):
-        nodes = _topo(self._outputs)
+        memo = self._derived()
+        if "variables" not in memo:
+            memo["variables"] = self._find_variables()
+        args, aux = memo["variables"]
+        return list(args), list(aux)
+
+    def _find_variables(self):
+        nodes = self._nodes()
         aux_ids = set()
         for node in nodes:
             if node.op != "null":
@@ -247,7 +297,7 @@ class Symbol:
 
     def list_inputs(self):
         """Arguments and auxiliary states, in graph order."""
-        return [n.name for n in _topo(self._outputs) if n.op == "null"]
+        return [n.name for n in self._nodes() if n.op == "null"]
 
     def list_outputs(self):
         """Output names: ``{node}_output`` (``{node}_output0`` ...), a variable's own name."""
@@ -256,7 +306,7 @@ class Symbol:
     def get_internals(self):
         """A group of every output of every node, in topological order."""
         entries = []
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             count = 1 if node.op == "null" else node.opdef().visible_outputs(node.parsed())
             entries.extend((node, i) for i in range(count))
         return Symbol(entries)
@@ -327,7 +377,7 @@ class Symbol:
                                  f"{[v.name for v in arg_vars]}")
             subst[id(hits[0])] = sym._single_entry("compose")
         mapping = {}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             if id(node) in subst:
                 continue
             new = _Node(node.op, node.name, node.attrs,
@@ -347,7 +397,7 @@ class Symbol:
 
     def __copy__(self):
         mapping = {}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             mapping[id(node)] = _Node(node.op, node.name, node.attrs,
                                       [(mapping[id(s)], i) for s, i in node.inputs])
         return Symbol([(mapping[id(n)], i) for n, i in self._outputs])
@@ -413,7 +463,7 @@ class Symbol:
         ids = {}
         args, aux = self._variables()
         aux_ids = {id(n) for n in aux}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             if node.op == "null":
                 role = "aux" if id(node) in aux_ids else "arg"
                 ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
@@ -432,8 +482,8 @@ class Symbol:
         graph.meta["arg_names"] = [n.name for n in args]
         graph.meta["aux_names"] = [n.name for n in aux]
         graph.meta["output_names"] = self.list_outputs()
-        names = [n.name for n in args + aux]
-        dup = sorted({x for x in names if names.count(x) > 1})
+        counts = collections.Counter(n.name for n in args + aux)
+        dup = sorted(x for x, c in counts.items() if c > 1)
         if dup:
             raise MXNetError(f"duplicate argument names {dup}: each variable in a symbol needs "
                              f"a distinct name")
@@ -457,6 +507,17 @@ class Symbol:
         return shapes
 
     def _infer(self, args, kwargs, partial):
+        try:
+            key = ("infer_shape", partial, os.environ.get("SYMTRITON_MAX_ELEMENTS"),
+                   tuple(None if a is None else tuple(a) for a in args),
+                   tuple(sorted((k, None if v is None else tuple(v)) for k, v in kwargs.items())))
+            hash(key)
+        except TypeError:             # not shapes: let inference say what is wrong
+            return self._infer_graph(args, kwargs, partial)
+        result = self._remember(key, lambda: self._infer_graph(args, kwargs, partial))
+        return tuple(None if r is None else list(r) for r in result)
+
+    def _infer_graph(self, args, kwargs, partial):
         from .passes.infer_shapes import infer_shapes
         graph = self.to_graph()
         shapes = self._shape_args(args, kwargs, "infer_shape")
