@@ -56,6 +56,7 @@ class _Lowering(MatmulLowering):
         self.D = tuple(int(x) for x in prog.domain)
         self.strides, self.shapes, self.slots = strides, shapes, slots
         self.bind_lines = []       # views and constants, made once in bind()
+        self.bound_once = set()    # lines of bind_lines added once (a set: a list test per op is quadratic)
         self.ops = []
         self.values = {}           # IR name -> Val
         self.count = 0
@@ -289,7 +290,8 @@ class _Lowering(MatmulLowering):
             tens = [a for a in args if a.kind != "scalar"]
             shape = broadcast([a.shape for a in tens], len(self.D))
             bound = f"{f.attr} = torch.ops.aten.{f.attr}.grad_input"   # looked up once, in bind
-            if bound not in self.bind_lines:
+            if bound not in self.bound_once:
+                self.bound_once.add(bound)
                 self.bind_lines.append(bound)
             fmt = _ATEN[f.attr].format(*[f"{{a{k}}}" if a.kind != "scalar" else lit(a.scalar)
                                           for k, a in enumerate(args)])
@@ -311,7 +313,8 @@ class _Lowering(MatmulLowering):
         """``_philox_uniform``: Triton's ``tl.rand`` in torch (``compiler/philox.py``), one
         call; its offset, the linear index, sums (coordinate, stride) ``pairs`` in int64."""
         bound = "from compiler.philox import stream_uniform"   # imported once, in bind
-        if bound not in self.bind_lines:
+        if bound not in self.bound_once:
+            self.bound_once.add(bound)
             self.bind_lines.append(bound)
         coords, strides = list(pairs[0::2]), [int(s.scalar) for s in pairs[1::2]]
         offset = " + ".join(f"{{a{k + 1}}}" + (f" * {s}" if s != 1 else "")
