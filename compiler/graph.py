@@ -181,8 +181,16 @@ class Graph:
         return "float32" if dtypes is None else dtypes[entry[1]]
 
     def variables(self, role: Optional[str] = None) -> list:
-        return [n for n in self.topo() if self.g.nodes[n]["op"] == "null"
-                and (role is None or self.g.nodes[n]["role"] == role)]
+        """Variables (of ``role``) in topological order. A variable reads nothing, so
+        it is ready from the start of the sort: their order is the order of their ids,
+        found without sorting the graph."""
+        nodes, pred = self.g._node, self.g._pred
+        found = [n for n, d in nodes.items() if d["op"] == "null"
+                 and (role is None or d["role"] == role)]
+        if any(pred[n] for n in found):       # never made so; keep the sort's order if it were
+            keep = set(found)
+            return [n for n in self.topo() if n in keep]
+        return sorted(found)
 
     def ops(self) -> list:
         return [n for n in self.topo() if self.g.nodes[n]["op"] != "null"]
