@@ -165,8 +165,15 @@ def _all_argument_shapes(symbol, shapes: dict) -> dict:
 def all_dtypes(symbol, dtypes: dict) -> dict:
     """Every argument's and auxiliary state's dtype name, given those in ``dtypes``
     (remembered per symbol and given dtypes: a bind asks three times)."""
-    key = ("all_dtypes", tuple(sorted((str(k), str(v)) for k, v in dtypes.items())))
-    return dict(symbol._remember(key, lambda: _infer_all_dtypes(symbol, dtypes)))
+    found = symbol._remember(_dtypes_key(dtypes), lambda: _infer_all_dtypes(symbol, dtypes))
+    # Given every dtype it found, inference finds them again and refuses nothing (they
+    # met every rule): the executor asks with exactly those, its arrays' dtypes.
+    symbol._remember(_dtypes_key(found), lambda: found)
+    return dict(found)
+
+
+def _dtypes_key(dtypes: dict) -> tuple:
+    return ("all_dtypes", tuple(sorted((str(k), str(v)) for k, v in dtypes.items())))
 
 
 def _infer_all_dtypes(symbol, dtypes: dict) -> dict:

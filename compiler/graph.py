@@ -125,19 +125,27 @@ class Graph:
 
     # -- reading ------------------------------------------------------------
     def node(self, n) -> dict:
-        return self.g.nodes[n]
+        # networkx's own dict of node data: ``g.nodes[n]`` goes through a view object,
+        # which costs as much again on a call every pass makes per node
+        return self.g._node[n]
 
     def inputs(self, n) -> list:
         """Input entries of ``n`` in slot order."""
         # straight from networkx's adjacency (no edge views): fusion calls this a lot
-        edges = sorted((slot, u, data["out"]) for u, keyed in self.g._pred[n].items()
+        pred = self.g._pred[n]
+        if len(pred) == 1:                    # one producer, most often read once
+            (u, keyed), = pred.items()
+            if len(keyed) == 1:
+                (data,) = keyed.values()
+                return [(u, data["out"])]
+        edges = sorted((slot, u, data["out"]) for u, keyed in pred.items()
                        for slot, data in keyed.items())
         return [(u, out) for _, u, out in edges]
 
     def consumers(self, n, index: Optional[int] = None) -> list:
         """``(consumer, slot)`` pairs reading ``n`` (output ``index`` if given)."""
-        return [(v, k) for _, v, k, out in self.g.out_edges(n, keys=True, data="out")
-                if index is None or out == index]
+        return [(v, k) for v, keyed in self.g._succ[n].items() for k, data in keyed.items()
+                if index is None or data["out"] == index]
 
     def topo(self) -> list:
         """Nodes in topological order, the smallest id first among those ready.
@@ -173,11 +181,11 @@ class Graph:
         return _reach(self.g._succ, nodes)
 
     def shape(self, entry: Entry):
-        shapes = self.g.nodes[entry[0]]["shapes"]
+        shapes = self.g._node[entry[0]]["shapes"]
         return None if shapes is None else shapes[entry[1]]
 
     def dtype(self, entry: Entry):
-        dtypes = self.g.nodes[entry[0]]["dtypes"]
+        dtypes = self.g._node[entry[0]]["dtypes"]
         return "float32" if dtypes is None else dtypes[entry[1]]
 
     def variables(self, role: Optional[str] = None) -> list:
@@ -193,10 +201,11 @@ class Graph:
         return sorted(found)
 
     def ops(self) -> list:
-        return [n for n in self.topo() if self.g.nodes[n]["op"] != "null"]
+        nodes = self.g._node
+        return [n for n in self.topo() if nodes[n]["op"] != "null"]
 
     def describe(self, n) -> str:
-        d = self.g.nodes[n]
+        d = self.g._node[n]
         return f"{d['op']} '{d['name']}'" if d["op"] != "null" else f"variable '{d['name']}'"
 
     def replace_entry(self, old: Entry, new: Entry):
@@ -211,7 +220,7 @@ class Graph:
         live = self.ancestors(h for h, _ in self.heads)
         keep_vars = self.meta.get("keep_variables", True)
         dead = [n for n in self.g.nodes if n not in live
-                and not (keep_vars and self.g.nodes[n]["op"] == "null")]
+                and not (keep_vars and self.g._node[n]["op"] == "null")]
         self.g.remove_nodes_from(dead)
 
 
@@ -229,7 +238,7 @@ def _reach(adjacency, nodes) -> set:
 def _through_cast(graph: Graph, src, idx):
     """The entry behind output ``idx`` of ``src`` when ``src`` passes shapes through
     (``OpDef.passes_shape``: casts), else that output itself."""
-    d = graph.g.nodes[src]
+    d = graph.g._node[src]
     if d["op"] != "null" and d["opdef"].passes_shape:
         return graph.inputs(src)[idx]
     return src, idx
@@ -241,7 +250,7 @@ def infer_node(graph: Graph, n):
     Returns True when something new was learned. Raises MXNetError naming
     the node, the operator, its inputs and their shapes on a conflict.
     """
-    d = graph.g.nodes[n]
+    d = graph.g._node[n]
     opdef = d["opdef"]
     ins = graph.inputs(n)
     in_shapes = [graph.shape(e) for e in ins]
@@ -270,7 +279,7 @@ def infer_node(graph: Graph, n):
                     f"but the operator needs {tuple(new)}"))
             continue
         src, idx = _through_cast(graph, src, idx)
-        sd = graph.g.nodes[src]
+        sd = graph.g._node[src]
         if sd["op"] != "null" or sd["shapes"] is not None:
             continue
         sd["shapes"] = [tuple(new)]
@@ -279,7 +288,7 @@ def infer_node(graph: Graph, n):
         if d["shapes"] != out_shapes:
             changed = changed or any(s is not None for s in out_shapes)
         d["shapes"] = [None if s is None else tuple(s) for s in out_shapes]
-    in_types = [graph.dtype(e) if graph.g.nodes[e[0]]["dtypes"] else None for e in ins]
+    in_types = [graph.dtype(e) if graph.g._node[e[0]]["dtypes"] else None for e in ins]
     _, out_types = opdef.infer_type(d["attrs"], in_types)
     out_types = list(out_types) + [out_types[-1] if out_types else None] * len(out_shapes)
     d["dtypes"] = [t or "float32" for t in out_types[:len(out_shapes)]]
@@ -287,7 +296,7 @@ def infer_node(graph: Graph, n):
 
 
 def _shape_message(graph: Graph, n, in_shapes, why: str) -> str:
-    d = graph.g.nodes[n]
+    d = graph.g._node[n]
     names = d["opdef"].list_arguments(d["attrs"]) + list(d["opdef"].aux)
     parts = []
     for i, (src, idx) in enumerate(graph.inputs(n)):

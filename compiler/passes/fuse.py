@@ -75,7 +75,9 @@ def fuse(graph: Graph) -> list:
     work = {"tile_programs": 0, "tile_program_nodes": 0, "cycle_checks": 0,
             "cycle_visits": 0, "merges": 0}
     readers = _readers(graph, order)
-    kernel_nodes = [n for n in order if not is_source(graph, n) and not is_free_view(graph, n)]
+    ins = {n: graph.inputs(n) for n in order}     # read by every loop below: sorted once
+    sources = {n for n in order if is_source(graph, n)}
+    kernel_nodes = [n for n in order if n not in sources and not is_free_view(graph, n)]
     group_of = {n: n for n in kernel_nodes}
     members = {n: {n} for n in kernel_nodes}
     dag = _GroupDag(graph, order, pos, work)
@@ -93,7 +95,7 @@ def fuse(graph: Graph) -> list:
 
     # 1. Single-consumer pointwise trees, each checked once as a whole.
     programs = {}
-    for root, tree in _pointwise_trees(graph, order, group_of, head_set, readers):
+    for root, tree in _pointwise_trees(graph, order, ins, group_of, head_set, readers):
         try:
             programs[root] = build(tree)
         except NotFusable:
@@ -148,15 +150,19 @@ def fuse(graph: Graph) -> list:
         for v in order:
             if v not in group_of:
                 continue
-            for u, _ in graph.inputs(v):
-                merged |= try_merge(group_of.get(u), group_of.get(v))
+            for u, _ in ins[v]:
+                gu, gv = group_of.get(u), group_of[v]
+                if gu is not None and gu != gv:      # (try_merge's first test, inlined)
+                    merged |= try_merge(gu, gv)
         # Horizontal: siblings feeding the same consumer, or reading the same input.
         for v in order:
-            if v not in group_of and not is_source(graph, v):
+            if v not in group_of and v not in sources:
                 continue
-            near = sorted({group_of[u] for u, _ in graph.inputs(v) if u in group_of} |
-                          {group_of[w] for w in graph.g.successors(v) if w in group_of},
-                          key=lambda g: pos[g])
+            near = {group_of[u] for u, _ in ins[v] if u in group_of}
+            near.update(group_of[w] for w in graph.g._succ[v] if w in group_of)
+            if len(near) < 2:
+                continue
+            near = sorted(near, key=pos.__getitem__)
             for i in range(len(near)):
                 for j in range(i + 1, len(near)):
                     a, c = group_of.get(near[i]), group_of.get(near[j])
@@ -174,7 +180,7 @@ def fuse(graph: Graph) -> list:
         groups.append({"nodes": frozenset(nodes), "program": programs[g],
                        "phase": graph.node(g)["phase"],
                        "first": min(pos[n] for n in nodes)})
-    scheduled = _schedule(graph, groups, group_of)
+    scheduled = _schedule(graph, groups, ins)
     del graph.meta["topo_pos"]
     graph.meta["fuse_work"] = work
     return scheduled
@@ -183,10 +189,11 @@ def fuse(graph: Graph) -> list:
 def _readers(graph, order) -> dict:
     """entry -> the nodes reading it, one per edge (what ``outside_uses`` asks of
     ``graph.consumers``, gathered in one sweep)."""
-    readers = {}
+    readers, succ = {}, graph.g._succ
     for n in order:
-        for _, v, out in graph.g.out_edges(n, data="out"):
-            readers.setdefault((n, out), []).append(v)
+        for v, keyed in succ[n].items():
+            for data in keyed.values():
+                readers.setdefault((n, data["out"]), []).append(v)
     return readers
 
 
@@ -216,7 +223,7 @@ def _is_pointwise(graph, n) -> bool:
     return isinstance(graph.node(n)["opdef"].lowering, Pointwise)
 
 
-def _pointwise_trees(graph, order, kernel, head_set, readers) -> list:
+def _pointwise_trees(graph, order, ins, kernel, head_set, readers) -> list:
     """``(root, nodes)`` of every *closed* tree of two or more pointwise nodes.
 
     A pointwise node is closed when each kernel node of its phase it reads is
@@ -239,7 +246,7 @@ def _pointwise_trees(graph, order, kernel, head_set, readers) -> list:
         d = graph.node(n)
         phase = d["phase"]
         if any(u in kernel and graph.node(u)["phase"] == phase and link.get(u) != n
-               for u, _ in graph.inputs(n)):
+               for u, _ in ins[n]):
             continue
         closed.add(n)
         if len(d["shapes"]) != 1 or (n, 0) in head_set:
@@ -371,8 +378,8 @@ class _GroupDag:
         self.vertex[gv] = v
 
 
-def _schedule(graph, groups, group_of):
-    """Order groups topologically (forward phase first)."""
+def _schedule(graph, groups, ins):
+    """Order groups topologically (forward phase first); ``ins``: each node's inputs."""
     import networkx as nx
     dag = nx.DiGraph()
     index = {}
@@ -382,7 +389,7 @@ def _schedule(graph, groups, group_of):
             index[n] = i
 
     def producer_groups(n, acc):
-        for u, _ in graph.inputs(n):
+        for u, _ in ins[n]:
             if u in index:
                 acc.add(index[u])
             elif is_free_view(graph, u):
