@@ -138,8 +138,17 @@ class Graph:
             if len(keyed) == 1:
                 (data,) = keyed.values()
                 return [(u, data["out"])]
-        edges = sorted((slot, u, data["out"]) for u, keyed in pred.items()
-                       for slot, data in keyed.items())
+        elif len(pred) == 2:                  # two producers, each read once
+            (u, keyed), (w, keyed_w) = pred.items()
+            if len(keyed) == 1 and len(keyed_w) == 1:
+                (slot, data), = keyed.items()
+                (slot_w, data_w), = keyed_w.items()
+                if slot < slot_w:
+                    return [(u, data["out"]), (w, data_w["out"])]
+                return [(w, data_w["out"]), (u, data["out"])]
+        edges = [(slot, u, data["out"]) for u, keyed in pred.items()
+                 for slot, data in keyed.items()]
+        edges.sort()
         return [(u, out) for _, u, out in edges]
 
     def consumers(self, n, index: Optional[int] = None) -> list:

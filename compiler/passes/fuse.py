@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from ..graph import Graph
 from ..kernel_ir import NotFusable, build_tile_program
-from ..ops.registry import Pointwise, View, prod
+from ..ops.registry import MatMul, Pointwise, View, prod
 
 
 def is_free_view(graph: Graph, n) -> bool:
@@ -107,9 +107,12 @@ def fuse(graph: Graph) -> list:
         members[root] = set(tree)
         dag.contract_tree(root, tree)
         work["merges"] += len(tree) - 1
-    for g, nodes in members.items():
+
+    def program_of(g):
+        # built on first need: most single nodes join a group before anything asks
         if g not in programs:
-            programs[g] = program_or_none(nodes)
+            programs[g] = program_or_none(members[g])
+        return programs[g]
 
     # 2. Pairwise merges: producer into consumer, then siblings.
     stamp = dict.fromkeys(members, 0)
@@ -138,7 +141,8 @@ def fuse(graph: Graph) -> list:
         for n in members[gu]:
             group_of[n] = gv
         members[gv] = union
-        del members[gu], programs[gu], stamp[gu]
+        del members[gu], stamp[gu]
+        programs.pop(gu, None)
         programs[gv] = program
         stamp[gv] = next(stamps)
         work["merges"] += 1
@@ -167,7 +171,7 @@ def fuse(graph: Graph) -> list:
                 for j in range(i + 1, len(near)):
                     a, c = group_of.get(near[i]), group_of.get(near[j])
                     if a is not None and c is not None and a != c and \
-                            programs.get(a) is not None and programs.get(c) is not None and \
+                            program_of(a) is not None and program_of(c) is not None and \
                             programs[a].kind == "pointwise" == programs[c].kind:
                         merged |= try_merge(a, c)
         if not merged:
@@ -175,7 +179,7 @@ def fuse(graph: Graph) -> list:
 
     groups = []
     for g, nodes in members.items():
-        if programs[g] is None:
+        if program_of(g) is None:
             programs[g] = _program(graph, nodes, head_set, strict=True)
         groups.append({"nodes": frozenset(nodes), "program": programs[g],
                        "phase": graph.node(g)["phase"],
@@ -224,12 +228,16 @@ def _is_pointwise(graph, n) -> bool:
 
 
 def _pointwise_trees(graph, order, ins, kernel, head_set, readers) -> list:
-    """``(root, nodes)`` of every *closed* tree of two or more pointwise nodes.
+    """``(root, nodes)`` of every *closed* tree of two or more pointwise nodes
+    (matmuls as leaves).
 
     A pointwise node is closed when each kernel node of its phase it reads is
     a closed node that nothing else of that phase reads (and no output). A
-    closed node links to the one node of its phase reading it, if there is
-    exactly one and it is a closed pointwise node too. Links form trees whose
+    matmul is closed whatever it reads: its operands are read from memory, so no
+    merge ever joins their producers into it. A closed node links to the one
+    node of its phase reading it, if there is exactly one and it is a closed
+    pointwise node (a matmul's epilogue, a sum of matmuls: the per-step weight
+    gradients of an RNN, a chain of 2T nodes). Links form trees whose
     members read nothing of their phase from outside the tree: the pairwise
     merges below would build exactly such a tree, node by node, when they
     reach its root, since no other group can take a member first (a member's
@@ -241,12 +249,15 @@ def _pointwise_trees(graph, order, ins, kernel, head_set, readers) -> list:
     """
     closed, link = set(), {}
     for n in order:
-        if n not in kernel or not _is_pointwise(graph, n):
+        if n not in kernel:
             continue
         d = graph.node(n)
         phase = d["phase"]
-        if any(u in kernel and graph.node(u)["phase"] == phase and link.get(u) != n
-               for u, _ in ins[n]):
+        if isinstance(d["opdef"].lowering, MatMul):
+            pass     # a leaf: its operands are read from memory, no merge joins their producers
+        elif not _is_pointwise(graph, n) or \
+                any(u in kernel and graph.node(u)["phase"] == phase and link.get(u) != n
+                    for u, _ in ins[n]):
             continue
         closed.add(n)
         if len(d["shapes"]) != 1 or (n, 0) in head_set:
