@@ -515,6 +515,12 @@ class Symbol:
         except TypeError:             # not shapes: let inference say what is wrong
             return self._infer_graph(args, kwargs, partial)
         result = self._remember(key, lambda: self._infer_graph(args, kwargs, partial))
+        if result[0] is not None and all(result[0]) and not partial:
+            # Given every argument's shape it found, inference finds the same again (they
+            # met every rule): the executor and the compiler ask in exactly that form.
+            names = self.list_arguments()
+            self._remember(key[:3] + ((), tuple(sorted(zip(names, result[0])))),
+                           lambda: result)
         return tuple(None if r is None else list(r) for r in result)
 
     def _infer_graph(self, args, kwargs, partial):
