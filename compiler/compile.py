@@ -65,7 +65,7 @@ def canonical_graph_json(symbol) -> str:
 
 def _canonical_json(symbol) -> str:
     import json
-    doc = json.loads(symbol.tojson(remove_amp_cast=False))   # AMP's casts are compiled
+    doc = symbol._json_doc(remove_amp_cast=False)   # tojson's; AMP's casts are compiled
     for i, node in enumerate(doc["nodes"]):
         if node["op"] != "null":
             node["name"] = f"n{i}"

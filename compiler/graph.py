@@ -43,20 +43,29 @@ def max_elements() -> int:
     return limit
 
 
-def check_shape(shape, what: str) -> tuple:
+def check_shape(shape, what, limit: int = None) -> tuple:
     """``shape`` as a tuple of ints, or an MXNetError naming ``what`` if it has a
-    negative dim or more elements than :func:`max_elements`."""
+    negative dim or more elements than :func:`max_elements` (``limit`` when given).
+
+    ``what`` may be a function giving the text: shape inference checks every
+    input and output of every node, and the text is needed only for an error.
+    """
     shape = tuple(int(x) for x in shape)
     if any(x < 0 for x in shape):
-        raise MXNetError(f"{what}: shape {shape} has a negative dim")
-    limit, numel = max_elements(), 0 if 0 in shape else 1
+        raise MXNetError(f"{_text(what)}: shape {shape} has a negative dim")
+    limit = max_elements() if limit is None else limit
+    numel = 0 if 0 in shape else 1
     for x in shape:
         numel *= x
         if numel > limit:
             raise MXNetError(
-                f"{what}: shape {shape} has more than {limit} elements, the limit per tensor "
-                f"(set SYMTRITON_MAX_ELEMENTS to change it)")
+                f"{_text(what)}: shape {shape} has more than {limit} elements, the limit per "
+                f"tensor (set SYMTRITON_MAX_ELEMENTS to change it)")
     return shape
+
+
+def _text(what) -> str:
+    return what() if callable(what) else what
 
 
 class Graph:
@@ -86,11 +95,21 @@ class Graph:
                  role: str = "op", phase: str = "fwd") -> int:
         nid = next(self._ids)
         opdef = None if op == "null" else get_op(op, name)
-        self.g.add_node(nid, op=op, opdef=opdef, name=name, attrs=attrs or {},
-                        raw=dict(raw or {}), role=role, phase=phase,
-                        shapes=None, dtypes=None)
+        # written into networkx's dicts as ``add_node`` / ``add_edge`` would write them (one
+        # keyed edge dict shared by both directions): autodiff and decompose add a node
+        # per operator, and the generic calls cost several times more
+        g = self.g
+        g._node[nid] = {"op": op, "opdef": opdef, "name": name, "attrs": attrs or {},
+                        "raw": dict(raw or {}), "role": role, "phase": phase,
+                        "shapes": None, "dtypes": None}
+        succ, pred = g._succ, g._pred
+        succ[nid], pred[nid] = {}, {}
         for slot, (src, idx) in enumerate(inputs):
-            self.g.add_edge(src, nid, key=slot, out=idx)
+            keyed = succ[src].get(nid)
+            if keyed is None:
+                keyed = succ[src][nid] = pred[nid][src] = {}
+            keyed[slot] = {"out": idx}
+        nx._clear_cache(g)
         return nid
 
     def copy(self) -> "Graph":
@@ -118,6 +137,7 @@ class Graph:
                 out[v] = edges
                 pred[v][u] = edges
         new.g.graph.update(self.g.graph)
+        nx._clear_cache(new.g)
         new.heads = list(self.heads)
         new.meta = dict(self.meta)
         new._ids = itertools.count(max(self.g.nodes, default=-1) + 1)
@@ -267,17 +287,23 @@ def infer_node(graph: Graph, n):
         new_in, out_shapes = opdef.infer_shape(d["attrs"], list(in_shapes))
     except ShapeError as exc:
         raise MXNetError(_shape_message(graph, n, in_shapes, str(exc))) from None
-    names = opdef.list_arguments(d["attrs"]) + list(opdef.aux)
+    limit = max_elements()
+
+    def input_text(i, src):
+        names = opdef.list_arguments(d["attrs"]) + list(opdef.aux)
+        label = names[i] if i < len(names) else f"arg{i}"
+        return f"{graph.describe(n)}: input {label} ('{graph.node(src)['name']}')"
+
+    def output_text(i):
+        names = opdef.list_outputs(d["attrs"])
+        return f"{graph.describe(n)}: output {names[i] if i < len(names) else f'output{i}'}"
+
     for i, ((src, idx), new) in enumerate(zip(ins, new_in)):
         if new is not None:
-            label = names[i] if i < len(names) else f"arg{i}"
-            check_shape(new, f"{graph.describe(n)}: input {label} "
-                             f"('{graph.node(src)['name']}')")
-    out_names = opdef.list_outputs(d["attrs"])
+            check_shape(new, lambda i=i, src=src: input_text(i, src), limit)
     for i, s in enumerate(out_shapes):
         if s is not None:
-            label = out_names[i] if i < len(out_names) else f"output{i}"
-            check_shape(s, f"{graph.describe(n)}: output {label}")
+            check_shape(s, lambda i=i: output_text(i), limit)
     changed = False
     for (src, idx), old, new in zip(ins, in_shapes, new_in):
         if new is None or old is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from .codegen import render, render_fill, tile_config
 from .codegen_cpu import render_cpu, render_cpu_fill
@@ -57,7 +57,11 @@ class Program:
         return [ln for ln in self.launches if ln.phase == phase]
 
     def to_json(self) -> str:
-        doc = asdict(self)
+        # the fields as they are (json writes lists, tuples and dicts alike): asdict's
+        # deep copy of every launch's argument lists cost more than the writing
+        doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        doc["launches"] = [{f.name: getattr(ln, f.name) for f in dataclasses.fields(ln)}
+                           for ln in self.launches]
         return json.dumps(doc, sort_keys=True)
 
     @staticmethod

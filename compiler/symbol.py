@@ -29,19 +29,25 @@ MXNET_VERSION = 10901
 
 class _Node:
     """One operator instance or variable. ``attrs`` are mxnet strings."""
-    __slots__ = ("op", "name", "attrs", "inputs")
+    __slots__ = ("op", "name", "attrs", "inputs", "_parsed")
 
     def __init__(self, op, name, attrs=None, inputs=()):
         self.op = op
         self.name = name
         self.attrs = dict(attrs or {})
         self.inputs = list(inputs)  # [(node, index)]
+        self._parsed = None         # (attribute edits then, parsed attrs): see parsed()
 
     def opdef(self):
         return None if self.op == "null" else get_op(self.op, self.name)
 
     def parsed(self):
-        return self.opdef().parse_attrs(self.attrs, self.name)
+        """The parsed attributes (a copy): parsed once while no node's attributes change,
+        since every listing and graph building asks for them again."""
+        memo = self._parsed
+        if memo is None or memo[0] != _ATTR_EDITS[0]:
+            memo = self._parsed = (_ATTR_EDITS[0], self.opdef().parse_attrs(self.attrs, self.name))
+        return dict(memo[1])
 
     def num_outputs(self):
         if self.op == "null":
@@ -599,6 +605,10 @@ class Symbol:
         ``remove_amp_cast`` (mxnet's default): an input read through ``amp_cast`` /
         ``amp_multicast`` reads the value before the cast, so a converted model saves as
         its float32 graph (the heads stay as they are, as in mxnet)."""
+        return json.dumps(self._json_doc(remove_amp_cast), indent=2)
+
+    def _json_doc(self, remove_amp_cast=True) -> dict:
+        """What :meth:`tojson` writes, as a dict."""
         inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
         nodes = _topo(self._outputs, inputs_of)
         index = {id(n): i for i, n in enumerate(nodes)}
@@ -617,7 +627,7 @@ class Symbol:
             "heads": [[index[id(n)], i, 0] for n, i in self._outputs],
             "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
         }
-        return json.dumps(doc, indent=2)
+        return doc
 
     def save(self, fname, remove_amp_cast=True):
         """Write :meth:`tojson` to ``fname`` atomically."""
@@ -768,7 +778,9 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
         entry = sym._single_entry(f"input '{arg}' of {op_name} '{name}'")
         if entry[0].op == "null":
             for key, value in var_defaults.get(arg, {}).items():
-                entry[0].attrs.setdefault(key, value)
+                if key not in entry[0].attrs:
+                    entry[0].attrs[key] = value
+                    _ATTR_EDITS[0] += 1     # a variable other symbols hold changed
         inputs.append(entry)
     node = _Node(op_name, name, node_attrs, inputs)
     return Symbol([(node, i) for i in range(opdef.visible_outputs(parsed))])
