@@ -21,6 +21,10 @@ never imports mxnet. It prints one JSON object on its last line.
 * ``lenet``: mxnet's ``symbols/lenet.py`` trained on MNIST IDX files read with
   ``mx.io.MNISTIter`` (SGD with momentum and weight decay, Xavier gaussian/in/2),
   epochs timed, then the validation accuracy.
+* ``chain``, ``bindstep``, ``buckets``: the cold-start figures of
+  ``benchmarks/cold_start.py`` (a chain of ReLUs bound and run once; a saved
+  symbol bound, initialised and stepped once; lstm_bucketing's model bound for
+  every bucket).
 
 The thread count is set with ``--threads`` (``OMP_NUM_THREADS``) before mxnet loads;
 ``--threads 0`` leaves the environment as it is (mxnet's own defaults).
@@ -72,6 +76,21 @@ def build_parser():
     lenet.add_argument("--wd", type=float, default=0.0001)
     lenet.add_argument("--max-batches", type=int, default=None)
     lenet.add_argument("--seed", type=int, default=0)
+    chain = sub.add_parser("chain")
+    chain.add_argument("--n", type=int, default=20000)
+    chain.add_argument("--shape", default="8,16")
+    bindstep = sub.add_parser("bindstep")
+    bindstep.add_argument("--symbol", required=True)
+    bindstep.add_argument("--data-shape", required=True)
+    bindstep.add_argument("--classes", type=int, default=1000)
+    buckets = sub.add_parser("buckets")
+    buckets.add_argument("--train", default=None)
+    buckets.add_argument("--vocab", type=int, default=None)
+    buckets.add_argument("--buckets", default="10,20,30,40,50,60")
+    buckets.add_argument("--batch-size", type=int, default=32)
+    buckets.add_argument("--num-hidden", type=int, default=200)
+    buckets.add_argument("--num-embed", type=int, default=200)
+    buckets.add_argument("--num-layers", type=int, default=2)
     mlp = sub.add_parser("mlp")
     mlp.add_argument("--batch", type=int, default=128)
     mlp.add_argument("--hidden", type=int, default=512)
@@ -159,6 +178,76 @@ def run_lstm(mx, args):
     real = sum(int((b.label[0].asnumpy() != invalid_label).sum()) for b in batches)
     return {"epoch_seconds": epochs, "batches": len(batches), "tokens": tokens,
             "real_tokens": real, "vocab": len(vocab)}
+
+
+def run_chain(mx, args):
+    """A chain of ``--n`` ReLUs: ``simple_bind`` (grad_req 'write') and the first forward,
+    timed until its output is read (benchmarks/cold_start.py)."""
+    shape = tuple(int(x) for x in args.shape.split(","))
+    x = mx.sym.Variable("data")
+    for _ in range(args.n):
+        x = mx.sym.Activation(data=x, act_type="relu")
+    c0, t0 = time.process_time(), time.perf_counter()
+    exe = x.simple_bind(mx.cpu(), data=shape)
+    t1 = time.perf_counter()
+    exe.forward(is_train=False)
+    exe.outputs[0].asnumpy()
+    t2 = time.perf_counter()
+    return {"seconds": t2 - t0, "bind_seconds": t1 - t0, "forward_seconds": t2 - t1,
+            "cpu_seconds": time.process_time() - c0}
+
+
+def run_bindstep(mx, args):
+    """A saved symbol: ``Module.bind``, ``init_params`` (Xavier) and the first
+    forward + backward, timed to ``mx.nd.waitall()`` (benchmarks/cold_start.py)."""
+    import numpy as np
+    sym = mx.sym.load(args.symbol)
+    shape = tuple(int(x) for x in args.data_shape.split(","))
+    rng = np.random.RandomState(0)
+    batch = mx.io.DataBatch([mx.nd.array(rng.uniform(-1, 1, shape))],
+                            [mx.nd.array(rng.randint(0, args.classes, shape[0]))])
+    mx.nd.waitall()
+    c0, t0 = time.process_time(), time.perf_counter()
+    mod = mx.mod.Module(sym, context=mx.cpu())
+    mod.bind(data_shapes=[("data", shape)], label_shapes=[("softmax_label", (shape[0],))])
+    t1 = time.perf_counter()
+    mod.init_params(mx.init.Xavier())
+    mx.nd.waitall()
+    t2 = time.perf_counter()
+    mod.forward(batch, is_train=True)
+    mod.backward()
+    mod.get_outputs()[0].asnumpy()
+    mx.nd.waitall()
+    t3 = time.perf_counter()
+    return {"seconds": t3 - t0, "bind_seconds": t1 - t0, "init_seconds": t2 - t1,
+            "step_seconds": t3 - t2, "cpu_seconds": time.process_time() - c0}
+
+
+def run_buckets(mx, args):
+    """lstm_bucketing's model: ``BucketingModule.bind`` of the largest bucket,
+    ``init_params``, then ``switch_bucket`` to every other bucket
+    (benchmarks/cold_start.py)."""
+    if args.vocab is not None:
+        vocab = {i: i for i in range(args.vocab)}
+    else:
+        _, vocab = tokenize_text(mx, args.train, start_label=1, invalid_label=0)
+    buckets = sorted(int(b) for b in args.buckets.split(","))
+    B, default = args.batch_size, buckets[-1]
+    c0, t0 = time.process_time(), time.perf_counter()
+    mod = mx.mod.BucketingModule(sym_gen=lstm_model(mx, args, vocab),
+                                 default_bucket_key=default, context=mx.cpu(0))
+    mod.bind(data_shapes=[("data", (B, default))],
+             label_shapes=[("softmax_label", (B, default))])
+    mod.init_params()
+    mx.nd.waitall()
+    per = {str(default): time.perf_counter() - t0}
+    for key in reversed(buckets[:-1]):
+        t = time.perf_counter()
+        mod.switch_bucket(key, [("data", (B, key))], [("softmax_label", (B, key))])
+        per[str(key)] = time.perf_counter() - t
+    mx.nd.waitall()
+    return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+            "per_bucket": per, "vocab": len(vocab)}
 
 
 def run_mlp(mx, args):
@@ -270,7 +359,8 @@ def main(argv=None):
             os.environ[var] = str(args.threads)
     logging.basicConfig(level=logging.WARNING)
     import mxnet as mx
-    out = {"lstm": run_lstm, "mlp": run_mlp, "lenet": run_lenet}[args.cmd](mx, args)
+    out = {"lstm": run_lstm, "mlp": run_mlp, "lenet": run_lenet, "chain": run_chain,
+           "bindstep": run_bindstep, "buckets": run_buckets}[args.cmd](mx, args)
     out.update(mxnet=mx.__version__, threads=args.threads)
     print(json.dumps(out))
 

@@ -11,6 +11,7 @@ auto-created argument variables (``fc1_weight``) and auto names
 from __future__ import annotations
 
 import builtins
+import collections
 import json
 import os
 import sys
@@ -30,19 +31,25 @@ MXNET_VERSION = 10901
 
 class _Node:
     """One operator instance or variable. ``attrs`` are mxnet strings."""
-    __slots__ = ("op", "name", "attrs", "inputs")
+    __slots__ = ("op", "name", "attrs", "inputs", "_parsed")
 
     def __init__(self, op, name, attrs=None, inputs=()):
         self.op = op
         self.name = name
         self.attrs = dict(attrs or {})
         self.inputs = list(inputs)  # [(node, index)]
+        self._parsed = None         # (attribute edits then, parsed attrs): see parsed()
 
     def opdef(self):
         return None if self.op == "null" else get_op(self.op, self.name)
 
     def parsed(self):
-        return self.opdef().parse_attrs(self.attrs, self.name)
+        """The parsed attributes (a copy): parsed once while no node's attributes change,
+        since every listing and graph building asks for them again."""
+        memo = self._parsed
+        if memo is None or memo[0] != _ATTR_EDITS[0]:
+            memo = self._parsed = (_ATTR_EDITS[0], self.opdef().parse_attrs(self.attrs, self.name))
+        return dict(memo[1])
 
     def num_outputs(self):
         if self.op == "null":
@@ -97,6 +104,11 @@ def _topo(entries, inputs_of=None) -> list:
     return order
 
 
+# Bumped whenever a node's attributes change after it was made (``_set_attr``): what a
+# Symbol derived from its graph (variables, inferred shapes) is recomputed after it.
+_ATTR_EDITS = [0]
+
+
 # The runtime registers its Executor here when it is imported: imports flow
 # compiler -> runtime, never back, and module_api imports the runtime.
 _RUNTIME = {}
@@ -129,7 +141,7 @@ def _runtime(what) -> dict:
 def is_mode_dependent(symbol) -> bool:
     """Whether some operator of ``symbol`` behaves differently in training
     (Dropout, BatchNorm): then inference needs a Program of its own."""
-    for node in _topo(symbol._outputs):
+    for node in symbol._nodes():
         if node.op == "null":
             continue
         dep = node.opdef().mode_dependent
@@ -143,6 +155,42 @@ class Symbol:
 
     def __init__(self, outputs):
         self._outputs = [(n, int(i)) for n, i in outputs]
+
+    # -- what is derived from the graph, once ------------------------------------------
+    def _derived(self) -> dict:
+        """Facts derived from this symbol's graph (node order, variables, inferred
+        shapes and dtypes), kept while its outputs and every node's attributes stay
+        as they were: a bind asks for them several times (the executor, the cache
+        key, the compile), and each walk of a 40,000-node graph costs tenths of a
+        second. Nodes never change their inputs once made."""
+        memo = self.__dict__.get("_memo")
+        outs = self._outputs
+        if memo is None or memo["edits"] != _ATTR_EDITS[0] or \
+                len(memo["outputs"]) != len(outs) or \
+                any(a is not b or i != j for (a, i), (b, j) in zip(memo["outputs"], outs)):
+            memo = {"outputs": list(outs), "edits": _ATTR_EDITS[0]}
+            self.__dict__["_memo"] = memo
+        return memo
+
+    def _remember(self, key, compute):
+        """``compute()``, remembered under ``key`` in :meth:`_derived` (a few keys kept)."""
+        memo = self._derived()
+        if key not in memo:
+            values = [k for k in memo if isinstance(k, tuple)]
+            if len(values) >= 16:            # shapes of many buckets or reshapes
+                del memo[values[0]]
+            memo[key] = compute()
+        return memo[key]
+
+    def _nodes(self) -> list:
+        """Every node, in mxnet's order (:func:`_topo`); do not modify the list."""
+        memo = self._derived()
+        if "nodes" not in memo:
+            memo["nodes"] = _topo(self._outputs)
+        return memo["nodes"]
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
 
     # -- naming and attributes ---------------------------------------------------
     @property
@@ -182,7 +230,7 @@ class Symbol:
         dict of str to dict of str to str
         """
         out = {}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             if node.attrs:
                 attrs = {}
                 for key, value in node.attrs.items():
@@ -230,6 +278,7 @@ class Symbol:
             if not isinstance(v, str):
                 raise MXNetError(f"attribute '{k}' must be a string")
             node.attrs[k] = v
+        _ATTR_EDITS[0] += 1
 
     def _single(self, what):
         if len(self._outputs) != 1:
@@ -239,7 +288,14 @@ class Symbol:
 
     # -- listing -------------------------------------------------------------------
     def _variables(self):
-        nodes = _topo(self._outputs)
+        memo = self._derived()
+        if "variables" not in memo:
+            memo["variables"] = self._find_variables()
+        args, aux = memo["variables"]
+        return list(args), list(aux)
+
+    def _find_variables(self):
+        nodes = self._nodes()
         aux_ids = set()
         for node in nodes:
             if node.op != "null":
@@ -261,7 +317,7 @@ class Symbol:
 
     def list_inputs(self):
         """Arguments and auxiliary states, in graph order."""
-        return [n.name for n in _topo(self._outputs) if n.op == "null"]
+        return [n.name for n in self._nodes() if n.op == "null"]
 
     def list_outputs(self):
         """Output names: ``{node}_output`` (``{node}_output0`` ...), a variable's own name."""
@@ -270,7 +326,7 @@ class Symbol:
     def get_internals(self):
         """A group of every output of every node, in topological order."""
         entries = []
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             count = 1 if node.op == "null" else node.opdef().visible_outputs(node.parsed())
             entries.extend((node, i) for i in range(count))
         return Symbol(entries)
@@ -341,7 +397,7 @@ class Symbol:
                                  f"{[v.name for v in arg_vars]}")
             subst[id(hits[0])] = sym._single_entry("compose")
         mapping = {}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             if id(node) in subst:
                 continue
             new = _Node(node.op, node.name, node.attrs,
@@ -361,7 +417,7 @@ class Symbol:
 
     def __copy__(self):
         mapping = {}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             mapping[id(node)] = _Node(node.op, node.name, node.attrs,
                                       [(mapping[id(s)], i) for s, i in node.inputs])
         return Symbol([(mapping[id(n)], i) for n, i in self._outputs])
@@ -429,7 +485,7 @@ class Symbol:
         ids = {}
         args, aux = self._variables()
         aux_ids = {id(n) for n in aux}
-        for node in _topo(self._outputs):
+        for node in self._nodes():
             if node.op == "null":
                 role = "aux" if id(node) in aux_ids else "arg"
                 ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
@@ -448,8 +504,8 @@ class Symbol:
         graph.meta["arg_names"] = [n.name for n in args]
         graph.meta["aux_names"] = [n.name for n in aux]
         graph.meta["output_names"] = self.list_outputs()
-        names = [n.name for n in args + aux]
-        dup = sorted({x for x in names if names.count(x) > 1})
+        counts = collections.Counter(n.name for n in args + aux)
+        dup = sorted(x for x, c in counts.items() if c > 1)
         if dup:
             raise MXNetError(f"duplicate argument names {dup}: each variable in a symbol needs "
                              f"a distinct name")
@@ -473,6 +529,23 @@ class Symbol:
         return shapes
 
     def _infer(self, args, kwargs, partial):
+        try:
+            key = ("infer_shape", partial, os.environ.get("SYMTRITON_MAX_ELEMENTS"),
+                   tuple(None if a is None else tuple(a) for a in args),
+                   tuple(sorted((k, None if v is None else tuple(v)) for k, v in kwargs.items())))
+            hash(key)
+        except TypeError:             # not shapes: let inference say what is wrong
+            return self._infer_graph(args, kwargs, partial)
+        result = self._remember(key, lambda: self._infer_graph(args, kwargs, partial))
+        if result[0] is not None and all(result[0]) and not partial:
+            # Given every argument's shape it found, inference finds the same again (they
+            # met every rule): the executor and the compiler ask in exactly that form.
+            names = self.list_arguments()
+            self._remember(key[:3] + ((), tuple(sorted(zip(names, result[0])))),
+                           lambda: result)
+        return tuple(None if r is None else list(r) for r in result)
+
+    def _infer_graph(self, args, kwargs, partial):
         from .passes.infer_shapes import infer_shapes
         graph = self.to_graph()
         shapes = self._shape_args(args, kwargs, "infer_shape")
@@ -548,6 +621,10 @@ class Symbol:
         ``remove_amp_cast`` (mxnet's default): an input read through ``amp_cast`` /
         ``amp_multicast`` reads the value before the cast, so a converted model saves as
         its float32 graph (the heads stay as they are, as in mxnet)."""
+        return json.dumps(self._json_doc(remove_amp_cast), indent=2)
+
+    def _json_doc(self, remove_amp_cast=True) -> dict:
+        """What :meth:`tojson` writes, as a dict."""
         inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
         nodes = _topo(self._outputs, inputs_of)
         index = {id(n): i for i, n in enumerate(nodes)}
@@ -566,7 +643,7 @@ class Symbol:
             "heads": [[index[id(n)], i, 0] for n, i in self._outputs],
             "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
         }
-        return json.dumps(doc, indent=2)
+        return doc
 
     def save(self, fname, remove_amp_cast=True):
         """Write :meth:`tojson` to ``fname`` atomically."""
@@ -723,7 +800,9 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
         entry = sym._single_entry(f"input '{arg}' of {op_name} '{name}'")
         if entry[0].op == "null":
             for key, value in var_defaults.get(arg, {}).items():
-                entry[0].attrs.setdefault(key, value)
+                if key not in entry[0].attrs:
+                    entry[0].attrs[key] = value
+                    _ATTR_EDITS[0] += 1     # a variable other symbols hold changed
         inputs.append(entry)
     node = _Node(op_name, name, node_attrs, inputs)
     return Symbol([(node, i) for i in range(opdef.visible_outputs(parsed))])

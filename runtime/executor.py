@@ -9,10 +9,12 @@ BatchNorm).
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import torch
 
-from compiler.artifacts.compile import all_dtypes, compile_symbol
+from compiler.artifacts.compile import all_dtypes, compile_symbol, gc_paused
 from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
 from compiler.symbol import is_mode_dependent
@@ -213,7 +215,8 @@ class Executor:
         key = (id(prog), phase)
         bound = self._bound.get(key)
         if bound is None:
-            bound = bind_launches(prog.launches_in(phase), self._resolver(prog))
+            with gc_paused():      # thousands of views and closures: see gc_paused
+                bound = bind_launches(prog.launches_in(phase), self._resolver(prog))
             self._bound[key] = bound
         return bound
 
@@ -478,19 +481,24 @@ class _BufferPool:
         self.tensors = []
 
     def take(self, sizes, device, dtypes):
-        used, out = set(), []
+        # Free tensors of each (device, dtype) sorted by (size, position): a request
+        # bisects for the smallest that fits (the first such in the pool on a tie),
+        # instead of scanning the whole pool for each of a Program's buffers.
+        free = {}
+        for i, t in enumerate(self.tensors):
+            free.setdefault((t.device, t.dtype), []).append((t.numel(), i))
+        for entries in free.values():
+            entries.sort()
+        out = []
         for size, name in zip(sizes, dtypes):
             dtype = getattr(torch, name)
-            best = None
-            for i, t in enumerate(self.tensors):
-                if i in used or t.numel() < size or t.device != device or t.dtype != dtype:
-                    continue
-                if best is None or t.numel() < self.tensors[best].numel():
-                    best = i
-            if best is None:
+            entries = free.get((torch.device(device), dtype), [])
+            k = bisect.bisect_left(entries, (size, -1))
+            if k < len(entries):
+                best = entries.pop(k)[1]
+            else:
                 self.tensors.append(torch.zeros(size, dtype=dtype, device=device))
                 best = len(self.tensors) - 1
-            used.add(best)
             out.append(self.tensors[best][:size])
         return out
 

@@ -45,6 +45,7 @@ named stage (see ``CRASH_STAGES``) to simulate a crash or kill; only the crash t
 """
 from __future__ import annotations
 
+import concurrent.futures
 import errno
 import hashlib
 import json
@@ -59,7 +60,7 @@ import time
 
 from . import cache_trust
 from ..ir import rendering
-from .atomic import atomic_write_text
+from .atomic import atomic_write_bytes, atomic_write_text
 from ..errors import MXNetError
 
 log = logging.getLogger("symtriton.cache")
@@ -485,10 +486,60 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def write_kernels(sources: dict):
+    """:func:`write_kernel` for every ``{hash: source}`` of a Program, the files that
+    are missing (or differ) written by a few threads at once.
+
+    Each atomic write waits on its own ``fsync``; the file system commits concurrent
+    ones together, so eight writers publish a few hundred kernels (an Inception
+    network) in a tenth of the time one does. What is decided per file (already
+    there? which directory when the cache cannot be written?) stays in this thread.
+    """
+    root = cache_dir()
+    if root in _MEMORY_ONLY_DIRS or len(sources) < 2:
+        for h, src in sources.items():
+            write_kernel(h, src)
+        return
+    todo = []
+    for h, src in sources.items():
+        path = os.path.join(root, "kernels", f"k_{h}.py")
+        data = src.encode("utf-8")
+        try:
+            with open(path, "rb") as f:
+                if f.read() == data:      # already in the cache: loading it is not a compile
+                    continue
+        except OSError:
+            pass
+        todo.append((h, path, data))
+    if not todo:
+        return
+    _GENERATED.update(h for h, _, _ in todo)
+    try:
+        cache_trust.make_dirs(os.path.join(root, "kernels"))
+        with concurrent.futures.ThreadPoolExecutor(min(8, len(todo))) as pool:
+            failed = [(h, exc) for (h, _, _), exc in zip(todo, pool.map(_try_write, todo))
+                      if exc is not None]
+    except OSError as exc:
+        failed = [(h, exc) for h, _, _ in todo]
+    if failed:
+        _memory_only(root, failed[0][1])
+        for h, _ in failed:
+            _write_private_kernel(h, sources[h])
+
+
+def _try_write(item):
+    """Write one kernel file atomically; the OSError if it could not be."""
+    _, path, data = item
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as exc:
+        return exc
+    return None
+
+
 def _write_entry(entry: str, prog, sources: dict):
     """Publish ``entry`` (caller holds its lock): temp dir, then one atomic rename."""
-    for h, src in sources.items():
-        write_kernel(h, src)
+    write_kernels(sources)
     if cache_dir() in _MEMORY_ONLY_DIRS:     # kernels could not be shared: publish nothing
         return
     _crash_point("kernels")

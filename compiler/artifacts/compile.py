@@ -1,8 +1,11 @@
 """Compile a Symbol for given input shapes into a cached :class:`Program`."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import logging
+import os
 import time
 
 from . import cache
@@ -57,12 +60,38 @@ def canonical_graph_json(symbol) -> str:
     built before, so they must not decide the cache key; variable names do
     (arrays bind by them) and stay.
     """
+    return symbol._remember(("canonical_graph_json",), lambda: _canonical_json(symbol))
+
+
+def _canonical_json(symbol) -> str:
     import json
-    doc = json.loads(symbol.tojson(remove_amp_cast=False))   # AMP's casts are compiled
+    doc = symbol._json_doc(remove_amp_cast=False)   # tojson's; AMP's casts are compiled
     for i, node in enumerate(doc["nodes"]):
         if node["op"] != "null":
             node["name"] = f"n{i}"
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector for a compile (or a bind).
+
+    A compile allocates millions of small objects that live until it ends
+    (graph copies, tile programs, generated calls). Each allocation burst sets
+    off a collection that walks every tracked object, the compile's own
+    included, so with the collector on, compile time grows faster than the
+    graph: a 40,000-node graph spent half its compile in collections. The
+    objects are freed by reference counting when the compile ends; the collector
+    runs again afterwards. A caller that already paused it keeps it paused.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
@@ -92,10 +121,17 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
         sets before each backward: AMP's dynamic loss scaling without a recompile
         per scale.
     """
+    with gc_paused():
+        return _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target,
+                               dtypes, loss_scale)
+
+
+def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
+                    loss_scale):
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
     grad_req = dict(grad_req or {})
-    shapes = all_argument_shapes(symbol, shapes)
+    given, shapes = shapes, all_argument_shapes(symbol, shapes)
     dtypes = all_dtypes(symbol, dtypes or {})
     loss_scale = bool(loss_scale and for_training)
     parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
@@ -103,10 +139,10 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
     key = cache.make_key(parts)
 
     def build():
-        if "compiles" in __import__("os").environ.get("SYMTRITON_LOG", ""):
+        if "compiles" in os.environ.get("SYMTRITON_LOG", ""):
             log.warning("symtriton: compiling %s (key %s)", cache.describe_key(parts), key)
         return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
-                      loss_scale)
+                      loss_scale, given)
 
     prog = cache.lookup(key, parts, build)
     names = symbol.list_outputs()
@@ -127,13 +163,27 @@ def all_argument_shapes(symbol, shapes: dict) -> dict:
 
 
 def all_dtypes(symbol, dtypes: dict) -> dict:
-    """Every argument's and auxiliary state's dtype name, given those in ``dtypes``."""
+    """Every argument's and auxiliary state's dtype name, given those in ``dtypes``
+    (remembered per symbol and given dtypes: a bind asks three times)."""
+    found = symbol._remember(_dtypes_key(dtypes), lambda: _infer_all_dtypes(symbol, dtypes))
+    # Given every dtype it found, inference finds them again and refuses nothing (they
+    # met every rule): the executor asks with exactly those, its arrays' dtypes.
+    symbol._remember(_dtypes_key(found), lambda: found)
+    return dict(found)
+
+
+def _dtypes_key(dtypes: dict) -> tuple:
+    return ("all_dtypes", tuple(sorted((str(k), str(v)) for k, v in dtypes.items())))
+
+
+def _infer_all_dtypes(symbol, dtypes: dict) -> dict:
     from ..passes.infer_types import infer_types
     graph = infer_types(symbol.to_graph(), dtypes)
     return {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
 
 
-def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, loss_scale=False):
+def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, loss_scale=False,
+           given=None):
     timings = {}
     t0 = time.perf_counter()
     graph = symbol.to_graph()
@@ -144,13 +194,10 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     launches, group_ops = build_program(g, groups, plan, target, sources)
     timings["codegen"] = time.perf_counter() - t1
     num_fwd = g.meta.get("num_forward_heads", len(g.heads))
-    base = symbol.to_graph()
-    from ..passes.infer_shapes import infer_shapes
-    infer_shapes(base, shapes)
-    arg_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
-                  for n in base.variables("arg")}
-    aux_shapes = {base.node(n)["name"]: list(base.node(n)["shapes"][0])
-                  for n in base.variables("aux")}
+    # the shapes the key was computed from: the symbol remembers what they gave
+    arg_list, _, aux_list = symbol.infer_shape(**(shapes if given is None else given))
+    arg_shapes = {n: list(s) for n, s in zip(symbol.list_arguments(), arg_list)}
+    aux_shapes = {n: list(s) for n, s in zip(symbol.list_auxiliary_states(), aux_list)}
     unfused = g.meta["unfused"]
     stats = {
         "forward_launches": sum(1 for ln in launches if ln.phase == "fwd"),
@@ -162,6 +209,11 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
         "pass_seconds": timings,
         "total_seconds": time.perf_counter() - t0,
     }
+    if "fuse_work" in g.meta:
+        stats["fuse_work"] = dict(g.meta["fuse_work"])
+    if "passes" in os.environ.get("SYMTRITON_LOG", ""):
+        log.warning("symtriton: compiled %s in %.3f s: %s", symbol.name or "symbol",
+                    stats["total_seconds"], ", ".join(f"{k} {v:.3f}" for k, v in timings.items()))
     prog = Program(
         target=target, launches=launches, buffers=plan["buffers"],
         seed_buffer=plan["seed_buffer"],

@@ -8,9 +8,10 @@ loads without re-running any pass.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ..cpu.render import render_cpu, render_cpu_fill
 from ..triton.codegen import render_fill, tile_config
@@ -57,7 +58,11 @@ class Program:
         return [ln for ln in self.launches if ln.phase == phase]
 
     def to_json(self) -> str:
-        doc = asdict(self)
+        # the fields as they are (json writes lists, tuples and dicts alike): asdict's
+        # deep copy of every launch's argument lists cost more than the writing
+        doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        doc["launches"] = [{f.name: getattr(ln, f.name) for f in dataclasses.fields(ln)}
+                           for ln in self.launches]
         return json.dumps(doc, sort_keys=True)
 
     @staticmethod
@@ -81,11 +86,8 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
         prog = grp["program"]
         strides = [[lay[3] for lay in layouts[e]] for e in prog.tensors]
         shapes = [layouts[e][0][2] for e in prog.tensors]
-        if cpu:
-            slots = [[tuple(lay[0]) for lay in layouts[e]] for e in prog.tensors]
-            rendered = render_cpu(prog, strides, shapes, slots)
-        else:
-            rendered = render(prog, strides, shapes, fp32_dot)
+        slots = [[tuple(lay[0]) for lay in layouts[e]] for e in prog.tensors]
+        rendered = _render_once(prog, strides, shapes, slots, target, fp32_dot)
         if prog.kind == "scatter":
             out = layouts[prog.tensors[2]][0]
             dtype = prog.dtypes[2]
@@ -113,6 +115,39 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
         launches.append(launch)
         group_ops.append(sorted(graph.node(n)["op"] for n in grp["nodes"]))
     return launches, group_ops
+
+
+# Rendered kernels by what decides their source (see _render_key): an unrolled RNN's
+# steps, and every bucket of it, render the same few kernels hundreds of times.
+_RENDERED: dict = {}
+_RENDERED_MAX = 4096
+
+
+def _render_once(prog, strides, shapes, slots, target, fp32_dot):
+    """``render`` / ``render_cpu`` of a group, or the source an identical group got."""
+    key = _render_key(prog, strides, shapes, slots, target, fp32_dot)
+    rendered = _RENDERED.get(key)
+    if rendered is None:
+        if target == "cpu":
+            rendered = render_cpu(prog, strides, shapes, slots)
+        else:
+            rendered = render(prog, strides, shapes, fp32_dot)
+        if len(_RENDERED) >= _RENDERED_MAX:
+            _RENDERED.pop(next(iter(_RENDERED)))
+        _RENDERED[key] = rendered
+    return rendered
+
+
+def _render_key(prog, strides, shapes, slots, target, fp32_dot) -> str:
+    """Everything a renderer reads: every field of the tile program but which graph
+    entries its tensors are (``tensors``, ``nodes``: renderers use their count only),
+    the layouts, and which destinations share an array (slots by kind and first
+    appearance: views of one array may overlap, the cpu plan must know)."""
+    fields = [(f.name, getattr(prog, f.name)) for f in dataclasses.fields(prog)
+              if f.name not in ("tensors", "nodes")]
+    first = {}
+    same = [[(slot[0], first.setdefault(slot, len(first))) for slot in per] for per in slots]
+    return repr((target, fp32_dot, fields, len(prog.tensors), strides, shapes, same))
 
 
 def _launch(rendered, args, phase, target, sources, read, written, reduce_cols):

@@ -37,6 +37,13 @@ def plan(ops, stores):
                     break
         owner[id(op.out)] = owner[id(op.inplace)] if op.inplace is not None else op
     index = {id(op): i for i, op in enumerate(ops)}
+    # the last call reading a view of each slot: one sweep, not a scan of the calls
+    # after each store's producer (quadratic in a long chain's stores)
+    last_view_read = {}
+    for i, op in enumerate(ops):
+        for a in list(op.args) + list(op.reads):
+            if a.kind == "view":
+                last_view_read[a.slot] = i
     left = []
     done = set()
     for v, name, slot, shape, flips, matrix, narrow in stores:
@@ -46,7 +53,7 @@ def plan(ops, stores):
             continue
         if root is None or v.dtype != "f" or v.shape != shape or root.dest is not None or \
                 root.kind in ("cast", "gather") or \
-                _reads_slot(ops[index[id(root)]:], slot) or \
+                last_view_read.get(slot, -1) >= index[id(root)] or \
                 (root.mm2d and root.kind == "mm" and matrix is None):
             left.append((v, name, flips))
             continue
@@ -56,14 +63,6 @@ def plan(ops, stores):
         done.add(id(v))
         v.name = name
     return left
-
-
-def _reads_slot(ops, slot):
-    for op in ops:
-        for a in list(op.args) + list(op.reads):
-            if a.kind == "view" and a.slot == slot:
-                return True
-    return False
 
 
 def call_lines(ops, left, cdt="torch.float32"):

@@ -130,7 +130,8 @@ class ExprLowering:
         tens = [a for a in args if a.kind != "scalar"]
         shape = broadcast([a.shape for a in tens], len(self.D))
         bound = f"{name} = torch.ops.aten.{name}.grad_input"
-        if bound not in self.bind_lines:
+        if bound not in self.bound_once:
+            self.bound_once.add(bound)
             self.bind_lines.append(bound)
         fmt = _ATEN[name].format(*[f"{{a{k}}}" if a.kind != "scalar" else lit(a.scalar)
                                    for k, a in enumerate(args)])
@@ -142,7 +143,8 @@ class ExprLowering:
         nothing more)."""
         *coords, stream, strides, _wide = coords_and_params
         bound = "from compiler.ir.philox import stream_uniform"   # imported once, in bind
-        if bound not in self.bind_lines:
+        if bound not in self.bound_once:
+            self.bound_once.add(bound)
             self.bind_lines.append(bound)
         offset = " + ".join(f"{{a{k + 1}}}" + (f" * {s}" if s != 1 else "")
                             for k, s in enumerate(strides)) or "0"

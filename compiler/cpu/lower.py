@@ -38,6 +38,7 @@ class Lowering(MatmulLowering, ExprLowering):
         self.D = tuple(int(x) for x in prog.domain)
         self.strides, self.shapes, self.slots = strides, shapes, slots
         self.bind_lines = []       # views and constants, made once in bind()
+        self.bound_once = set()    # lines of bind_lines added once (a set: a list test per op is quadratic)
         self.ops = []
         self.values = {}           # IR name -> Val
         self.count = 0
@@ -286,7 +287,8 @@ class Lowering(MatmulLowering, ExprLowering):
             return v.op if v.op is not None and v.op.fn == fn and v.op in self.ops else None
 
         for last in list(self.ops):
-            if last not in self.ops or last.fn not in ("div", "sub") or len(last.args) != 2:
+            # the list search last: it is linear, and most calls are neither div nor sub
+            if last.fn not in ("div", "sub") or len(last.args) != 2 or last not in self.ops:
                 continue
             top, den = last.args
             s_op = made(den, "log" if last.fn == "sub" else "sum")

@@ -9,6 +9,8 @@ epilogue, pooling ``pool.py``'s, an embedding gradient one ``index_add_``.
 """
 from __future__ import annotations
 
+import re
+
 from .codegen import call_lines, plan
 from .conv import conv_kernel_lines
 from .lower import lower
@@ -54,10 +56,34 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
     n = prod(prog.domain[p] for p in prog.col_pos) if prog.kind != "scatter" else 0
     summary = (conv_summary(prog.instrs[0].extra) if prog.kind == "conv" else
                f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}")
+    names = [f"p{t}_{d}" for t, d in params]
     source = environment.get_template("cpu_kernel.py.j2").render(k={
-        "params": ", ".join(f"p{t}_{d}" for t, d in params), "summary": summary,
-        "bind_lines": bind, "body_lines": body or ["pass"]})
+        "params": ", ".join(names), "summary": summary,
+        "bind_lines": bind, "body_lines": body or ["pass"],
+        "run_params": _run_params(names, bind, body)})
     return Rendered(source, params, m, n, 0, prog.kind)
+
+
+_ASSIGNED = re.compile(r"(\w+) = ")
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _run_params(params, bind, body) -> str:
+    """``name=name`` for each name ``run()`` reads from ``bind()`` (its arguments and
+    what its lines assign), in the order bind made them: run() takes them as default
+    arguments (``templates/cpu_kernel.py.j2`` says why)."""
+    made = list(params)
+    for line in bind:
+        m = _ASSIGNED.match(line)
+        if m:
+            made.append(m.group(1))
+    used = set(_NAME.findall("\n".join(body)))
+    seen, out = set(), []
+    for name in made:
+        if name in used and name not in seen:
+            seen.add(name)
+            out.append(f"{name}={name}")
+    return ", ".join(out)
 
 
 def _scatter_lines(prog, strides, shapes):

@@ -9,6 +9,7 @@ new node's shapes on the spot.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import numbers
 import os
@@ -43,20 +44,29 @@ def max_elements() -> int:
     return limit
 
 
-def check_shape(shape, what: str) -> tuple:
+def check_shape(shape, what, limit: int = None) -> tuple:
     """``shape`` as a tuple of ints, or an MXNetError naming ``what`` if it has a
-    negative dim or more elements than :func:`max_elements`."""
+    negative dim or more elements than :func:`max_elements` (``limit`` when given).
+
+    ``what`` may be a function giving the text: shape inference checks every
+    input and output of every node, and the text is needed only for an error.
+    """
     shape = tuple(int(x) for x in shape)
     if any(x < 0 for x in shape):
-        raise MXNetError(f"{what}: shape {shape} has a negative dim")
-    limit, numel = max_elements(), 0 if 0 in shape else 1
+        raise MXNetError(f"{_text(what)}: shape {shape} has a negative dim")
+    limit = max_elements() if limit is None else limit
+    numel = 0 if 0 in shape else 1
     for x in shape:
         numel *= x
         if numel > limit:
             raise MXNetError(
-                f"{what}: shape {shape} has more than {limit} elements, the limit per tensor "
-                f"(set SYMTRITON_MAX_ELEMENTS to change it)")
+                f"{_text(what)}: shape {shape} has more than {limit} elements, the limit per "
+                f"tensor (set SYMTRITON_MAX_ELEMENTS to change it)")
     return shape
+
+
+def _text(what) -> str:
+    return what() if callable(what) else what
 
 
 class Graph:
@@ -86,22 +96,49 @@ class Graph:
                  role: str = "op", phase: str = "fwd") -> int:
         nid = next(self._ids)
         opdef = None if op == "null" else get_op(op, name)
-        self.g.add_node(nid, op=op, opdef=opdef, name=name, attrs=attrs or {},
-                        raw=dict(raw or {}), role=role, phase=phase,
-                        shapes=None, dtypes=None)
+        # written into networkx's dicts as ``add_node`` / ``add_edge`` would write them (one
+        # keyed edge dict shared by both directions): autodiff and decompose add a node
+        # per operator, and the generic calls cost several times more
+        g = self.g
+        g._node[nid] = {"op": op, "opdef": opdef, "name": name, "attrs": attrs or {},
+                        "raw": dict(raw or {}), "role": role, "phase": phase,
+                        "shapes": None, "dtypes": None}
+        succ, pred = g._succ, g._pred
+        succ[nid], pred[nid] = {}, {}
         for slot, (src, idx) in enumerate(inputs):
-            self.g.add_edge(src, nid, key=slot, out=idx)
+            keyed = succ[src].get(nid)
+            if keyed is None:
+                keyed = succ[src][nid] = pred[nid][src] = {}
+            keyed[slot] = {"out": idx}
+        nx._clear_cache(g)
         return nid
 
     def copy(self) -> "Graph":
+        """A copy whose nodes, edges, heads and meta can change independently.
+
+        Built straight into networkx's adjacency dicts (one keyed edge dict shared
+        by successor and predecessor maps, as networkx keeps it): every pass
+        copies its input, and ``MultiDiGraph.copy`` costs several times more.
+        """
         new = Graph()
-        new.g = self.g.copy()
-        for n in new.g.nodes:  # node dicts are shallow-copied; copy the mutable parts
-            d = new.g.nodes[n]
+        node, succ, pred = new.g._node, new.g._succ, new.g._pred
+        for n, d in self.g._node.items():
+            d = dict(d)            # copy the mutable parts; the rest is shared and read-only
             d["attrs"] = dict(d["attrs"])
             d["raw"] = dict(d["raw"])
             d["shapes"] = None if d["shapes"] is None else list(d["shapes"])
             d["dtypes"] = None if d["dtypes"] is None else list(d["dtypes"])
+            node[n] = d
+            succ[n] = {}
+            pred[n] = {}
+        for u, nbrs in self.g._succ.items():
+            out = succ[u]
+            for v, keyed in nbrs.items():
+                edges = {k: dict(data) for k, data in keyed.items()}
+                out[v] = edges
+                pred[v][u] = edges
+        new.g.graph.update(self.g.graph)
+        nx._clear_cache(new.g)
         new.heads = list(self.heads)
         new.meta = dict(self.meta)
         new._ids = itertools.count(max(self.g.nodes, default=-1) + 1)
@@ -109,40 +146,96 @@ class Graph:
 
     # -- reading ------------------------------------------------------------
     def node(self, n) -> dict:
-        return self.g.nodes[n]
+        # networkx's own dict of node data: ``g.nodes[n]`` goes through a view object,
+        # which costs as much again on a call every pass makes per node
+        return self.g._node[n]
 
     def inputs(self, n) -> list:
         """Input entries of ``n`` in slot order."""
         # straight from networkx's adjacency (no edge views): fusion calls this a lot
-        edges = sorted((slot, u, data["out"]) for u, keyed in self.g._pred[n].items()
-                       for slot, data in keyed.items())
+        pred = self.g._pred[n]
+        if len(pred) == 1:                    # one producer, most often read once
+            (u, keyed), = pred.items()
+            if len(keyed) == 1:
+                (data,) = keyed.values()
+                return [(u, data["out"])]
+        elif len(pred) == 2:                  # two producers, each read once
+            (u, keyed), (w, keyed_w) = pred.items()
+            if len(keyed) == 1 and len(keyed_w) == 1:
+                (slot, data), = keyed.items()
+                (slot_w, data_w), = keyed_w.items()
+                if slot < slot_w:
+                    return [(u, data["out"]), (w, data_w["out"])]
+                return [(w, data_w["out"]), (u, data["out"])]
+        edges = [(slot, u, data["out"]) for u, keyed in pred.items()
+                 for slot, data in keyed.items()]
+        edges.sort()
         return [(u, out) for _, u, out in edges]
 
     def consumers(self, n, index: Optional[int] = None) -> list:
         """``(consumer, slot)`` pairs reading ``n`` (output ``index`` if given)."""
-        return [(v, k) for _, v, k, out in self.g.out_edges(n, keys=True, data="out")
-                if index is None or out == index]
+        return [(v, k) for v, keyed in self.g._succ[n].items() for k, data in keyed.items()
+                if index is None or data["out"] == index]
 
     def topo(self) -> list:
-        return list(nx.lexicographical_topological_sort(self.g))
+        """Nodes in topological order, the smallest id first among those ready.
+
+        The order of ``networkx.lexicographical_topological_sort``, read straight
+        from the adjacency dicts: passes sort the graph often, and networkx's
+        generator costs several times more per node.
+        """
+        pred, succ = self.g._pred, self.g._succ
+        indegree = {n: sum(len(keyed) for keyed in p.values()) for n, p in pred.items()}
+        ready = [n for n, d in indegree.items() if d == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            n = heapq.heappop(ready)
+            order.append(n)
+            for v, keyed in succ[n].items():
+                left = indegree[v] - len(keyed)
+                indegree[v] = left
+                if left == 0:
+                    heapq.heappush(ready, v)
+        if len(order) != len(indegree):
+            raise nx.NetworkXUnfeasible("the graph contains a cycle")
+        return order
+
+    def ancestors(self, nodes) -> set:
+        """``nodes`` and every node they depend on: one search from all of them
+        (a search per node would revisit what they share)."""
+        return _reach(self.g._pred, nodes)
+
+    def descendants(self, nodes) -> set:
+        """``nodes`` and every node depending on them, in one search."""
+        return _reach(self.g._succ, nodes)
 
     def shape(self, entry: Entry):
-        shapes = self.g.nodes[entry[0]]["shapes"]
+        shapes = self.g._node[entry[0]]["shapes"]
         return None if shapes is None else shapes[entry[1]]
 
     def dtype(self, entry: Entry):
-        dtypes = self.g.nodes[entry[0]]["dtypes"]
+        dtypes = self.g._node[entry[0]]["dtypes"]
         return "float32" if dtypes is None else dtypes[entry[1]]
 
     def variables(self, role: Optional[str] = None) -> list:
-        return [n for n in self.topo() if self.g.nodes[n]["op"] == "null"
-                and (role is None or self.g.nodes[n]["role"] == role)]
+        """Variables (of ``role``) in topological order. A variable reads nothing, so
+        it is ready from the start of the sort: their order is the order of their ids,
+        found without sorting the graph."""
+        nodes, pred = self.g._node, self.g._pred
+        found = [n for n, d in nodes.items() if d["op"] == "null"
+                 and (role is None or d["role"] == role)]
+        if any(pred[n] for n in found):       # never made so; keep the sort's order if it were
+            keep = set(found)
+            return [n for n in self.topo() if n in keep]
+        return sorted(found)
 
     def ops(self) -> list:
-        return [n for n in self.topo() if self.g.nodes[n]["op"] != "null"]
+        nodes = self.g._node
+        return [n for n in self.topo() if nodes[n]["op"] != "null"]
 
     def describe(self, n) -> str:
-        d = self.g.nodes[n]
+        d = self.g._node[n]
         return f"{d['op']} '{d['name']}'" if d["op"] != "null" else f"variable '{d['name']}'"
 
     def replace_entry(self, old: Entry, new: Entry):
@@ -154,20 +247,28 @@ class Graph:
 
     def remove_dead(self):
         """Drop nodes that no head depends on (variables included)."""
-        live = set()
-        for h, _ in self.heads:
-            live.add(h)
-            live |= nx.ancestors(self.g, h)
+        live = self.ancestors(h for h, _ in self.heads)
         keep_vars = self.meta.get("keep_variables", True)
         dead = [n for n in self.g.nodes if n not in live
-                and not (keep_vars and self.g.nodes[n]["op"] == "null")]
+                and not (keep_vars and self.g._node[n]["op"] == "null")]
         self.g.remove_nodes_from(dead)
+
+
+def _reach(adjacency, nodes) -> set:
+    seen = set(nodes)
+    stack = list(seen)
+    while stack:
+        for u in adjacency[stack.pop()]:
+            if u not in seen:
+                seen.add(u)
+                stack.append(u)
+    return seen
 
 
 def _through_cast(graph: Graph, src, idx):
     """The entry behind output ``idx`` of ``src`` when ``src`` passes shapes through
     (``OpDef.passes_shape``: casts), else that output itself."""
-    d = graph.g.nodes[src]
+    d = graph.g._node[src]
     if d["op"] != "null" and d["opdef"].passes_shape:
         return graph.inputs(src)[idx]
     return src, idx
@@ -179,7 +280,7 @@ def infer_node(graph: Graph, n):
     Returns True when something new was learned. Raises MXNetError naming
     the node, the operator, its inputs and their shapes on a conflict.
     """
-    d = graph.g.nodes[n]
+    d = graph.g._node[n]
     opdef = d["opdef"]
     ins = graph.inputs(n)
     in_shapes = [graph.shape(e) for e in ins]
@@ -187,17 +288,23 @@ def infer_node(graph: Graph, n):
         new_in, out_shapes = opdef.infer_shape(d["attrs"], list(in_shapes))
     except ShapeError as exc:
         raise MXNetError(_shape_message(graph, n, in_shapes, str(exc))) from None
-    names = opdef.list_arguments(d["attrs"]) + list(opdef.aux)
+    limit = max_elements()
+
+    def input_text(i, src):
+        names = opdef.list_arguments(d["attrs"]) + list(opdef.aux)
+        label = names[i] if i < len(names) else f"arg{i}"
+        return f"{graph.describe(n)}: input {label} ('{graph.node(src)['name']}')"
+
+    def output_text(i):
+        names = opdef.list_outputs(d["attrs"])
+        return f"{graph.describe(n)}: output {names[i] if i < len(names) else f'output{i}'}"
+
     for i, ((src, idx), new) in enumerate(zip(ins, new_in)):
         if new is not None:
-            label = names[i] if i < len(names) else f"arg{i}"
-            check_shape(new, f"{graph.describe(n)}: input {label} "
-                             f"('{graph.node(src)['name']}')")
-    out_names = opdef.list_outputs(d["attrs"])
+            check_shape(new, lambda i=i, src=src: input_text(i, src), limit)
     for i, s in enumerate(out_shapes):
         if s is not None:
-            label = out_names[i] if i < len(out_names) else f"output{i}"
-            check_shape(s, f"{graph.describe(n)}: output {label}")
+            check_shape(s, lambda i=i: output_text(i), limit)
     changed = False
     for (src, idx), old, new in zip(ins, in_shapes, new_in):
         if new is None or old is not None:
@@ -208,7 +315,7 @@ def infer_node(graph: Graph, n):
                     f"but the operator needs {tuple(new)}"))
             continue
         src, idx = _through_cast(graph, src, idx)
-        sd = graph.g.nodes[src]
+        sd = graph.g._node[src]
         if sd["op"] != "null" or sd["shapes"] is not None:
             continue
         sd["shapes"] = [tuple(new)]
@@ -217,7 +324,7 @@ def infer_node(graph: Graph, n):
         if d["shapes"] != out_shapes:
             changed = changed or any(s is not None for s in out_shapes)
         d["shapes"] = [None if s is None else tuple(s) for s in out_shapes]
-    in_types = [graph.dtype(e) if graph.g.nodes[e[0]]["dtypes"] else None for e in ins]
+    in_types = [graph.dtype(e) if graph.g._node[e[0]]["dtypes"] else None for e in ins]
     _, out_types = opdef.infer_type(d["attrs"], in_types)
     out_types = list(out_types) + [out_types[-1] if out_types else None] * len(out_shapes)
     d["dtypes"] = [t or "float32" for t in out_types[:len(out_shapes)]]
@@ -225,7 +332,7 @@ def infer_node(graph: Graph, n):
 
 
 def _shape_message(graph: Graph, n, in_shapes, why: str) -> str:
-    d = graph.g.nodes[n]
+    d = graph.g._node[n]
     names = d["opdef"].list_arguments(d["attrs"]) + list(d["opdef"].aux)
     parts = []
     for i, (src, idx) in enumerate(graph.inputs(n)):

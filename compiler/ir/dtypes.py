@@ -41,6 +41,8 @@ def dtype_name(dtype) -> str:
     """
     if dtype is None:
         return None
+    if type(dtype) is str and dtype in ITEMSIZE:    # already canonical: inference asks a lot
+        return dtype
     text = str(dtype)
     if text.startswith("torch."):
         return text[len("torch."):]

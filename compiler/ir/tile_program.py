@@ -95,6 +95,7 @@ class ProgramBuilder:
         self.graph = graph
         self.nodes = set(nodes)
         self.outside = outside_uses      # entries of group nodes needed outside
+        self.outside_set = set(outside_uses)   # membership per node: a list would be quadratic
         pos = graph.meta.get("topo_pos")
         if pos is None:
             self.order = [n for n in graph.topo() if n in self.nodes]
@@ -103,6 +104,7 @@ class ProgramBuilder:
         self.dimmap = {}                 # entry -> list of D positions (None = size-1)
         self.instrs, self.stores = [], []
         self.tensors, self.roles = [], []
+        self.tensor_index = {}           # entry -> position in ``tensors``
         self.value = {}                  # entry -> ssa name
         self.varies = {}
         self.count = 0
@@ -148,7 +150,7 @@ class ProgramBuilder:
             self.row_pos = tuple(p for p in range(len(in_shape)) if p not in self.col_pos)
             return "reduce", n, None
         sinks = [(n, i) for n in self.order for i in range(len(g.node(n)["shapes"]))
-                 if (n, i) in self.outside]
+                 if (n, i) in self.outside_set]
         if not sinks:
             raise NotFusable("group has no outputs")
         best = max(sinks, key=lambda e: (prod(g.shape(e)), len(g.shape(e))))
@@ -264,13 +266,14 @@ class ProgramBuilder:
         return f"v{self.count}"
 
     def tensor(self, entry, role):
-        if entry in self.tensors:
-            i = self.tensors.index(entry)
+        i = self.tensor_index.get(entry)
+        if i is not None:
             if self.roles[i] != role:
                 self.roles[i] = "inout"
             return i
         self.tensors.append(entry)
         self.roles.append(role)
+        self.tensor_index[entry] = len(self.tensors) - 1
         return len(self.tensors) - 1
 
     def terms(self, entry, dm):

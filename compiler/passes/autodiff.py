@@ -12,8 +12,6 @@ fuses into the kernel computing that gradient.
 """
 from __future__ import annotations
 
-import networkx as nx
-
 from ..errors import MXNetError
 from ..frontend.graph import Builder, Graph
 from ..ops.chain_rule import differentiate_node, scaled, sum_refs
@@ -54,9 +52,7 @@ def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False) -> Graph:
         return out
 
     forward_nodes = out.ops()
-    reach = set()
-    for v in wanted:
-        reach |= nx.descendants(out.g, v)
+    reach = out.descendants(wanted)     # one search: one per argument is quadratic
     contributions, head_vars = {}, {}
     scale = None
     if loss_scale:

@@ -15,7 +15,11 @@ from ..ops.registry import Decompose
 
 
 def decompose(graph: Graph, is_train: bool) -> Graph:
-    """Return a copy of ``graph`` with every ``Decompose`` operator expanded."""
+    """Return a copy of ``graph`` with every ``Decompose`` operator expanded
+    (``graph`` itself when it has none: a copy costs as much as the pass)."""
+    if not any(d["op"] != "null" and isinstance(d["opdef"].lowering, Decompose)
+               for d in graph.g._node.values()):
+        return graph
     out = graph.copy()
     out.meta.setdefault("aux_updates", [])
     for _ in range(16):  # decompositions may produce composite ops in turn

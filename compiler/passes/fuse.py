@@ -1,19 +1,44 @@
 """Partition the graph into kernel groups.
 
-Fusion is split as in TorchInductor: ``can_fuse`` (legal?) builds the tile
-program of the union and checks that contracting the two groups leaves the
-group graph acyclic; ``score`` (worth it?) prefers merges that keep the
-largest intermediate out of memory. Pointwise chains join each other,
-reductions take their prologue and epilogue, matmuls take their epilogue
-(bias, activation, even a row softmax when a tile spans the row) and sums
-of matmuls over the same output share one kernel.
+Fusion is split in two as in TorchInductor: *legality* (``_can_fuse``: the tile
+program of the union can be built, and contracting the two groups leaves the
+group graph acyclic) and *the order in which merges are tried*, which decides
+what the groups become. Pointwise chains join each other, reductions take
+their prologue and epilogue, matmuls take their epilogue (bias, activation,
+even a row softmax when a tile spans the row) and sums of matmuls over the
+same output share one kernel.
+
+The cost of fusion is the cost of its legality checks, so each is kept
+proportional to what it looks at, never to the size of the graph:
+
+* **Single-consumer trees first.** A pointwise node whose value only one
+  pointwise node of its phase reads, and which is no output, joins that
+  reader. Such links form trees; each tree's tile program is built once and
+  the tree becomes one group. Merging one node at a time would build the
+  program of every prefix of a chain of N operators, N**2 / 2 node visits in
+  all. A tree whose program cannot be built (mixed layouts, say) is left to
+  the pairwise merges.
+* **Failed merges are remembered.** Whether two groups can merge depends only
+  on the two groups (the union's tile program) and on the partition of the
+  rest (the cycle check), and merging other groups can only add paths: a merge
+  refused once stays refused until one of the two groups changes, so later
+  rounds do not rebuild it.
+* **Cycle checks on the group graph in a maintained topological order**
+  (:class:`_GroupDag`, Pearce and Kelly's dynamic topological sort): two
+  groups close a cycle only through groups ordered between them, so the
+  search visits those alone, and contracting the two reorders only what it
+  visited.
+
+``graph.meta['fuse_work']`` counts the work (tile programs built and the
+nodes they covered, vertices the cycle searches visited): tests check that it
+grows linearly with the graph.
 """
 from __future__ import annotations
 
 from ..frontend.graph import Graph
 from ..ir.build import build_tile_program
 from ..ir.tile_program import NotFusable
-from ..ops.registry import View, prod
+from ..ops.registry import MatMul, Pointwise, View, prod
 
 
 def is_free_view(graph: Graph, n) -> bool:
@@ -47,32 +72,81 @@ def fuse(graph: Graph) -> list:
     head_set = set(map(tuple, graph.heads))
     order = graph.topo()
     pos = {n: i for i, n in enumerate(order)}
-    succ = {n: list(graph.g.successors(n)) for n in order}   # the cycle check's hot loop
     graph.meta["topo_pos"] = pos
-    group_of, members = {}, {}
-    for n in order:
-        if not is_source(graph, n) and not is_free_view(graph, n):
-            group_of[n] = n
-            members[n] = {n}
-    programs = {g: _program(graph, nodes, head_set) for g, nodes in members.items()}
+    work = {"tile_programs": 0, "tile_program_nodes": 0, "cycle_checks": 0,
+            "cycle_visits": 0, "merges": 0}
+    readers = _readers(graph, order)
+    ins = {n: graph.inputs(n) for n in order}     # read by every loop below: sorted once
+    sources = {n for n in order if is_source(graph, n)}
+    kernel_nodes = [n for n in order if n not in sources and not is_free_view(graph, n)]
+    group_of = {n: n for n in kernel_nodes}
+    members = {n: {n} for n in kernel_nodes}
+    dag = _GroupDag(graph, order, pos, work)
+
+    def build(nodes):
+        work["tile_programs"] += 1
+        work["tile_program_nodes"] += len(nodes)
+        return build_tile_program(graph, nodes, _outside(graph, nodes, head_set, readers))
+
+    def program_or_none(nodes):
+        try:
+            return build(nodes)
+        except NotFusable:
+            return None
+
+    # 1. Single-consumer pointwise trees, each checked once as a whole.
+    programs = {}
+    for root, tree in _pointwise_trees(graph, order, ins, group_of, head_set, readers):
+        try:
+            programs[root] = build(tree)
+        except NotFusable:
+            continue
+        for n in tree:
+            if n != root:
+                group_of[n] = root
+                del members[n]
+        members[root] = set(tree)
+        dag.contract_tree(root, tree)
+        work["merges"] += len(tree) - 1
+
+    def program_of(g):
+        # built on first need: most single nodes join a group before anything asks
+        if g not in programs:
+            programs[g] = program_or_none(members[g])
+        return programs[g]
+
+    # 2. Pairwise merges: producer into consumer, then siblings.
+    stamp = dict.fromkeys(members, 0)
+    stamps = iter(range(1, 1 << 62))
+    refused = set()
 
     def try_merge(gu, gv):
         if gu is None or gv is None or gu == gv:
             return False
         if graph.node(gu)["phase"] != graph.node(gv)["phase"]:
             return False
+        key = (gu, stamp[gu], gv, stamp[gv]) if gu < gv else (gv, stamp[gv], gu, stamp[gu])
+        if key in refused:
+            return False
+        found = dag.search(gu, gv)
+        if found is None:
+            refused.add(key)
+            return False
         union = members[gu] | members[gv]
-        if _creates_cycle(succ, members[gu], members[gv], pos, group_of, members):
-            return False
         try:
-            program = build_tile_program(graph, union, outside_uses(graph, union, head_set))
+            program = build(union)
         except NotFusable:
+            refused.add(key)
             return False
+        dag.contract(gu, gv, found)
         for n in members[gu]:
             group_of[n] = gv
         members[gv] = union
-        del members[gu], programs[gu]
+        del members[gu], stamp[gu]
+        programs.pop(gu, None)
         programs[gv] = program
+        stamp[gv] = next(stamps)
+        work["merges"] += 1
         return True
 
     for _round in range(3):
@@ -81,20 +155,24 @@ def fuse(graph: Graph) -> list:
         for v in order:
             if v not in group_of:
                 continue
-            for u, _ in graph.inputs(v):
-                merged |= try_merge(group_of.get(u), group_of.get(v))
+            for u, _ in ins[v]:
+                gu, gv = group_of.get(u), group_of[v]
+                if gu is not None and gu != gv:      # (try_merge's first test, inlined)
+                    merged |= try_merge(gu, gv)
         # Horizontal: siblings feeding the same consumer, or reading the same input.
         for v in order:
-            if v not in group_of and not is_source(graph, v):
+            if v not in group_of and v not in sources:
                 continue
-            near = sorted({group_of[u] for u, _ in graph.inputs(v) if u in group_of} |
-                          {group_of[w] for w in graph.g.successors(v) if w in group_of},
-                          key=lambda g: pos[g])
+            near = {group_of[u] for u, _ in ins[v] if u in group_of}
+            near.update(group_of[w] for w in graph.g._succ[v] if w in group_of)
+            if len(near) < 2:
+                continue
+            near = sorted(near, key=pos.__getitem__)
             for i in range(len(near)):
                 for j in range(i + 1, len(near)):
                     a, c = group_of.get(near[i]), group_of.get(near[j])
                     if a is not None and c is not None and a != c and \
-                            programs.get(a) is not None and programs.get(c) is not None and \
+                            program_of(a) is not None and program_of(c) is not None and \
                             programs[a].kind == "pointwise" == programs[c].kind:
                         merged |= try_merge(a, c)
         if not merged:
@@ -102,14 +180,37 @@ def fuse(graph: Graph) -> list:
 
     groups = []
     for g, nodes in members.items():
-        if programs[g] is None:
+        if program_of(g) is None:
             programs[g] = _program(graph, nodes, head_set, strict=True)
         groups.append({"nodes": frozenset(nodes), "program": programs[g],
                        "phase": graph.node(g)["phase"],
                        "first": min(pos[n] for n in nodes)})
-    scheduled = _schedule(graph, groups, group_of)
+    scheduled = _schedule(graph, groups, ins)
     del graph.meta["topo_pos"]
+    graph.meta["fuse_work"] = work
     return scheduled
+
+
+def _readers(graph, order) -> dict:
+    """entry -> the nodes reading it, one per edge (what ``outside_uses`` asks of
+    ``graph.consumers``, gathered in one sweep)."""
+    readers, succ = {}, graph.g._succ
+    for n in order:
+        for v, keyed in succ[n].items():
+            for data in keyed.values():
+                readers.setdefault((n, data["out"]), []).append(v)
+    return readers
+
+
+def _outside(graph, nodes, head_set, readers) -> list:
+    """:func:`outside_uses` over the precomputed readers."""
+    uses = []
+    for n in nodes:
+        for i in range(len(graph.node(n)["shapes"])):
+            entry = (n, i)
+            if entry in head_set or any(v not in nodes for v in readers.get(entry, ())):
+                uses.append(entry)
+    return sorted(uses)
 
 
 def _program(graph, nodes, head_set, strict=False):
@@ -123,43 +224,174 @@ def _program(graph, nodes, head_set, strict=False):
         return None
 
 
-def _creates_cycle(succ, a: set, b: set, pos, group_of, members) -> bool:
-    """Would contracting groups ``a`` and ``b`` close a cycle through another node
-    or another group (a group is one launch: reaching one member reaches all)?
+def _is_pointwise(graph, n) -> bool:
+    return isinstance(graph.node(n)["opdef"].lowering, Pointwise)
 
-    A depth-first search from the union's successors, bounded by the union's last
-    topological position (nothing later can lead back into it); each group is
-    expanded once, when the search first reaches one of its members.
+
+def _pointwise_trees(graph, order, ins, kernel, head_set, readers) -> list:
+    """``(root, nodes)`` of every *closed* tree of two or more pointwise nodes
+    (matmuls as leaves).
+
+    A pointwise node is closed when each kernel node of its phase it reads is
+    a closed node that nothing else of that phase reads (and no output). A
+    matmul is closed whatever it reads: its operands are read from memory, so no
+    merge ever joins their producers into it. A closed node links to the one
+    node of its phase reading it, if there is exactly one and it is a closed
+    pointwise node (a matmul's epilogue, a sum of matmuls: the per-step weight
+    gradients of an RNN, a chain of 2T nodes). Links form trees whose
+    members read nothing of their phase from outside the tree: the pairwise
+    merges below would build exactly such a tree, node by node, when they
+    reach its root, since no other group can take a member first (a member's
+    value has no other reader in its phase). Values the other phase reads
+    (the forward activations the backward needs) are stored whatever the
+    grouping, so those readers do not break a tree. Contracting a tree cannot
+    close a cycle: every path out of a member goes up the tree to its root,
+    and a path from the root back into the tree would be a cycle of the graph.
     """
-    union = a | b
-    limit = max(pos[n] for n in union)
-    stack = [v for n in union for v in succ[n] if v not in union]
-    seen, seen_groups = set(), set()
-    while stack:
-        n = stack.pop()
-        if n in seen or pos[n] > limit:
+    closed, link = set(), {}
+    for n in order:
+        if n not in kernel:
             continue
-        seen.add(n)
-        g = group_of.get(n)
-        if g is None:
-            nodes = (n,)
-        elif g in seen_groups:
+        d = graph.node(n)
+        phase = d["phase"]
+        if isinstance(d["opdef"].lowering, MatMul):
+            pass     # a leaf: its operands are read from memory, no merge joins their producers
+        elif not _is_pointwise(graph, n) or \
+                any(u in kernel and graph.node(u)["phase"] == phase and link.get(u) != n
+                    for u, _ in ins[n]):
             continue
-        else:
-            seen_groups.add(g)
-            nodes = members[g]
-        for m in nodes:
-            seen.add(m)
-            for v in succ[m]:
-                if v in union:
-                    return True
-                if v not in seen:
-                    stack.append(v)
-    return False
+        closed.add(n)
+        if len(d["shapes"]) != 1 or (n, 0) in head_set:
+            continue
+        same = {v for v in readers.get((n, 0), ()) if graph.node(v)["phase"] == phase}
+        if len(same) == 1:
+            (v,) = same
+            if v in kernel and _is_pointwise(graph, v):
+                link[n] = v
+    root_of, trees = {}, {}
+    for n in reversed(order):              # a parent comes after its children
+        v = link.get(n)
+        if v is not None and v in closed:
+            r = root_of[n] = root_of.get(v, v)
+            trees.setdefault(r, [r]).append(n)
+    return [(r, set(nodes)) for r, nodes in trees.items()]
 
 
-def _schedule(graph, groups, group_of):
-    """Order groups topologically (forward phase first)."""
+class _GroupDag:
+    """The graph of groups and free views (variables read by nothing computed are
+    left out), kept in a topological order ``ord`` under contraction.
+
+    Merges only join groups of one phase, and no backward value feeds the
+    forward phase, so a path between two groups of one phase never leaves it:
+    edges between phases are left out (all kept if some backward value did
+    feed a forward node). Each vertex is named by a member node; :meth:`contract`
+    keeps the vertex with more edges and renames the other in its neighbours,
+    so renaming costs the smaller degree.
+    """
+
+    def __init__(self, graph, order, pos, work):
+        self.work = work
+        phase = {n: graph.node(n)["phase"] for n in order if not is_source(graph, n)}
+        edges = [(u, v) for v in phase for u in graph.g.predecessors(v) if u in phase]
+        keep_all = any(phase[u] == "bwd" and phase[v] == "fwd" for u, v in edges)
+        self.out = {n: set() for n in phase}
+        self.inn = {n: set() for n in phase}
+        for u, v in edges:
+            if keep_all or phase[u] == phase[v]:
+                self.out[u].add(v)
+                self.inn[v].add(u)
+        self.ord = {n: pos[n] for n in phase}
+        self.vertex = {n: n for n in phase}     # group label (or view) -> vertex
+
+    def _merge(self, a, b) -> int:
+        """Join vertices ``a`` and ``b``; return the survivor (the one with more edges)."""
+        if len(self.out[a]) + len(self.inn[a]) < len(self.out[b]) + len(self.inn[b]):
+            a, b = b, a
+        out_a, in_a = self.out[a], self.inn[a]
+        for w in self.out.pop(b):
+            self.inn[w].discard(b)
+            if w != a:
+                self.inn[w].add(a)
+                out_a.add(w)
+        for w in self.inn.pop(b):
+            self.out[w].discard(b)
+            if w != a:
+                self.out[w].add(a)
+                in_a.add(w)
+        out_a.discard(b)
+        in_a.discard(b)
+        del self.ord[b]
+        return a
+
+    def contract_tree(self, root, nodes):
+        """Contract a single-consumer tree (see :func:`_pointwise_trees`) into
+        ``root``'s vertex: its inputs all come before the root, its readers after."""
+        at = self.ord[self.vertex[root]]
+        v = self.vertex[root]
+        for n in nodes:
+            if n != root:
+                v = self._merge(v, self.vertex.pop(n))
+        self.ord[v] = at
+        self.vertex[root] = v
+
+    def search(self, ga, gb):
+        """None if contracting groups ``ga`` and ``gb`` closes a cycle, else what
+        :meth:`contract` needs to keep the order topological.
+
+        With ``x`` before ``y`` in the order, a cycle is a path ``x -> ... -> y``
+        through some other vertex; only vertices ordered between the two can lie
+        on it. The vertices after ``x`` it reaches (``fwd``) and those before
+        ``y`` reaching it (``bwd``) are what the contraction reorders.
+        """
+        self.work["cycle_checks"] += 1
+        a, b = self.vertex[ga], self.vertex[gb]
+        x, y = (a, b) if self.ord[a] < self.ord[b] else (b, a)
+        ox, oy = self.ord[x], self.ord[y]
+        ord_ = self.ord
+        fwd, stack = set(), [w for w in self.out[x] if w != y and ord_[w] < oy]
+        while stack:
+            w = stack.pop()
+            if w in fwd:
+                continue
+            fwd.add(w)
+            for z in self.out[w]:
+                if z == y:
+                    self.work["cycle_visits"] += len(fwd)
+                    return None
+                if z not in fwd and ord_[z] < oy:
+                    stack.append(z)
+        bwd, stack = set(), [w for w in self.inn[y] if w != x and ord_[w] > ox]
+        while stack:
+            w = stack.pop()
+            if w in bwd:
+                continue
+            bwd.add(w)
+            stack.extend(z for z in self.inn[w] if z not in bwd and ord_[z] > ox)
+        self.work["cycle_visits"] += len(fwd) + len(bwd)
+        return x, y, fwd, bwd
+
+    def contract(self, gu, gv, found):
+        """Contract group ``gu`` into ``gv`` after :meth:`search` allowed it.
+
+        Pearce and Kelly's reordering: the visited vertices take the same
+        positions, those reaching ``y`` first, then ``y`` and ``x`` side by side,
+        then those ``x`` reaches; the contracted vertex takes ``y``'s place.
+        """
+        x, y, fwd, bwd = found
+        ord_ = self.ord
+        if fwd or bwd:
+            moved = sorted(bwd, key=ord_.__getitem__) + [y, x] + \
+                sorted(fwd, key=ord_.__getitem__)
+            for v, slot in zip(moved, sorted(ord_[v] for v in moved)):
+                ord_[v] = slot
+        at = min(ord_[x], ord_[y])
+        v = self._merge(self.vertex.pop(gu), self.vertex[gv])
+        ord_[v] = at
+        self.vertex[gv] = v
+
+
+def _schedule(graph, groups, ins):
+    """Order groups topologically (forward phase first); ``ins``: each node's inputs."""
     import networkx as nx
     dag = nx.DiGraph()
     index = {}
@@ -169,7 +401,7 @@ def _schedule(graph, groups, group_of):
             index[n] = i
 
     def producer_groups(n, acc):
-        for u, _ in graph.inputs(n):
+        for u, _ in ins[n]:
             if u in index:
                 acc.add(index[u])
             elif is_free_view(graph, u):
@@ -188,12 +420,7 @@ def _schedule(graph, groups, group_of):
 
 def unfused_counts(graph: Graph) -> dict:
     """Launches and bytes if every live non-view operator ran as its own kernel."""
-    import networkx as nx
-    live = set()
-    for h, _ in graph.heads:
-        if h not in live:
-            live.add(h)
-            live |= nx.ancestors(graph.g, h)
+    live = graph.ancestors(h for h, _ in graph.heads)
     counts = {"fwd": 0, "bwd": 0, "bytes": 0}
     for n in graph.ops():
         if n not in live or is_free_view(graph, n) or is_source(graph, n):

@@ -23,7 +23,10 @@ from ..frontend.graph import Builder, Graph
 
 
 def hoist_matmuls(graph: Graph) -> Graph:
-    """Return a copy where shared-weight matmuls over all steps of a sequence are one."""
+    """Return a copy where shared-weight matmuls over all steps of a sequence are one
+    (``graph`` itself when it has no two matmuls: nothing to hoist)."""
+    if sum(d["op"] == "dot" for d in graph.g._node.values()) < 2:
+        return graph
     out = graph.copy()
     candidates = {}
     for n in out.ops():

@@ -41,12 +41,21 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
             d["shapes"] = [check_shape(_as_shape(shape, d["name"]), f"variable '{d['name']}'")]
         d["dtypes"] = [str(dtypes.get(d["name"], d["raw"].get("__dtype__", "float32")))]
     ops = graph.ops()
+    sweep = ops
     for _ in range(len(ops) + 2):
+        # A sweep in topological order carries every shape forward within itself;
+        # only a variable's shape learned from a consumer (a weight's from the data
+        # it multiplies) reaches nodes that ran before it. So the next sweep visits
+        # what depends on such variables, not the whole graph again.
+        unknown = [v for v in graph.variables() if graph.node(v)["shapes"] is None]
         changed = False
-        for n in ops:
+        for n in sweep:
             changed |= infer_node(graph, n)
-        if not changed:
+        learned = [v for v in unknown if graph.node(v)["shapes"] is not None]
+        if not changed or not learned:
             break
+        after = graph.descendants(learned)
+        sweep = [n for n in ops if n in after]
     if not partial:
         missing = [graph.node(n)["name"] for n in graph.variables()
                    if graph.node(n)["shapes"] is None]

@@ -51,7 +51,8 @@ def infer_types(graph: Graph, dtypes: dict = None, partial: bool = False) -> Gra
         if missing:
             for n in missing:
                 known[(n, 0)] = DEFAULT
-            _propagate(graph, ops, known)
+            after = graph.descendants(missing)
+            _propagate(graph, ops, known, [n for n in ops if n in after])
     for n in list(graph.variables()) + ops:
         d = graph.node(n)
         count = len(d["shapes"]) if d["shapes"] is not None else \
@@ -60,13 +61,23 @@ def infer_types(graph: Graph, dtypes: dict = None, partial: bool = False) -> Gra
     return graph
 
 
-def _propagate(graph, ops, known):
+def _propagate(graph, ops, known, sweep=None):
+    """Run the rules to a fixed point. As in ``infer_shapes``, a sweep in topological
+    order carries dtypes forward within itself; only variables typed by a consumer
+    send the next sweep back, over what depends on them (``sweep``: the first
+    sweep's nodes, all of ``ops`` if None)."""
+    sweep = ops if sweep is None else sweep
+    variables = graph.variables()
     for _ in range(len(ops) + 2):
+        untyped = [v for v in variables if (v, 0) not in known]
         changed = False
-        for n in ops:
+        for n in sweep:
             changed |= _infer_node(graph, n, known)
-        if not changed:
+        learned = [v for v in untyped if (v, 0) in known]
+        if not changed or not learned:
             return
+        after = graph.descendants(learned)
+        sweep = [n for n in ops if n in after]
 
 
 def _infer_node(graph, n, known) -> bool:

@@ -31,6 +31,7 @@ as float32, which ``convert_model`` casts the parameter arrays to.
 from __future__ import annotations
 
 from . import amp_lists
+from .. import symbol as _symbol_module
 from ..ir.dtypes import MXNET_TYPE_FLAG
 from ..errors import MXNetError
 from ..symbol import Symbol, _Node, _topo
@@ -304,6 +305,7 @@ def _mark_param_dtypes(sym, param_names, data_names) -> Symbol:
     for node in _topo(sym._outputs):
         if node.op == "null" and node.name in wanted:
             node.attrs["__dtype__"] = str(MXNET_TYPE_FLAG.get(types.get(node.name), -1))
+    _symbol_module._ATTR_EDITS[0] += 1    # what symbols derived from their nodes is stale
     return sym
 
 

@@ -1,0 +1,151 @@
+"""fuse: the work of fusion grows linearly with a chain, single-consumer trees change
+no group, and the group graph's cycle checks are exact under contraction."""
+import random
+
+import networkx as nx
+import pytest
+
+from compiler import symbol as sym
+from compiler.artifacts.compile import all_argument_shapes, all_dtypes
+from compiler.frontend.graph import Graph
+from compiler.passes import fuse as fuse_mod
+from compiler.passes import pipeline
+from compiler.passes.fuse import _GroupDag, fuse
+from tests.models import lstm_cell, mlp
+
+
+def _relu_chain(n):
+    x = sym.Variable("data")
+    for _ in range(n):
+        x = sym.Activation(x, act_type="relu")
+    return x
+
+
+def _fused(symbol, shapes, train=True, no_grad=()):
+    """The graph fuse() sees, its groups, and the work fuse counted."""
+    shapes = all_argument_shapes(symbol, shapes)
+    req = {n: ("null" if n in no_grad else "write") for n in symbol.list_arguments()} \
+        if train else {}
+    seen = {}
+    real = pipeline.fuse
+
+    def grab(graph):
+        seen["graph"] = graph
+        return real(graph)
+
+    pipeline.fuse = grab
+    try:
+        g, groups, _ = pipeline.run_passes(symbol.to_graph(), shapes, req, train, {},
+                                           all_dtypes(symbol, {}))
+    finally:
+        pipeline.fuse = real
+    return seen["graph"], groups, g.meta["fuse_work"]
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_fusing_a_chain_is_linear_work(train):
+    """A chain of N ReLUs (and its backward) is one kernel per phase, and the tile
+    programs fusion builds cover N nodes a handful of times, not N**2 / 2: four
+    times the chain is four times the work (sixteen times when it was quadratic)."""
+    work = {}
+    for n in (1000, 4000):
+        _, groups, work[n] = _fused(_relu_chain(n), {"data": (2, 3)}, train)
+        assert len(groups) == (2 if train else 1)
+        assert work[n]["merges"] == (2 * n - 2 if train else n - 1)
+    for key in ("tile_programs", "tile_program_nodes", "cycle_checks", "cycle_visits"):
+        small, large = work[1000][key], work[4000][key]
+        assert large <= 4.2 * max(small, 1) + 8, (key, small, large)
+    assert work[4000]["tile_program_nodes"] <= 3 * 2 * 4000
+
+
+def test_trees_change_no_group():
+    """The single-consumer trees merged up front are the groups the pairwise merges
+    build node by node: the same partition without them."""
+    cases = [
+        (lstm_cell(num_hidden=8), {"data": (4, 6), "prev_h": (4, 8), "prev_c": (4, 8)}, ()),
+        (mlp(hidden=(16, 16)), {"data": (4, 12), "softmax_label": (4,)},
+         ("data", "softmax_label")),
+        (_relu_chain(30), {"data": (2, 3)}, ()),
+    ]
+    x, w = sym.Variable("data"), sym.Variable("w")
+    for _ in range(6):                            # values read twice: no tree spans a step
+        x = sym.tanh(x) * w + sym.sigmoid(x)
+    cases.append((x, {"data": (4, 8), "w": (4, 8)}, ()))
+    for symbol, shapes, no_grad in cases:
+        graph, groups, _ = _fused(symbol, shapes, True, no_grad)
+        real = fuse_mod._pointwise_trees
+        fuse_mod._pointwise_trees = lambda *a: []
+        try:
+            pairwise = fuse(graph)
+        finally:
+            fuse_mod._pointwise_trees = real
+        assert [g["nodes"] for g in groups] == [g["nodes"] for g in pairwise]
+
+
+def _dag_graph(edges, n):
+    """A Graph of ``n`` op nodes (``elemwise_add`` of two inputs, ``negative`` of one,
+    over one variable) with the given edges ``(u, v)``, ``u < v``."""
+    g = Graph()
+    src = g.add_node("null", "x")
+    ids = []
+    for v in range(n):
+        ins = [ids[u] for u, w in edges if w == v][:2] or [src]
+        op = "elemwise_add" if len(ins) == 2 else "negative"
+        ids.append(g.add_node(op, f"n{v}", [(u, 0) for u in ins]))
+    return g, ids
+
+
+def test_cycle_through_a_group_that_is_not_convex():
+    """Group {x, y} with a -> x and y -> b: contracting a with b closes a cycle through
+    the group, although x comes after b in the node order (a search bounded by node
+    positions would stop at x)."""
+    # n0 = y, n1 = a, n2 = b = y + a, n3 = x = -a
+    g, (y, a, b, x) = _dag_graph([(0, 2), (1, 2), (1, 3)], 4)
+    order = g.topo()
+    pos = {n: i for i, n in enumerate(order)}
+    dag = _GroupDag(g, order, pos, {"cycle_checks": 0, "cycle_visits": 0})
+    found = dag.search(x, y)
+    assert found is not None
+    dag.contract(x, y, found)                    # x's group joins y's: {x, y} named y
+    assert dag.search(a, b) is None              # a -> {x, y} -> b
+    assert dag.search(a, y) is not None          # a -> {x, y} directly: no other path
+
+
+def test_contractions_keep_an_exact_cycle_check_and_a_topological_order():
+    """Random DAGs contracted pair by pair: every answer of ``search`` agrees with a
+    cycle search on the quotient graph, and the order stays topological."""
+    rng = random.Random(0)
+    for trial in range(40):
+        n = rng.randint(4, 14)
+        edges = sorted({(u, v) for v in range(n) for u in range(v)
+                        if rng.random() < 0.3 and u < v})
+        g, ids = _dag_graph(edges, n)
+        # the graph as built (an op reads at most two inputs): its own edges
+        real_edges = [(u, v) for u in ids for v in g.g.successors(u)]
+        order = g.topo()
+        pos = {m: i for i, m in enumerate(order)}
+        dag = _GroupDag(g, order, pos, {"cycle_checks": 0, "cycle_visits": 0})
+        label = {m: m for m in ids}              # node -> its group's label
+        for _ in range(3 * n):
+            a, c = rng.sample(ids, 2)
+            ga, gc = label[a], label[c]
+            if ga == gc:
+                continue
+            quotient = nx.DiGraph()
+            quotient.add_nodes_from(set(label.values()))
+            for u, v in real_edges:
+                lu = ga if label[u] in (ga, gc) else label[u]
+                lv = ga if label[v] in (ga, gc) else label[v]
+                if lu != lv:
+                    quotient.add_edge(lu, lv)
+            cyclic = not nx.is_directed_acyclic_graph(quotient)
+            found = dag.search(ga, gc)
+            assert (found is None) == cyclic, (trial, edges, a, c)
+            if found is not None:
+                dag.contract(ga, gc, found)
+                for m in ids:
+                    if label[m] == ga:
+                        label[m] = gc
+                for u, v in real_edges:          # the maintained order is topological
+                    vu, vv = dag.vertex[label[u]], dag.vertex[label[v]]
+                    assert vu == vv or dag.ord[vu] < dag.ord[vv]
