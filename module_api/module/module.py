@@ -23,7 +23,8 @@ from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
 from ..model import (_create_kvstore, _initialize_kvstore, _update_params,
                      _update_params_on_kvstore, load_checkpoint)
-from .base_module import BaseModule, _check_input_names, _parse_data_desc
+from .base_module import (BaseModule, ModuleStateError, _check_input_names,  # noqa: F401
+                          _parse_data_desc, _require, _require_input_grads)
 
 
 def _opt():
@@ -176,25 +177,25 @@ class Module(BaseModule):
     @property
     def data_shapes(self):
         """The data descriptors (``[(name, shape)]``)."""
-        assert self.binded
+        _require(self, "data_shapes", "binded")
         return self._data_shapes
 
     @property
     def label_shapes(self):
         """The label descriptors, or None when bound without labels."""
-        assert self.binded
+        _require(self, "label_shapes", "binded")
         return self._label_shapes
 
     @property
     def output_shapes(self):
         """``[(name, shape)]`` of the outputs."""
-        assert self.binded
+        _require(self, "output_shapes", "binded")
         return self._exec_group.get_output_shapes()
 
     # ------------------------------------------------------------------ parameters
     def get_params(self):
         """``(arg_params, aux_params)``, synced from the devices when they changed."""
-        assert self.params_initialized
+        _require(self, "get_params", "params_initialized")
         if self._params_dirty:
             self._sync_params_from_devices()
         return (self._arg_params, self._aux_params)
@@ -221,7 +222,8 @@ class Module(BaseModule):
             warnings.warn("Parameters already initialized and force_init=False. "
                           "init_params call ignored.", stacklevel=2)
             return
-        assert self.binded, 'call bind before initializing the parameters'
+        _require(self, "init_params", "binded",
+                 hint="call bind before initializing the parameters")
         if not allow_extra:
             # mxnet 1.9.1 ignores names the module does not have (a checkpoint with
             # extra layers loads); a warning names them, so a typo does not go unseen
@@ -363,7 +365,7 @@ class Module(BaseModule):
     def reshape(self, data_shapes, label_shapes=None):
         """Reshape the module for new input shapes (a new Program is compiled
         for shapes not seen before; parameters stay the same arrays)."""
-        assert self.binded
+        _require(self, "reshape", "binded")
         new_data, new_label = _parse_data_desc(
             self.data_names, self.label_names, data_shapes, label_shapes)
         group = self._exec_group
@@ -384,7 +386,7 @@ class Module(BaseModule):
         ``rescale_grad`` defaults to ``1/(batch_size * num_workers)``; an
         optimizer built by the user with another value draws mxnet's warning.
         """
-        assert self.binded and self.params_initialized
+        _require(self, "init_optimizer", "binded", "params_initialized")
         opt = _opt()
 
         if self.optimizer_initialized and not force_init:
@@ -456,7 +458,8 @@ class Module(BaseModule):
 
     def borrow_optimizer(self, shared_module):
         """Use ``shared_module``'s optimizer, kvstore and updater (bucketing)."""
-        assert shared_module.optimizer_initialized
+        _require(shared_module, "borrow_optimizer (of the shared module)",
+                 "optimizer_initialized")
         self._optimizer = shared_module._optimizer
         self._kvstore = shared_module._kvstore
         self._update_on_kvstore = shared_module._update_on_kvstore
@@ -519,7 +522,7 @@ class Module(BaseModule):
 
     def backward(self, out_grads=None):
         """Backward computation; ``out_grads`` for outputs that are not losses."""
-        assert self.binded and self.params_initialized
+        _require(self, "backward", "binded", "params_initialized")
         self._exec_group.backward(out_grads=out_grads)
 
     def update(self):
@@ -530,7 +533,7 @@ class Module(BaseModule):
         there is one) and each device's parameters are updated by one
         ``updater(indices, grads, weights)`` call.
         """
-        assert self.binded and self.params_initialized and self.optimizer_initialized
+        _require(self, "update", "binded", "params_initialized", "optimizer_initialized")
 
         self._params_dirty = True
         if self._update_on_kvstore:
@@ -547,22 +550,22 @@ class Module(BaseModule):
 
     def get_outputs(self, merge_multi_context=True):
         """Outputs of the last forward (merged over devices by default)."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_outputs", "binded", "params_initialized")
         return self._exec_group.get_outputs(merge_multi_context=merge_multi_context)
 
     def get_input_grads(self, merge_multi_context=True):
         """Gradients with respect to the data (bind with ``inputs_need_grad=True``)."""
-        assert self.binded and self.params_initialized and self.inputs_need_grad
+        _require_input_grads(self, "get_input_grads")
         return self._exec_group.get_input_grads(merge_multi_context=merge_multi_context)
 
     def get_states(self, merge_multi_context=True):
         """State arrays per device (``merge_multi_context=False``)."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_states", "binded", "params_initialized")
         return self._exec_group.get_states(merge_multi_context=merge_multi_context)
 
     def set_states(self, states=None, value=None):
         """Set the states from per-device arrays, or fill them with ``value``."""
-        assert self.binded and self.params_initialized
+        _require(self, "set_states", "binded", "params_initialized")
         self._exec_group.set_states(states, value)
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
@@ -576,7 +579,7 @@ class Module(BaseModule):
 
     def save_optimizer_states(self, fname):
         """Save the optimizer (updater) state to ``fname``."""
-        assert self.optimizer_initialized
+        _require(self, "save_optimizer_states", "optimizer_initialized")
         if self._update_on_kvstore:
             self._kvstore.save_optimizer_states(fname)
         else:
@@ -596,7 +599,7 @@ class Module(BaseModule):
             Also accept mxnet's ``.states`` (a pickle), through a loader that
             admits NDArrays, optimizers and lr schedulers only.
         """
-        assert self.optimizer_initialized
+        _require(self, "load_optimizer_states", "optimizer_initialized")
         if self._update_on_kvstore:
             self._kvstore.load_optimizer_states(fname, allow_pickle=allow_pickle)
         else:
@@ -605,12 +608,12 @@ class Module(BaseModule):
 
     def install_monitor(self, mon):
         """Install a monitor on all executors."""
-        assert self.binded
+        _require(self, "install_monitor", "binded")
         self._exec_group.install_monitor(mon)
 
     def prepare(self, data_batch, sparse_row_id_fn=None):
         """Prepare for a batch; ``sparse_row_id_fn`` has nothing to pull (no row_sparse)."""
-        assert self.binded
+        _require(self, "prepare", "binded")
         if sparse_row_id_fn is not None:
             if not self._kvstore or not self._update_on_kvstore:
                 warnings.warn(UserWarning("Parameters are not updated in the KVStore. "
@@ -623,16 +626,8 @@ class Module(BaseModule):
                                               "perform row_sparse_pull." % param_name))
 
 
-class ModuleStateError(MXNetError, AssertionError):
-    """A Module method called before bind / init_params (mxnet asserts; this says why)."""
-
-
 def _check_ready(mod, what):
-    if not (mod.binded and mod.params_initialized):
-        raise ModuleStateError(
-            f"Module.{what}: the module must be bound and its parameters initialised first "
-            f"(binded={mod.binded}, params_initialized={mod.params_initialized}); call "
-            f"bind() and init_params(), or fit()")
+    _require(mod, what, "binded", "params_initialized")
 
 
 def _check_batch(mod, data_batch):

@@ -73,3 +73,68 @@ def test_init_params_missing_and_extra():
         mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5)), "fc_bias":
                                     mx.nd.zeros((3,)), "other": mx.nd.zeros((1,))},
                         allow_extra=True, force_init=True)
+
+
+# --- calls out of order: mxnet asserts bare; here the message names the missing step -----
+def test_update_before_init_optimizer_names_the_step():
+    mod = _module()
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))])
+    mod.init_params()
+    mod.forward_backward(_batch())
+    with pytest.raises(MXNetError) as err:
+        mod.update()
+    assert isinstance(err.value, AssertionError)        # what mxnet raises, still caught
+    msg = str(err.value)
+    assert "Module.update" in msg and "optimizer_initialized=False" in msg
+    assert "call init_optimizer()" in msg and "init_params()" not in msg.split("call")[1]
+
+
+def test_init_optimizer_before_bind_names_the_steps():
+    with pytest.raises(MXNetError, match=r"Module.init_optimizer: the module must be bound "
+                                         r"and its parameters initialised first \(binded="
+                                         r"False, params_initialized=False\); call bind\(\) "
+                                         r"and init_params\(\)"):
+        _module().init_optimizer()
+
+
+def test_init_params_before_bind_keeps_mxnets_wording():
+    with pytest.raises(MXNetError, match="call bind before initializing the parameters"):
+        _module().init_params()
+
+
+def test_states_calls_without_an_optimizer():
+    mod = _module()
+    with pytest.raises(MXNetError, match="save_optimizer_states.*call init_optimizer"):
+        mod.save_optimizer_states("never-written.states")
+    assert not __import__("os").path.exists("never-written.states")
+
+
+def test_fit_on_an_empty_iterator():
+    it = mx.io.NDArrayIter(mx.nd.ones((3, 5)), mx.nd.zeros((3,)), batch_size=4,
+                           last_batch_handle="discard")
+    with pytest.raises(MXNetError) as err:
+        _module().fit(it, num_epoch=1)
+    msg = str(err.value)
+    assert "no batch in epoch 0" in msg and "3 samples, batch_size=4" in msg
+    assert "'discard'" in msg
+
+
+def test_fit_on_an_iterator_that_does_not_reset():
+    class Once(mx.io.DataIter):
+        def __init__(self):
+            super().__init__(4)
+            self.done = False
+            self.provide_data = [mx.io.DataDesc("data", (4, 5))]
+            self.provide_label = [mx.io.DataDesc("softmax_label", (4,))]
+
+        def next(self):
+            if self.done:
+                raise StopIteration
+            self.done = True
+            return _batch()
+
+        def reset(self):
+            pass
+
+    with pytest.raises(MXNetError, match="no batch in epoch 1.*reset"):
+        _module().fit(Once(), num_epoch=2)
