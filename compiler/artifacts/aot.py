@@ -454,8 +454,8 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                    for (h, t), meta in sorted(cubins.items())},
     }
     manifest["files"] = _collect_files(root, jobs, opt_kernels, cubins)
-    atomic_write_text(os.path.join(root, MANIFEST), json.dumps(manifest, indent=1,
-                                                               sort_keys=True) + "\n")
+    atomic_write_text(os.path.join(root, MANIFEST),
+                      json.dumps(manifest, indent=1, sort_keys=True) + "\n", cache_trust.FILE_MODE)
     total = time.perf_counter() - t_start
     return {"dir": root, "manifest": manifest, "programs_compiled":
             stats1["compiles"] - stats0["compiles"],
@@ -484,7 +484,7 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
                      for job in jobs}.items():
         path = os.path.join(root, rel)
         cache_trust.make_dirs(os.path.dirname(path))
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, cache_trust.FILE_MODE)
     bar = _progress(len(jobs), "programs", progress)
     param_dtypes = set()          # the optimizer updates weights of these dtypes
     for job in jobs:
@@ -581,7 +581,7 @@ def _compile_cubins(root, items, workers, progress) -> dict:
             folder = os.path.join(root, "cubin", _target_dir(target))
             cache_trust.make_dirs(folder)
             bin_path = os.path.join(folder, f"{stem}.cubin")
-            atomic_write_bytes(bin_path, r["cubin"])
+            atomic_write_bytes(bin_path, r["cubin"], cache_trust.FILE_MODE)
             with open(cache.kernel_path(h)) as f:
                 declared = cubin_mod.declared_signature(f.read())
             constexprs = declared[1] if declared is not None else \
@@ -595,7 +595,8 @@ def _compile_cubins(root, items, workers, progress) -> dict:
                     "n_regs": r["n_regs"], "n_spills": r["n_spills"],
                     "summary": r.get("summary"), "sha256": hashlib.sha256(r["cubin"]).hexdigest()}
             atomic_write_text(os.path.join(folder, f"{stem}.json"),
-                              json.dumps(meta, indent=1, sort_keys=True) + "\n")
+                              json.dumps(meta, indent=1, sort_keys=True) + "\n",
+                              cache_trust.FILE_MODE)
             meta["path"] = bin_path
             out[(stem, target)] = meta
         bar.update(len(part))

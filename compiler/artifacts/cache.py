@@ -451,7 +451,7 @@ def write_kernel(source_hash: str, source: str) -> str:
         _GENERATED.add(source_hash)
         try:
             cache_trust.make_dirs(os.path.dirname(path))
-            atomic_write_text(path, source)
+            atomic_write_text(path, source, cache_trust.FILE_MODE)
             return path
         except OSError as exc:
             _memory_only(root, exc)
@@ -470,7 +470,7 @@ def _write_private_kernel(source_hash: str, source: str) -> str:
         atexit.register(shutil.rmtree, _FALLBACK_DIR, True)
     path = os.path.join(_FALLBACK_DIR, f"k_{source_hash}.py")
     if not os.path.exists(path):
-        atomic_write_text(path, source)
+        atomic_write_text(path, source, cache_trust.FILE_MODE)
     return path
 
 

@@ -35,7 +35,7 @@ from ..errors import MXNetError
 
 #: Mode of the directories symtriton creates in a cache directory (never group-writable).
 DIR_MODE = 0o755
-#: Mode of the files symtriton writes with ``open`` (``mkstemp`` files are ``0o600``).
+#: Mode of the files symtriton writes into a cache directory (never group-writable).
 FILE_MODE = 0o644
 
 _POSIX = hasattr(os, "getuid")

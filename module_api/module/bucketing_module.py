@@ -32,7 +32,7 @@ from runtime import context as ctx
 
 from .. import ndarray as nd
 from ..initializer import Uniform
-from ..model import load_params
+from ..model import checkpoint_files, checkpoint_writer, load_params
 from .base_module import BaseModule, _check_input_names, _require, _require_input_grads
 from .module import Module
 
@@ -491,7 +491,6 @@ class BucketingModule(BaseModule):
         """
         assert len(self._buckets) > 0, "Empty BucketingModule cannot be saved"
         param_name = "%s-%04d.params" % (prefix, epoch)
-        self.save_params(param_name)
         default = self._buckets.get(self._default_bucket_key)
         default_symbol = (default.symbol if default is not None
                           else self._call_sym_gen(self._default_bucket_key)[0])
@@ -502,11 +501,14 @@ class BucketingModule(BaseModule):
         keys = list(self._buckets.keys())
         if all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
             nd.save("%s.buckets" % prefix, nd.array(keys, dtype=np.int32))
+        # the epoch's .params and .states as one unit (see mx.model.checkpoint_writer)
+        with checkpoint_writer(prefix, epoch, save_optimizer_states) as (params_tmp, states_tmp):
+            self.save_params(params_tmp)
+            if save_optimizer_states:
+                self.save_optimizer_states(states_tmp)
         logging.info('Saved checkpoint to "%s"', param_name)
         if save_optimizer_states:
-            state_name = "%s-%04d.states" % (prefix, epoch)
-            self.save_optimizer_states(state_name)
-            logging.info('Saved optimizer state to "%s"', state_name)
+            logging.info('Saved optimizer state to "%s"', "%s-%04d.states" % (prefix, epoch))
 
     @staticmethod
     def load(prefix, epoch, sym_gen=None, default_bucket_key=None,
@@ -533,6 +535,7 @@ class BucketingModule(BaseModule):
             "sym_gen is required for loading BucketingModule"
         assert default_bucket_key is not None, \
             "default_bucket_key is required for loading BucketingModule"
+        _, state_name = checkpoint_files(prefix, epoch, load_optimizer_states, symbol=False)
         bucketing_mod = BucketingModule(sym_gen, default_bucket_key, **kwargs)
         buckets_file = "%s.buckets" % prefix
         if os.path.exists(buckets_file):
@@ -560,7 +563,7 @@ class BucketingModule(BaseModule):
         bucketing_mod._curr_module.params_initialized = True
         bucketing_mod.params_initialized = True
         if load_optimizer_states:
-            bucketing_mod._preload_opt_states = "%s-%04d.states" % (prefix, epoch)
+            bucketing_mod._preload_opt_states = state_name
             bucketing_mod._preload_allow_pickle = allow_pickle   # mxnet's pickled .states
         return bucketing_mod
 

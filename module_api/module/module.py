@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import torch
 
+from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from runtime import context as ctx
 from runtime.executor_group import DataParallelExecutorGroup
@@ -22,7 +23,8 @@ from .. import ndarray as nd
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
 from ..model import (_create_kvstore, _initialize_kvstore, _update_params,
-                     _update_params_on_kvstore, load_checkpoint)
+                     _update_params_on_kvstore, checkpoint_files, checkpoint_writer,
+                     load_checkpoint)
 from .base_module import (BaseModule, ModuleStateError, _check_input_names,  # noqa: F401
                           _parse_data_desc, _require, _require_input_grads)
 
@@ -130,26 +132,35 @@ class Module(BaseModule):
         through a loader that admits NDArrays and optimizers only). Other keyword
         arguments go to ``Module(...)``.
         """
+        _, state_name = checkpoint_files(prefix, epoch, load_optimizer_states)
         sym, args, auxs = load_checkpoint(prefix, epoch)
         mod = Module(symbol=sym, **kwargs)
         mod._arg_params = args
         mod._aux_params = auxs
         mod.params_initialized = True
         if load_optimizer_states:
-            mod._preload_opt_states = '%s-%04d.states' % (prefix, epoch)
+            mod._preload_opt_states = state_name
             mod._preload_allow_pickle = allow_pickle
         return mod
 
     def save_checkpoint(self, prefix, epoch, save_optimizer_states=False, remove_amp_cast=True):
         """Save ``prefix-symbol.json``, ``prefix-%04d.params`` and optionally
-        ``prefix-%04d.states``."""
+        ``prefix-%04d.states``.
+
+        The epoch's ``.params`` and ``.states`` are one unit: both are written to
+        temp files, then published ``.states`` first, so an interrupted save leaves
+        the whole checkpoint or no ``.params`` for the epoch (see
+        ``mx.model.checkpoint_writer``).
+        """
         self._symbol.save('%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
         param_name = '%s-%04d.params' % (prefix, epoch)
-        self.save_params(param_name)
+        state_name = '%s-%04d.states' % (prefix, epoch)
+        with checkpoint_writer(prefix, epoch, save_optimizer_states) as (params_tmp, states_tmp):
+            self.save_params(params_tmp)
+            if save_optimizer_states:
+                self.save_optimizer_states(states_tmp)
         logging.info('Saved checkpoint to \"%s\"', param_name)
         if save_optimizer_states:
-            state_name = '%s-%04d.states' % (prefix, epoch)
-            self.save_optimizer_states(state_name)
             logging.info('Saved optimizer state to \"%s\"', state_name)
 
     def _reset_bind(self):
@@ -578,16 +589,13 @@ class Module(BaseModule):
         self._params_dirty = False
 
     def save_optimizer_states(self, fname):
-        """Save the optimizer (updater) state to ``fname``."""
+        """Save the optimizer (updater) state to ``fname`` (atomically: a temp file,
+        then a rename)."""
         _require(self, "save_optimizer_states", "optimizer_initialized")
         if self._update_on_kvstore:
             self._kvstore.save_optimizer_states(fname)
         else:
-            data = self._updater.get_states()
-            tmp = '%s.tmp.%d' % (fname, os.getpid())
-            with open(tmp, 'wb') as fout:
-                fout.write(data)
-            os.replace(tmp, fname)
+            atomic_write_bytes(fname, self._updater.get_states())
 
     def load_optimizer_states(self, fname, allow_pickle=False):
         """Load the optimizer (updater) state from ``fname``.
