@@ -36,7 +36,7 @@ from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from . import optimizer as opt
 from .dist_group import WorkerLostError, join
-from .kvstore_local import KVStore, key_value_pairs
+from .kvstore_local import KVStore, _slots, key_value_pairs
 from .kvstore_dist import _flat_collective, _bucket_bytes
 from .launcher import LAUNCH_LOCK
 from .ndarray import NDArray
@@ -263,6 +263,14 @@ class DistAsyncKVStore(KVStore):
                     gathered.states.update({k: v for k, v in part.states.items()
                                             if self._owner.get(k) == r})
         atomic_write_bytes(fname, gathered.get_states(dump_optimizer))
+
+    def _state_slots(self):
+        """Every key, owned here or not (the file holds every owner's states): shape and
+        dtype from the key's description, on the meta device."""
+        with self._lock:
+            meta = {k: (shape, torch.empty(shape, dtype=dtype, device="meta"))
+                    for k, (shape, dtype) in self._meta.items()}
+        return _slots(self._updater.optimizer, meta)
 
     # -- shutdown ------------------------------------------------------------------------
     def close(self):

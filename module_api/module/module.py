@@ -18,6 +18,7 @@ from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from runtime import context as ctx
 from runtime.executor_group import DataParallelExecutorGroup
+from runtime.updater import load_states_file
 
 from .. import ndarray as nd
 from ..initializer import InitDesc, Uniform
@@ -600,6 +601,11 @@ class Module(BaseModule):
     def load_optimizer_states(self, fname, allow_pickle=False):
         """Load the optimizer (updater) state from ``fname``.
 
+        The states are checked against the bound parameters before they replace the
+        current ones: a file saved from another model (other shapes, other
+        parameters, other dtypes) is refused with an :class:`MXNetError` naming the
+        parameter and both shapes.
+
         Parameters
         ----------
         fname : str
@@ -611,8 +617,22 @@ class Module(BaseModule):
         if self._update_on_kvstore:
             self._kvstore.load_optimizer_states(fname, allow_pickle=allow_pickle)
         else:
-            with open(fname, 'rb') as fin:
-                self._updater.set_states(fin.read(), allow_pickle=allow_pickle)
+            load_states_file(self._updater, fname, allow_pickle=allow_pickle,
+                             bound=self._bound_state_slots())
+
+    def _bound_state_slots(self):
+        """Updater index -> ``(parameter name, weight)``: mxnet's ``i * num_device + k``;
+        and parameter name -> the same, since states saved from a kvstore's updater
+        (several devices) are keyed by name, which mxnet loads into a local updater
+        as they are."""
+        group = self._exec_group
+        n = len(self._context)
+        slots = {}
+        for i, (name, arrays) in enumerate(zip(group.param_names, group.param_arrays)):
+            slots[name] = (name, arrays[0])
+            for k, arr in enumerate(arrays):
+                slots[i * n + k] = (name, arr)
+        return slots
 
     def install_monitor(self, mon):
         """Install a monitor on all executors."""
