@@ -148,6 +148,37 @@ def check_file(path, root) -> str:
     return real
 
 
+def check_lock_file(path, root):
+    """Refuse a lock file that is a symlink, not a regular file, or someone else's.
+
+    The builder opens (creates) ``locks/<key>.lock``: a planted symlink there would
+    make it create a file wherever the link points. A missing lock file is fine (it is
+    created with ``O_NOFOLLOW``).
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse(path, root, f"a symbolic link (to {os.readlink(path)})",
+                      f"Remove {path} (symtriton creates lock files, never links)")
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, root, "not a regular file", f"Remove {path}")
+    reason = unsafe_reason(st)
+    if reason:
+        raise _refuse(path, root, reason, _fix_for(path, root, st))
+
+
+def owned_by_user(path) -> bool:
+    """Whether ``path`` belongs to the current user (always True without POSIX owners)."""
+    return not _POSIX or os.stat(path).st_uid == os.getuid()
+
+
+def owner_of(path) -> str:
+    """``uid N (name)`` of ``path``'s owner, for messages."""
+    return _owner(os.stat(path).st_uid) if _POSIX else "another user"
+
+
 def make_dirs(path, mode: int = DIR_MODE):
     """``os.makedirs(path, exist_ok=True)``, but every directory it creates gets ``mode``.
 
