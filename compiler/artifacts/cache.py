@@ -40,7 +40,7 @@ every process that loads it; checksums only catch accidents. Before an entry or 
 kernel is read, ``cache_trust`` checks that the file and every directory up to the
 cache root are owned by this user (or root) and not group- or world-writable, as ssh
 does for its keys, and refuses anything else with an error naming the path and the
-fix. The directories created here are ``0o755`` and the files ``0o644``/``0o600``
+fix. The directories created here are ``0o755`` and the files ``0o644``,
 whatever the umask.
 
 Environment: ``SYMTRITON_OFFLINE=1`` turns a miss (or a stale entry) into an error naming

@@ -20,7 +20,9 @@ life of the process (one ``stat`` per directory, not per launch); a directory
 whose permissions change later is not checked again until :func:`forget_checks`.
 
 The directories symtriton creates (:func:`make_dirs`) get mode ``0o755``, and the
-files it writes ``0o644`` or ``0o600``, whatever the umask, so they pass.
+files it writes ``0o644``, whatever the umask, so they pass. ``locks/`` is checked
+like every other directory, and a lock file that is a symlink is refused
+(:func:`check_lock_file`).
 
 On systems without POSIX owners and modes (Windows) only the "inside the root"
 rule applies.
