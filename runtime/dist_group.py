@@ -164,21 +164,30 @@ class WorkerGroup:
         addr, port = self.store_addr
         hosted_by_agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
         master = rank == 0 and not hosted_by_agent
-        wait = datetime.timedelta(seconds=self.start_timeout_s)
         deadline = time.monotonic() + self.start_timeout_s
-        try:
-            store = dist.TCPStore(addr, int(port), world if master else None, is_master=master,
-                                  timeout=wait, wait_for_workers=False)
-        except (RuntimeError, ValueError, dist.DistError) as e:
-            if master:
-                raise with_cause(MXNetError(
-                    f"rank 0 cannot host the job's rendezvous store at {addr}:{port} "
-                    f"({_first_line(e)}); choose a free MASTER_PORT"), e) from None
-            raise with_cause(WorkerLostError(
-                f"rank {rank} of {world}: rank 0 never started, or its rendezvous store at "
-                f"{addr}:{port} cannot be reached: no connection within "
-                f"{self.start_timeout_s:.0f} s (SYMTRITON_DIST_START_TIMEOUT). Start every "
-                f"rank of the job, with the same MASTER_ADDR and MASTER_PORT"), e) from None
+        store = None
+        while store is None:
+            # a client's connect can take twice its timeout (torch retries once): short
+            # attempts keep the whole wait within the deadline
+            left = deadline - time.monotonic()
+            wait = datetime.timedelta(seconds=self.start_timeout_s if master else
+                                      max(1.0, min(5.0, left / 2)))
+            try:
+                store = dist.TCPStore(addr, int(port), world if master else None,
+                                      is_master=master, timeout=wait, wait_for_workers=False)
+            except (RuntimeError, ValueError, dist.DistError) as e:
+                if master:
+                    raise with_cause(MXNetError(
+                        f"rank 0 cannot host the job's rendezvous store at {addr}:{port} "
+                        f"({_first_line(e)}); choose a free MASTER_PORT"), e) from None
+                if time.monotonic() + 1.0 < deadline:
+                    continue
+                raise with_cause(WorkerLostError(
+                    f"rank {rank} of {world}: rank 0 never started, or its rendezvous store "
+                    f"at {addr}:{port} cannot be reached: no connection within "
+                    f"{self.start_timeout_s:.0f} s (SYMTRITON_DIST_START_TIMEOUT). Start "
+                    f"every rank of the job, with the same MASTER_ADDR and MASTER_PORT"),
+                    e) from None
         if master:     # the store's host gives up last, so every rank sees the others
             deadline += 2.0
         missing = [r for r in range(world) if r != rank]
