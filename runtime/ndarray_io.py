@@ -112,6 +112,10 @@ def _read_array(r: _Reader, ctx: Context):
     # Python ints: numpy's int64 product wraps (2**62 x 4 is 0). ``take`` checks the
     # byte count against what the file holds before anything is allocated.
     count = math.prod(shape)
+    itemsize = 2 if flag == BFLOAT16_FLAG else getattr(TYPE_FLAGS.get(flag), "itemsize", 1)
+    if math.prod(d for d in shape if d) * itemsize >= 2 ** 63:
+        raise _Corrupt(f"shape {tuple(shape)} is too large for any array (its strides "
+                       f"overflow 64 bits)")
     if flag == BFLOAT16_FLAG:
         raw = r.take(2 * count, f"bfloat16 data of shape {tuple(shape)}")
         t = torch.frombuffer(bytearray(raw), dtype=torch.bfloat16) if count else \

@@ -206,6 +206,9 @@ def _array_from(spec, i, body):
     if any(isinstance(v, bool) or not isinstance(v, int) for v in (off, nbytes)):
         raise MXNetError(f"array {i} needs integer 'offset' and 'nbytes'")
     itemsize = torch.empty((), dtype=dtype).element_size()
+    if math.prod(d for d in shape if d) * itemsize >= 2 ** 63:
+        raise MXNetError(f"array {i} has shape {tuple(shape)}, too large for any array "
+                         f"(its strides overflow 64 bits)")
     need = math.prod(shape) * itemsize     # Python ints: no wrap-around
     if nbytes != need:
         raise MXNetError(f"array {i} of shape {tuple(shape)} and dtype {spec['dtype']} needs "
