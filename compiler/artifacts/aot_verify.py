@@ -137,8 +137,9 @@ def _unrepaired(problems, repaired) -> list:
     out = []
     for pr in dict.fromkeys(problems):
         rel = pr.split(":", 1)[0]
-        if rel in fixed or rel in fixed_entries or \
-                (rel.startswith("programs/") and any(f"kernel {h} " in pr for h in fixed_kernels)):
+        kernel_fixed = rel.startswith("programs/") and \
+            any(f"kernel {h} " in pr for h in fixed_kernels)
+        if rel in fixed or rel in fixed_entries or kernel_fixed:
             continue
         out.append(pr)
     return out
@@ -432,7 +433,8 @@ def _dim(d) -> int:
 # ----------------------------------------------------------------- comparing
 
 def _files(root) -> dict:
-    """``{relative path: lstat}`` of everything under ``root`` but the AOT manifest and
+    """``{relative path: lstat}`` of everything under ``root`` but the AOT manifest, lock
+    files (empty; a missing one is made again; their trust is the audit's) and
     directories; symlinks are listed, never followed."""
     out = {}
     real = os.path.realpath(root)
@@ -443,7 +445,8 @@ def _files(root) -> dict:
             if stat.S_ISDIR(st.st_mode):
                 continue
             rel = os.path.relpath(path, real).replace(os.sep, "/")
-            if rel != aot.MANIFEST:
+            if rel != aot.MANIFEST and not (rel.startswith("locks/") and rel.endswith(".lock")
+                                            and stat.S_ISREG(st.st_mode)):
                 out[rel] = st
     return out
 

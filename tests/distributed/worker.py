@@ -185,11 +185,11 @@ def kv_api_job(kv_type, out, compress=False):
 class _BusyStore:
     """A store client whose ``add`` calls into C++ for half a second (thousands of calls,
     each releasing and retaking the GIL), beating every millisecond: the heartbeat thread
-    is inside, or returning from, a C++ call nearly all the time. A heartbeat thread still running when the interpreter finalizes then
-    returns from C++ into a finalizing interpreter, which ends it with pthread_exit,
-    whose unwinding through torch's frames aborts the process ("terminate called
-    without an active exception", as rank 1 once did after
-    test_dist_sync_compresses_each_workers_sum)."""
+    is inside, or returning from, a C++ call nearly all the time. A heartbeat thread
+    still running when the interpreter finalizes then returns from C++ into a finalizing
+    interpreter, which ends it with pthread_exit, whose unwinding through torch's frames
+    aborts the process ("terminate called without an active exception", as rank 1 once
+    did after test_dist_sync_compresses_each_workers_sum)."""
 
     def __init__(self, store):
         self._store = store
