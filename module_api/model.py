@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import time
 from collections import namedtuple
 
 import numpy as np
@@ -211,9 +213,52 @@ def checkpoint_writer(prefix, epoch, with_states):
     """
     param_name = '%s-%04d.params' % (prefix, epoch)
     state_name = '%s-%04d.states' % (prefix, epoch)
+    _sweep_legacy_temps(prefix)
     with write_group([state_name if with_states else None, param_name],
                      stale=() if with_states else (state_name,)) as (states_tmp, params_tmp):
         yield params_tmp, states_tmp
+
+
+_LEGACY_TEMP_AGE_S = 3600.0
+
+
+def _sweep_legacy_temps(prefix):
+    """Remove the temp files earlier symtriton versions left beside ``prefix``'s
+    checkpoints when killed mid-save: ``.tmp-XXXXXXXX-<name>-NNNN.params`` (``mkstemp``;
+    removed when an hour old) and ``<name>-NNNN.states.tmp.<pid>`` (removed when that
+    process is gone)."""
+    folder, name = os.path.split(os.path.abspath(prefix))
+    mkstemp_style = re.compile(r"\.tmp-[A-Za-z0-9_]{8}-" + re.escape(name) +
+                               r"-\d{4}\.(params|states)")
+    pid_style = re.compile(re.escape(name) + r"-\d{4}\.states\.tmp\.(\d+)")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    now = time.time()
+    for n in names:
+        path = os.path.join(folder, n)
+        try:
+            if mkstemp_style.fullmatch(n):
+                stale = now - os.stat(path).st_mtime > _LEGACY_TEMP_AGE_S
+            else:
+                m = pid_style.fullmatch(n)
+                stale = m is not None and int(m.group(1)) != os.getpid() and \
+                    not _pid_alive(int(m.group(1)))
+            if stale:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def checkpoint_files(prefix, epoch, load_optimizer_states=False, symbol=True):

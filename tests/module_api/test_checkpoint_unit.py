@@ -213,3 +213,23 @@ def test_sigkill_during_save_checkpoint_leaves_whole_epochs_or_none(tmp_path, st
         mod = _load_with_states(prefix, epoch)
         assert sorted(mod._updater.states) == [0, 1]
         np.testing.assert_equal(mod._updater.states[0].shape, (3, 5))
+
+
+def test_temp_files_of_earlier_versions_are_swept_by_the_next_save(tmp_path):
+    """Before this version a killed save left ``.tmp-XXXXXXXX-m-0001.params`` (mkstemp)
+    and ``m-0001.states.tmp.<pid>``: the next save removes those of this prefix that
+    are an hour old, or whose process is gone."""
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout)
+    old = tmp_path / ".tmp-ab12CD_9-m-0001.params"
+    fresh = tmp_path / ".tmp-zz12CD_9-m-0002.params"
+    orphan = tmp_path / f"m-0001.states.tmp.{dead}"
+    other = tmp_path / ".tmp-ab12CD_9-other-0001.params"
+    for p in (old, fresh, orphan, other):
+        p.write_bytes(b"x" * 1000)
+    hour_ago = time.time() - 3700
+    os.utime(old, (hour_ago, hour_ago))
+    os.utime(other, (hour_ago, hour_ago))
+    _trained_module().save_checkpoint(str(tmp_path / "m"), 3, save_optimizer_states=True)
+    assert not old.exists() and not orphan.exists()
+    assert fresh.exists() and other.exists()      # too young; another prefix
