@@ -129,10 +129,15 @@ class WorkerGroup:
                 raise _missing_env(kv_type)
             self._rendezvous_store = self._rendezvous()
             backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
-            dist.init_process_group(backend, store=self._rendezvous_store,
-                                    rank=int(os.environ["RANK"]),
-                                    world_size=int(os.environ["WORLD_SIZE"]),
-                                    timeout=datetime.timedelta(seconds=self.timeout_s))
+            try:
+                dist.init_process_group(backend, store=self._rendezvous_store,
+                                        rank=int(os.environ["RANK"]),
+                                        world_size=int(os.environ["WORLD_SIZE"]),
+                                        timeout=datetime.timedelta(seconds=self.timeout_s))
+            except (RuntimeError, dist.DistError) as e:
+                raise with_cause(WorkerLostError(
+                    f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: every rank "
+                    f"joined, but connecting them failed ({_first_line(e)})"), e) from None
         self.rank = dist.get_rank()
         self.size = dist.get_world_size()
         self._stop = threading.Event()
