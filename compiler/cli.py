@@ -254,7 +254,8 @@ def _add_compile(sub):
 _CACHE_ACTIONS = {
     "ls": "list the entries and what they are",
     "verify": "check every checksum, every manifest path (none may lead outside DIR) and "
-              "who may write the files; exit status 1 and one BAD line per problem",
+              "who may write the files, in a directory 'symtriton compile' wrote or one "
+              "filled at run time; exit status 1 and one BAD line per problem",
     "clear": "remove symtriton's entries (programs, kernels, cubins, symbols, locks, manifest)",
     "prune": "remove entries the manifest does not list (or, with --days, entries unused "
              "for that long)",
@@ -275,7 +276,7 @@ def _add_cache(sub):
         a.add_argument("dir", metavar="DIR", nargs="?",
                        help="the directory (default: SYMTRITON_CACHE_DIR or the per-user "
                             "cache)")
-        a.set_defaults(func=cmd_cache, days=None, rebuild=False)
+        a.set_defaults(func=cmd_cache, days=None, rebuild=False, repair=False)
     actions.choices["prune"].add_argument(
         "--days", type=float, help="entries unused for this many days")
     actions.choices["verify"].add_argument(
@@ -284,7 +285,13 @@ def _add_cache(sub):
              "manifest records (symbols, shapes, grad_req, mode, targets, optimizer) and "
              "compare byte for byte; report every file that differs, is missing, or that "
              "the rebuild does not produce. Nothing in DIR is imported or run. Use it "
-             "before trusting a directory from another machine")
+             "before trusting a directory from another machine. Works on a directory "
+             "filled at run time (SYMTRITON_CACHE_DIR) too: each entry records its inputs")
+    actions.choices["verify"].add_argument(
+        "--repair", action="store_true",
+        help="with --rebuild (implied): replace every file that differs from the rebuild or "
+             "is missing by the rebuilt one, in a directory that belongs to you; files the "
+             "rebuild does not produce are reported, never removed (see prune)")
 
 
 def _aot_errors():
@@ -335,16 +342,29 @@ def cmd_cache(ns) -> int:
         if ns.action == "ls":
             sys.stdout.write(aot.list_dir(root))
         elif ns.action == "verify":
-            problems = aot_verify.verify_dir(root, rebuild=ns.rebuild)
+            rebuild = ns.rebuild or ns.repair
+            repaired = []
+            problems = aot_verify.verify_dir(root, rebuild=rebuild, repair=ns.repair,
+                                             repaired=repaired)
+            for r in repaired:
+                sys.stdout.write(f"REPAIRED {r}\n")
             for pr in problems:
                 sys.stdout.write(f"BAD {pr}\n")
             if problems:
                 sys.stdout.write(f"{root}: {len(problems)} bad entr"
                                  f"{'y' if len(problems) == 1 else 'ies'}\n")
+                if not ns.repair:
+                    sys.stdout.write(f"to replace what differs from a rebuild (in a directory "
+                                     f"you own): {PROG} cache verify --rebuild --repair "
+                                     f"{root}\n")
                 return 1
+            whole = os.path.lexists(os.path.join(root, aot.MANIFEST))
             sys.stdout.write(f"{root}: every checksum matches"
-                             + (", and a rebuild from the recorded compile inputs gives "
-                                "every file byte for byte, and no other" if ns.rebuild else "")
+                             + ((", and a rebuild from the recorded compile inputs gives "
+                                 "every file byte for byte, and no other" if whole else
+                                 ", and a rebuild of every entry from its recorded compile "
+                                 "inputs gives its files byte for byte") if rebuild else "")
+                             + (f" ({len(repaired)} file(s) repaired)" if repaired else "")
                              + "\n")
         elif ns.action == "clear":
             n = aot.clear_dir(root)

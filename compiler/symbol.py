@@ -1001,11 +1001,40 @@ def _short(value) -> str:
 
 
 def load(fname):
-    """Load a symbol from a ``-symbol.json`` file."""
+    """Load a symbol from a ``-symbol.json`` file.
+
+    Parameters
+    ----------
+    fname : str or os.PathLike
+        The file mxnet's ``Symbol.save`` (or this project's) wrote.
+
+    Returns
+    -------
+    Symbol
+
+    Raises
+    ------
+    MXNetError
+        When the file cannot be read, is not UTF-8 text, or does not hold a valid
+        symbol graph; the message names the file, as mxnet's does.
+    """
     if not isinstance(fname, (str, os.PathLike)):
         raise TypeError("fname must be a path")
-    with open(fname, "r", encoding="utf-8") as f:
-        return load_json(f.read())
+    path = os.fspath(fname)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise MXNetError(f"cannot read symbol file {path!r}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MXNetError(f"symbol file {path!r} is not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start}): not a -symbol.json file, or a damaged one") from None
+    try:
+        return load_json(text)
+    except MXNetError as exc:
+        raise MXNetError(f"symbol file {path!r}: {exc}") from None
 
 
 def _make_op_function(op_name):

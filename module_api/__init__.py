@@ -3,7 +3,8 @@
 This issue's part is the Symbol API, contexts and executors; the Module
 API (modules, io, metrics, optimizers ...) is built on top of them.
 """
-from compiler import symbol  # noqa: F401
+from . import _worker_env  # noqa: F401  (before torch is imported: a worker's log defaults)
+from compiler import symbol  # noqa: F401,E402
 from compiler import symbol as sym  # noqa: F401
 from compiler.frontend.attribute import AttrScope  # noqa: F401
 from compiler.frontend import name  # noqa: F401

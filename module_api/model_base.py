@@ -11,12 +11,17 @@ checkpoint layout ``prefix-symbol.json`` + ``prefix-%04d.params`` with
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
+import time
 from collections import namedtuple
 
 import numpy as np
 
+from compiler.artifacts.atomic import write_group
+from compiler.errors import MXNetError
 from runtime.context import cpu
 
 from . import ndarray as nd
@@ -165,6 +170,9 @@ def _update_params(param_arrays, grad_arrays, updater, num_device,
 def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_cast=True):
     """Checkpoint the model: ``prefix-symbol.json`` and ``prefix-%04d.params``.
 
+    Each file is written atomically (a temp file, then a rename); temp files that a
+    killed save left in the folder are removed first.
+
     Parameters
     ----------
     prefix : str
@@ -180,8 +188,129 @@ def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_ca
     save_dict = {('arg:%s' % k): _on_cpu(v) for k, v in arg_params.items()}
     save_dict.update({('aux:%s' % k): _on_cpu(v) for k, v in aux_params.items()})
     param_name = '%s-%04d.params' % (prefix, epoch)
-    nd.save(param_name, save_dict)
+    with write_group([param_name]) as (tmp,):
+        nd.save(tmp, save_dict)
     _LOG.info('Saved checkpoint to \"%s\"', param_name)
+
+
+@contextlib.contextmanager
+def checkpoint_writer(prefix, epoch, with_states):
+    """Write one checkpoint epoch as a unit: ``.params`` and ``.states`` together.
+
+    Yields ``(params_tmp, states_tmp)``, the temp names to write (``states_tmp`` is
+    None without states). When the body returns, the old files of that epoch are
+    removed, the ``.states`` is published, then the ``.params``: a process killed at
+    any moment leaves either the whole new checkpoint or no ``.params`` for the epoch
+    (:func:`checkpoint_files` then reports it absent), never a ``.params`` beside a
+    missing or older ``.states``. A checkpoint saved without states removes an older
+    ``.states`` of the same epoch. Temp files are removed when the body fails, and
+    those a killed save left are swept first. Both files get the same mode (``0o666``
+    less the umask).
+
+    Parameters
+    ----------
+    prefix : str
+    epoch : int
+    with_states : bool
+        Whether this checkpoint includes the optimizer states.
+    """
+    param_name = '%s-%04d.params' % (prefix, epoch)
+    state_name = '%s-%04d.states' % (prefix, epoch)
+    _sweep_legacy_temps(prefix)
+    with write_group([state_name if with_states else None, param_name],
+                     stale=() if with_states else (state_name,)) as (states_tmp, params_tmp):
+        yield params_tmp, states_tmp
+
+
+_LEGACY_TEMP_AGE_S = 3600.0
+
+
+def _sweep_legacy_temps(prefix):
+    """Remove the temp files earlier symtriton versions left beside ``prefix``'s
+    checkpoints when killed mid-save: ``.tmp-XXXXXXXX-<name>-NNNN.params`` (``mkstemp``;
+    removed when an hour old) and ``<name>-NNNN.states.tmp.<pid>`` (removed when that
+    process is gone)."""
+    folder, name = os.path.split(os.path.abspath(prefix))
+    mkstemp_style = re.compile(r"\.tmp-[A-Za-z0-9_]{8}-" + re.escape(name) +
+                               r"-\d{4}\.(params|states)")
+    pid_style = re.compile(re.escape(name) + r"-\d{4}\.states\.tmp\.(\d+)")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    now = time.time()
+    for n in names:
+        path = os.path.join(folder, n)
+        try:
+            if mkstemp_style.fullmatch(n):
+                stale = now - os.stat(path).st_mtime > _LEGACY_TEMP_AGE_S
+            else:
+                m = pid_style.fullmatch(n)
+                stale = m is not None and int(m.group(1)) != os.getpid() and \
+                    not _pid_alive(int(m.group(1)))
+            if stale:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def checkpoint_files(prefix, epoch, load_optimizer_states=False, symbol=True):
+    """The files of checkpoint ``prefix`` / ``epoch``, checked before anything is read.
+
+    Parameters
+    ----------
+    prefix : str
+    epoch : int
+    load_optimizer_states : bool
+        Whether the ``.states`` file is needed too.
+    symbol : bool
+        Whether ``prefix-symbol.json`` is needed (a BucketingModule's checkpoint has
+        one symbol file per bucket instead).
+
+    Returns
+    -------
+    (str, str)
+        The ``.params`` and ``.states`` paths.
+
+    Raises
+    ------
+    MXNetError
+        Naming every file that is missing and what to do.
+    """
+    param_name = '%s-%04d.params' % (prefix, epoch)
+    state_name = '%s-%04d.states' % (prefix, epoch)
+    symbol_name = '%s-symbol.json' % prefix
+    have = {p: os.path.exists(p) for p in (symbol_name, param_name, state_name)}
+    missing = [p for p in ((symbol_name,) if symbol else ()) + (param_name,) if not have[p]]
+    if load_optimizer_states and not have[state_name]:
+        missing.append(state_name)
+    if not missing:
+        return param_name, state_name
+    if not have[param_name]:
+        why = ("its optimizer states are there without it: a save_checkpoint that was "
+               "interrupted leaves this, and the epoch is not a checkpoint; load an "
+               "earlier epoch" if have[state_name] else
+               "no checkpoint was saved for this epoch under this prefix")
+    elif symbol and not have[symbol_name]:
+        why = "the symbol is written by save_checkpoint beside the parameters"
+    else:
+        why = ("the checkpoint was saved without optimizer states "
+               "(save_optimizer_states=False, or mxnet's do_checkpoint, which saves the "
+               "parameters only); load it with load_optimizer_states=False to start the "
+               "optimizer afresh")
+    raise MXNetError(f"checkpoint {prefix!r} epoch {epoch} is incomplete: "
+                     f"{' and '.join(repr(p) for p in missing)} "
+                     f"{'is' if len(missing) == 1 else 'are'} missing ({why})")
 
 
 def _on_cpu(v):
@@ -192,13 +321,20 @@ def _on_cpu(v):
 
 def load_params(prefix, epoch):
     """Load ``prefix-%04d.params`` into ``(arg_params, aux_params)``."""
-    save_dict = nd.load("%s-%04d.params" % (prefix, epoch))
+    fname = "%s-%04d.params" % (prefix, epoch)
+    save_dict = nd.load(fname)
     arg_params = {}
     aux_params = {}
     if not save_dict:
-        _LOG.warning("Params file '%s' is empty", '%s-%04d.params' % (prefix, epoch))
+        _LOG.warning("Params file '%s' is empty", fname)
         return (arg_params, aux_params)
+    if not isinstance(save_dict, dict):
+        raise MXNetError(f"{fname!r} holds {len(save_dict)} arrays without names: a "
+                         f"checkpoint's parameters are saved with 'arg:' / 'aux:' keys")
     for k, v in save_dict.items():
+        if ":" not in k:
+            raise MXNetError(f"{fname!r}: key {k!r} has no 'arg:' or 'aux:' prefix, so it "
+                             f"is not a checkpoint's parameter file")
         tp, name = k.split(":", 1)
         if tp == "arg":
             arg_params[name] = v
@@ -210,6 +346,7 @@ def load_params(prefix, epoch):
 def load_checkpoint(prefix, epoch):
     """Load a checkpoint: ``(symbol, arg_params, aux_params)``."""
     from compiler import symbol as sym
+    checkpoint_files(prefix, epoch)
     symbol = sym.load('%s-symbol.json' % prefix)
     arg_params, aux_params = load_params(prefix, epoch)
     return (symbol, arg_params, aux_params)

@@ -21,6 +21,34 @@ peer's heartbeat has not moved for as long, the watchdog prints the same error
 and ends the process, as NCCL's watchdog does; a slow peer (compiling a new
 bucket, say) keeps its heartbeat and is waited for. ``SYMTRITON_DIST_TIMEOUT``
 (default 1800 s) bounds any collective as a last resort.
+
+Starting
+--------
+Before the process group is made, every worker marks itself joined in the
+rendezvous store and waits for the others for ``SYMTRITON_DIST_START_TIMEOUT``
+seconds (default 60): a rank that never started is then named
+(:class:`WorkerLostError`), instead of every other rank waiting silently for
+the collective timeout. A worker that cannot reach rank 0's store in that time
+names rank 0.
+
+Ending
+------
+At exit (``atexit``, also after an uncaught error) :meth:`WorkerGroup.close`
+stops the heartbeat thread and *joins* it, marks this worker finished (or
+failed, after an uncaught exception), and destroys the process group it made.
+A thread still inside a C++ call of the store when the interpreter finalizes is
+ended by ``pthread_exit``, whose unwinding through torch's C++ frames aborts the
+process ("terminate called without an active exception", SIGABRT): that is why
+no thread of ours outlives :meth:`close`.
+
+Messages
+--------
+A failure is one :class:`WorkerLostError` line naming the ranks; the gloo or
+store error behind it is chained, and torch's C++ warnings with their stack
+frames shown, only under ``SYMTRITON_LOG=dist``. ``import module_api`` sets
+``TORCH_CPP_LOG_LEVEL=FATAL`` and ``TORCH_SHOW_CPP_STACKTRACES=0`` for a
+distributed worker (``RANK`` and ``WORLD_SIZE`` set) unless they are set already
+or ``SYMTRITON_LOG`` has ``dist``: torch reads them when it is imported.
 """
 from __future__ import annotations
 
@@ -38,12 +66,31 @@ from compiler.errors import MXNetError
 _LOG = logging.getLogger("symtriton.dist")
 _REQUIRED_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _HEARTBEAT_S = 0.5
+_STORE_OP_TIMEOUT_S = 10.0   # one heartbeat store call at most; close() joins within it
 _GROUP = None
 _GROUP_LOCK = threading.Lock()
 
 
 class WorkerLostError(MXNetError):
-    """A peer of this distributed job died, hung or left before the others."""
+    """A peer of this distributed job died, hung, never started or left before the others."""
+
+
+def cpp_detail() -> bool:
+    """``SYMTRITON_LOG=dist``: chain the underlying gloo / store errors (and let torch's
+    C++ warnings through, see :func:`module_api._worker_env`)."""
+    return "dist" in os.environ.get("SYMTRITON_LOG", "")
+
+
+def with_cause(error, cause):
+    """``error`` to raise for ``cause``: chained under ``SYMTRITON_LOG=dist`` only, so a
+    failure prints one line of ours, not gloo's message and C++ frames after it."""
+    error.__cause__ = cause if cpp_detail() else None
+    error.__suppress_context__ = True
+    return error
+
+
+def _first_line(error) -> str:
+    return (str(error).splitlines() or [repr(error)])[0].strip("'\" ")
 
 
 def _env_float(name, default):
@@ -71,27 +118,104 @@ class WorkerGroup:
         self._dist = dist
         self.timeout_s = _env_float("SYMTRITON_DIST_TIMEOUT", 1800)
         self.lost_after_s = _env_float("SYMTRITON_DIST_LOST_AFTER", 30)
-        if not dist.is_initialized():
-            if any(k not in os.environ for k in _REQUIRED_ENV):
-                raise _missing_env(kv_type)
-            backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
-            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=self.timeout_s))
-        self.rank = dist.get_rank()
-        self.size = dist.get_world_size()
+        self.start_timeout_s = _env_float("SYMTRITON_DIST_START_TIMEOUT", 60)
         self.store_addr = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         self._prefix = f"symtriton/{restart}/"
+        self._owns_group = not dist.is_initialized()
+        self._rendezvous_store = None
+        if self._owns_group:
+            if any(k not in os.environ for k in _REQUIRED_ENV):
+                raise _missing_env(kv_type)
+            self._rendezvous_store = self._rendezvous()
+            backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+            try:
+                dist.init_process_group(backend, store=self._rendezvous_store,
+                                        rank=int(os.environ["RANK"]),
+                                        world_size=int(os.environ["WORLD_SIZE"]),
+                                        timeout=datetime.timedelta(seconds=self.timeout_s))
+            except (RuntimeError, dist.DistError) as e:
+                raise with_cause(WorkerLostError(
+                    f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: every rank "
+                    f"joined, but connecting them failed ({_first_line(e)})"), e) from None
+        self.rank = dist.get_rank()
+        self.size = dist.get_world_size()
         self._stop = threading.Event()
+        self._closed = False
         self._waiting_since = None    # set while this worker waits in a collective
         self._failed = False
         self._seen = {}               # rank -> (counter, time it last moved)
         self._heartbeat_store = self._new_store()
         self._probe_store = self._new_store()
+        self._thread = None
         if self._heartbeat_store is not None:
             self._heartbeat_store.add(self._key("hb", self.rank), 1)
-            threading.Thread(target=self._heartbeat, name="symtriton-heartbeat",
-                             daemon=True).start()
+            self._thread = threading.Thread(target=self._heartbeat, name="symtriton-heartbeat",
+                                            daemon=True)
+            self._thread.start()
         atexit.register(self.close)
+
+    # -- starting --------------------------------------------------------------------
+    def _rendezvous(self):
+        """The job's store, once every rank has joined it (within ``start_timeout_s``).
+
+        Rank 0 hosts the store at ``MASTER_ADDR:MASTER_PORT`` (unless torchrun's agent
+        does); every rank marks itself joined and waits for the others. Raises
+        :class:`WorkerLostError` naming the ranks that never joined, or rank 0 when
+        its store cannot be reached.
+        """
+        import torch.distributed as dist
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        addr, port = self.store_addr
+        hosted_by_agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        master = rank == 0 and not hosted_by_agent
+        deadline = time.monotonic() + self.start_timeout_s
+        store = None
+        while store is None:
+            # a client's connect can take twice its timeout (torch retries once): short
+            # attempts keep the whole wait within the deadline
+            left = deadline - time.monotonic()
+            wait = datetime.timedelta(seconds=self.start_timeout_s if master else
+                                      max(1.0, min(5.0, left / 2)))
+            try:
+                store = dist.TCPStore(addr, int(port), world if master else None,
+                                      is_master=master, timeout=wait, wait_for_workers=False)
+            except (RuntimeError, ValueError, dist.DistError) as e:
+                if master:
+                    raise with_cause(MXNetError(
+                        f"rank 0 cannot host the job's rendezvous store at {addr}:{port} "
+                        f"({_first_line(e)}); choose a free MASTER_PORT"), e) from None
+                if time.monotonic() + 1.0 < deadline:
+                    continue
+                raise with_cause(WorkerLostError(
+                    f"rank {rank} of {world}: rank 0 never started, or its rendezvous store "
+                    f"at {addr}:{port} cannot be reached: no connection within "
+                    f"{self.start_timeout_s:.0f} s (SYMTRITON_DIST_START_TIMEOUT). Start "
+                    f"every rank of the job, with the same MASTER_ADDR and MASTER_PORT"),
+                    e) from None
+        if master:     # the store's host gives up last, so every rank sees the others
+            deadline += 2.0
+        missing = [r for r in range(world) if r != rank]
+        try:
+            store.add(self._key("joined", rank), 1)
+            while True:
+                missing = [r for r in range(world)
+                           if not store.check([self._key("joined", r)])]
+                if not missing or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        except (RuntimeError, dist.DistError):     # rank 0 gave up (or died) first
+            pass
+        if missing:
+            many = len(missing) > 1
+            raise WorkerLostError(
+                f"rank {rank} of {world}: rank{'s' if many else ''} "
+                f"{', '.join(map(str, missing))} never joined the job within "
+                f"{self.start_timeout_s:.0f} s (SYMTRITON_DIST_START_TIMEOUT): check "
+                f"that {'they were' if many else 'it was'} started, with "
+                f"WORLD_SIZE={world} and the store at {addr}:{port}")
+        store.set_timeout(datetime.timedelta(seconds=self.timeout_s))
+        return store
 
     # -- the rendezvous store --------------------------------------------------------
     def _new_store(self):
@@ -102,7 +226,7 @@ class WorkerGroup:
             return None
         try:
             return self._dist.TCPStore(addr, int(port), is_master=False,
-                                       timeout=datetime.timedelta(seconds=30))
+                                       timeout=datetime.timedelta(seconds=_STORE_OP_TIMEOUT_S))
         except Exception as e:   # noqa: BLE001 - liveness is best effort
             _LOG.warning("cannot reach the rendezvous store at %s:%s (%s); errors will not "
                          "name lost workers", addr, port, e)
@@ -112,7 +236,9 @@ class WorkerGroup:
         return f"{self._prefix}{what}/{rank}"
 
     def _counters(self, store):
-        return {r: (store.add(self._key("hb", r), 0), store.add(self._key("done", r), 0))
+        """rank -> (heartbeat count, finished mark, failed mark)."""
+        return {r: (store.add(self._key("hb", r), 0), store.add(self._key("done", r), 0),
+                    store.add(self._key("failed", r), 0))
                 for r in range(self.size)}
 
     def _heartbeat(self):
@@ -127,9 +253,9 @@ class WorkerGroup:
                     self._seen.clear()
                     continue
                 now = time.monotonic()
-                for r, (count, done) in self._counters(store).items():
+                for r, (count, done, failed) in self._counters(store).items():
                     last = self._seen.get(r)
-                    if last is None or last[0] != count or done:
+                    if last is None or last[0] != count or done or failed:
                         self._seen[r] = (count, now)
                 self._watchdog(now, since)
             except Exception:   # noqa: BLE001 - the store's host is gone; errors say so
@@ -169,10 +295,15 @@ class WorkerGroup:
                 who = (f"rank 0, or the host of the rendezvous store at {addr}:{port} "
                        f"(it lives in rank 0's process unless torchrun hosts it)")
             else:
-                left = [r for r in range(self.size) if after[r][1] and r != self.rank]
+                failed = [r for r in range(self.size) if after[r][2] and r != self.rank]
+                left = [r for r in range(self.size) if after[r][1] and r != self.rank
+                        and r not in failed]
                 lost = [r for r in range(self.size) if r != self.rank and r not in left
-                        and after[r][0] == before[r][0]]
+                        and r not in failed and after[r][0] == before[r][0]]
                 parts = []
+                if failed:
+                    parts.append(f"rank {', '.join(map(str, failed))} stopped with an error "
+                                 f"(see its log for the first failure)")
                 if lost:
                     parts.append(f"lost rank {', '.join(map(str, lost))} (its heartbeat "
                                  f"stopped: the process died or hangs)")
@@ -182,9 +313,9 @@ class WorkerGroup:
                                  f"shard data with num_parts=kv.num_workers, "
                                  f"part_index=kv.rank)")
                 who = "; ".join(parts) or "a peer that is still alive (see its log)"
-        cause = (str(error).splitlines() or [repr(error)])[0].strip("'\" ")
-        return WorkerLostError(f"distributed training failed on rank {self.rank} of "
-                               f"{self.size} during {what}: {who}. Cause: {cause}")
+        return with_cause(WorkerLostError(
+            f"distributed training failed on rank {self.rank} of {self.size} during {what}: "
+            f"{who}. Cause: {_first_line(error)}"), error)
 
     @contextlib.contextmanager
     def collective(self, what):
@@ -195,7 +326,7 @@ class WorkerGroup:
         except WorkerLostError:
             raise
         except (RuntimeError, self._dist.DistError) as e:
-            raise self.explain(e, what) from e
+            raise self.explain(e, what)     # noqa: B904 - with_cause decides the chain
         finally:
             self._waiting_since = None
 
@@ -204,15 +335,31 @@ class WorkerGroup:
             self._dist.barrier()
 
     def close(self):
-        """Mark this worker finished (so peers tell 'left early' from 'lost')."""
-        if self._stop.is_set():
+        """End this worker's part: stop and join the heartbeat thread, mark this worker
+        finished (or failed, when the interpreter exits on an uncaught exception), so
+        peers tell 'left early' from 'lost', and destroy the process group this module
+        made. Runs at exit; safe to call twice."""
+        if self._closed:
             return
+        self._closed = True
         self._stop.set()
-        if self._probe_store is not None:
+        if self._thread is not None:
+            # bounded: one store call times out after _STORE_OP_TIMEOUT_S
+            self._thread.join(_STORE_OP_TIMEOUT_S + 5)
+            if self._thread.is_alive():
+                _LOG.error("rank %s: the heartbeat thread did not stop", self.rank)
+        if self._probe_store is not None and not self._failed:
+            failing = getattr(sys, "last_value", None) is not None
             try:
-                self._probe_store.add(self._key("done", self.rank), 1)
-            except Exception:   # noqa: BLE001 - exiting anyway
+                self._probe_store.add(self._key("failed" if failing else "done", self.rank), 1)
+            except Exception:   # noqa: BLE001 - the store's host is gone: exiting anyway
                 pass
+        if self._owns_group and self._dist.is_initialized():
+            try:
+                self._dist.destroy_process_group()
+            except Exception as e:   # noqa: BLE001 - exiting anyway; say it under dist logs
+                _LOG.debug("rank %s: destroy_process_group: %s", self.rank, e)
+        self._heartbeat_store = self._probe_store = self._rendezvous_store = None
 
     @property
     def failed(self):

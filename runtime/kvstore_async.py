@@ -24,11 +24,23 @@ writes is complete; ``load_optimizer_states`` gives every rank the whole file
 (each owner uses its keys' entries). At exit a worker tells every server it is
 done, and waits until every other worker has said the same, so a server is
 never gone while a peer still needs it.
+
+Each worker serves each peer in a thread of its own, receiving from that peer
+only: a receive from a named peer fails as soon as that peer's connection
+closes (a receive from any source would wait forever), so when a peer dies its
+server thread ends, and :meth:`DistAsyncKVStore.close` joins every server thread
+before the interpreter exits (a thread returning from gloo while the interpreter
+finalizes aborts the process). After a failure, close waits a few seconds for
+the peers that are still alive; if one of them still holds a server thread, the
+worker ends at once (``os._exit(1)``), with one line saying why.
 """
 from __future__ import annotations
 
 import atexit
+import os
+import sys
 import threading
+import time
 
 import torch
 
@@ -36,7 +48,7 @@ from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from . import optimizer as opt
 from .dist_group import WorkerLostError, join
-from .kvstore_local import KVStore, key_value_pairs
+from .kvstore_local import KVStore, _slots, key_value_pairs
 from .kvstore_dist import _flat_collective, _bucket_bytes
 from .launcher import LAUNCH_LOCK
 from .ndarray import NDArray
@@ -45,6 +57,7 @@ __all__ = ["DistAsyncKVStore"]
 
 _PUSH, _PULL, _STATES, _DONE = 1, 2, 3, 4
 _TAG_REQUEST, _TAG_PAYLOAD, _TAG_REPLY = 11, 12, 13
+_FAILING_JOIN_S = 5.0       # after a failure, how long close() waits for live peers
 
 
 class DistAsyncKVStore(KVStore):
@@ -62,10 +75,11 @@ class DistAsyncKVStore(KVStore):
         self._lock = threading.RLock()
         self._server_error = None
         self._closed = False
-        self._server = threading.Thread(target=self._serve, name="symtriton-kv-server",
-                                        daemon=True)
-        if self._group.size > 1:
-            self._server.start()
+        self._servers = {r: threading.Thread(target=self._serve, args=(r,), daemon=True,
+                                             name=f"symtriton-kv-server-{r}")
+                         for r in range(self._group.size) if r != self._group.rank}
+        for t in self._servers.values():
+            t.start()
         atexit.register(self.close)
 
     @property
@@ -136,17 +150,16 @@ class DistAsyncKVStore(KVStore):
             else:
                 stored.copy_(grad)
 
-    def _serve(self):
+    def _serve(self, src):
+        """Answer peer ``src``'s requests until it says it is done (or is gone)."""
         dist, g = self._dist, self._p2p
         header = torch.zeros(2, dtype=torch.int64)
-        done = 0
         try:
-            while done < self.num_workers - 1:
-                src = dist.recv(header, src=None, group=g, tag=_TAG_REQUEST)
+            while True:
+                dist.recv(header, src=src, group=g, tag=_TAG_REQUEST)
                 op, idx = (int(x) for x in header)
                 if op == _DONE:
-                    done += 1
-                    continue
+                    return
                 if op == _STATES:
                     self._send_bytes(self._owned_states(), src)
                     continue
@@ -161,7 +174,9 @@ class DistAsyncKVStore(KVStore):
                         value = self._store[k].detach().clone()
                     dist.send(value, dst=src, group=g, tag=_TAG_REPLY)
         except Exception as e:   # noqa: BLE001 - reported by the next request of this worker
-            self._server_error = e
+            with self._lock:
+                if self._server_error is None:
+                    self._server_error = e
 
     def _send_bytes(self, data, dst):
         n = torch.tensor([len(data)], dtype=torch.int64)
@@ -264,28 +279,52 @@ class DistAsyncKVStore(KVStore):
                                             if self._owner.get(k) == r})
         atomic_write_bytes(fname, gathered.get_states(dump_optimizer))
 
+    def _state_slots(self):
+        """Every key, owned here or not (the file holds every owner's states): shape and
+        dtype from the key's description, on the meta device."""
+        with self._lock:
+            meta = {k: (shape, torch.empty(shape, dtype=dtype, device="meta"))
+                    for k, (shape, dtype) in self._meta.items()}
+        return _slots(self._updater.optimizer, meta)
+
     # -- shutdown ------------------------------------------------------------------------
     def close(self):
-        """Tell every server this worker is done; wait for the others to say the same."""
-        if self._closed or self.num_workers == 1:
-            self._closed = True
+        """Tell every peer this worker is done; wait until every server thread has ended
+        (each peer said the same, or is gone). Runs at exit; safe to call twice."""
+        if self._closed:
             return
         self._closed = True
-        if self._group.failed or self._server_error is not None:
-            return      # a peer is gone: waiting for it would hang
-        try:
-            for r in range(self.num_workers):
-                if r != self.rank:
-                    head = torch.tensor([_DONE, 0], dtype=torch.int64)
-                    self._dist.send(head, dst=r, group=self._p2p, tag=_TAG_REQUEST)
-        except Exception as e:   # noqa: BLE001
-            raise self._group.explain(e, "dist_async shutdown") from e
-        with self._group.collective("dist_async shutdown (waiting for the other workers)"):
-            while self._server.is_alive() and self._server_error is None:
-                self._server.join(0.5)
-        if self._server_error is not None and not isinstance(self._server_error,
-                                                             WorkerLostError):
-            raise self._group.explain(self._server_error, "dist_async shutdown")
+        failing = self._group.failed or self._server_error is not None or \
+            getattr(sys, "last_value", None) is not None
+        head = torch.tensor([_DONE, 0], dtype=torch.int64)
+        for r in self._servers:
+            try:
+                self._dist.send(head, dst=r, group=self._p2p, tag=_TAG_REQUEST)
+            except Exception as e:   # noqa: BLE001
+                if not failing:
+                    raise self._group.explain(e, "dist_async shutdown")
+        if not failing:
+            with self._group.collective("dist_async shutdown (waiting for the other "
+                                        "workers)"):
+                for t in self._servers.values():
+                    while t.is_alive():
+                        t.join(0.5)
+            if self._server_error is not None and not isinstance(self._server_error,
+                                                                 WorkerLostError):
+                raise self._group.explain(self._server_error, "dist_async shutdown")
+            return
+        deadline = time.monotonic() + _FAILING_JOIN_S
+        for t in self._servers.values():
+            t.join(max(0.0, deadline - time.monotonic()))
+        stuck = sorted(r for r, t in self._servers.items() if t.is_alive())
+        if stuck:
+            # a thread blocked in gloo for a live peer would return while the interpreter
+            # finalizes (when that peer exits) and abort the process: end it now
+            print(f"symtriton: rank {self.rank}: ending after the failure above without "
+                  f"waiting for rank {', '.join(map(str, stuck))} (still running)",
+                  file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(1)
 
     def barrier(self):
         """Wait until every worker reaches this point."""

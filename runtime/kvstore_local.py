@@ -29,6 +29,7 @@ from compiler.errors import MXNetError
 from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
+from .updater import load_states_file
 
 __all__ = ["KVStoreBase", "KVStore", "key_value_pairs"]
 
@@ -81,6 +82,18 @@ class _PerKeyUpdater:
 
     def __call__(self, key, merged, stored):
         self.func(key, merged, stored)
+
+
+def _slots(optimizer, stored):
+    """``key -> (name, tensor)`` for the keys of ``stored`` (key -> (shape, tensor)) and,
+    for str keys, the indices ``optimizer.idx2name`` gives those names."""
+    names = getattr(optimizer, "idx2name", None) or {}
+    slots = {k: (k if isinstance(k, str) else names.get(k, str(k)), t)
+             for k, (_, t) in stored.items()}
+    for i, name in names.items():
+        if isinstance(name, str) and name in stored and i not in slots:
+            slots[i] = (name, stored[name][1])
+    return slots
 
 
 class KVStoreBase:
@@ -263,8 +276,18 @@ class KVStore(KVStoreBase):
         ``allow_pickle=True``)."""
         if self._updater is None:
             raise MXNetError("Cannot load states: no optimizer is set on this kvstore")
-        with open(fname, "rb") as f:
-            self._updater.set_states(f.read(), allow_pickle=allow_pickle)
+        if not hasattr(self._updater, "_install"):      # a user's f(key, merged, stored)
+            raise MXNetError("Cannot load states: this kvstore's updater is a plain "
+                             "function, which keeps no states")
+        load_states_file(self._updater, fname, allow_pickle=allow_pickle,
+                         bound=self._state_slots())
+
+    def _state_slots(self):
+        """Key -> ``(parameter name, stored value)``: what loaded states must fit; with
+        name keys also the optimizer's indices of those names (states a one-device
+        module saved are keyed by index, and mxnet loads them as they are)."""
+        return _slots(self._updater.optimizer,
+                      {k: (tuple(v.shape), v) for k, v in self._store.items()})
 
     def barrier(self):
         """Wait for every worker: one process has nothing to wait for."""

@@ -22,6 +22,7 @@ two; it reads such a file with ``mx.npx.load`` or under ``np_shape(True)``).  Lo
 """
 from __future__ import annotations
 
+import math
 import os
 import struct
 
@@ -62,7 +63,8 @@ class _Reader:
     def take(self, n: int, what: str):
         if n < 0 or self.pos + n > len(self.buf):
             raise _Corrupt(f"truncated while reading {what} at byte {self.pos} "
-                           f"(needs {n} bytes, {len(self.buf) - self.pos} left)")
+                           f"(needs {n} bytes, {len(self.buf) - self.pos} left: the file "
+                           f"is cut short or its header is corrupt)")
         out = self.buf[self.pos:self.pos + n]
         self.pos += n
         return out
@@ -107,9 +109,15 @@ def _read_array(r: _Reader, ctx: Context):
     r.i32("context device type")
     r.i32("context device id")
     flag = r.i32("type flag")
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    # Python ints: numpy's int64 product wraps (2**62 x 4 is 0). ``take`` checks the
+    # byte count against what the file holds before anything is allocated.
+    count = math.prod(shape)
+    itemsize = 2 if flag == BFLOAT16_FLAG else getattr(TYPE_FLAGS.get(flag), "itemsize", 1)
+    if math.prod(d for d in shape if d) * itemsize >= 2 ** 63:
+        raise _Corrupt(f"shape {tuple(shape)} is too large for any array (its strides "
+                       f"overflow 64 bits)")
     if flag == BFLOAT16_FLAG:
-        raw = r.take(2 * count, "bfloat16 data")
+        raw = r.take(2 * count, f"bfloat16 data of shape {tuple(shape)}")
         t = torch.frombuffer(bytearray(raw), dtype=torch.bfloat16) if count else \
             torch.empty((0,), dtype=torch.bfloat16)
         return as_ndarray(t.reshape(shape).to(ctx.torch_device), ctx)
@@ -135,9 +143,14 @@ def _decode_list(buf, ctx: Context):
     if k not in (0, n):
         raise _Corrupt(f"{k} keys for {n} arrays")
     keys = []
-    for _ in range(k):
+    for i in range(k):
         length = r.u64("key length")
-        keys.append(bytes(r.take(length, "key")).decode("utf-8"))
+        raw = bytes(r.take(length, f"key {i}"))
+        try:
+            keys.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise _Corrupt(f"key {i} is not UTF-8 text ({e.reason} at byte {e.start} of "
+                           f"{raw[:40]!r})") from None
     if r.pos != len(r.buf):
         raise _Corrupt(f"{len(r.buf) - r.pos} trailing bytes after the key list")
     return dict(zip(keys, arrays)) if keys else arrays

@@ -12,65 +12,41 @@ import io
 import pickle
 import struct
 
-import numpy as np
-import torch
-
 from compiler.errors import MXNetError
 
 from . import lr_scheduler as _lrs
 from .ndarray import NDArray
+from .ndarray_io import decode_single_ndarray
 from .optimizer_base import Optimizer
 
 def _decode_raw_ndarray(raw: bytes):
     """mxnet's raw NDArray bytes (``MXNDArraySaveRawBytes``) -> NDArray."""
-    try:
-        from .ndarray_io import decode_single_ndarray  # written alongside; preferred
-    except ImportError:
-        decode_single_ndarray = _decode_single_ndarray_fallback
-    arr = decode_single_ndarray(bytes(raw))
-    if isinstance(arr, tuple):
-        arr = arr[0]
-    if isinstance(arr, np.ndarray):
-        arr = torch.from_numpy(arr.copy())
-    return arr.as_subclass(NDArray) if torch.is_tensor(arr) else arr
+    return decode_single_ndarray(bytes(raw)).as_subclass(NDArray)
 
 
-_MX_TYPE_FLAGS = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32,
-                  5: np.int8, 6: np.int64}
+def _bytes_from(*args):
+    """``bytes(...)`` / ``bytearray(...)`` as a pickle calls them: from bytes, or from a
+    str and an encoding (protocol 2), never from an integer size (which would
+    allocate whatever the file asks)."""
+    if len(args) > 2 or (args and isinstance(args[0], int)) or \
+            (args and not isinstance(args[0], (bytes, bytearray, str, list))):
+        raise pickle.UnpicklingError("refusing bytes()/bytearray() of anything but bytes "
+                                     "or text in an optimizer state pickle")
+    if args and isinstance(args[0], list) and len(args[0]) > (1 << 24):
+        raise pickle.UnpicklingError("bytes() of an implausibly long list")
+    return bytes(*args)
 
 
-def _decode_single_ndarray_fallback(raw: bytes):
-    """Dense NDArray in mxnet's V2/V3 layout: magic, stype, shape, context, dtype, data."""
-    buf = io.BytesIO(raw)
+def _bytearray_from(*args):
+    return bytearray(_bytes_from(*args))
 
-    def rd(fmt):
-        size = struct.calcsize(fmt)
-        chunk = buf.read(size)
-        if len(chunk) != size:
-            raise MXNetError("truncated mxnet NDArray bytes")
-        return struct.unpack(fmt, chunk)
 
-    magic, = rd("<I")
-    if magic not in (0xF993FAC9, 0xF993FACA):
-        raise MXNetError(f"unsupported mxnet NDArray magic {magic:#x}")
-    stype, = rd("<i")
-    if stype != 0:
-        raise MXNetError("only dense (default storage) NDArrays can be loaded")
-    ndim, = rd("<I")
-    shape = rd(f"<{ndim}q") if ndim else ()
-    if ndim == 0 and magic == 0xF993FAC9:
-        return torch.empty(0)
-    rd("<ii")   # context
-    flag, = rd("<i")
-    if flag not in _MX_TYPE_FLAGS:
-        raise MXNetError(f"unsupported mxnet dtype flag {flag}")
-    dt = np.dtype(_MX_TYPE_FLAGS[flag]).newbyteorder("<")
-    count = int(np.prod(shape)) if shape else 1
-    data = buf.read(count * dt.itemsize)
-    if len(data) != count * dt.itemsize:
-        raise MXNetError("truncated mxnet NDArray bytes")
-    arr = np.frombuffer(data, dtype=dt).astype(dt.newbyteorder("="))
-    return torch.from_numpy(arr.reshape(shape))
+def _codecs_encode(obj, encoding="utf-8", errors="strict"):
+    """``_codecs.encode`` as protocol-2 pickles of bytes use it: text to latin-1 bytes."""
+    if not isinstance(obj, str) or encoding not in ("latin1", "latin-1", "utf-8", "utf8"):
+        raise pickle.UnpicklingError(f"refusing _codecs.encode(..., {str(encoding)[:20]!r}) "
+                                     f"in an optimizer state pickle")
+    return obj.encode(encoding, errors)
 
 
 class _MXNDArrayShim:
@@ -93,10 +69,9 @@ def _allowed_global(module, name):
         return _MXNDArrayShim
     # protocol-2 pickles (Python 2 naming, or written with protocol=2) say __builtin__
     if module in ("builtins", "__builtin__") and name in ("bytearray", "bytes"):
-        return {"bytearray": bytearray, "bytes": bytes}[name]
+        return {"bytearray": _bytearray_from, "bytes": _bytes_from}[name]
     if module == "_codecs" and name == "encode":
-        import codecs
-        return codecs.encode
+        return _codecs_encode
     if module in ("mxnet.optimizer.optimizer", "mxnet.optimizer") and \
             name.lower() in Optimizer.opt_registry:
         return Optimizer.opt_registry[name.lower()]
@@ -126,14 +101,38 @@ def _swap_shims(x):
     return x
 
 
+_MEMO_OPS = ("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET")
+
+
+def _prescan(data: bytes):
+    """Walk the opcodes before unpickling: a memo index is at most the number of
+    opcodes seen so far (the C unpickler sizes its memo table by the largest index, so
+    ``LONG_BINPUT 779706738`` alone would allocate gigabytes), and every length field
+    fits the data (``pickletools`` raises on a short argument)."""
+    import pickletools
+    for n, (op, arg, _) in enumerate(pickletools.genops(data)):
+        if op.name in _MEMO_OPS and (not isinstance(arg, int) or arg > n):
+            raise pickle.UnpicklingError(f"memo index {arg} at opcode {n} is implausible "
+                                         f"(a corrupt pickle)")
+
+
 def restricted_loads(data: bytes):
     """Unpickle ``data`` admitting only mxnet NDArrays, optimizers and lr schedulers."""
     try:
+        _prescan(data)
         obj = _RestrictedUnpickler(io.BytesIO(data)).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError) as exc:
-        if isinstance(exc, MXNetError):
-            raise
-        raise MXNetError(f"cannot load optimizer state pickle: {exc}") from None
+    except MXNetError:
+        raise
+    except RecursionError:
+        raise MXNetError("cannot load optimizer state pickle: it is nested too "
+                         "deeply") from None
+    except MemoryError:
+        raise MXNetError("cannot load optimizer state pickle: it asks for more memory "
+                         "than there is (a corrupt length)") from None
+    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError,
+            KeyError, IndexError, OverflowError, struct.error) as exc:
+        raise MXNetError(f"cannot load optimizer state pickle: "
+                         f"{type(exc).__name__}: {str(exc)[:200]}") from None
     obj = _swap_shims(obj)
     if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[1], Optimizer):
         opt = obj[1]

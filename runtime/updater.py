@@ -7,6 +7,9 @@ Exported by ``runtime.optimizer`` (``mx.optimizer``).
 """
 from __future__ import annotations
 
+import os
+import warnings
+
 import torch
 
 from compiler.errors import MXNetError
@@ -17,7 +20,7 @@ from . import safe_unpickle as _safe_unpickle
 from .ndarray import NDArray
 from .optimizer_base import Optimizer
 
-__all__ = ["Updater", "get_updater"]
+__all__ = ["Updater", "get_updater", "check_states", "load_states_file"]
 
 
 def _device_id(t):
@@ -113,33 +116,176 @@ class Updater:
                                             self.optimizer if dump_optimizer else None)
 
     def set_states(self, states, allow_pickle=False):
-        """Load :meth:`get_states` bytes; mxnet's pickles only with ``allow_pickle=True``."""
-        if isinstance(states, str):
-            states = states.encode("latin-1")
-        data = bytes(states)
-        if data.startswith(_state_file.MAGIC):
-            loaded, opt = _state_file.decode_states(data)
-        elif data[:1] == b"\x80" or data[:1] in (b"(", b"}", b"]"):
-            if not allow_pickle:
-                raise MXNetError(
-                    "these optimizer states are a Python pickle (mxnet's .states format); "
-                    "symtriton does not unpickle by default because a pickle can run code. If "
-                    "you trust the file, load it with set_states(data, allow_pickle=True) "
-                    "(Module.load_optimizer_states(fname, allow_pickle=True)); the loader then "
-                    "accepts only NDArrays, optimizers and lr schedulers")
-            loaded = _safe_unpickle.restricted_loads(data)
-            opt = None
-            if isinstance(loaded, tuple) and len(loaded) == 2 and isinstance(loaded[1], Optimizer):
-                loaded, opt = loaded
-        else:
-            raise MXNetError("not an optimizer state file (unknown header)")
-        if not isinstance(loaded, dict):
-            raise MXNetError("optimizer states must hold a dict of index -> state")
+        """Load :meth:`get_states` bytes; mxnet's pickles only with ``allow_pickle=True``.
+
+        Nothing changes when the bytes are refused (an :class:`MXNetError` says why).
+        """
+        loaded, opt = _decode_states(states, allow_pickle)
+        self._install(loaded, opt)
+
+    def _install(self, loaded, opt):
         self.states = loaded
         if opt is not None:
             self.optimizer = opt
             self.aggregate_updates = opt.aggregate_num > 0
         self.states_synced = dict.fromkeys(self.states.keys(), False)
+
+
+def _decode_states(states, allow_pickle):
+    """``(states dict, optimizer or None)`` from state bytes, or an MXNetError."""
+    if isinstance(states, str):
+        states = states.encode("latin-1")
+    data = bytes(states)
+    if data.startswith(_state_file.MAGIC):
+        loaded, opt = _state_file.decode_states(data)
+    elif data[:1] == b"\x80" or data[:1] in (b"(", b"}", b"]"):
+        if not allow_pickle:
+            raise MXNetError(
+                "these optimizer states are a Python pickle (mxnet's .states format); "
+                "symtriton does not unpickle by default because a pickle can run code. If "
+                "you trust the file, load it with set_states(data, allow_pickle=True) "
+                "(Module.load_optimizer_states(fname, allow_pickle=True)); the loader then "
+                "accepts only NDArrays, optimizers and lr schedulers")
+        loaded = _safe_unpickle.restricted_loads(data)
+        opt = None
+        if isinstance(loaded, tuple) and len(loaded) == 2 and isinstance(loaded[1], Optimizer):
+            loaded, opt = loaded
+    else:
+        raise MXNetError("not an optimizer state file (unknown header)")
+    if not isinstance(loaded, dict):
+        raise MXNetError("optimizer states must hold a dict of index -> state")
+    return loaded, opt
+
+
+def _leaves(state, path=()):
+    """``[(path, value)]`` of the tensors, Nones and numbers of a (nested) state."""
+    if isinstance(state, (tuple, list)):
+        out = []
+        for i, s in enumerate(state):
+            out.extend(_leaves(s, path + (i,)))
+        return out
+    return [(path, state)]
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _expected_state(optimizer, index, weight):
+    """The state ``optimizer`` would create for ``weight``, made on the meta device (no
+    memory); None when the optimizer cannot say (a user's ``create_state`` that needs
+    real data): then only shapes are checked."""
+    meta = torch.empty(tuple(weight.shape), dtype=weight.dtype,
+                       device="meta").as_subclass(NDArray)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return True, optimizer.create_state_multi_precision(index, meta)
+    except Exception:   # noqa: BLE001 - a custom optimizer's state maker: shapes only
+        return False, None
+
+
+def check_states(states, bound, optimizer):
+    """Refuse optimizer states that do not belong to the bound parameters.
+
+    Parameters
+    ----------
+    states : dict
+        Index (or kvstore key) -> state, as loaded.
+    bound : dict
+        The same indices -> ``(parameter name, weight)`` of the bound module.
+    optimizer : Optimizer
+        Decides the dtypes a state holds (float32 master copies under
+        ``multi_precision``).
+
+    Raises
+    ------
+    MXNetError
+        Naming the parameter, the shape or dtype in the file and the bound one.
+    """
+    extra = [k for k in states if k not in bound]
+    if extra:
+        names = sorted({n for n, _ in bound.values()})
+        raise MXNetError(
+            f"the file holds optimizer states for index {extra[0]!r}"
+            f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''}, which is no "
+            f"parameter of this module ({len(names)} parameters, "
+            f"{len(bound)} state slots): the states were saved from another model or with "
+            f"another number of devices; load the .states saved with this model's "
+            f"checkpoint, or leave the optimizer states out")
+    for key, state in states.items():
+        name, weight = bound[key]
+        known, expected = _expected_state(optimizer, key, weight)
+        got = [(p, v) for p, v in _leaves(state) if torch.is_tensor(v)]
+        want = {p: v for p, v in _leaves(expected) if torch.is_tensor(v)} if known else {}
+        same_layout = known and sorted(p for p, _ in got) == sorted(want)
+        if known and not same_layout and got and want:
+            raise MXNetError(
+                f"the optimizer state of parameter '{name}' (index {key!r}) holds "
+                f"{len(got)} array(s) in the file where {type(optimizer).__name__} keeps "
+                f"{len(want)}: the states were saved with another optimizer; create the "
+                f"optimizer the checkpoint was trained with, or leave the optimizer "
+                f"states out")
+        for path, value in got:
+            where = f"state{''.join(f'[{i}]' for i in path)}"
+            ref = want[path] if same_layout else None
+            shape = tuple(ref.shape) if ref is not None else tuple(weight.shape)
+            if tuple(value.shape) != shape:
+                raise MXNetError(
+                    f"optimizer {where} of parameter '{name}' (index {key!r}) has shape "
+                    f"{tuple(value.shape)} in the file, but the bound parameter has shape "
+                    f"{tuple(weight.shape)}: the states were saved from another model; "
+                    f"load the .states saved with this model's checkpoint, or leave the "
+                    f"optimizer states out")
+            if ref is not None and value.dtype != ref.dtype:
+                raise MXNetError(
+                    f"optimizer {where} of parameter '{name}' (index {key!r}) has dtype "
+                    f"{_dtype_name(value.dtype)} in the file, but {type(optimizer).__name__}"
+                    f" keeps {_dtype_name(ref.dtype)} for the bound {_dtype_name(weight.dtype)}"
+                    f" parameter (multi_precision={bool(optimizer.multi_precision)}): the "
+                    f"states were saved with another dtype or optimizer setting")
+
+
+def read_states_file(fname) -> bytes:
+    """The bytes of an optimizer state file; an :class:`MXNetError` naming it if absent."""
+    fname = os.fspath(fname)
+    try:
+        with open(fname, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise MXNetError(f"optimizer state file {fname!r} does not exist") from None
+    except OSError as exc:
+        raise MXNetError(f"cannot read optimizer state file {fname!r}: "
+                         f"{exc.strerror or exc}") from None
+
+
+def load_states_file(updater, fname, allow_pickle=False, bound=None):
+    """Load the state file ``fname`` into ``updater``, checked against ``bound``.
+
+    Parameters
+    ----------
+    updater : Updater
+    fname : str
+    allow_pickle : bool
+        Also accept mxnet's pickled ``.states`` (restricted loader).
+    bound : dict, optional
+        Index -> ``(parameter name, weight)``: the states must fit these weights
+        (:func:`check_states`).
+
+    Raises
+    ------
+    MXNetError
+        Naming ``fname`` and what is wrong; ``updater`` is left unchanged.
+    """
+    fname = os.fspath(fname)
+    data = read_states_file(fname)
+    try:
+        loaded, opt = _decode_states(data, allow_pickle)
+        if bound is not None:
+            check_states(loaded, bound, opt if opt is not None else updater.optimizer)
+    except MXNetError as exc:
+        raise MXNetError(f"cannot load optimizer states from {fname!r}: {exc}") from None
+    updater._install(loaded, opt)
 
 
 def get_updater(optimizer):

@@ -52,7 +52,7 @@ import time
 from . import cache, cache_trust
 from .atomic import atomic_write_bytes, atomic_write_text
 from ..frontend.batch_slices import split_input_slice
-from .compile import canonical_graph_json
+from .compile import canonical_graph_json, compile_record
 from ..ir.dtypes import dtype_name
 from ..errors import MXNetError
 from ..symbol import is_mode_dependent
@@ -61,7 +61,7 @@ MANIFEST = "symtriton-manifest.json"
 #: 2: every program records its compile inputs (``compile``) and the symbols are stored
 #: under ``symbols/``, so ``symtriton cache verify --rebuild`` can regenerate everything.
 FORMAT = 2
-SYMBOLS = "symbols"
+SYMBOLS = cache.SYMBOLS
 TRITON_DIR = cache.TRITON_DIR
 
 
@@ -203,32 +203,19 @@ def _optimizer_kernels(optimizer, optimizer_params, targets, dtypes=("float32",)
 
 # ----------------------------------------------------------------- compiling
 
-def program_key(symbol, shapes, for_training, grad_req, is_train, target, dtypes=None):
+def program_key(symbol, shapes, for_training, grad_req, is_train, target, dtypes=None,
+                loss_scale=False):
     """The key :func:`compile_symbol` computes (same normalisation, same parts)."""
     from .compile import all_argument_shapes, all_dtypes, program_parts
     parts = program_parts(symbol, all_argument_shapes(symbol, shapes), for_training,
                           dict(grad_req or {}), is_train, target,
-                          all_dtypes(symbol, dict(dtypes or {})))
+                          all_dtypes(symbol, dict(dtypes or {})), loss_scale)
     return cache.make_key(parts), parts
 
 
 def symbol_file(symbol) -> str:
     """Where a compiled symbol's JSON is stored: ``symbols/<sha256 prefix>.json``."""
-    digest = hashlib.sha256(symbol.tojson(remove_amp_cast=False).encode()).hexdigest()[:24]
-    return f"{SYMBOLS}/{digest}.json"
-
-
-def compile_record(sym_file, shapes, for_training, grad_req, is_train, target,
-                   dtypes=None) -> dict:
-    """A program's compile inputs as the manifest records them: the arguments of its
-    :func:`compile_symbol` call, the symbol given by its file (``symbols/...``);
-    ``dtypes`` (the ``--dtype`` inputs) only when some were given."""
-    rec = {"symbol": sym_file, "shapes": {k: list(v) for k, v in sorted(shapes.items())},
-           "for_training": bool(for_training), "grad_req": dict(sorted(grad_req.items())),
-           "is_train": bool(is_train), "target": target}
-    if dtypes:
-        rec["dtypes"] = dict(sorted(dtypes.items()))
-    return rec
+    return cache.symbol_file(symbol.tojson(remove_amp_cast=False))
 
 
 def sha_file(path) -> str:
@@ -454,8 +441,8 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                    for (h, t), meta in sorted(cubins.items())},
     }
     manifest["files"] = _collect_files(root, jobs, opt_kernels, cubins)
-    atomic_write_text(os.path.join(root, MANIFEST), json.dumps(manifest, indent=1,
-                                                               sort_keys=True) + "\n")
+    atomic_write_text(os.path.join(root, MANIFEST),
+                      json.dumps(manifest, indent=1, sort_keys=True) + "\n", cache_trust.FILE_MODE)
     total = time.perf_counter() - t_start
     return {"dir": root, "manifest": manifest, "programs_compiled":
             stats1["compiles"] - stats0["compiles"],
@@ -484,13 +471,13 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
                      for job in jobs}.items():
         path = os.path.join(root, rel)
         cache_trust.make_dirs(os.path.dirname(path))
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, cache_trust.FILE_MODE)
     bar = _progress(len(jobs), "programs", progress)
     param_dtypes = set()          # the optimizer updates weights of these dtypes
     for job in jobs:
-        s, sl, ft, g, it, target, dtypes = job.pop("_call")
+        s, sl, ft, g, it, target, dtypes, *rest = job.pop("_call")
         prog = compile_symbol(s, sl, for_training=ft, grad_req=g, is_train=it, target=target,
-                              dtypes=dtypes)
+                              dtypes=dtypes, loss_scale=bool(rest and rest[0]))
         st = prog.stats
         param_dtypes.update(prog.arg_dtypes[n] for n in prog.grad_names)
         job.update(kernels=list(dict.fromkeys(ln.kernel for ln in prog.launches)),
@@ -581,7 +568,7 @@ def _compile_cubins(root, items, workers, progress) -> dict:
             folder = os.path.join(root, "cubin", _target_dir(target))
             cache_trust.make_dirs(folder)
             bin_path = os.path.join(folder, f"{stem}.cubin")
-            atomic_write_bytes(bin_path, r["cubin"])
+            atomic_write_bytes(bin_path, r["cubin"], cache_trust.FILE_MODE)
             with open(cache.kernel_path(h)) as f:
                 declared = cubin_mod.declared_signature(f.read())
             constexprs = declared[1] if declared is not None else \
@@ -595,7 +582,8 @@ def _compile_cubins(root, items, workers, progress) -> dict:
                     "n_regs": r["n_regs"], "n_spills": r["n_spills"],
                     "summary": r.get("summary"), "sha256": hashlib.sha256(r["cubin"]).hexdigest()}
             atomic_write_text(os.path.join(folder, f"{stem}.json"),
-                              json.dumps(meta, indent=1, sort_keys=True) + "\n")
+                              json.dumps(meta, indent=1, sort_keys=True) + "\n",
+                              cache_trust.FILE_MODE)
             meta["path"] = bin_path
             out[(stem, target)] = meta
         bar.update(len(part))

@@ -1,4 +1,10 @@
-"""``symtriton cache verify [--rebuild] DIR``: check a cache directory without trusting it.
+"""``symtriton cache verify [--rebuild [--repair]] DIR``: check a cache directory without
+trusting it.
+
+It works on a directory ``symtriton compile`` wrote (with its ``symtriton-manifest.json``)
+and on one filled at run time through ``SYMTRITON_CACHE_DIR``: every program entry
+records its compile inputs in its own ``manifest.json`` (``compile``), and the symbol
+under ``symbols/``.
 
 A cache directory is code (``compiler.artifacts.cache_trust``): copying one from another
 machine means running what it holds. ``verify`` checks what can be checked cheaply,
@@ -27,6 +33,17 @@ the manifest names is never imported. One exception to byte for byte: a
 ``stats.total_seconds``); the comparison takes those numbers from the stored file
 (after checking that they are numbers under the same pass names) and compares every
 other byte, and the entry's ``manifest.json`` against that file's checksum.
+
+A directory filled at run time has no directory manifest: ``verify`` checks every
+entry's checksums and versions, that every kernel and symbol file hashes to its own
+name, and who may write the files; ``--rebuild`` compiles every entry again from the
+compile inputs it records and compares the files the rebuild produces (other files,
+such as kernels a process wrote for its optimizer, are checked by their names' hashes).
+
+``--repair`` (with ``--rebuild``, in a directory that belongs to you): every file that
+differs from the rebuild or is missing is replaced by the rebuilt one (a program entry
+as a whole, by one rename), and the directory manifest's checksums follow. Files the
+rebuild does not produce are reported, never removed (``symtriton cache prune``).
 """
 from __future__ import annotations
 
@@ -40,6 +57,7 @@ import tempfile
 from contextlib import contextmanager
 
 from . import aot, cache, cache_trust
+from .atomic import atomic_write_bytes, atomic_write_text
 from ..errors import MXNetError
 
 _KEY = re.compile(r"[0-9a-f]{32}")
@@ -66,16 +84,24 @@ def safe_path(root, rel):
     return path, ""
 
 
-def verify_dir(root, rebuild: bool = False) -> list:
+def verify_dir(root, rebuild: bool = False, repair: bool = False, repaired=None) -> list:
     """Problems in ``root`` as ``"relative path: what is wrong"`` strings (``[]``: none).
 
     Parameters
     ----------
     root : str
-        A directory written by ``symtriton compile``.
+        A cache directory: written by ``symtriton compile``, or filled at run time.
     rebuild : bool
         Also regenerate everything from the recorded compile inputs and compare.
+    repair : bool
+        With ``rebuild``: replace every file that differs from the rebuild or is missing
+        (only in a directory that belongs to the current user).
+    repaired : list, optional
+        Receives ``"relative path: what was wrong"`` for every file replaced.
     """
+    repaired = repaired if repaired is not None else []
+    if not os.path.lexists(os.path.join(root, aot.MANIFEST)):
+        return _verify_runtime_dir(root, rebuild or repair, repair, repaired)
     path, why = safe_path(root, aot.MANIFEST)
     if path is None:
         return [f"{aot.MANIFEST}: {why}"]
@@ -98,9 +124,84 @@ def verify_dir(root, rebuild: bool = False) -> list:
         if f"programs/{pr.split(':', 1)[0]}" not in seen:
             problems.append(f"programs/{pr}")
     problems += [f"{rel}: {why}" for rel, why in cache_trust.audit(root)]
+    if rebuild or repair:
+        problems += rebuild_problems(root, m, programs, repair, repaired)
+    return _unrepaired(problems, repaired)
+
+
+def _unrepaired(problems, repaired) -> list:
+    """``problems`` without those of the files that were repaired (and without repeats)."""
+    fixed = {r.split(":", 1)[0] for r in repaired}
+    fixed_entries = {"/".join(r.split("/")[:2]) for r in fixed if r.startswith("programs/")}
+    fixed_kernels = {r[len("kernels/k_"):-3] for r in fixed if r.startswith("kernels/k_")}
+    out = []
+    for pr in dict.fromkeys(problems):
+        rel = pr.split(":", 1)[0]
+        kernel_fixed = rel.startswith("programs/") and \
+            any(f"kernel {h} " in pr for h in fixed_kernels)
+        if rel in fixed or rel in fixed_entries or kernel_fixed:
+            continue
+        out.append(pr)
+    return out
+
+
+# ----------------------------------------------------------------- a run-time directory
+
+def _verify_runtime_dir(root, rebuild, repair, repaired) -> list:
+    """:func:`verify_dir` of a directory without a directory manifest (run-time cache)."""
+    problems = [f"programs/{pr}" for pr in cache.verify_cache(root)]
+    problems += _misnamed(root)
+    problems += [f"{rel}: {why}" for rel, why in cache_trust.audit(root)]
     if rebuild:
-        problems += rebuild_problems(root, m, programs)
-    return list(dict.fromkeys(problems))
+        programs = _entry_records(root, problems)
+        jobs = _jobs(root, programs, problems)
+        problems += _rebuild_and_compare(root, jobs, None, [], repair, repaired,
+                                         only_rebuilt=True)
+    return _unrepaired(problems, repaired)
+
+
+def _misnamed(root) -> list:
+    """Kernel and symbol files whose content does not hash to their name."""
+    problems = []
+    for folder, pattern in (("kernels", re.compile(r"k_([0-9a-f]{24})\.py")),
+                            (cache.SYMBOLS, re.compile(r"([0-9a-f]{24})\.json"))):
+        path = os.path.join(root, folder)
+        if not os.path.isdir(path) or not cache_trust.inside(path, root):
+            continue
+        for name in sorted(os.listdir(path)):
+            m = pattern.fullmatch(name)
+            rel = f"{folder}/{name}"
+            full = os.path.join(path, name)
+            if m is None or not cache_trust.inside(full, root) or not os.path.isfile(full):
+                continue        # not symtriton's, or a link out: the audit reports it
+            if aot.sha_file(full)[:24] != m.group(1):
+                problems.append(f"{rel}: its content does not hash to its name (changed "
+                                f"after it was written)")
+    return problems
+
+
+def _entry_records(root, problems) -> list:
+    """``[{"key", "compile"}]`` of the program entries that record their compile inputs."""
+    programs = os.path.join(root, "programs")
+    out = []
+    for key in sorted(os.listdir(programs)) if os.path.isdir(programs) else []:
+        if key.startswith(".") or not _KEY.fullmatch(key):
+            continue
+        path, why = safe_path(root, f"programs/{key}/manifest.json")
+        if path is None:
+            continue            # reported by cache.verify_cache
+        try:
+            with open(path, encoding="utf-8") as f:
+                rec = json.load(f).get("compile")
+        except (OSError, ValueError, AttributeError):
+            continue            # reported by cache.verify_cache
+        if not isinstance(rec, dict):
+            problems.append(f"programs/{key}: records no compile inputs (written by an older "
+                            f"symtriton), so it cannot be rebuilt; remove it (the next run "
+                            f"that needs it compiles it again)")
+            continue
+        out.append({"key": key, "compile": rec})
+    return out
 
 
 def _check_files(root, files) -> list:
@@ -122,8 +223,9 @@ def _check_files(root, files) -> list:
 
 # ----------------------------------------------------------------- --rebuild
 
-def rebuild_problems(root, m, programs) -> list:
-    """Regenerate everything ``m`` records into a temporary directory; compare with ``root``."""
+def rebuild_problems(root, m, programs, repair=False, repaired=None) -> list:
+    """Regenerate everything ``m`` records into a temporary directory; compare with ``root``
+    (and, with ``repair``, replace what differs)."""
     if m.get("format") != aot.FORMAT or any("compile" not in p for p in programs):
         return [f"{aot.MANIFEST}: format {m.get('format')!r} does not record the compile "
                 f"inputs (format {aot.FORMAT} does); recompile the directory with "
@@ -144,17 +246,103 @@ def rebuild_problems(root, m, programs) -> list:
                                       and isinstance(optimizer.get("params"), dict)):
         problems.append(f"{aot.MANIFEST}: 'optimizer' is not {{name, params}}")
         optimizer = None
+    problems += _rebuild_and_compare(root, jobs, optimizer, targets, repair,
+                                     repaired if repaired is not None else [], manifest=m)
+    return problems
+
+
+def _rebuild_and_compare(root, jobs, optimizer, targets, repair, repaired, manifest=None,
+                         only_rebuilt=False) -> list:
+    """Build ``jobs`` (and the optimizer's kernels, the cubins of ``targets``) into a
+    temporary directory, compare with ``root``; with ``repair`` replace what differs."""
+    problems = []
     tmp = tempfile.mkdtemp(prefix="symtriton-rebuild-")
     try:
         with _building_in(tmp):
             aot.build_outputs(tmp, jobs, (optimizer or {}).get("name"),
                               (optimizer or {}).get("params"), targets)
-        problems += compare_trees(root, tmp)
+        found = compare_trees(root, tmp, only_rebuilt=only_rebuilt)
+        if repair:
+            found = _repair(root, tmp, found, repaired, manifest)
+        problems += found
     except MXNetError as exc:
-        problems.append(f"{aot.MANIFEST}: the rebuild failed: {' '.join(str(exc).split())}")
+        problems.append(f"{aot.MANIFEST if manifest is not None else 'programs'}: the rebuild "
+                        f"failed: {' '.join(str(exc).split())}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return problems
+
+
+_REPAIRABLE = (": differs from the rebuild", ": missing (the rebuild produces it)")
+
+
+def _repair(root, rebuilt, problems, repaired, manifest) -> list:
+    """Replace the files of ``problems`` that differ from ``rebuilt`` or are missing;
+    return the problems left. Only in a directory that belongs to this user."""
+    fixable = [p for p in problems if p.endswith(_REPAIRABLE)]
+    if not fixable:
+        return problems
+    if not cache_trust.owned_by_user(root):
+        return problems + [f".: belongs to {cache_trust.owner_of(root)}, not to you: not "
+                           f"repaired; its owner repairs it with 'symtriton cache verify "
+                           f"--rebuild --repair {root}'"]
+    real = os.path.realpath(root)
+    entries, files = set(), []
+    for pr in fixable:
+        rel = pr.split(":", 1)[0]
+        parts = rel.split("/")
+        if parts[0] == "programs" and len(parts) == 3:
+            entries.add(parts[1])
+        else:
+            files.append(rel)
+    done = []
+    for rel in files:
+        with open(os.path.join(rebuilt, *rel.split("/")), "rb") as f:
+            data = f.read()
+        cache_trust.make_dirs(os.path.dirname(os.path.join(real, *rel.split("/"))))
+        atomic_write_bytes(os.path.join(real, *rel.split("/")), data, cache_trust.FILE_MODE)
+        done.append(rel)
+    for key in sorted(entries):
+        _replace_entry(real, rebuilt, key)
+        done += [f"programs/{key}/{name}" for name in
+                 sorted(os.listdir(os.path.join(rebuilt, "programs", key)))]
+    if manifest is not None:
+        files_map = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+        for rel in done:
+            if rel in files_map:
+                files_map[rel] = aot.sha_file(os.path.join(real, *rel.split("/")))
+        atomic_write_text(os.path.join(real, aot.MANIFEST),
+                          json.dumps(manifest, indent=1, sort_keys=True) + "\n",
+                          cache_trust.FILE_MODE)
+    why = {p.split(":", 1)[0]: p.split(":", 1)[1].strip() for p in fixable}
+    repaired += [f"{rel}: {why.get(rel, 'replaced with its entry')}" for rel in done]
+    done_set = set(done)
+    return [p for p in problems if p.split(":", 1)[0] not in done_set]
+
+
+def _replace_entry(real_root, rebuilt, key):
+    """Put the rebuilt entry ``key`` in place by one rename (the old one set aside)."""
+    parent = os.path.join(real_root, "programs")
+    cache_trust.make_dirs(parent)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key}-repair-")
+    os.chmod(tmp, cache_trust.DIR_MODE)
+    src = os.path.join(rebuilt, "programs", key)
+    for name in sorted(os.listdir(src)):
+        with open(os.path.join(src, name), "rb") as f:
+            data = f.read()
+        atomic_write_bytes(os.path.join(tmp, name), data, cache_trust.FILE_MODE)
+    entry = os.path.join(parent, key)
+    aside = None
+    if os.path.lexists(entry):
+        aside = f"{tmp}-old"
+        os.rename(entry, aside)
+    os.rename(tmp, entry)
+    if aside is None:
+        return
+    if os.path.islink(aside) or not os.path.isdir(aside):
+        os.unlink(aside)
+    else:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextmanager
@@ -229,8 +417,11 @@ def _call(root, rec, symbols) -> tuple:
     if not all(isinstance(f, bool) for f in flags):
         raise ValueError("for_training and is_train must be true or false")
     dtypes = {str(k): check_dtype(str(k), v, "dtypes") for k, v in rec.get("dtypes", {}).items()}
+    loss_scale = rec.get("loss_scale", False)
+    if not isinstance(loss_scale, bool):
+        raise ValueError("loss_scale must be true or false")
     return (symbols[rel], shapes, flags[0], grad_req, flags[1], check_target(rec["target"]),
-            dtypes)
+            dtypes, loss_scale)
 
 
 def _dim(d) -> int:
@@ -242,7 +433,8 @@ def _dim(d) -> int:
 # ----------------------------------------------------------------- comparing
 
 def _files(root) -> dict:
-    """``{relative path: lstat}`` of everything under ``root`` but the AOT manifest and
+    """``{relative path: lstat}`` of everything under ``root`` but the AOT manifest, lock
+    files (empty; a missing one is made again; their trust is the audit's) and
     directories; symlinks are listed, never followed."""
     out = {}
     real = os.path.realpath(root)
@@ -253,14 +445,18 @@ def _files(root) -> dict:
             if stat.S_ISDIR(st.st_mode):
                 continue
             rel = os.path.relpath(path, real).replace(os.sep, "/")
-            if rel != aot.MANIFEST:
+            if rel != aot.MANIFEST and not (rel.startswith("locks/") and rel.endswith(".lock")
+                                            and stat.S_ISREG(st.st_mode)):
                 out[rel] = st
     return out
 
 
-def compare_trees(root, rebuilt) -> list:
-    """Every file of ``root`` that differs from ``rebuilt``, is missing, or is not in it."""
+def compare_trees(root, rebuilt, only_rebuilt=False) -> list:
+    """Every file of ``root`` that differs from ``rebuilt``, is missing, or (unless
+    ``only_rebuilt``) is not in it."""
     stored, made = _files(root), _files(rebuilt)
+    if only_rebuilt:
+        stored = {rel: st for rel, st in stored.items() if rel in made}
     real = os.path.realpath(root)
     problems, expected_program = [], {}
     # program.json before manifest.json: the entry manifest holds the program's checksum

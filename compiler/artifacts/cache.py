@@ -10,7 +10,13 @@ On disk (``cache_dir()``, per user by default, ``SYMTRITON_CACHE_DIR`` to move i
     programs/<key>/manifest.json     sha256 of program.json and of every kernel it uses,
                                      and the versions it was built with
     kernels/k_<sha256 prefix>.py     kernel sources, content-addressed, written atomically
+    symbols/<sha256 prefix>.json     the symbols programs were compiled from
     locks/<key>.lock                 held while one process builds <key>
+
+Each entry's manifest also records its compile inputs (``compile``: the symbol file,
+every argument's shape and dtype, grad_req, mode, target), so that ``symtriton cache
+verify --rebuild`` can compile it again and compare, in a directory filled at run time
+as in one ``symtriton compile`` wrote.
 
 Concurrency and crashes:
 
@@ -34,7 +40,7 @@ every process that loads it; checksums only catch accidents. Before an entry or 
 kernel is read, ``cache_trust`` checks that the file and every directory up to the
 cache root are owned by this user (or root) and not group- or world-writable, as ssh
 does for its keys, and refuses anything else with an error naming the path and the
-fix. The directories created here are ``0o755`` and the files ``0o644``/``0o600``
+fix. The directories created here are ``0o755`` and the files ``0o644``,
 whatever the umask.
 
 Environment: ``SYMTRITON_OFFLINE=1`` turns a miss (or a stale entry) into an error naming
@@ -76,6 +82,8 @@ _REPORTED_STALE: set = set()        # (entry, versions) already reported as a ve
 #: Stages at which ``SYMTRITON_TEST_CRASH_AT`` kills a builder (test hook).
 CRASH_STAGES = ("locked", "kernels", "program", "manifest", "aside", "published")
 
+#: Where the symbols that programs were compiled from are kept (``symbols/<hash>.json``).
+SYMBOLS = "symbols"
 _TMP_PREFIX = ".tmp-"
 
 # filelock logs each acquire and release at DEBUG on its "filelock" logger: four lines
@@ -228,11 +236,23 @@ class _Entry:
         self.program, self.status, self.detail = program, status, detail
 
 
-def lookup(key: str, parts: dict, build):
+def symbol_file(symbol_json: str) -> str:
+    """Where a symbol's JSON is stored in a cache directory: ``symbols/<sha256 prefix>.json``."""
+    return f"{SYMBOLS}/{hashlib.sha256(symbol_json.encode()).hexdigest()[:24]}.json"
+
+
+def lookup(key: str, parts: dict, build, record=None):
     """Return the Program for ``key``: memory, then disk, then ``build()``.
 
     ``build()`` returns ``(program, {kernel hash: source})``.  Reading needs no lock;
     building holds ``locks/<key>.lock`` so that concurrent processes build a key once.
+    ``record()``, when given, returns ``(symbol JSON, compile record)``: what the
+    entry's manifest keeps so that the entry can be rebuilt and compared.
+
+    An entry whose checksums do not match (a kernel changed after it was written) is
+    rebuilt when the cache directory belongs to this user; in a directory that belongs
+    to someone else (a shared, root-owned AOT directory) it is refused with the command
+    that repairs it.
     """
     from .program import Program
     force = _flag("SYMTRITON_FORCE_RECOMPILE")
@@ -251,6 +271,12 @@ def lookup(key: str, parts: dict, build):
     bump("misses")
     if offline():
         _refuse_offline(key, parts, found)
+    if found.status == "corrupt" and not cache_trust.owned_by_user(root):
+        raise MXNetError(
+            f"the symtriton cache entry {entry} is corrupt ({found.detail}), and {root} "
+            f"belongs to {cache_trust.owner_of(root)}, not to you, so it is not rewritten. "
+            f"Its owner repairs it with: symtriton cache verify --rebuild --repair {root}; "
+            f"or set SYMTRITON_CACHE_DIR to a directory you own")
 
     with _key_lock(root, key, parts):
         if not force:
@@ -264,7 +290,7 @@ def lookup(key: str, parts: dict, build):
         _MEMORY[key] = prog
         if root not in _MEMORY_ONLY_DIRS:
             try:
-                _write_entry(entry, prog, sources)
+                _write_entry(entry, prog, sources, record() if record is not None else None)
             except OSError as exc:  # read-only or full disk: keep working from memory
                 _memory_only(root, exc)
         if root in _MEMORY_ONLY_DIRS:
@@ -283,7 +309,8 @@ def _disk_hit(key, prog):
 def _refuse_offline(key, parts, found):
     why = {"stale": f"the cached entry was built with other versions ({found.detail}), "
                     f"and rebuilding it is not allowed offline",
-           "corrupt": f"the cached entry is corrupt ({found.detail})",
+           "corrupt": f"the cached entry is corrupt ({found.detail}; repair it with "
+                      f"'symtriton cache verify --rebuild --repair {cache_dir()}')",
            }.get(found.status, "no compiled program")
     raise MXNetError(
         f"SYMTRITON_OFFLINE=1 and {why} for key {key} ({describe_key(parts)}) "
@@ -312,8 +339,14 @@ class _key_lock:
         timeout = float(os.environ.get("SYMTRITON_CACHE_LOCK_TIMEOUT", "600"))
         try:
             cache_trust.make_dirs(os.path.dirname(path))
+            # locks/ is checked as the rest of the directory, and the lock file is never
+            # reached through a symlink: a planted locks/<key>.lock -> /elsewhere would
+            # make this process create or truncate a file outside the cache
+            cache_trust.check_dir(os.path.dirname(path), self.root)
+            cache_trust.check_lock_file(path, self.root)
             # created here with an explicit mode: filelock's is 0o666 & ~umask
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, cache_trust.FILE_MODE))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                             cache_trust.FILE_MODE))
             lock = filelock.FileLock(path, timeout=timeout)
             lock.acquire()
         except filelock.Timeout:
@@ -459,7 +492,7 @@ def write_kernel(source_hash: str, source: str) -> str:
         _GENERATED.add(source_hash)
         try:
             cache_trust.make_dirs(os.path.dirname(path))
-            atomic_write_text(path, source)
+            atomic_write_text(path, source, cache_trust.FILE_MODE)
             return path
         except OSError as exc:
             _memory_only(root, exc)
@@ -478,7 +511,7 @@ def _write_private_kernel(source_hash: str, source: str) -> str:
         atexit.register(shutil.rmtree, _FALLBACK_DIR, True)
     path = os.path.join(_FALLBACK_DIR, f"k_{source_hash}.py")
     if not os.path.exists(path):
-        atomic_write_text(path, source)
+        atomic_write_text(path, source, cache_trust.FILE_MODE)
     return path
 
 
@@ -531,17 +564,37 @@ def _try_write(item):
     """Write one kernel file atomically; the OSError if it could not be."""
     _, path, data = item
     try:
-        atomic_write_bytes(path, data)
+        atomic_write_bytes(path, data, cache_trust.FILE_MODE)
     except OSError as exc:
         return exc
     return None
 
 
-def _write_entry(entry: str, prog, sources: dict):
-    """Publish ``entry`` (caller holds its lock): temp dir, then one atomic rename."""
+def _write_symbol(rel: str, text: str):
+    """``symbols/<hash>.json`` of a compile record (content-addressed: kept if present)."""
+    path = os.path.join(cache_dir(), *rel.split("/"))
+    data = text.encode("utf-8")
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    except OSError:
+        pass
+    cache_trust.make_dirs(os.path.dirname(path))
+    atomic_write_text(path, text, cache_trust.FILE_MODE)
+
+
+def _write_entry(entry: str, prog, sources: dict, record=None):
+    """Publish ``entry`` (caller holds its lock): temp dir, then one atomic rename.
+
+    ``record``: ``(symbol JSON, compile record)``; the symbol is written under
+    ``symbols/`` and the record into the manifest (``compile``).
+    """
     write_kernels(sources)
     if cache_dir() in _MEMORY_ONLY_DIRS:     # kernels could not be shared: publish nothing
         return
+    if record is not None:
+        _write_symbol(record[1]["symbol"], record[0])
     _crash_point("kernels")
     parent, key = os.path.split(entry)
     cache_trust.make_dirs(parent)
@@ -554,6 +607,8 @@ def _write_entry(entry: str, prog, sources: dict):
         for h in sources:
             files[f"kernel:{h}"] = _sha(sources[h].encode())
         manifest = {"key": key, "files": files, "versions": _versions()}
+        if record is not None:
+            manifest["compile"] = record[1]
         _write_synced(os.path.join(tmp, "manifest.json"),
                       json.dumps(manifest, sort_keys=True).encode())
         _crash_point("manifest")
@@ -645,7 +700,9 @@ def _read_entry(entry: str, program_cls, report: bool = True) -> _Entry:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if report:
             bump("corrupt_entries")
-            log.warning("symtriton: cache entry %s is unreadable (%s); rebuilding it", entry, exc)
+            log.warning("symtriton: cache entry %s is unreadable (%s)%s", entry, exc,
+                        "" if offline() or not cache_trust.owned_by_user(cache_dir())
+                        else "; rebuilding it")
         return _Entry(status="corrupt", detail=str(exc))
 
 

@@ -20,7 +20,9 @@ life of the process (one ``stat`` per directory, not per launch); a directory
 whose permissions change later is not checked again until :func:`forget_checks`.
 
 The directories symtriton creates (:func:`make_dirs`) get mode ``0o755``, and the
-files it writes ``0o644`` or ``0o600``, whatever the umask, so they pass.
+files it writes ``0o644``, whatever the umask, so they pass. ``locks/`` is checked
+like every other directory, and a lock file that is a symlink is refused
+(:func:`check_lock_file`).
 
 On systems without POSIX owners and modes (Windows) only the "inside the root"
 rule applies.
@@ -35,7 +37,7 @@ from ..errors import MXNetError
 
 #: Mode of the directories symtriton creates in a cache directory (never group-writable).
 DIR_MODE = 0o755
-#: Mode of the files symtriton writes with ``open`` (``mkstemp`` files are ``0o600``).
+#: Mode of the files symtriton writes into a cache directory (never group-writable).
 FILE_MODE = 0o644
 
 _POSIX = hasattr(os, "getuid")
@@ -146,6 +148,37 @@ def check_file(path, root) -> str:
         raise _refuse(path, root, reason, _fix_for(path, root, st))
     check_dir(os.path.dirname(real), root)
     return real
+
+
+def check_lock_file(path, root):
+    """Refuse a lock file that is a symlink, not a regular file, or someone else's.
+
+    The builder opens (creates) ``locks/<key>.lock``: a planted symlink there would
+    make it create a file wherever the link points. A missing lock file is fine (it is
+    created with ``O_NOFOLLOW``).
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse(path, root, f"a symbolic link (to {os.readlink(path)})",
+                      f"Remove {path} (symtriton creates lock files, never links)")
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, root, "not a regular file", f"Remove {path}")
+    reason = unsafe_reason(st)
+    if reason:
+        raise _refuse(path, root, reason, _fix_for(path, root, st))
+
+
+def owned_by_user(path) -> bool:
+    """Whether ``path`` belongs to the current user (always True without POSIX owners)."""
+    return not _POSIX or os.stat(path).st_uid == os.getuid()
+
+
+def owner_of(path) -> str:
+    """``uid N (name)`` of ``path``'s owner, for messages."""
+    return _owner(os.stat(path).st_uid) if _POSIX else "another user"
 
 
 def make_dirs(path, mode: int = DIR_MODE):

@@ -53,6 +53,24 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
     return parts
 
 
+def compile_record(sym_file, shapes, for_training, grad_req, is_train, target,
+                   dtypes=None, loss_scale=False) -> dict:
+    """A program's compile inputs as a manifest records them: the arguments of its
+    :func:`compile_symbol` call, the symbol given by its file (``symbols/...``).
+
+    ``symtriton cache verify --rebuild`` compiles them again and compares. ``dtypes``
+    only when some were given; ``loss_scale`` only when set.
+    """
+    rec = {"symbol": sym_file, "shapes": {k: list(v) for k, v in sorted(shapes.items())},
+           "for_training": bool(for_training), "grad_req": dict(sorted(grad_req.items())),
+           "is_train": bool(is_train), "target": target}
+    if dtypes:
+        rec["dtypes"] = dict(sorted(dtypes.items()))
+    if loss_scale:
+        rec["loss_scale"] = True
+    return rec
+
+
 def canonical_graph_json(symbol) -> str:
     """The symbol's JSON with operator node names replaced by their position.
 
@@ -144,7 +162,12 @@ def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dt
         return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
                       loss_scale, given)
 
-    prog = cache.lookup(key, parts, build)
+    def record():
+        text = symbol.tojson(remove_amp_cast=False)
+        return text, compile_record(cache.symbol_file(text), shapes, for_training, grad_req,
+                                    is_train, target, dtypes, loss_scale)
+
+    prog = cache.lookup(key, parts, build, record)
     names = symbol.list_outputs()
     if prog.output_names != names:
         # an equal graph built under other auto names hit the cache: same

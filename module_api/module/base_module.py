@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import torch
 
+from compiler.errors import MXNetError
 from runtime.context import cpu
 from runtime.ndarray import as_ndarray
 
@@ -25,6 +26,72 @@ from ..io import DataBatch, DataDesc, DataIter
 from ..model_base import BatchEndParam
 
 _LOG = logging.getLogger(__name__)
+
+
+class ModuleStateError(MXNetError, AssertionError):
+    """A module method called out of order (before ``bind``, ``init_params`` or
+    ``init_optimizer``). mxnet 1.9.1 asserts there; this says which step is missing.
+    An ``AssertionError`` too, so code written against mxnet still catches it."""
+
+
+# (flag, what it takes, the call that sets it)
+_STEPS = {"binded": ("bound", "bind()"),
+          "params_initialized": ("its parameters initialised", "init_params()"),
+          "optimizer_initialized": ("its optimizer initialised", "init_optimizer()")}
+
+
+def _require(mod, what, *flags, hint=None):
+    """Raise :class:`ModuleStateError` unless every flag in ``flags`` is set on ``mod``.
+
+    Parameters
+    ----------
+    mod : BaseModule
+    what : str
+        The method called, for the message.
+    *flags : str
+        ``binded``, ``params_initialized``, ``optimizer_initialized``.
+    hint : str, optional
+        mxnet's own wording, where it has one (``call bind before initializing the
+        parameters``); it leads the message.
+    """
+    if all(getattr(mod, f, False) for f in flags):
+        return
+    needs = [_STEPS[f][0] for f in flags]
+    wanted = needs[0] if len(needs) == 1 else \
+        ", ".join(needs[:-1]) + " and " + needs[-1]
+    state = ", ".join(f"{f}={bool(getattr(mod, f, False))}" for f in flags)
+    calls = [_STEPS[f][1] for f in flags if not getattr(mod, f, False)]
+    lead = f"{hint}: " if hint else ""
+    raise ModuleStateError(
+        f"{type(mod).__name__}.{what}: {lead}the module must be {wanted} first ({state}); "
+        f"call {' and '.join(calls)}, or fit(), which does every step")
+
+
+def _require_input_grads(mod, what):
+    """``get_input_grads`` needs a module bound with ``inputs_need_grad=True``."""
+    _require(mod, what, "binded", "params_initialized")
+    if not mod.inputs_need_grad:
+        raise ModuleStateError(
+            f"{type(mod).__name__}.{what}: the module was bound with inputs_need_grad="
+            f"False, so no input gradients are computed; bind(..., inputs_need_grad=True, "
+            f"force_rebind=True) first")
+
+
+def _empty_epoch(train_data, epoch, begin_epoch):
+    """The error of ``fit`` when ``train_data`` yields no batch in an epoch."""
+    size = ""
+    data = getattr(train_data, "data", None)
+    batch_size = getattr(train_data, "batch_size", None)
+    if isinstance(data, list) and data and hasattr(data[0][1], "shape") and batch_size:
+        handle = getattr(train_data, "last_batch_handle", None)
+        size = (f" (it holds {data[0][1].shape[0]} samples, batch_size={batch_size}"
+                f"{'' if handle is None else f', last_batch_handle={handle!r}'})")
+    why = ("the iterator is empty" if epoch == begin_epoch else
+           "the iterator yielded batches in the previous epoch but none after reset(): "
+           "its reset() does not restart it")
+    return MXNetError(f"fit: train_data yielded no batch in epoch {epoch}{size}: {why}. "
+                      f"Training needs at least one batch per epoch; check the data and "
+                      f"batch_size, or reset() of a custom DataIter")
 
 
 def _as_list(obj):
@@ -122,7 +189,7 @@ class BaseModule:
         list of (name, value)
             ``eval_metric.get_name_value()``.
         """
-        assert self.binded and self.params_initialized
+        _require(self, "score", "binded", "params_initialized")
         if reset:
             eval_data.reset()
         if not isinstance(eval_metric, metric.EvalMetric):
@@ -153,7 +220,7 @@ class BaseModule:
 
     def iter_predict(self, eval_data, num_batch=None, reset=True, sparse_row_id_fn=None):
         """Iterate over predictions: yields ``(outputs, nbatch, batch)``, padding removed."""
-        assert self.binded and self.params_initialized
+        _require(self, "iter_predict", "binded", "params_initialized")
         if reset:
             eval_data.reset()
         for nbatch, eval_batch in enumerate(eval_data):
@@ -184,7 +251,7 @@ class BaseModule:
         -------
         NDArray, list of NDArray or list of list of NDArray
         """
-        assert self.binded and self.params_initialized
+        _require(self, "predict", "binded", "params_initialized")
         if isinstance(eval_data, (torch.Tensor, np.ndarray)):
             if not isinstance(eval_data, ndarray.NDArray):
                 eval_data = ndarray.array(eval_data)
@@ -260,7 +327,10 @@ class BaseModule:
             nbatch = 0
             data_iter = iter(train_data)
             end_of_batch = False
-            next_data_batch = next(data_iter)
+            try:
+                next_data_batch = next(data_iter)
+            except StopIteration:
+                raise _empty_epoch(train_data, epoch, begin_epoch) from None
             bar = _epoch_progress(train_data, epoch)
             while not end_of_batch:
                 data_batch = next_data_batch
@@ -400,13 +470,13 @@ class BaseModule:
 
     def get_states(self, merge_multi_context=True):
         """States of all devices (none for a module without states)."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_states", "binded", "params_initialized")
         assert not merge_multi_context
         return []
 
     def set_states(self, states=None, value=None):
         """Set the states (none for a module without states)."""
-        assert self.binded and self.params_initialized
+        _require(self, "set_states", "binded", "params_initialized")
         assert not states and not value
 
     def install_monitor(self, mon):

@@ -32,8 +32,8 @@ from runtime import context as ctx
 
 from .. import ndarray as nd
 from ..initializer import Uniform
-from ..model_base import load_params
-from .base_module import BaseModule, _check_input_names
+from ..model_base import checkpoint_files, checkpoint_writer, load_params
+from .base_module import BaseModule, _check_input_names, _require, _require_input_grads
 from .module import Module
 
 _LOG = logging.getLogger(__name__)
@@ -177,31 +177,31 @@ class BucketingModule(BaseModule):
     @property
     def data_shapes(self):
         """Data shapes of the current bucket (``[(name, shape)]``)."""
-        assert self.binded
+        _require(self, "data_shapes", "binded")
         return self._curr_module.data_shapes
 
     @property
     def label_shapes(self):
         """Label shapes of the current bucket, or None when bound without labels."""
-        assert self.binded
+        _require(self, "label_shapes", "binded")
         return self._curr_module.label_shapes
 
     @property
     def output_shapes(self):
         """Output shapes of the current bucket (``[(name, shape)]``)."""
-        assert self.binded
+        _require(self, "output_shapes", "binded")
         return self._curr_module.output_shapes
 
     @property
     def symbol(self):
         """The symbol of the current bucket being used."""
-        assert self.binded
+        _require(self, "symbol", "binded")
         return self._curr_module.symbol
 
     # ------------------------------------------------------------------ parameters
     def get_params(self):
         """``(arg_params, aux_params)``: the parameters shared by every bucket."""
-        assert self.params_initialized
+        _require(self, "get_params", "params_initialized")
         self._curr_module._params_dirty = self._params_dirty
         params = self._curr_module.get_params()
         self._params_dirty = False
@@ -236,7 +236,8 @@ class BucketingModule(BaseModule):
         """Initialize the parameters (those of the current bucket, which all share)."""
         if self.params_initialized and not force_init:
             return
-        assert self.binded, 'call bind before initializing the parameters'
+        _require(self, "init_params", "binded",
+                 hint="call bind before initializing the parameters")
         self._curr_module.init_params(initializer=initializer, arg_params=arg_params,
                                       aux_params=aux_params, allow_missing=allow_missing,
                                       force_init=force_init, allow_extra=allow_extra)
@@ -245,12 +246,12 @@ class BucketingModule(BaseModule):
 
     def get_states(self, merge_multi_context=True):
         """States of the current bucket (see ``Module.get_states``)."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_states", "binded", "params_initialized")
         return self._curr_module.get_states(merge_multi_context=merge_multi_context)
 
     def set_states(self, states=None, value=None):
         """Set the current bucket's states from arrays, or fill them with ``value``."""
-        assert self.binded and self.params_initialized
+        _require(self, "set_states", "binded", "params_initialized")
         self._curr_module.set_states(states, value)
 
     # ------------------------------------------------------------------ binding
@@ -326,7 +327,8 @@ class BucketingModule(BaseModule):
         label_shapes : list of (str, tuple)
             Typically ``data_batch.provide_label``.
         """
-        assert self.binded, 'call bind before switching bucket'
+        _require(self, "switch_bucket", "binded",
+                 hint="call bind before switching bucket")
         if bucket_key not in self._buckets:
             symbol, data_names, label_names = self._call_sym_gen(bucket_key)
             module = Module(symbol, data_names, label_names, **self._module_kwargs())
@@ -371,7 +373,7 @@ class BucketingModule(BaseModule):
                        force_init=False):
         """Install the optimizer on the current bucket; every other bucket borrows it
         (one optimizer, one updater state, one kvstore for all buckets)."""
-        assert self.binded and self.params_initialized
+        _require(self, "init_optimizer", "binded", "params_initialized")
         if self.optimizer_initialized and not force_init:
             self.logger.warning('optimizer already initialized, ignoring.')
             return
@@ -400,20 +402,20 @@ class BucketingModule(BaseModule):
 
     def save_optimizer_states(self, fname):
         """Save the optimizer state shared by all buckets."""
-        assert self.optimizer_initialized
+        _require(self, "save_optimizer_states", "optimizer_initialized")
         self._curr_module.save_optimizer_states(fname)
 
     def load_optimizer_states(self, fname, allow_pickle=False):
         """Load the optimizer state shared by all buckets (``allow_pickle``: also
         mxnet's pickled ``.states``, see ``Module.load_optimizer_states``)."""
-        assert self.optimizer_initialized
+        _require(self, "load_optimizer_states", "optimizer_initialized")
         self._curr_module.load_optimizer_states(fname, allow_pickle=allow_pickle)
 
     # ------------------------------------------------------------------ computation
     def prepare(self, data_batch, sparse_row_id_fn=None):
         """Prepare for a batch: bind its bucket if new, then switch back."""
         # perform bind if haven't done so
-        assert self.binded and self.params_initialized
+        _require(self, "prepare", "binded", "params_initialized")
         bucket_key = data_batch.bucket_key
         original_bucket_key = self._curr_bucket_key
         data_shapes = data_batch.provide_data
@@ -433,7 +435,7 @@ class BucketingModule(BaseModule):
         is_train : bool
             Defaults to ``for_training``.
         """
-        assert self.binded and self.params_initialized
+        _require(self, "forward", "binded", "params_initialized")
         data_shapes, label_shapes = data_batch.provide_data, data_batch.provide_label
         known = self._buckets.get(data_batch.bucket_key)
         if not data_shapes and (known is None or not known.binded):
@@ -448,33 +450,33 @@ class BucketingModule(BaseModule):
 
     def backward(self, out_grads=None):
         """Backward computation of the current bucket."""
-        assert self.binded and self.params_initialized
+        _require(self, "backward", "binded", "params_initialized")
         self._curr_module.backward(out_grads=out_grads)
 
     def update(self):
         """Update the (shared) parameters with the current bucket's gradients."""
-        assert self.binded and self.params_initialized and self.optimizer_initialized
+        _require(self, "update", "binded", "params_initialized", "optimizer_initialized")
         self._params_dirty = True
         self._curr_module.update()
 
     def get_outputs(self, merge_multi_context=True):
         """Outputs of the last forward (of the current bucket)."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_outputs", "binded", "params_initialized")
         return self._curr_module.get_outputs(merge_multi_context=merge_multi_context)
 
     def get_input_grads(self, merge_multi_context=True):
         """Gradients with respect to the inputs (bind with ``inputs_need_grad=True``)."""
-        assert self.binded and self.params_initialized and self.inputs_need_grad
+        _require_input_grads(self, "get_input_grads")
         return self._curr_module.get_input_grads(merge_multi_context=merge_multi_context)
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
         """Accumulate ``eval_metric`` on the current bucket's outputs."""
-        assert self.binded and self.params_initialized
+        _require(self, "update_metric", "binded", "params_initialized")
         self._curr_module.update_metric(eval_metric, labels, pre_sliced)
 
     def install_monitor(self, mon):
         """Install a monitor on every bucket's executors (and on buckets bound later)."""
-        assert self.binded
+        _require(self, "install_monitor", "binded")
         self._monitor = mon
         for mod in self._buckets.values():
             mod.install_monitor(mon)
@@ -491,7 +493,6 @@ class BucketingModule(BaseModule):
         """
         assert len(self._buckets) > 0, "Empty BucketingModule cannot be saved"
         param_name = "%s-%04d.params" % (prefix, epoch)
-        self.save_params(param_name)
         default = self._buckets.get(self._default_bucket_key)
         default_symbol = (default.symbol if default is not None
                           else self._call_sym_gen(self._default_bucket_key)[0])
@@ -502,11 +503,14 @@ class BucketingModule(BaseModule):
         keys = list(self._buckets.keys())
         if all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
             nd.save("%s.buckets" % prefix, nd.array(keys, dtype=np.int32))
+        # the epoch's .params and .states as one unit (see mx.model.checkpoint_writer)
+        with checkpoint_writer(prefix, epoch, save_optimizer_states) as (params_tmp, states_tmp):
+            self.save_params(params_tmp)
+            if save_optimizer_states:
+                self.save_optimizer_states(states_tmp)
         _LOG.info('Saved checkpoint to "%s"', param_name)
         if save_optimizer_states:
-            state_name = "%s-%04d.states" % (prefix, epoch)
-            self.save_optimizer_states(state_name)
-            _LOG.info('Saved optimizer state to "%s"', state_name)
+            _LOG.info('Saved optimizer state to "%s"', "%s-%04d.states" % (prefix, epoch))
 
     @staticmethod
     def load(prefix, epoch, sym_gen=None, default_bucket_key=None,
@@ -533,6 +537,7 @@ class BucketingModule(BaseModule):
             "sym_gen is required for loading BucketingModule"
         assert default_bucket_key is not None, \
             "default_bucket_key is required for loading BucketingModule"
+        _, state_name = checkpoint_files(prefix, epoch, load_optimizer_states, symbol=False)
         bucketing_mod = BucketingModule(sym_gen, default_bucket_key, **kwargs)
         buckets_file = "%s.buckets" % prefix
         if os.path.exists(buckets_file):
@@ -560,7 +565,7 @@ class BucketingModule(BaseModule):
         bucketing_mod._curr_module.params_initialized = True
         bucketing_mod.params_initialized = True
         if load_optimizer_states:
-            bucketing_mod._preload_opt_states = "%s-%04d.states" % (prefix, epoch)
+            bucketing_mod._preload_opt_states = state_name
             bucketing_mod._preload_allow_pickle = allow_pickle   # mxnet's pickled .states
         return bucketing_mod
 

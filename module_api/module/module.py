@@ -14,16 +14,20 @@ import warnings
 import numpy as np
 import torch
 
+from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from runtime import context as ctx
 from runtime.executor_group import DataParallelExecutorGroup
+from runtime.updater import load_states_file
 
 from .. import ndarray as nd
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
 from ..model_base import (_create_kvstore, _initialize_kvstore, _update_params,
-                     _update_params_on_kvstore, load_checkpoint)
-from .base_module import BaseModule, _check_input_names, _parse_data_desc
+                          _update_params_on_kvstore, checkpoint_files, checkpoint_writer,
+                          load_checkpoint)
+from .base_module import (BaseModule, ModuleStateError, _check_input_names,  # noqa: F401
+                          _parse_data_desc, _require, _require_input_grads)
 
 _LOG = logging.getLogger(__name__)
 
@@ -131,26 +135,35 @@ class Module(BaseModule):
         through a loader that admits NDArrays and optimizers only). Other keyword
         arguments go to ``Module(...)``.
         """
+        _, state_name = checkpoint_files(prefix, epoch, load_optimizer_states)
         sym, args, auxs = load_checkpoint(prefix, epoch)
         mod = Module(symbol=sym, **kwargs)
         mod._arg_params = args
         mod._aux_params = auxs
         mod.params_initialized = True
         if load_optimizer_states:
-            mod._preload_opt_states = '%s-%04d.states' % (prefix, epoch)
+            mod._preload_opt_states = state_name
             mod._preload_allow_pickle = allow_pickle
         return mod
 
     def save_checkpoint(self, prefix, epoch, save_optimizer_states=False, remove_amp_cast=True):
         """Save ``prefix-symbol.json``, ``prefix-%04d.params`` and optionally
-        ``prefix-%04d.states``."""
+        ``prefix-%04d.states``.
+
+        The epoch's ``.params`` and ``.states`` are one unit: both are written to
+        temp files, then published ``.states`` first, so an interrupted save leaves
+        the whole checkpoint or no ``.params`` for the epoch (see
+        ``mx.model.checkpoint_writer``).
+        """
         self._symbol.save('%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
         param_name = '%s-%04d.params' % (prefix, epoch)
-        self.save_params(param_name)
+        state_name = '%s-%04d.states' % (prefix, epoch)
+        with checkpoint_writer(prefix, epoch, save_optimizer_states) as (params_tmp, states_tmp):
+            self.save_params(params_tmp)
+            if save_optimizer_states:
+                self.save_optimizer_states(states_tmp)
         _LOG.info('Saved checkpoint to \"%s\"', param_name)
         if save_optimizer_states:
-            state_name = '%s-%04d.states' % (prefix, epoch)
-            self.save_optimizer_states(state_name)
             _LOG.info('Saved optimizer state to \"%s\"', state_name)
 
     def _reset_bind(self):
@@ -178,25 +191,25 @@ class Module(BaseModule):
     @property
     def data_shapes(self):
         """The data descriptors (``[(name, shape)]``)."""
-        assert self.binded
+        _require(self, "data_shapes", "binded")
         return self._data_shapes
 
     @property
     def label_shapes(self):
         """The label descriptors, or None when bound without labels."""
-        assert self.binded
+        _require(self, "label_shapes", "binded")
         return self._label_shapes
 
     @property
     def output_shapes(self):
         """``[(name, shape)]`` of the outputs."""
-        assert self.binded
+        _require(self, "output_shapes", "binded")
         return self._exec_group.get_output_shapes()
 
     # ------------------------------------------------------------------ parameters
     def get_params(self):
         """``(arg_params, aux_params)``, synced from the devices when they changed."""
-        assert self.params_initialized
+        _require(self, "get_params", "params_initialized")
         if self._params_dirty:
             self._sync_params_from_devices()
         return (self._arg_params, self._aux_params)
@@ -223,7 +236,8 @@ class Module(BaseModule):
             warnings.warn("Parameters already initialized and force_init=False. "
                           "init_params call ignored.", stacklevel=2)
             return
-        assert self.binded, 'call bind before initializing the parameters'
+        _require(self, "init_params", "binded",
+                 hint="call bind before initializing the parameters")
         if not allow_extra:
             # mxnet 1.9.1 ignores names the module does not have (a checkpoint with
             # extra layers loads); a warning names them, so a typo does not go unseen
@@ -365,7 +379,7 @@ class Module(BaseModule):
     def reshape(self, data_shapes, label_shapes=None):
         """Reshape the module for new input shapes (a new Program is compiled
         for shapes not seen before; parameters stay the same arrays)."""
-        assert self.binded
+        _require(self, "reshape", "binded")
         new_data, new_label = _parse_data_desc(
             self.data_names, self.label_names, data_shapes, label_shapes)
         group = self._exec_group
@@ -386,7 +400,7 @@ class Module(BaseModule):
         ``rescale_grad`` defaults to ``1/(batch_size * num_workers)``; an
         optimizer built by the user with another value draws mxnet's warning.
         """
-        assert self.binded and self.params_initialized
+        _require(self, "init_optimizer", "binded", "params_initialized")
         opt = _opt()
 
         if self.optimizer_initialized and not force_init:
@@ -458,7 +472,8 @@ class Module(BaseModule):
 
     def borrow_optimizer(self, shared_module):
         """Use ``shared_module``'s optimizer, kvstore and updater (bucketing)."""
-        assert shared_module.optimizer_initialized
+        _require(shared_module, "borrow_optimizer (of the shared module)",
+                 "optimizer_initialized")
         self._optimizer = shared_module._optimizer
         self._kvstore = shared_module._kvstore
         self._update_on_kvstore = shared_module._update_on_kvstore
@@ -521,7 +536,7 @@ class Module(BaseModule):
 
     def backward(self, out_grads=None):
         """Backward computation; ``out_grads`` for outputs that are not losses."""
-        assert self.binded and self.params_initialized
+        _require(self, "backward", "binded", "params_initialized")
         self._exec_group.backward(out_grads=out_grads)
 
     def update(self):
@@ -532,7 +547,7 @@ class Module(BaseModule):
         there is one) and each device's parameters are updated by one
         ``updater(indices, grads, weights)`` call.
         """
-        assert self.binded and self.params_initialized and self.optimizer_initialized
+        _require(self, "update", "binded", "params_initialized", "optimizer_initialized")
 
         self._params_dirty = True
         if self._update_on_kvstore:
@@ -549,22 +564,22 @@ class Module(BaseModule):
 
     def get_outputs(self, merge_multi_context=True):
         """Outputs of the last forward (merged over devices by default)."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_outputs", "binded", "params_initialized")
         return self._exec_group.get_outputs(merge_multi_context=merge_multi_context)
 
     def get_input_grads(self, merge_multi_context=True):
         """Gradients with respect to the data (bind with ``inputs_need_grad=True``)."""
-        assert self.binded and self.params_initialized and self.inputs_need_grad
+        _require_input_grads(self, "get_input_grads")
         return self._exec_group.get_input_grads(merge_multi_context=merge_multi_context)
 
     def get_states(self, merge_multi_context=True):
         """State arrays per device (``merge_multi_context=False``)."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_states", "binded", "params_initialized")
         return self._exec_group.get_states(merge_multi_context=merge_multi_context)
 
     def set_states(self, states=None, value=None):
         """Set the states from per-device arrays, or fill them with ``value``."""
-        assert self.binded and self.params_initialized
+        _require(self, "set_states", "binded", "params_initialized")
         self._exec_group.set_states(states, value)
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
@@ -577,19 +592,21 @@ class Module(BaseModule):
         self._params_dirty = False
 
     def save_optimizer_states(self, fname):
-        """Save the optimizer (updater) state to ``fname``."""
-        assert self.optimizer_initialized
+        """Save the optimizer (updater) state to ``fname`` (atomically: a temp file,
+        then a rename)."""
+        _require(self, "save_optimizer_states", "optimizer_initialized")
         if self._update_on_kvstore:
             self._kvstore.save_optimizer_states(fname)
         else:
-            data = self._updater.get_states()
-            tmp = '%s.tmp.%d' % (fname, os.getpid())
-            with open(tmp, 'wb') as fout:
-                fout.write(data)
-            os.replace(tmp, fname)
+            atomic_write_bytes(fname, self._updater.get_states())
 
     def load_optimizer_states(self, fname, allow_pickle=False):
         """Load the optimizer (updater) state from ``fname``.
+
+        The states are checked against the bound parameters before they replace the
+        current ones: a file saved from another model (other shapes, other
+        parameters, other dtypes) is refused with an :class:`MXNetError` naming the
+        parameter and both shapes.
 
         Parameters
         ----------
@@ -598,21 +615,35 @@ class Module(BaseModule):
             Also accept mxnet's ``.states`` (a pickle), through a loader that
             admits NDArrays, optimizers and lr schedulers only.
         """
-        assert self.optimizer_initialized
+        _require(self, "load_optimizer_states", "optimizer_initialized")
         if self._update_on_kvstore:
             self._kvstore.load_optimizer_states(fname, allow_pickle=allow_pickle)
         else:
-            with open(fname, 'rb') as fin:
-                self._updater.set_states(fin.read(), allow_pickle=allow_pickle)
+            load_states_file(self._updater, fname, allow_pickle=allow_pickle,
+                             bound=self._bound_state_slots())
+
+    def _bound_state_slots(self):
+        """Updater index -> ``(parameter name, weight)``: mxnet's ``i * num_device + k``;
+        and parameter name -> the same, since states saved from a kvstore's updater
+        (several devices) are keyed by name, which mxnet loads into a local updater
+        as they are."""
+        group = self._exec_group
+        n = len(self._context)
+        slots = {}
+        for i, (name, arrays) in enumerate(zip(group.param_names, group.param_arrays)):
+            slots[name] = (name, arrays[0])
+            for k, arr in enumerate(arrays):
+                slots[i * n + k] = (name, arr)
+        return slots
 
     def install_monitor(self, mon):
         """Install a monitor on all executors."""
-        assert self.binded
+        _require(self, "install_monitor", "binded")
         self._exec_group.install_monitor(mon)
 
     def prepare(self, data_batch, sparse_row_id_fn=None):
         """Prepare for a batch; ``sparse_row_id_fn`` has nothing to pull (no row_sparse)."""
-        assert self.binded
+        _require(self, "prepare", "binded")
         if sparse_row_id_fn is not None:
             if not self._kvstore or not self._update_on_kvstore:
                 warnings.warn(UserWarning("Parameters are not updated in the KVStore. "
@@ -625,16 +656,8 @@ class Module(BaseModule):
                                               "perform row_sparse_pull." % param_name))
 
 
-class ModuleStateError(MXNetError, AssertionError):
-    """A Module method called before bind / init_params (mxnet asserts; this says why)."""
-
-
 def _check_ready(mod, what):
-    if not (mod.binded and mod.params_initialized):
-        raise ModuleStateError(
-            f"Module.{what}: the module must be bound and its parameters initialised first "
-            f"(binded={mod.binded}, params_initialized={mod.params_initialized}); call "
-            f"bind() and init_params(), or fit()")
+    _require(mod, what, "binded", "params_initialized")
 
 
 def _check_batch(mod, data_batch):

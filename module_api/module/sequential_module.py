@@ -5,7 +5,7 @@ import copy
 import logging
 
 from ..initializer import Uniform
-from .base_module import BaseModule
+from .base_module import BaseModule, _require, _require_input_grads
 
 _LOG = logging.getLogger(__name__)
 
@@ -59,24 +59,24 @@ class SequentialModule(BaseModule):
     @property
     def data_shapes(self):
         """The first module's data shapes."""
-        assert self.binded
+        _require(self, "data_shapes", "binded")
         return self._modules[0].data_shapes
 
     @property
     def label_shapes(self):
         """The label shapes (None when no module takes labels)."""
-        assert self.binded
+        _require(self, "label_shapes", "binded")
         return self._label_shapes
 
     @property
     def output_shapes(self):
         """The last module's output shapes."""
-        assert self.binded
+        _require(self, "output_shapes", "binded")
         return self._modules[-1].output_shapes
 
     def get_params(self):
         """All modules' parameters merged into two dicts."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_params", "binded", "params_initialized")
         arg_params = dict()
         aux_params = dict()
         for module in self._modules:
@@ -90,7 +90,8 @@ class SequentialModule(BaseModule):
         """Initialize every module's parameters; parameter names must not repeat."""
         if self.params_initialized and not force_init:
             return
-        assert self.binded, 'call bind before initializing the parameters'
+        _require(self, "init_params", "binded",
+                 hint="call bind before initializing the parameters")
         given = set(arg_params or {}) | set(aux_params or {})
         symbols = [m.symbol for m in self._modules if m.symbol is not None]
         # names no module knows (each module reads its own part); a module without a
@@ -168,7 +169,7 @@ class SequentialModule(BaseModule):
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
         """Install the optimizer on every module."""
-        assert self.binded and self.params_initialized
+        _require(self, "init_optimizer", "binded", "params_initialized")
         if self.optimizer_initialized and not force_init:
             self.logger.warning('optimizer already initialized, ignoring.')
             return
@@ -179,7 +180,7 @@ class SequentialModule(BaseModule):
 
     def forward(self, data_batch, is_train=None):
         """Forward through the chain."""
-        assert self.binded and self.params_initialized
+        _require(self, "forward", "binded", "params_initialized")
         # make a shallow copy, just to maintain necessary properties (if any) like
         # bucket_key, pad, etc.
         data_batch = copy.copy(data_batch)
@@ -199,7 +200,7 @@ class SequentialModule(BaseModule):
 
     def backward(self, out_grads=None):
         """Backward through the chain, last module first."""
-        assert self.binded and self.params_initialized
+        _require(self, "backward", "binded", "params_initialized")
         for i_layer, module in reversed(list(zip(range(len(self._modules)), self._modules))):
             module.backward(out_grads=out_grads)
             if i_layer == 0:
@@ -208,23 +209,23 @@ class SequentialModule(BaseModule):
 
     def update(self):
         """Update every module's parameters."""
-        assert self.binded and self.params_initialized and self.optimizer_initialized
+        _require(self, "update", "binded", "params_initialized", "optimizer_initialized")
         for module in self._modules:
             module.update()
 
     def get_outputs(self, merge_multi_context=True):
         """The last module's outputs."""
-        assert self.binded and self.params_initialized
+        _require(self, "get_outputs", "binded", "params_initialized")
         return self._modules[-1].get_outputs(merge_multi_context=merge_multi_context)
 
     def get_input_grads(self, merge_multi_context=True):
         """The first module's input gradients."""
-        assert self.binded and self.params_initialized and self.inputs_need_grad
+        _require_input_grads(self, "get_input_grads")
         return self._modules[0].get_input_grads(merge_multi_context=merge_multi_context)
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
         """Update the metric with the outputs of every module that takes labels."""
-        assert self.binded and self.params_initialized
+        _require(self, "update_metric", "binded", "params_initialized")
         for meta, module in zip(self._metas, self._modules):
             if SequentialModule.META_TAKE_LABELS in meta and \
                     meta[SequentialModule.META_TAKE_LABELS]:
@@ -232,6 +233,6 @@ class SequentialModule(BaseModule):
 
     def install_monitor(self, mon):
         """Install the monitor on every module."""
-        assert self.binded
+        _require(self, "install_monitor", "binded")
         for module in self._modules:
             module.install_monitor(mon)

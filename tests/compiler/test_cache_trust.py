@@ -325,3 +325,145 @@ def test_manifest_paths_outside_the_directory_are_reported_and_never_read(
     assert f"BAD programs/{m['programs'][0]['key']}: its recorded compile inputs are " \
            f"unusable" in out
     assert not [p for p in opened if p.startswith(str(outside))], opened
+
+
+# ----------------------------------------------------------------- a directory filled at run time
+
+def _fill_at_run_time(root, use_cache):
+    """Programs compiled by a process using ``root`` as SYMTRITON_CACHE_DIR (training on
+    both cpu targets, inference on cpu)."""
+    use_cache(root)
+    s = mlp(hidden=(8,))
+    shapes = {"data": (4, 6), "softmax_label": (4,)}
+    grad_req = {n: ("null" if n in shapes else "write") for n in s.list_arguments()}
+    for target in ("cpu", "interpret"):
+        compile_symbol(s, shapes, for_training=True, grad_req=grad_req, target=target)
+    compile_symbol(s, shapes, target="cpu")
+    cache.clear_memory_cache()
+    return s, shapes, grad_req
+
+
+def test_verify_rebuild_passes_on_a_directory_filled_at_run_time(tmp_path, use_cache, capsys):
+    root = tmp_path / "rc"
+    _fill_at_run_time(root, use_cache)
+    assert not (root / aot.MANIFEST).exists()
+    entries = sorted((root / "programs").iterdir())
+    assert len(entries) == 3
+    for entry in entries:      # each entry records what it was compiled from
+        rec = json.loads((entry / "manifest.json").read_text())["compile"]
+        assert (root / rec["symbol"]).is_file()
+        assert rec["shapes"]["fc1_weight"] == [8, 6]     # every argument's shape
+    rc, out = _verify(capsys, root, rebuild=False)
+    assert rc == 0, out
+    rc, out = _verify(capsys, root)
+    assert rc == 0, out
+    assert "a rebuild of every entry from its recorded compile inputs" in out
+    # a changed program is caught by the rebuild even with consistent checksums
+    entry = entries[0]
+    body = (entry / "program.json").read_text().replace('"forward_launches": ',
+                                                        '"forward_launches": 1', 1)
+    (entry / "program.json").write_text(body)
+    em = json.loads((entry / "manifest.json").read_text())
+    em["files"]["program.json"] = hashlib.sha256(body.encode()).hexdigest()
+    (entry / "manifest.json").write_text(json.dumps(em, sort_keys=True))
+    rc, out = _verify(capsys, root, rebuild=False)
+    assert rc == 0, out
+    rc, out = _verify(capsys, root)
+    assert rc == 1 and f"BAD programs/{entry.name}/program.json: differs from the rebuild" in out
+
+
+def _tamper_a_kernel(root):
+    entry = sorted((root / "programs").iterdir())[0]
+    h = next(k.split(":", 1)[1] for k in json.loads((entry / "manifest.json").read_text())
+             ["files"] if k.startswith("kernel:"))
+    path = root / "kernels" / f"k_{h}.py"
+    original = path.read_text()
+    path.write_text(original + "# changed\n")
+    return entry, h, path, original
+
+
+def test_a_changed_kernel_is_rebuilt_in_your_directory(tmp_path, use_cache, capsys):
+    root = tmp_path / "rc"
+    s, shapes, grad_req = _fill_at_run_time(root, use_cache)
+    entry, h, path, original = _tamper_a_kernel(root)
+    rc, out = _verify(capsys, root, rebuild=False)
+    assert rc == 1
+    assert f"BAD programs/{entry.name}: kernel {h} checksum mismatch" in out
+    assert f"symtriton cache verify --rebuild --repair {root}" in out
+    # the next run that needs it rebuilds it: the directory is yours
+    for target in ("cpu", "interpret"):
+        compile_symbol(s, shapes, for_training=True, grad_req=grad_req, target=target)
+    compile_symbol(s, shapes, target="cpu")
+    assert path.read_text() == original
+    rc, out = _verify(capsys, root)
+    assert rc == 0, out
+
+
+def test_a_changed_kernel_in_someone_elses_directory_is_refused_with_the_repair(
+        tmp_path, use_cache, capsys, monkeypatch):
+    root = tmp_path / "rc"
+    s, shapes, grad_req = _fill_at_run_time(root, use_cache)
+    entry, h, path, original = _tamper_a_kernel(root)
+    monkeypatch.setattr(cache_trust, "owned_by_user", lambda p: False)
+    with pytest.raises(cache.MXNetError) as err:
+        for target in ("cpu", "interpret"):
+            compile_symbol(s, shapes, for_training=True, grad_req=grad_req, target=target)
+    msg = str(err.value)
+    assert f"kernel {h} checksum mismatch" in msg and "not rewritten" in msg
+    assert f"symtriton cache verify --rebuild --repair {root}" in msg
+    assert path.read_text() != original            # not rewritten
+    rc, out = _verify(capsys, root)
+    assert rc == 1
+    capsys.readouterr()
+    assert cli.main(["cache", "verify", "--repair", str(root)]) == 1
+    assert "not to you: not repaired" in capsys.readouterr().out
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert cli.main(["cache", "verify", "--repair", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"REPAIRED kernels/k_{h}.py: differs from the rebuild" in out
+    assert path.read_text() == original
+    rc, out = _verify(capsys, root)
+    assert rc == 0, out
+
+
+def test_repair_replaces_a_changed_aot_entry_and_keeps_the_manifest_consistent(clean, capsys):
+    m = json.loads((clean / aot.MANIFEST).read_text())
+    key = m["programs"][0]["key"]
+    (clean / "programs" / key / "program.json").write_text("{}")
+    rc, out = _verify(capsys, clean, rebuild=False)
+    assert rc == 1 and f"programs/{key}" in out
+    capsys.readouterr()
+    assert cli.main(["cache", "verify", "--repair", str(clean)]) == 0
+    out = capsys.readouterr().out
+    assert f"REPAIRED programs/{key}/program.json" in out
+    rc, out = _verify(capsys, clean)
+    assert rc == 0, out
+
+
+# ----------------------------------------------------------------- locks/
+
+@POSIX_MODES
+def test_a_planted_symlink_under_locks_is_refused(tmp_path, use_cache):
+    root = tmp_path / "rc"
+    use_cache(root)
+    s = mlp(hidden=(8,))
+    shapes = {"data": (4, 6), "softmax_label": (4,)}
+    key = aot.program_key(s, shapes, False, {}, False, "cpu")[0]
+    cache_trust.make_dirs(root / "locks")
+    victim = tmp_path / "outside" / "victim"
+    victim.parent.mkdir()
+    os.symlink(victim, root / "locks" / f"{key}.lock")
+    with pytest.raises(UntrustedCacheError) as err:
+        compile_symbol(s, shapes, target="cpu")
+    assert "a symbolic link" in str(err.value) and f"{key}.lock" in str(err.value)
+    assert not victim.exists()
+    os.unlink(root / "locks" / f"{key}.lock")
+    os.chmod(root / "locks", 0o777)
+    cache_trust.forget_checks()
+    with pytest.raises(UntrustedCacheError, match=r"locks is group- and world-writable"):
+        compile_symbol(s, shapes, target="cpu")
+    os.chmod(root / "locks", 0o755)
+    cache_trust.forget_checks()
+    compile_symbol(s, shapes, target="cpu")
+    assert (root / "locks" / f"{key}.lock").is_file()

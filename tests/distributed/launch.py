@@ -25,12 +25,12 @@ def worker_env(rank, world, port):
     return env
 
 
-def start_command(cmd, world, extra_env=None):
-    """Popen objects for ranks 0..world-1 each running ``cmd`` (stdout and stderr
-    together), with torchrun's environment and a fresh port."""
+def start_command(cmd, world, extra_env=None, ranks=None):
+    """Popen objects for ranks 0..world-1 (or only ``ranks``) each running ``cmd``
+    (stdout and stderr together), with torchrun's environment and a fresh port."""
     port = free_port()
     procs = []
-    for rank in range(world):
+    for rank in range(world) if ranks is None else ranks:
         env = worker_env(rank, world, port)
         env.update(extra_env or {})
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
@@ -38,10 +38,10 @@ def start_command(cmd, world, extra_env=None):
     return procs
 
 
-def start(job, world, out_dir, extra_env=None):
-    """Workers running ``worker.py job out_dir``."""
+def start(job, world, out_dir, extra_env=None, ranks=None):
+    """Workers running ``worker.py job out_dir`` (all ranks, or only ``ranks``)."""
     return start_command([sys.executable, os.path.join(HERE, "worker.py"), job, str(out_dir)],
-                         world, extra_env)
+                         world, extra_env, ranks)
 
 
 def finish(procs, timeout):
@@ -60,11 +60,25 @@ def finish(procs, timeout):
     return results
 
 
+CLEAN_EXIT = "exit state: threads [], process group destroyed"
+
+
+def assert_clean_exit(out, rank=""):
+    """What worker.py prints after every other atexit handler: no thread of ours left
+    running and the process group destroyed; and no abort, no C++ frames."""
+    assert CLEAN_EXIT in out, f"rank {rank} did not exit cleanly:\n{out[-3000:]}"
+    for bad in ("terminate called", "frame #", "Exception raised from"):
+        assert bad not in out, f"rank {rank} printed {bad!r}:\n{out[-3000:]}"
+
+
 def run(job, world, out_dir, timeout=300):
-    """Run a job on ``world`` workers; fail with every worker's output unless all exit 0."""
+    """Run a job on ``world`` workers; fail with every worker's output unless all exit 0
+    cleanly (:func:`assert_clean_exit`)."""
     results = finish(start(job, world, out_dir), timeout)
     if any(rc != 0 for rc, _ in results):
         logs = "\n".join(f"--- rank {r} (exit {rc}) ---\n{out[-4000:]}"
                          for r, (rc, out) in enumerate(results))
         raise AssertionError(f"job {job} on {world} workers failed:\n{logs}")
+    for r, (_, out) in enumerate(results):
+        assert_clean_exit(out, r)
     return results

@@ -194,7 +194,57 @@ def test_a_killed_worker_makes_the_others_fail_naming_it(tmp_path):
         rc, out = results[r]
         assert rc != 0, out[-2000:]
         assert "lost rank 1" in out, out[-3000:]
-        assert "WorkerLostError" in out
+        assert out.count("WorkerLostError: ") == 1, out[-3000:]
+        launch.assert_clean_exit(out, r)
+
+
+def test_killing_rank_0_gives_one_line_and_no_cpp_frames(tmp_path):
+    """Rank 0 hosts the rendezvous store: its death fails the survivors' collective and
+    their store calls. Each says so in one WorkerLostError line; gloo's message and
+    torch's C++ warnings (some forty lines of frames) stay out unless SYMTRITON_LOG=dist."""
+    results = launch.finish(launch.start("mlp_kill0", 3, tmp_path), timeout=240)
+    assert results[0][0] == -9, results[0][1][-2000:]
+    for r in (1, 2):
+        rc, out = results[r]
+        assert rc == 1, out[-3000:]
+        assert out.count("WorkerLostError: ") == 1, out[-3000:]
+        assert "rank 0, or the host of the rendezvous store" in out
+        assert "The above exception was the direct cause" not in out
+        launch.assert_clean_exit(out, r)
+
+
+def test_exit_is_clean_while_the_heartbeat_is_inside_a_store_call(tmp_path):
+    """The abort once seen in test_dist_sync_compresses_each_workers_sum: a daemon thread
+    that returns from a C++ store call while the interpreter finalizes is ended by
+    pthread_exit, whose unwinding through torch's frames calls std::terminate
+    (SIGABRT, "terminate called without an active exception"). With a heartbeat that is
+    always in a store call (worker.py's _BusyStore) every rank of the old exit, which
+    only signalled the thread to stop, aborted; close() now joins it and destroys the
+    process group first (launch.run checks every worker's exit state)."""
+    launch.run("kv_api_busy_heartbeat", 3, tmp_path)
+
+
+def test_a_rank_that_never_starts_is_named(tmp_path):
+    procs = launch.start("never_joins", 3, tmp_path, ranks=[0, 1],
+                         extra_env={"SYMTRITON_DIST_START_TIMEOUT": "6"})
+    t0 = time.monotonic()
+    results = launch.finish(procs, timeout=120)
+    assert time.monotonic() - t0 < 90
+    for r, (rc, out) in enumerate(results):
+        assert rc == 1, out[-3000:]
+        assert f"rank {r} of 3: rank 2 never joined the job within 6 s " \
+               f"(SYMTRITON_DIST_START_TIMEOUT)" in out, out[-3000:]
+        launch.assert_clean_exit(out, r)
+
+
+def test_a_rank_0_that_never_starts_is_named(tmp_path):
+    procs = launch.start("never_joins", 2, tmp_path, ranks=[1],
+                         extra_env={"SYMTRITON_DIST_START_TIMEOUT": "4"})
+    rc, out = launch.finish(procs, timeout=120)[0]
+    assert rc == 1, out[-3000:]
+    assert "rank 1 of 2: rank 0 never started, or its rendezvous store" in out, out[-3000:]
+    assert "no connection within 4 s" in out
+    launch.assert_clean_exit(out, 1)
 
 
 def test_a_hung_worker_trips_the_watchdog_of_the_others(tmp_path):

@@ -7,10 +7,12 @@ test compares into ``OUT_DIR/rank<R>.npz``: the parameters after
 ``init_optimizer`` (rank 0's, whatever this worker drew), every batch it
 trained on, and the final parameters.
 """
+import atexit
 import os
 import random
 import signal
 import sys
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
@@ -180,8 +182,61 @@ def kv_api_job(kv_type, out, compress=False):
              **{f"after:{k}": v.asnumpy() for k, v in zip(keys, after)})
 
 
+class _BusyStore:
+    """A store client whose ``add`` calls into C++ for half a second (thousands of calls,
+    each releasing and retaking the GIL), beating every millisecond: the heartbeat thread
+    is inside, or returning from, a C++ call nearly all the time. A heartbeat thread
+    still running when the interpreter finalizes then returns from C++ into a finalizing
+    interpreter, which ends it with pthread_exit, whose unwinding through torch's frames
+    aborts the process ("terminate called without an active exception", as rank 1 once
+    did after test_dist_sync_compresses_each_workers_sum)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def add(self, key, n):
+        import time
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            self._store.add(key, 0)
+        return self._store.add(key, n)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def _slow_heartbeat():
+    """The heartbeat thread's store (the first one WorkerGroup makes) becomes busy."""
+    from runtime import dist_group
+    dist_group._HEARTBEAT_S = 0.001
+    make = dist_group.WorkerGroup._new_store
+    made = []
+
+    def slow(self):
+        store = make(self)
+        made.append(store)
+        return _BusyStore(store) if len(made) == 1 and store is not None else store
+
+    dist_group.WorkerGroup._new_store = slow
+
+
+def _report_exit_state():
+    """Registered before the kvstore exists, so it runs after the kvstore's and the
+    worker group's atexit handlers: what they left behind."""
+    import torch.distributed as dist
+    names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+    print(f"exit state: threads {names}, process group "
+          f"{'still initialized' if dist.is_initialized() else 'destroyed'}", flush=True)
+
+
 def main(job, out):
-    if job == "mlp_sync":
+    atexit.register(_report_exit_state)
+    if job == "kv_api_busy_heartbeat":
+        _slow_heartbeat()
+        kv_api_job("dist_sync", out)
+    elif job == "never_joins":
+        mx.kv.create("dist_sync")
+    elif job == "mlp_sync":
         mlp_job("dist_sync", out)
     elif job == "mlp_device_sync":
         mlp_job("dist_device_sync", out)
@@ -193,6 +248,9 @@ def main(job, out):
     elif job == "mlp_kill":
         mlp_job("dist_sync", out, steps=40,
                 kill_at=3 if os.environ["RANK"] == "1" else None)
+    elif job == "mlp_kill0":
+        mlp_job("dist_sync", out, steps=40,
+                kill_at=3 if os.environ["RANK"] == "0" else None)
     elif job == "mlp_hang":
         mlp_job("dist_sync", out, steps=40,
                 kill_at=3 if os.environ["RANK"] == "1" else None, kill_signal=signal.SIGSTOP)

@@ -73,3 +73,142 @@ def test_init_params_missing_and_extra():
         mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 5)), "fc_bias":
                                     mx.nd.zeros((3,)), "other": mx.nd.zeros((1,))},
                         allow_extra=True, force_init=True)
+
+
+# --- calls out of order: mxnet asserts bare; here the message names the missing step -----
+def test_update_before_init_optimizer_names_the_step():
+    mod = _module()
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))])
+    mod.init_params()
+    mod.forward_backward(_batch())
+    with pytest.raises(MXNetError) as err:
+        mod.update()
+    assert isinstance(err.value, AssertionError)        # what mxnet raises, still caught
+    msg = str(err.value)
+    assert "Module.update" in msg and "optimizer_initialized=False" in msg
+    assert "call init_optimizer()" in msg and "init_params()" not in msg.split("call")[1]
+
+
+def test_init_optimizer_before_bind_names_the_steps():
+    with pytest.raises(MXNetError, match=r"Module.init_optimizer: the module must be bound "
+                                         r"and its parameters initialised first \(binded="
+                                         r"False, params_initialized=False\); call bind\(\) "
+                                         r"and init_params\(\)"):
+        _module().init_optimizer()
+
+
+def test_init_params_before_bind_keeps_mxnets_wording():
+    with pytest.raises(MXNetError, match="call bind before initializing the parameters"):
+        _module().init_params()
+
+
+def test_states_calls_without_an_optimizer():
+    mod = _module()
+    with pytest.raises(MXNetError, match="save_optimizer_states.*call init_optimizer"):
+        mod.save_optimizer_states("never-written.states")
+    assert not __import__("os").path.exists("never-written.states")
+
+
+def test_fit_on_an_empty_iterator():
+    it = mx.io.NDArrayIter(mx.nd.ones((3, 5)), mx.nd.zeros((3,)), batch_size=4,
+                           last_batch_handle="discard")
+    with pytest.raises(MXNetError) as err:
+        _module().fit(it, num_epoch=1)
+    msg = str(err.value)
+    assert "no batch in epoch 0" in msg and "3 samples, batch_size=4" in msg
+    assert "'discard'" in msg
+
+
+def test_fit_on_an_iterator_that_does_not_reset():
+    class Once(mx.io.DataIter):
+        def __init__(self):
+            super().__init__(4)
+            self.done = False
+            self.provide_data = [mx.io.DataDesc("data", (4, 5))]
+            self.provide_label = [mx.io.DataDesc("softmax_label", (4,))]
+
+        def next(self):
+            if self.done:
+                raise StopIteration
+            self.done = True
+            return _batch()
+
+        def reset(self):
+            pass
+
+    with pytest.raises(MXNetError, match="no batch in epoch 1.*reset"):
+        _module().fit(Once(), num_epoch=2)
+
+
+# --- optimizer states of another model are refused when they load ------------------------
+def _trained(num_hidden=3, dim=5, optimizer="sgd", **kw):
+    net = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=num_hidden, name="fc")
+    mod = mx.mod.Module(mx.sym.SoftmaxOutput(net, name="softmax"), **kw)
+    mod.bind([("data", (4, dim))], [("softmax_label", (4,))])
+    mod.init_params()
+    mod.init_optimizer(optimizer=optimizer, optimizer_params={"momentum": 0.9}
+                       if optimizer == "sgd" else ())
+    mod.forward_backward(_batch(d=dim))
+    mod.update()
+    return mod
+
+
+def test_states_of_another_model_are_refused_at_load(tmp_path):
+    fname = str(tmp_path / "other.states")
+    _trained(num_hidden=7).save_optimizer_states(fname)
+    mod = _trained()
+    before = {k: v.clone() for k, v in mod._updater.states.items()}
+    with pytest.raises(MXNetError) as err:
+        mod.load_optimizer_states(fname)
+    msg = str(err.value)
+    for part in (fname, "'fc_weight'", "shape (7, 5) in the file",
+                 "the bound parameter has shape (3, 5)"):
+        assert part in msg, (part, msg)
+    # nothing was installed: the module trains on with its own states
+    assert all(bool((mod._updater.states[k] == v).all()) for k, v in before.items())
+    mod.forward_backward(_batch())
+    mod.update()
+
+
+def test_states_of_another_optimizer_or_device_count(tmp_path):
+    fname = str(tmp_path / "adam.states")
+    _trained(optimizer="adam").save_optimizer_states(fname)
+    sgd = _trained()
+    with pytest.raises(MXNetError, match=r"'fc_weight' \(index 0\) holds 2 array\(s\) in "
+                                         r"the file where SGD keeps 1"):
+        sgd.load_optimizer_states(fname)     # Adam's (mean, var) is not SGD's momentum
+    two_devices = str(tmp_path / "two.states")
+    _trained(context=[mx.cpu(0), mx.cpu(1)]).save_optimizer_states(two_devices)
+    # saved on a kvstore (keyed by name): accepted as mxnet accepts it, shapes checked
+    _trained().load_optimizer_states(two_devices)
+    with pytest.raises(MXNetError, match="'fc_weight'.*shape"):
+        _trained(num_hidden=4).load_optimizer_states(two_devices)
+
+
+def test_states_checked_on_the_kvstore_too(tmp_path):
+    fname = str(tmp_path / "kv.states")
+    _trained(num_hidden=7, context=[mx.cpu(0), mx.cpu(1)]).save_optimizer_states(fname)
+    mod = _trained(context=[mx.cpu(0), mx.cpu(1)])
+    assert mod._update_on_kvstore
+    with pytest.raises(MXNetError, match=r"'fc_bias'.*\(7,\) in the file.*\(3,\)|"
+                                         r"'fc_weight'.*\(7, 5\) in the file.*\(3, 5\)"):
+        mod.load_optimizer_states(fname)
+
+
+def test_states_of_another_dtype_are_refused():
+    import torch
+    from runtime import optimizer as opt
+    from runtime.updater import check_states
+    bound = {0: ("fc_weight", torch.zeros(3, 5))}
+    sgd = opt.create("sgd", momentum=0.9)
+    check_states({0: torch.zeros(3, 5)}, bound, sgd)
+    with pytest.raises(MXNetError, match="'fc_weight' .*dtype float64 in the file, but SGD "
+                                         "keeps float32 for the bound float32 parameter"):
+        check_states({0: torch.zeros(3, 5, dtype=torch.float64)}, bound, sgd)
+    # float16 weights under multi_precision keep a float32 master copy and momentum
+    half = {0: ("fc_weight", torch.zeros(3, 5, dtype=torch.float16))}
+    mp = opt.create("sgd", momentum=0.9, multi_precision=True)
+    check_states({0: (torch.zeros(3, 5), torch.zeros(3, 5))}, half, mp)
+    with pytest.raises(MXNetError, match=r"state\[1\] .*dtype float16"):
+        check_states({0: (torch.zeros(3, 5), torch.zeros(3, 5, dtype=torch.float16))},
+                     half, mp)

@@ -102,3 +102,37 @@ def test_dist_async_needs_update_on_kvstore(monkeypatch):
 def test_unsupported_distributed_types_are_named(name):
     with pytest.raises(mx.MXNetError, match="dist_sync.*torchrun"):
         kvs.create(name)
+
+
+def test_worker_log_defaults_for_a_distributed_worker_only():
+    from module_api import _worker_env
+    assert _worker_env.apply({}) == {}                      # not a worker
+    env = {"RANK": "1", "WORLD_SIZE": "2"}
+    assert _worker_env.apply(env) == {"TORCH_CPP_LOG_LEVEL": "FATAL",
+                                      "TORCH_SHOW_CPP_STACKTRACES": "0"}
+    assert env["TORCH_CPP_LOG_LEVEL"] == "FATAL"
+    mine = {"RANK": "0", "WORLD_SIZE": "2", "TORCH_CPP_LOG_LEVEL": "INFO"}
+    assert _worker_env.apply(mine) == {"TORCH_SHOW_CPP_STACKTRACES": "0"}
+    assert mine["TORCH_CPP_LOG_LEVEL"] == "INFO"             # the user's choice stays
+    assert _worker_env.apply({"RANK": "0", "WORLD_SIZE": "2", "SYMTRITON_LOG": "cache,dist"}) \
+        == {}
+
+
+def test_the_gloo_error_behind_a_lost_worker_is_chained_under_symtriton_log_dist(monkeypatch):
+    from runtime.dist_group import WorkerLostError, with_cause
+    cause = RuntimeError("[pair.cc:553] Connection closed by peer\nException raised from ...")
+
+    def raised():
+        try:
+            raise cause
+        except RuntimeError as e:
+            raise with_cause(WorkerLostError("lost rank 1"), e)
+
+    monkeypatch.delenv("SYMTRITON_LOG", raising=False)
+    with pytest.raises(WorkerLostError) as err:
+        raised()
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+    monkeypatch.setenv("SYMTRITON_LOG", "dist")
+    with pytest.raises(WorkerLostError) as err:
+        raised()
+    assert err.value.__cause__ is cause
