@@ -149,8 +149,15 @@ class Graph:
         # which costs as much again on a call every pass makes per node
         return self.g._node[n]
 
+    # Set by a reader that keeps the graph unchanged for a while (fuse): node -> inputs,
+    # sorted once instead of once per call. Callers never modify the lists they get.
+    _inputs_memo = None
+
     def inputs(self, n) -> list:
         """Input entries of ``n`` in slot order."""
+        memo = self._inputs_memo
+        if memo is not None:
+            return memo[n]
         # straight from networkx's adjacency (no edge views): fusion calls this a lot
         pred = self.g._pred[n]
         if len(pred) == 1:                    # one producer, most often read once
