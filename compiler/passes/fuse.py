@@ -1,24 +1,26 @@
 """Partition the graph into kernel groups.
 
-Fusion is split in two as in TorchInductor: *legality* (``_can_fuse``: the tile
-program of the union can be built, and contracting the two groups leaves the
-group graph acyclic) and *the order in which merges are tried*, which decides
-what the groups become. Pointwise chains join each other, reductions take
-their prologue and epilogue, matmuls take their epilogue (bias, activation,
-even a row softmax when a tile spans the row) and sums of matmuls over the
-same output share one kernel.
+Fusion is split in two as in TorchInductor: *legality* (``try_merge``: one
+phase, contracting the two groups leaves the group graph acyclic, and the tile
+program of the union can be built) and *the order in which merges are tried*
+(producer into consumer along the topological order, then siblings, for up to
+three rounds), which decides what the groups become. Pointwise chains join
+each other, reductions take their prologue and epilogue, matmuls take their
+epilogue (bias, activation, even a row softmax when a tile spans the row) and
+sums of matmuls over the same output share one kernel.
 
 The cost of fusion is the cost of its legality checks, so each is kept
 proportional to what it looks at, never to the size of the graph:
 
-* **Single-consumer trees first.** A pointwise node whose value only one
-  pointwise node of its phase reads, and which is no output, joins that
-  reader. Such links form trees; each tree's tile program is built once and
-  the tree becomes one group. Merging one node at a time would build the
-  program of every prefix of a chain of N operators, N**2 / 2 node visits in
-  all. A tree whose program cannot be built (mixed layouts, say) is left to
-  the pairwise merges.
-* **Failed merges are remembered.** Whether two groups can merge depends only
+* **Closed single-consumer trees first** (:func:`_pointwise_trees`): pointwise
+  nodes (and matmuls, as leaves) whose value one pointwise node of their phase
+  reads, and which read nothing of their phase from outside the tree. The
+  pairwise merges would build each such tree node by node, the tile program of
+  every prefix: a chain of N operators cost N**2 / 2 node visits. Each tree's
+  program is built once instead; a tree whose program cannot be built is left
+  to the pairwise merges. The partition is the same either way
+  (``tests/compiler/test_fuse.py``).
+* **Refused merges are remembered.** Whether two groups can merge depends only
   on the two groups (the union's tile program) and on the partition of the
   rest (the cycle check), and merging other groups can only add paths: a merge
   refused once stays refused until one of the two groups changes, so later
@@ -31,7 +33,7 @@ proportional to what it looks at, never to the size of the graph:
 
 ``graph.meta['fuse_work']`` counts the work (tile programs built and the
 nodes they covered, vertices the cycle searches visited): tests check that it
-grows linearly with the graph.
+grows linearly with a chain.
 """
 from __future__ import annotations
 
