@@ -150,8 +150,15 @@ class Graph:
         # which costs as much again on a call every pass makes per node
         return self.g._node[n]
 
+    # Set by a reader that keeps the graph unchanged for a while (fuse): node -> inputs,
+    # sorted once instead of once per call. Callers never modify the lists they get.
+    _inputs_memo = None
+
     def inputs(self, n) -> list:
         """Input entries of ``n`` in slot order."""
+        memo = self._inputs_memo
+        if memo is not None:
+            return memo[n]
         # straight from networkx's adjacency (no edge views): fusion calls this a lot
         pred = self.g._pred[n]
         if len(pred) == 1:                    # one producer, most often read once
@@ -299,11 +306,13 @@ def infer_node(graph: Graph, n):
         names = opdef.list_outputs(d["attrs"])
         return f"{graph.describe(n)}: output {names[i] if i < len(names) else f'output{i}'}"
 
+    known = d["shapes"]
+    # a shape already known (and checked when it was set) needs no second check
     for i, ((src, idx), new) in enumerate(zip(ins, new_in)):
-        if new is not None:
+        if new is not None and (in_shapes[i] is None or tuple(new) != tuple(in_shapes[i])):
             check_shape(new, lambda i=i, src=src: input_text(i, src), limit)
     for i, s in enumerate(out_shapes):
-        if s is not None:
+        if s is not None and (known is None or i >= len(known) or known[i] != tuple(s)):
             check_shape(s, lambda i=i: output_text(i), limit)
     changed = False
     for (src, idx), old, new in zip(ins, in_shapes, new_in):

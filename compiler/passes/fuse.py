@@ -1,24 +1,26 @@
 """Partition the graph into kernel groups.
 
-Fusion is split in two as in TorchInductor: *legality* (``_can_fuse``: the tile
-program of the union can be built, and contracting the two groups leaves the
-group graph acyclic) and *the order in which merges are tried*, which decides
-what the groups become. Pointwise chains join each other, reductions take
-their prologue and epilogue, matmuls take their epilogue (bias, activation,
-even a row softmax when a tile spans the row) and sums of matmuls over the
-same output share one kernel.
+Fusion is split in two as in TorchInductor: *legality* (``try_merge``: one
+phase, contracting the two groups leaves the group graph acyclic, and the tile
+program of the union can be built) and *the order in which merges are tried*
+(producer into consumer along the topological order, then siblings, for up to
+three rounds), which decides what the groups become. Pointwise chains join
+each other, reductions take their prologue and epilogue, matmuls take their
+epilogue (bias, activation, even a row softmax when a tile spans the row) and
+sums of matmuls over the same output share one kernel.
 
 The cost of fusion is the cost of its legality checks, so each is kept
 proportional to what it looks at, never to the size of the graph:
 
-* **Single-consumer trees first.** A pointwise node whose value only one
-  pointwise node of its phase reads, and which is no output, joins that
-  reader. Such links form trees; each tree's tile program is built once and
-  the tree becomes one group. Merging one node at a time would build the
-  program of every prefix of a chain of N operators, N**2 / 2 node visits in
-  all. A tree whose program cannot be built (mixed layouts, say) is left to
-  the pairwise merges.
-* **Failed merges are remembered.** Whether two groups can merge depends only
+* **Closed single-consumer trees first** (:func:`_pointwise_trees`): pointwise
+  nodes (and matmuls, as leaves) whose value one pointwise node of their phase
+  reads, and which read nothing of their phase from outside the tree. The
+  pairwise merges would build each such tree node by node, the tile program of
+  every prefix: a chain of N operators cost N**2 / 2 node visits. Each tree's
+  program is built once instead; a tree whose program cannot be built is left
+  to the pairwise merges. The partition is the same either way
+  (``tests/compiler/test_fuse.py``).
+* **Refused merges are remembered.** Whether two groups can merge depends only
   on the two groups (the union's tile program) and on the partition of the
   rest (the cycle check), and merging other groups can only add paths: a merge
   refused once stays refused until one of the two groups changes, so later
@@ -31,7 +33,7 @@ proportional to what it looks at, never to the size of the graph:
 
 ``graph.meta['fuse_work']`` counts the work (tile programs built and the
 nodes they covered, vertices the cycle searches visited): tests check that it
-grows linearly with the graph.
+grows linearly with a chain.
 """
 from __future__ import annotations
 
@@ -69,6 +71,14 @@ def fuse(graph: Graph) -> list:
     Each group is a dict with ``nodes`` (frozenset), ``program``
     (:class:`~compiler.ir.tile_program.TileProgram`) and ``phase``.
     """
+    graph._inputs_memo = {n: graph.inputs(n) for n in graph.g._node}   # the graph stays as it is
+    try:
+        return _fuse(graph)
+    finally:
+        graph._inputs_memo = None
+
+
+def _fuse(graph: Graph) -> list:
     head_set = set(map(tuple, graph.heads))
     order = graph.topo()
     pos = {n: i for i, n in enumerate(order)}
@@ -76,12 +86,12 @@ def fuse(graph: Graph) -> list:
     work = {"tile_programs": 0, "tile_program_nodes": 0, "cycle_checks": 0,
             "cycle_visits": 0, "merges": 0}
     readers = _readers(graph, order)
-    ins = {n: graph.inputs(n) for n in order}     # read by every loop below: sorted once
+    ins = graph._inputs_memo
     sources = {n for n in order if is_source(graph, n)}
     kernel_nodes = [n for n in order if n not in sources and not is_free_view(graph, n)]
     group_of = {n: n for n in kernel_nodes}
     members = {n: {n} for n in kernel_nodes}
-    dag = _GroupDag(graph, order, pos, work)
+    dag = None               # made when the first pairwise merge needs a cycle check
 
     def build(nodes):
         work["tile_programs"] += 1
@@ -106,7 +116,6 @@ def fuse(graph: Graph) -> list:
                 group_of[n] = root
                 del members[n]
         members[root] = set(tree)
-        dag.contract_tree(root, tree)
         work["merges"] += len(tree) - 1
 
     def program_of(g):
@@ -121,6 +130,7 @@ def fuse(graph: Graph) -> list:
     refused = set()
 
     def try_merge(gu, gv):
+        nonlocal dag
         if gu is None or gv is None or gu == gv:
             return False
         if graph.node(gu)["phase"] != graph.node(gv)["phase"]:
@@ -128,6 +138,8 @@ def fuse(graph: Graph) -> list:
         key = (gu, stamp[gu], gv, stamp[gv]) if gu < gv else (gv, stamp[gv], gu, stamp[gu])
         if key in refused:
             return False
+        if dag is None:
+            dag = _GroupDag(graph, order, pos, work, group_of)
         found = dag.search(gu, gv)
         if found is None:
             refused.add(key)
@@ -289,19 +301,24 @@ class _GroupDag:
     so renaming costs the smaller degree.
     """
 
-    def __init__(self, graph, order, pos, work):
+    def __init__(self, graph, order, pos, work, group_of):
+        """The graph of the groups in ``group_of`` (label of each grouped node) made
+        when the first pairwise merge needs it: the groups then are single nodes and
+        the single-consumer trees, and a tree placed at its root keeps the order
+        topological (its inputs come before its members, its readers after the root)."""
         self.work = work
         phase = {n: graph.node(n)["phase"] for n in order if not is_source(graph, n)}
-        edges = [(u, v) for v in phase for u in graph.g.predecessors(v) if u in phase]
+        edges = [(u, v) for v in phase for u in graph.g._pred[v] if u in phase]
         keep_all = any(phase[u] == "bwd" and phase[v] == "fwd" for u, v in edges)
-        self.out = {n: set() for n in phase}
-        self.inn = {n: set() for n in phase}
+        self.vertex = {n: n for n in phase if group_of.get(n, n) == n}   # label -> vertex
+        self.out = {n: set() for n in self.vertex}
+        self.inn = {n: set() for n in self.vertex}
         for u, v in edges:
-            if keep_all or phase[u] == phase[v]:
-                self.out[u].add(v)
-                self.inn[v].add(u)
-        self.ord = {n: pos[n] for n in phase}
-        self.vertex = {n: n for n in phase}     # group label (or view) -> vertex
+            gu, gv = group_of.get(u, u), group_of.get(v, v)
+            if gu != gv and (keep_all or phase[u] == phase[v]):
+                self.out[gu].add(gv)
+                self.inn[gv].add(gu)
+        self.ord = {n: pos[n] for n in self.vertex}
 
     def _merge(self, a, b) -> int:
         """Join vertices ``a`` and ``b``; return the survivor (the one with more edges)."""
@@ -322,17 +339,6 @@ class _GroupDag:
         in_a.discard(b)
         del self.ord[b]
         return a
-
-    def contract_tree(self, root, nodes):
-        """Contract a single-consumer tree (see :func:`_pointwise_trees`) into
-        ``root``'s vertex: its inputs all come before the root, its readers after."""
-        at = self.ord[self.vertex[root]]
-        v = self.vertex[root]
-        for n in nodes:
-            if n != root:
-                v = self._merge(v, self.vertex.pop(n))
-        self.ord[v] = at
-        self.vertex[root] = v
 
     def search(self, ga, gb):
         """None if contracting groups ``ga`` and ``gb`` closes a cycle, else what

@@ -103,7 +103,7 @@ def test_cycle_through_a_group_that_is_not_convex():
     g, (y, a, b, x) = _dag_graph([(0, 2), (1, 2), (1, 3)], 4)
     order = g.topo()
     pos = {n: i for i, n in enumerate(order)}
-    dag = _GroupDag(g, order, pos, {"cycle_checks": 0, "cycle_visits": 0})
+    dag = _GroupDag(g, order, pos, {"cycle_checks": 0, "cycle_visits": 0}, {})
     found = dag.search(x, y)
     assert found is not None
     dag.contract(x, y, found)                    # x's group joins y's: {x, y} named y
@@ -124,7 +124,7 @@ def test_contractions_keep_an_exact_cycle_check_and_a_topological_order():
         real_edges = [(u, v) for u in ids for v in g.g.successors(u)]
         order = g.topo()
         pos = {m: i for i, m in enumerate(order)}
-        dag = _GroupDag(g, order, pos, {"cycle_checks": 0, "cycle_visits": 0})
+        dag = _GroupDag(g, order, pos, {"cycle_checks": 0, "cycle_visits": 0}, {})
         label = {m: m for m in ids}              # node -> its group's label
         for _ in range(3 * n):
             a, c = rng.sample(ids, 2)
