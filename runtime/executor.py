@@ -164,14 +164,32 @@ class Executor:
             self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
                                               self._grad_req, True, target, self._dtypes,
                                               loss_scale=self._loss_scaling)
-        if not self._for_training or is_mode_dependent(self._symbol):
+        if not self._for_training:
             self._infer_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
                                               False, target, self._dtypes)
+        elif is_mode_dependent(self._symbol):
+            # compiled when first asked for (a forward with is_train=False): a training
+            # run's first step needs only the training program
+            self._infer_pending = True
         else:
             self._infer_prog = self._train_prog
         prog = self._train_prog or self._infer_prog
         self.outputs = [empty(s, self._ctx, t)
                         for s, t in zip(prog.output_shapes, _output_dtypes(prog))]
+
+    @property
+    def _infer_prog(self):
+        """The inference Program (compiled on first use when training, see _compile)."""
+        if self._infer_pending:
+            self._infer_pending = False
+            self._infer_prog_now = compile_symbol(self._symbol, self._input_shapes, False, {},
+                                                  False, self._ctx.target, self._dtypes)
+        return self._infer_prog_now
+
+    @_infer_prog.setter
+    def _infer_prog(self, prog):
+        self._infer_pending = False
+        self._infer_prog_now = prog
 
     # -- mxnet's array views --------------------------------------------------------
     @property
@@ -408,7 +426,7 @@ class Executor:
             self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
                                               self._grad_req, True, self._ctx.target,
                                               self._dtypes, loss_scale=True)
-            if self._infer_prog is old:
+            if self._infer_prog_now is old:       # (a pending one stays pending)
                 self._infer_prog = self._train_prog
             self._buffers.pop(id(old), None)
             self._head_grads.pop(id(old), None)

@@ -26,6 +26,11 @@ from .plan_memory import contiguous_strides, plan_memory
 from .simplify import simplify
 
 
+def _is_view(graph: Graph, node) -> bool:
+    d = graph.node(node)
+    return d["op"] != "null" and isinstance(d["opdef"].lowering, View)
+
+
 def _written_by_kernel(graph: Graph, node) -> bool:
     d = graph.node(node)
     return d["op"] != "null" and not isinstance(d["opdef"].lowering, View)
@@ -40,16 +45,25 @@ def prepare_heads(graph: Graph) -> Graph:
     """
     out = graph.copy()
     b = Builder(out, "fwd", "copy")
-    layouts = {}
-    for n in out.topo():
+    layouts = {}      # views' layouts; a value a kernel writes is contiguous from 0
+
+    order = out.topo()
+    before = set(order)       # copies made below have no layout: they read as unknown
+
+    def layout(entry):
+        got = layouts.get(entry)
+        if got is None and entry[0] in before and not _is_view(out, entry[0]):
+            s = out.shape(entry)
+            if s is not None:
+                got = layouts[entry] = (0, tuple(s), contiguous_strides(s))
+        return got
+
+    for n in order:
         d = out.node(n)
-        if d["op"] == "null" or not isinstance(d["opdef"].lowering, View):
-            for i, s in enumerate(d["shapes"] or []):
-                if s is not None:
-                    layouts[(n, i)] = (0, tuple(s), contiguous_strides(s))
+        if not _is_view(out, n):
             continue
         src = out.inputs(n)[0]
-        off, shape, strides = layouts[src]
+        off, shape, strides = layout(src)
         res = d["opdef"].lowering.view(d["attrs"], shape, d["shapes"][0], strides, off)
         if res is None:
             b.phase = d["phase"]
@@ -68,7 +82,7 @@ def prepare_heads(graph: Graph) -> Graph:
             # of a reshape) or of a variable has no kernel that writes it
             src = out.inputs(h[0])[0]
             if _written_by_kernel(out, src[0]) and src not in out.heads and \
-                    layouts.get(h) == layouts.get(src) and layouts[h][0] == 0 and \
+                    layout(h) == layout(src) and layouts[h][0] == 0 and \
                     layouts[h][2] == contiguous_strides(layouts[h][1]):
                 out.heads[i] = src
                 continue
