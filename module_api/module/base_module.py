@@ -9,6 +9,7 @@ override those methods with mxnet's signatures keep working.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import warnings
 
@@ -332,40 +333,42 @@ class BaseModule:
             except StopIteration:
                 raise _empty_epoch(train_data, epoch, begin_epoch) from None
             bar = _epoch_progress(train_data, epoch)
-            while not end_of_batch:
-                data_batch = next_data_batch
-                if monitor is not None:
-                    monitor.tic()
-                self.forward_backward(data_batch)
-                self.update()
+            try:    # the bar (and tqdm's monitor thread) also ends when a step fails
+                while not end_of_batch:
+                    data_batch = next_data_batch
+                    if monitor is not None:
+                        monitor.tic()
+                    self.forward_backward(data_batch)
+                    self.update()
 
-                if isinstance(data_batch, list):
-                    self.update_metric(eval_metric, [db.label for db in data_batch],
-                                       pre_sliced=True)
-                else:
-                    self.update_metric(eval_metric, data_batch.label)
+                    if isinstance(data_batch, list):
+                        self.update_metric(eval_metric, [db.label for db in data_batch],
+                                           pre_sliced=True)
+                    else:
+                        self.update_metric(eval_metric, data_batch.label)
 
-                try:
-                    # pre fetch next batch
-                    next_data_batch = next(data_iter)
-                    self.prepare(next_data_batch, sparse_row_id_fn=sparse_row_id_fn)
-                except StopIteration:
-                    end_of_batch = True
+                    try:
+                        # pre fetch next batch
+                        next_data_batch = next(data_iter)
+                        self.prepare(next_data_batch, sparse_row_id_fn=sparse_row_id_fn)
+                    except StopIteration:
+                        end_of_batch = True
 
-                if monitor is not None:
-                    monitor.toc_print()
+                    if monitor is not None:
+                        monitor.toc_print()
 
-                if end_of_batch:
-                    eval_name_vals = eval_metric.get_global_name_value()
+                    if end_of_batch:
+                        eval_name_vals = eval_metric.get_global_name_value()
 
-                if batch_end_callback is not None:
-                    batch_end_params = BatchEndParam(epoch=epoch, nbatch=nbatch,
-                                                     eval_metric=eval_metric, locals=locals())
-                    for callback in _as_list(batch_end_callback):
-                        callback(batch_end_params)
-                nbatch += 1
-                bar.update(1)
-            bar.close()
+                    if batch_end_callback is not None:
+                        batch_end_params = BatchEndParam(epoch=epoch, nbatch=nbatch,
+                                                         eval_metric=eval_metric, locals=locals())
+                        for callback in _as_list(batch_end_callback):
+                            callback(batch_end_params)
+                    nbatch += 1
+                    bar.update(1)
+            finally:
+                bar.close()
 
             # one epoch of training is finished
             for name, val in eval_name_vals:
@@ -534,7 +537,13 @@ class BaseModule:
 
 def _epoch_progress(train_data, epoch):
     """A tqdm bar over one epoch's batches: shown on a terminal, and only once an
-    epoch has run for 10 s (short epochs and logs stay as mxnet prints them)."""
+    epoch has run for 10 s (short epochs and logs stay as mxnet prints them).
+
+    Off a terminal no tqdm object is made at all: tqdm starts its monitor thread even
+    for a bar it disables, and that thread would outlive a failed job's last step."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if not (isatty and isatty()):
+        return _NoBar()
     from tqdm import tqdm
     total = None
     num_data, batch_size = getattr(train_data, "num_data", None), getattr(train_data,
@@ -543,3 +552,13 @@ def _epoch_progress(train_data, epoch):
         total = -(-int(num_data) // int(batch_size))
     return tqdm(total=total, desc=f"Epoch[{epoch}]", unit="batch", leave=False, delay=10,
                 disable=None)
+
+
+class _NoBar:
+    """The progress bar of an epoch that shows none."""
+
+    def update(self, n=1):
+        """Nothing to show."""
+
+    def close(self):
+        """Nothing to close."""

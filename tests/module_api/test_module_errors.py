@@ -212,3 +212,22 @@ def test_states_of_another_dtype_are_refused():
     with pytest.raises(MXNetError, match=r"state\[1\] .*dtype float16"):
         check_states({0: (torch.zeros(3, 5), torch.zeros(3, 5, dtype=torch.float16))},
                      half, mp)
+
+
+def test_no_progress_bar_thread_off_a_terminal(monkeypatch):
+    """tqdm starts its monitor thread even for a bar it disables; off a terminal fit
+    makes no bar, so no thread of it outlives a job that fails mid-epoch."""
+    import io
+    from module_api.module import base_module
+    it = mx.io.NDArrayIter(mx.nd.ones((8, 5)), mx.nd.zeros((8,)), batch_size=4)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert isinstance(base_module._epoch_progress(it, 0), base_module._NoBar)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stderr", Terminal())
+    bar = base_module._epoch_progress(it, 0)
+    assert type(bar).__name__ == "tqdm" and bar.total == 2
+    bar.close()
