@@ -55,6 +55,7 @@ bench: venv
 	$(PY) benchmarks/lstm_bucketing.py $(MXNET_FLAG)
 	$(PY) benchmarks/lenet.py $(MXNET_FLAG)
 	$(PY) benchmarks/dtypes.py $(MXNET_FLAG)
+	$(PY) benchmarks/cold_start.py $(MXNET_FLAG)
 
 # mxnet 1.9.1 in its own venv, for the benchmarks' peer column (never imported here).
 mxnet-venv:

@@ -72,6 +72,9 @@ def build_parser():
     p.add_argument("--lstm-data", default=sherlock, help="corpus whose vocabulary sizes the model")
     p.add_argument("--lstm-vocab", type=int, default=None,
                    help="vocabulary size instead of reading --lstm-data (tiny runs)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="measurements of each figure (each cold, in its own process); "
+                        "the median is reported, with the range")
     p.add_argument("--timeout", type=float, default=900, help="seconds per measurement")
     p.add_argument("--before-timeout", type=float, default=120,
                    help="seconds per measurement of --before-root")
@@ -309,47 +312,90 @@ def _forwarded(args):
     return out
 
 
-def measure_side(args, code_root, timeout, symbol_path=None):
-    """Every figure for one checkout, each cold (an empty cache) in its own process."""
-    only = set(args.only.split(","))
-    out = {}
-    tmp = tempfile.mkdtemp(prefix="symtriton-cold-start-")
-    try:
-        if "chain" in only:
-            out["chain"] = measure(args, "chain", code_root, os.path.join(tmp, "chain"), timeout)
-        if "inception" in only:
-            cache_dir = os.path.join(tmp, "inception")
-            extra = ["--symbol-out", symbol_path] if symbol_path else []
-            out["inception_cold"] = measure(args, "inception", code_root, cache_dir, timeout,
-                                            extra)
-            out["inception_warm"] = measure(args, "inception", code_root, cache_dir, timeout)
-        if "lstm" in only:
-            out["lstm"] = measure(args, "lstm", code_root, os.path.join(tmp, "lstm"), timeout)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def median_of(results):
+    """The run with the median ``seconds`` (``range`` added: the lowest and highest);
+    a timeout or failure of the first run stands for all (they are not repeated)."""
+    done = [r for r in results if r and "seconds" in r]
+    if not done:
+        return results[0] if results else None
+    done.sort(key=lambda r: r["seconds"])
+    out = dict(done[(len(done) - 1) // 2])
+    out["range"] = (done[0]["seconds"], done[-1]["seconds"])
+    out["rounds"] = len(done)
     return out
 
 
-def measure_mxnet(args, symbol_path):
+def measure_round(args, code_root, timeout, tmp, r, going, symbol_path=None):
+    """Round ``r`` of every figure for one checkout, each cold (an empty cache) in its
+    own process; a figure that timed out or failed in an earlier round is skipped."""
+    only = set(args.only.split(","))
+    out = {}
+    if "chain" in only and going.get("chain", True):
+        out["chain"] = measure(args, "chain", code_root, os.path.join(tmp, f"chain{r}"), timeout)
+    if "inception" in only and going.get("inception_cold", True):
+        cache_dir = os.path.join(tmp, f"inception{r}")
+        extra = ["--symbol-out", symbol_path] if symbol_path and r == 0 else []
+        out["inception_cold"] = measure(args, "inception", code_root, cache_dir, timeout, extra)
+        out["inception_warm"] = measure(args, "inception", code_root, cache_dir, timeout)
+    if "lstm" in only and going.get("lstm", True):
+        out["lstm"] = measure(args, "lstm", code_root, os.path.join(tmp, f"lstm{r}"), timeout)
+    for name, res in out.items():
+        going[name] = bool(res) and "seconds" in res
+    return out
+
+
+def mxnet_round(args, symbol_path, going):
     from benchmarks.data import run_mxnet_peer
     only = set(args.only.split(","))
     out = {}
     common = ["--threads", args.threads]
-    if "chain" in only:
+    if "chain" in only and going.get("chain", True):
         out["chain"] = run_mxnet_peer(args.mxnet_python, common + [
             "chain", "--n", args.chain, "--shape", args.chain_shape], timeout=args.timeout)
-    if "inception" in only and symbol_path and os.path.exists(symbol_path):
+    if "inception" in only and symbol_path and os.path.exists(symbol_path) and \
+            going.get("inception", True):
         out["inception"] = run_mxnet_peer(args.mxnet_python, common + [
             "bindstep", "--symbol", symbol_path,
             "--data-shape", f"{args.batch},3,{args.image_size},{args.image_size}",
             "--classes", args.classes], timeout=args.timeout)
-    if "lstm" in only:
+    if "lstm" in only and going.get("lstm", True):
         extra = ["--vocab", args.lstm_vocab] if args.lstm_vocab else ["--train", args.lstm_data]
         out["lstm"] = run_mxnet_peer(args.mxnet_python, common + [
             "buckets", "--buckets", args.lstm_buckets, "--batch-size", args.lstm_batch,
             "--num-hidden", args.lstm_hidden, "--num-embed", args.lstm_embed,
             "--num-layers", args.lstm_layers] + extra, timeout=args.timeout)
+    for name, res in out.items():
+        going[name] = res is not None
     return out
+
+
+def measure_all(args, symbol_path):
+    """``--rounds`` rounds, each measuring every side in turn (this checkout, the
+    ``--before-root`` one, mxnet), so a slow spell of the machine falls on all of
+    them; the median run of each figure, with the range."""
+    sides = {"after": (ROOT, args.timeout)}
+    if args.before_root:
+        sides["before"] = (os.path.abspath(args.before_root), args.before_timeout)
+    runs = {name: {} for name in list(sides) + (["mxnet"] if args.mxnet_python else [])}
+    going = {name: {} for name in runs}
+    tmp = tempfile.mkdtemp(prefix="symtriton-cold-start-")
+    try:
+        for r in range(max(1, args.rounds)):
+            for name, (root, timeout) in sides.items():
+                found = measure_round(args, root, timeout, os.path.join(tmp, f"{name}{r}"), r,
+                                      going[name], symbol_path if name == "after" else None)
+                for what, res in found.items():
+                    runs[name].setdefault(what, []).append(res)
+            if args.mxnet_python:
+                for what, res in mxnet_round(args, symbol_path, going["mxnet"]).items():
+                    runs["mxnet"].setdefault(what, []).append(res)
+            print(f"round {r + 1}: " + "; ".join(
+                f"{name} " + ", ".join(f"{what} {_fmt(res[-1])}" for what, res in figs.items())
+                for name, figs in runs.items()), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {name: {what: median_of(res) for what, res in figs.items()}
+            for name, figs in runs.items()}
 
 
 def _fmt(result, key="seconds"):
@@ -359,7 +405,11 @@ def _fmt(result, key="seconds"):
         return f"> {result['timeout']:.0f} s"
     if "error" in result:
         return "failed"
-    return f"{result[key]:.2f} s"
+    text = f"{result[key]:.2f} s"
+    lo, hi = result.get("range", (None, None))
+    if lo is not None and result.get("rounds", 1) > 1:
+        text += f" ({lo:.1f}-{hi:.1f})"
+    return text
 
 
 def _ratio(a, b, key_a="seconds", key_b="seconds"):
@@ -380,14 +430,13 @@ def main(argv=None):
     print("Cold start: a first run with an empty kernel cache, symtriton beside mxnet 1.9.1")
     print(f"machine: {platform.machine()} {os.cpu_count()}-core CPU; {args.threads} thread(s) "
           f"on every side; each figure in a fresh process, imports and symbol building "
-          f"excluded; load average {load0:.2f} before")
+          f"excluded; {args.rounds} round(s), the sides in turn; load average {load0:.2f} "
+          f"before")
     sym_dir = tempfile.mkdtemp(prefix="symtriton-cold-start-sym-")
     symbol_path = os.path.join(sym_dir, "inception-bn-symbol.json")
-    after = measure_side(args, ROOT, args.timeout, symbol_path)
-    before = measure_side(args, os.path.abspath(args.before_root), args.before_timeout) \
-        if args.before_root else None
-    mxnet = measure_mxnet(args, symbol_path) if args.mxnet_python else None
+    found = measure_all(args, symbol_path)
     shutil.rmtree(sym_dir, ignore_errors=True)
+    after, before, mxnet = found["after"], found.get("before"), found.get("mxnet")
 
     rows = []
     mx_ = mxnet or {}
@@ -409,11 +458,11 @@ def main(argv=None):
     cols = ["before" if before else None, "after", "mxnet 1.9.1" if mxnet else None,
             "after / mxnet" if mxnet else None, "before / after" if before else None, "goal"]
     print()
-    print(f"{'figure (wall seconds)':52}" + "".join(f"{c:>15}" for c in cols if c))
+    print(f"{'figure (wall seconds: median (range))':52}" + "".join(f"{c:>20}" for c in cols if c))
     for name, b, a, m, goal in rows:
         cells = [_fmt(b) if before else None, _fmt(a), _fmt(m) if mxnet else None,
                  _ratio(a, m) if mxnet else None, _ratio(b, a) if before else None, goal]
-        print(f"{name:52}" + "".join(f"{c:>15}" for c in cells if c is not None))
+        print(f"{name:52}" + "".join(f"{c:>20}" for c in cells if c is not None))
 
     print()
     for label, side in (("after", after), ("before", before)):
@@ -421,7 +470,7 @@ def main(argv=None):
             if res and "seconds" in res:
                 detail = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                    for k, v in res.items() if k not in ("per_bucket",
-                                                                        "fuse_work"))
+                                                                        "fuse_work", "range"))
                 print(f"{label} {what}: {detail}")
                 if "per_bucket" in res:
                     print(f"  per bucket (s): " + ", ".join(
@@ -432,7 +481,7 @@ def main(argv=None):
         if res:
             print(f"mxnet {what}: " + ", ".join(
                 f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
-                if k != "per_bucket"))
+                if k not in ("per_bucket", "range")))
 
     for label, side in (("after", after), ("before", before), ("mxnet", mxnet)):
         for what, res in (side or {}).items():
@@ -441,6 +490,8 @@ def main(argv=None):
             value = (f"{res['seconds']:.3f}" if "seconds" in res else
                      f"timeout>{res['timeout']:.0f}" if "timeout" in res else "failed")
             cpu = f" cpu_s={res['cpu_seconds']:.3f}" if "cpu_seconds" in res else ""
+            if "range" in res:
+                cpu += f" min_s={res['range'][0]:.3f} max_s={res['range'][1]:.3f}"
             comp = f" compile_s={res['compile_seconds']:.3f}" if "compile_seconds" in res else ""
             print(f"RESULT cold_start side={label} figure={what} seconds={value}{cpu}{comp} "
                   f"threads={args.threads}")

@@ -121,21 +121,30 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
 # steps, and every bucket of it, render the same few kernels hundreds of times.
 _RENDERED: dict = {}
 _RENDERED_MAX = 4096
+_RENDER_KEY_MAX_INSTRS = 2048
 
 
 def _render_once(prog, strides, shapes, slots, target, fp32_dot):
-    """``render`` / ``render_cpu`` of a group, or the source an identical group got."""
+    """``render`` / ``render_cpu`` of a group, or the source an identical group got.
+
+    Groups of thousands of instructions render directly: such a kernel seldom has a
+    twin, and its key would cost a tenth of its rendering."""
+    if len(prog.instrs) > _RENDER_KEY_MAX_INSTRS:
+        return _render(prog, strides, shapes, slots, target, fp32_dot)
     key = _render_key(prog, strides, shapes, slots, target, fp32_dot)
     rendered = _RENDERED.get(key)
     if rendered is None:
-        if target == "cpu":
-            rendered = render_cpu(prog, strides, shapes, slots)
-        else:
-            rendered = render(prog, strides, shapes, fp32_dot)
+        rendered = _render(prog, strides, shapes, slots, target, fp32_dot)
         if len(_RENDERED) >= _RENDERED_MAX:
             _RENDERED.pop(next(iter(_RENDERED)))
         _RENDERED[key] = rendered
     return rendered
+
+
+def _render(prog, strides, shapes, slots, target, fp32_dot):
+    if target == "cpu":
+        return render_cpu(prog, strides, shapes, slots)
+    return render(prog, strides, shapes, fp32_dot)
 
 
 def _render_key(prog, strides, shapes, slots, target, fp32_dot) -> str:
