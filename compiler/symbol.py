@@ -24,6 +24,7 @@ from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
 from .frontend.graph import Graph, _raw
 from .ops import REGISTRY, get_op
+from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
 
 MXNET_VERSION = 10901
@@ -1171,3 +1172,16 @@ def _export_ops():
 _export_ops()
 
 random = _random_namespace(Symbol, _make_op_function)      # mx.sym.random
+
+
+def _operator_namespace(namespace):
+    import types
+    members = namespace_members(namespace)
+    ns = types.SimpleNamespace(**{public: _make_op_function(op_name)
+                                  for public, op_name in members.items()})
+    ns.__doc__ = f"``mx.sym.{namespace}``: the registry's ``_{namespace}_*`` operators."
+    return ns
+
+
+contrib = _operator_namespace("contrib")      # mx.sym.contrib
+linalg = _operator_namespace("linalg")        # mx.sym.linalg

@@ -503,3 +503,28 @@ def prod(xs) -> int:
     for x in xs:
         r *= int(x)
     return r
+
+
+# mxnet files an operator registered as ``_contrib_X`` under ``mx.sym.contrib.X``
+# (and ``mx.nd.contrib.X``), ``_linalg_X`` under ``linalg.X`` and so on
+# (``python/mxnet/base.py``'s ``_init_op_module``); top-level spellings such as
+# ``linalg_gemm`` or ``CTCLoss`` are aliases of the entry.
+NAMESPACE_PREFIXES = {"contrib": "_contrib_", "linalg": "_linalg_", "image": "_image_"}
+
+
+def namespace_members(namespace: str) -> dict:
+    """The operators of one of mxnet's operator namespaces.
+
+    Parameters
+    ----------
+    namespace : str
+        A key of ``NAMESPACE_PREFIXES`` (``'contrib'``, ``'linalg'``, ``'image'``).
+
+    Returns
+    -------
+    dict
+        ``{public name: registry name}``, e.g. ``{'gemm2': '_linalg_gemm2'}``.
+    """
+    prefix = NAMESPACE_PREFIXES[namespace]
+    return {name[len(prefix):]: name for name in sorted(REGISTRY)
+            if name.startswith(prefix) and len(name) > len(prefix)}
