@@ -363,6 +363,10 @@ class OpDef:
     variadic: Optional[str] = None   # attribute holding the input count
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
+    # attributes mxnet converts to the operator's element type before use
+    # (``DType(scalar)``): one beyond the type's range is an infinity there.
+    # None: the ``scalar`` attribute of the ``_*_scalar`` family, when the entry has one
+    dtype_scalars: Optional[Sequence[str]] = None
     # a Pointwise whose value depends on its own position: the tile IR passes its
     # ``expr`` a ``coords`` keyword (per dim, its coordinate ``ops.coord(P)`` or None)
     needs_coords: bool = False
@@ -380,6 +384,8 @@ class OpDef:
 
     def __post_init__(self):
         self._attr_index = {a.name: a for a in self.attrs}
+        if self.dtype_scalars is None:
+            self.dtype_scalars = ("scalar",) if "scalar" in self._attr_index else ()
 
     # -- attributes ---------------------------------------------------------
     def parse_attrs(self, raw: dict, node_name: str = "?") -> dict:
