@@ -598,6 +598,14 @@ class Symbol:
         MXNetError
             Where an operator's inputs must share a dtype and do not.
         """
+        return self._infer_types(args, kwargs, partial=False)
+
+    def infer_type_partial(self, *args, **kwargs):
+        """As :meth:`infer_type`, with ``None`` for each dtype still unknown instead of
+        ``(None, None, None)``."""
+        return self._infer_types(args, kwargs, partial=True)
+
+    def _infer_types(self, args, kwargs, partial):
         from .passes.infer_types import infer_types
         names = self.list_arguments()
         given = {n: t for n, t in zip(names, args) if t is not None}
@@ -610,10 +618,33 @@ class Symbol:
         types = {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
         outs = [graph.dtype(h) for h in graph.heads]
         aux_names = self.list_auxiliary_states()
-        if any(types[n] is None for n in names + aux_names) or any(t is None for t in outs):
+        if not partial and (any(types[n] is None for n in names + aux_names) or
+                            any(t is None for t in outs)):
             return None, None, None
-        return ([_np_type(types[n]) for n in names], [_np_type(t) for t in outs],
-                [_np_type(types[n]) for n in aux_names])
+        np_type = (lambda t: None if t is None else _np_type(t))
+        return ([np_type(types[n]) for n in names], [np_type(t) for t in outs],
+                [np_type(types[n]) for n in aux_names])
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "Symbol":
+        """The symbol of an analysis graph (after passes such as ``simplify``).
+
+        A head that repeats an earlier head's value reads it through a ``_copy``, as
+        mxnet's executor keeps every output a value of its own.
+        """
+        nodes = {}
+        for n in graph.topo():
+            d = graph.node(n)
+            ins = [(nodes[src], i) for src, i in graph.inputs(n)]
+            nodes[n] = _Node(d["op"], d["name"], d["raw"], ins)
+        outputs, seen = [], set()
+        for k, (n, i) in enumerate(graph.heads):
+            entry = (nodes[n], i)
+            if (n, i) in seen:
+                entry = (_Node("_copy", f"{nodes[n].name}_copy{k}", {}, [entry]), 0)
+            seen.add((n, i))
+            outputs.append(entry)
+        return cls(outputs)
 
     # -- serialisation ------------------------------------------------------------------
     def tojson(self, remove_amp_cast=True):
@@ -677,8 +708,10 @@ class Symbol:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        fn = _METHOD_OPS.get(name)
-        if fn is None:
+        # mxnet's fluent methods call the function of their own name (``x.flip()`` is
+        # ``op.flip``: auto-named ``flip0``, not ``reverse0``)
+        fn = name if name in _METHOD_OPS and name in globals() else _METHOD_OPS.get(name)
+        if fn is None or fn not in globals():
             raise AttributeError(f"'Symbol' object has no attribute '{name}'")
         return lambda *args, **kwargs: globals()[fn](self, *args, **kwargs)
 
@@ -694,7 +727,16 @@ _METHOD_OPS = {"reshape": "Reshape", "flatten": "Flatten", "transpose": "transpo
                "slice": "slice", "squeeze": "squeeze", "tile": "tile", "repeat": "repeat",
                "flip": "reverse", "reshape_like": "reshape_like", "slice_like": "slice_like",
                "broadcast_like": "broadcast_like", "depth_to_space": "depth_to_space",
-               "space_to_depth": "space_to_depth", "split_v2": "split_v2"}
+               "space_to_depth": "space_to_depth", "split_v2": "split_v2", "cast": "Cast",
+               "astype": "Cast"}
+# the rest of mxnet 1.9.1's fluent methods (``python/mxnet/symbol/symbol.py``): the
+# operator of the same name
+_METHOD_OPS.update((name, name) for name in """
+    broadcast_axes pad take one_hot pick sort topk argsort argmax argmax_channel argmin
+    sign shape_array size_array broadcast_to diag nansum prod nanprod norm round rint fix
+    floor ceil trunc sin cos tan arcsin arccos arctan degrees radians sinh cosh arcsinh
+    arccosh arctanh expm1 log10 log2 log1p rsqrt cbrt rcbrt reciprocal softmin
+    """.split() if name not in _METHOD_OPS)
 
 _HINTS = {"elemwise_add": "_plus", "elemwise_sub": "_minus", "elemwise_mul": "_mul",
           "elemwise_div": "_div", "_power": "_power", "_plus_scalar": "_plusscalar",

@@ -450,6 +450,19 @@ class Executor:
             elif not allow_extra_params:
                 raise MXNetError(f"copy_params_from: '{name}' is not an auxiliary state")
 
+    def get_optimized_symbol(self):
+        """The symbol this executor's forward computes after the compiler's graph
+        simplification: common subexpressions merged (always: symtriton does not read
+        ``MXNET_ELIMINATE_COMMON_EXPR``; the values are the same either way), ``x + 0``
+        folded, dead nodes removed.
+
+        Returns
+        -------
+        Symbol
+        """
+        from compiler.artifacts.compile import optimized_symbol
+        return optimized_symbol(self._symbol, self._input_shapes)
+
     @property
     def programs(self):
         """The compiled Programs (training, inference) this executor runs."""

@@ -185,6 +185,24 @@ def all_argument_shapes(symbol, shapes: dict) -> dict:
     return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
 
 
+def optimized_symbol(symbol, shapes: dict):
+    """The forward graph the compiler runs, as a Symbol (mxnet's
+    ``Executor.get_optimized_symbol``): ``simplify``'s merged common expressions,
+    folded ``x + 0`` and dead nodes gone; a repeated head reads its value through a
+    ``_copy``, as in mxnet.
+
+    Parameters
+    ----------
+    symbol : compiler.symbol.Symbol
+    shapes : dict of str -> tuple
+        The bound input shapes.
+    """
+    from ..passes.infer_shapes import infer_shapes
+    from ..passes.simplify import simplify
+    graph = infer_shapes(symbol.to_graph(), all_argument_shapes(symbol, shapes))
+    return type(symbol).from_graph(simplify(graph))
+
+
 def all_dtypes(symbol, dtypes: dict) -> dict:
     """Every argument's and auxiliary state's dtype name, given those in ``dtypes``
     (remembered per symbol and given dtypes: a bind asks three times)."""
