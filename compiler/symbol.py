@@ -561,6 +561,19 @@ class Symbol:
         complete = all(s is not None for s in arg_shapes + aux_shapes + out_shapes)
         if not complete and not partial:
             return None, None, None
+        if not complete:
+            # mxnet's partial answers: what is known of each shape, 0 for unknown dims
+            from .passes.infer_unknown_dims import partial_shapes
+            fresh = self.to_graph()         # infer_shapes filled ``graph`` in place
+            known = partial_shapes(fresh, shapes)
+            part = {fresh.node(e[0])["name"]: dims for e, dims in known.items()
+                    if fresh.node(e[0])["op"] == "null"}
+            arg_shapes = [s if s is not None else part.get(n)
+                          for n, s in zip(self.list_arguments(), arg_shapes)]
+            aux_shapes = [s if s is not None else part.get(n)
+                          for n, s in zip(self.list_auxiliary_states(), aux_shapes)]
+            out_shapes = [s if s is not None else known.get(h)
+                          for s, h in zip(out_shapes, fresh.heads)]
         fix = (lambda s: () if s is None else tuple(s))
         return [fix(s) for s in arg_shapes], [fix(s) for s in out_shapes], \
             [fix(s) for s in aux_shapes]

@@ -98,3 +98,27 @@ def test_fluent_methods_are_the_operator_of_their_name(func):
 def test_fluent_flip_is_named_flip():
     with mx.name.NameManager():
         assert mx.sym.Variable("x").flip(axis=0).list_outputs() == ["flip0_output"]
+
+
+def test_infer_shape_partial_gives_mxnets_partial_answers():
+    # answers recorded from mxnet 1.9.1 (its test_symbol_infer_shape and two more)
+    prev = mx.sym.Variable("prevstate")
+    out = mx.sym.Activation(mx.sym.elemwise_add(
+        mx.sym.FullyConnected(mx.sym.Variable("data"), name="x2h", num_hidden=128),
+        mx.sym.FullyConnected(prev, name="h2h", num_hidden=128)), name="out", act_type="relu")
+    assert out.infer_shape(data=(10, 64)) == (None, None, None)
+    assert out.infer_shape_partial(data=(10, 64)) == (
+        [(10, 64), (128, 64), (128,), (), (), ()], [(10, 128)], [])
+
+    data = mx.sym.Variable("data", shape=(1, 0, 0, 0))
+    conv = mx.sym.Convolution(data=mx.sym.cast(data, dtype="float16"),
+                              weight=mx.sym.cast(mx.sym.Variable("weight"), dtype="float16"),
+                              pad=(3, 3), num_filter=64, stride=(2, 2), no_bias=True,
+                              kernel=(7, 7))
+    assert conv.infer_shape_partial() == ([(1, 0, 0, 0), (64, 0, 7, 7)], [(1, 64, 0, 0)], [])
+
+    a, b = mx.sym.Variable("a", shape=(0, 3)), mx.sym.Variable("b")
+    fc = mx.sym.FullyConnected(a, num_hidden=5, name="fc") + b
+    assert fc.infer_shape_partial() == ([(0, 3), (5, 3), (5,), (0, 5)], [(0, 5)], [])
+    assert mx.sym.Concat(a, b, dim=1).infer_shape_partial(b=(4, 2)) == (
+        [(4, 3), (4, 2)], [(4, 5)], [])
