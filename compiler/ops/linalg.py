@@ -28,14 +28,22 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.dtypes import dtype_name
 from .registry import (Attr, Decompose, OpDef, ShapeError, View, parse_bool, parse_float,
                        parse_int, register)
 
 _EXACT = 1 << 24          # float32 holds every integer below this exactly
 
 
-def _shape_text(shape):
-    return "unknown" if shape is None else str(tuple(shape))
+def _float_type(attrs, in_types):
+    """mxnet's ``ElemwiseType`` over float32 and float64 only (its kernels refuse other
+    dtypes): an input of another dtype is asked for float32, which ``infer_types``
+    reports as an incompatible input naming the node (cast it first)."""
+    known = [dtype_name(t) for t in in_types if t is not None]
+    t = known[0] if known else None
+    if t is not None and t not in ("float32", "float64"):
+        t = "float32"
+    return [t] * len(in_types), [t]
 
 
 # -- gemm / gemm2 ------------------------------------------------------------------------
@@ -169,7 +177,8 @@ register(OpDef(
     name="_linalg_gemm", aliases=("linalg_gemm",), pattern="composite",
     lowering=Decompose(_gemm_build), arguments=("A", "B", "C"),
     attrs=_FLAGS + [Attr("beta", parse_float, 1.0), Attr("axis", parse_int, -2)],
-    infer_shape=_gemm_shape, reference=_gemm_ref, gradient=_gemm_gradient,
+    infer_shape=_gemm_shape, infer_type=_float_type,
+    reference=_gemm_ref, gradient=_gemm_gradient,
     doc="alpha op(A) op(B) + beta C over the trailing matrices (rows along axis): a "
         "matmul with its epilogue."))
 
@@ -177,7 +186,8 @@ register(OpDef(
     name="_linalg_gemm2", aliases=("linalg_gemm2",), pattern="composite",
     lowering=Decompose(_gemm2_build), arguments=("A", "B"),
     attrs=_FLAGS + [Attr("axis", parse_int, -2)],
-    infer_shape=_gemm2_shape, reference=_gemm2_ref,
+    infer_shape=_gemm2_shape, infer_type=_float_type,
+    reference=_gemm2_ref,
     gradient=lambda b, n: _product_grads(b, n.attrs, *n.inputs, n.ograds[0]),
     doc="alpha op(A) op(B) over the trailing matrices (rows along axis): a matmul."))
 
@@ -222,7 +232,8 @@ register(OpDef(
     name="_linalg_syrk", aliases=("linalg_syrk",), pattern="composite",
     lowering=Decompose(_syrk_build), arguments=("A",),
     attrs=[Attr("transpose", parse_bool, False), Attr("alpha", parse_float, 1.0)],
-    infer_shape=_syrk_shape, reference=_syrk_ref, gradient=_syrk_gradient,
+    infer_shape=_syrk_shape, infer_type=_float_type,
+    reference=_syrk_ref, gradient=_syrk_gradient,
     doc="alpha A A^T (transpose: alpha A^T A) over the trailing matrices: one matmul."))
 
 
@@ -299,7 +310,7 @@ def _makediag(b, v, k):
 register(OpDef(
     name="_linalg_extractdiag", aliases=("linalg_extractdiag",), pattern="injective",
     lowering=View(_diag_view, None), arguments=("A",), attrs=[Attr("offset", parse_int, 0)],
-    infer_shape=_extractdiag_shape,
+    infer_shape=_extractdiag_shape, infer_type=_float_type,
     reference=lambda attrs, ins, is_train: [torch.diagonal(ins[0], attrs["offset"], -2, -1)],
     gradient=lambda b, n: [b.op("_linalg_makediag", n.ograds[0], offset=n.attrs["offset"])],
     doc="Diagonal offset of the trailing square matrices (a strided view)."))
@@ -308,7 +319,8 @@ register(OpDef(
     name="_linalg_makediag", aliases=("linalg_makediag",), pattern="composite",
     lowering=Decompose(lambda b, n, is_train: [_makediag(b, n.inputs[0], n.attrs["offset"])]),
     arguments=("A",), attrs=[Attr("offset", parse_int, 0)],
-    infer_shape=_makediag_shape, reference=_makediag_ref,
+    infer_shape=_makediag_shape, infer_type=_float_type,
+    reference=_makediag_ref,
     gradient=lambda b, n: [b.op("_linalg_extractdiag", n.ograds[0],
                                 offset=n.attrs["offset"])],
     doc="Square matrices of zeros with the trailing vectors on diagonal offset."))
@@ -345,7 +357,8 @@ def _sumlogdiag_gradient(b, n):
 register(OpDef(
     name="_linalg_sumlogdiag", aliases=("linalg_sumlogdiag",), pattern="composite",
     lowering=Decompose(_sumlogdiag_build), arguments=("A",),
-    infer_shape=_sumlogdiag_shape, reference=_sumlogdiag_ref, gradient=_sumlogdiag_gradient,
+    infer_shape=_sumlogdiag_shape, infer_type=_float_type,
+    reference=_sumlogdiag_ref, gradient=_sumlogdiag_gradient,
     doc="Sum of the logarithms of the diagonal of the trailing square matrices."))
 
 
@@ -475,7 +488,8 @@ register(OpDef(
     name="_linalg_extracttrian", aliases=("linalg_extracttrian",), pattern="composite",
     lowering=Decompose(lambda b, n, is_train: [_extracttrian(b, n.inputs[0], n.attrs)]),
     arguments=("A",), attrs=_TRIAN_ATTRS,
-    infer_shape=_extracttrian_shape, reference=_extracttrian_ref,
+    infer_shape=_extracttrian_shape, infer_type=_float_type,
+    reference=_extracttrian_ref,
     gradient=lambda b, n: [b.op("_linalg_maketrian", n.ograds[0], offset=n.attrs["offset"],
                                 lower=n.attrs["lower"])],
     doc="The triangle of the trailing square matrices, packed as mxnet packs it."))
@@ -484,7 +498,8 @@ register(OpDef(
     name="_linalg_maketrian", aliases=("linalg_maketrian",), pattern="composite",
     lowering=Decompose(lambda b, n, is_train: [_maketrian(b, n.inputs[0], n.attrs)]),
     arguments=("A",), attrs=_TRIAN_ATTRS,
-    infer_shape=_maketrian_shape, reference=_maketrian_ref,
+    infer_shape=_maketrian_shape, infer_type=_float_type,
+    reference=_maketrian_ref,
     gradient=lambda b, n: [b.op("_linalg_extracttrian", n.ograds[0],
                                 offset=n.attrs["offset"], lower=n.attrs["lower"])],
     doc="Square matrices of zeros with a packed triangle unpacked into them."))

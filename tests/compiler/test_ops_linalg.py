@@ -343,3 +343,18 @@ def test_shape_errors_name_the_operator_and_the_shapes(s, shapes, words):
     with pytest.raises(MXNetError) as info:
         s.infer_shape(**shapes)
     assert words in str(info.value)
+
+
+def test_float64_runs_and_other_dtypes_are_refused_naming_the_node():
+    """mxnet's linalg kernels take float32 and float64 only."""
+    a, b = sym.Variable("A"), sym.Variable("B")
+    s = L.gemm2(a, b, name="g")
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    exe = s.simple_bind(cpu(), grad_req="null", type_dict={"A": "float64", "B": "float64"},
+                        A=(2, 3), B=(3, 2))
+    got = exe.forward(A=x, B=x.T.copy())[0].asnumpy()
+    assert got.dtype == np.float64 and (got == x @ x.T).all()
+    assert L.syrk(a).infer_type(A="float64")[1] == [np.float64]
+    with pytest.raises(MXNetError) as info:
+        L.makediag(a, name="m").infer_type(A="float16")
+    assert "node m" in str(info.value) and "float32" in str(info.value)
