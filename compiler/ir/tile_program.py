@@ -125,7 +125,9 @@ class ProgramBuilder:
             self.domain = tuple(shape)
             nd = len(shape)
             low = g.node(n)["opdef"].lowering
-            self.grid_pos = (0,) if low.batched else ()
+            # batch_dot: every leading axis is a batch axis (each selects other matrices
+            # of both operands), folded together into the grid
+            self.grid_pos = tuple(range(nd - 2)) if low.batched else ()
             self.row_pos = tuple(range(len(self.grid_pos), nd - 1))
             self.col_pos = (nd - 1,)
             if not low.batched:
