@@ -27,3 +27,4 @@ from . import creation  # noqa: F401
 from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import linalg  # noqa: F401
+from . import optimizer_ops  # noqa: F401

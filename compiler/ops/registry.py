@@ -379,6 +379,10 @@ class OpDef:
     # variable when the operator is composed, unless the variable has them (mxnet's
     # FSetInputVarAttrOnCompose: prelu's gamma gets ``__init__`` Constant 0.25).
     var_attrs: Optional[Callable] = None
+    # mxnet's FMutateInputs (the optimizer updates, ``optimizer_ops.py``): the aux states
+    # are inputs the operator writes in place on every forward, inference too; its
+    # ``Decompose`` returns their new values after the outputs
+    mutates_inputs: bool = False
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
 
