@@ -830,13 +830,15 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     raw = {_hide_key(k, v, op_name, name): _normalize_attr(k, v) for k, v in attrs.items()}
     parsed = opdef.parse_attrs(raw, name)
     arg_names = opdef.list_arguments(parsed)
-    if len(args) > len(arg_names):
-        raise MXNetError(f"operator {op_name} '{name}' takes {len(arg_names)} inputs "
-                         f"({', '.join(arg_names)}), got {len(args)} positional symbols")
+    # positional symbols fill mxnet's inputs in order, auxiliary states included
+    positional = list(opdef.input_order or list(arg_names) + list(opdef.aux))
+    if len(args) > len(positional):
+        raise MXNetError(f"operator {op_name} '{name}' takes {len(positional)} inputs "
+                         f"({', '.join(positional)}), got {len(args)} positional symbols")
     hidden = {_hide_key(k, v, op_name, name): v
               for k, v in _attribute.current().get(attr).items()}
     node_attrs = {**hidden, **raw}
-    given = dict(zip(arg_names, args))
+    given = dict(zip(positional, args))
     for k, v in sym_kwargs.items():
         if k not in arg_names and k not in opdef.aux:
             raise MXNetError(f"operator {op_name} '{name}' has no input '{k}'; inputs are "

@@ -35,7 +35,16 @@ class _Update:
     roles: dict = field(default_factory=dict)     # rule name -> input name, where they differ
     result: str = "w"          # the rule value returned as the output
     clip_attr: str = "clip_gradient"
-    mp: bool = False           # weight32 holds the float32 master copy
+    mp: int = 0                # mp_: the first ``mp`` inputs share the output's dtype,
+    #                            the others (weight32: the master copy) are float32
+    out_like: int = 0          # the input (in ``order``) whose dtype the output has
+    keeps: tuple = ()          # mutated inputs mxnet's kernel never writes (kept as they are)
+
+    @property
+    def order(self) -> tuple:
+        """The inputs as a node holds them: the arguments, then the auxiliary states
+        (mxnet's order except for mp_lamb_update_phase1, whose weight32 is read only)."""
+        return tuple(i for i in self.inputs if i not in self.mutates) + tuple(self.mutates)
 
     def role_inputs(self) -> dict:
         """Rule name -> input name for every input the rule reads."""
@@ -46,6 +55,8 @@ class _Update:
 
     def written(self, name: str) -> str:
         """The rule value written into mutated input ``name``."""
+        if name in self.keeps:
+            return name
         inv = {v: k for k, v in self.role_inputs().items()}
         return inv.get(name, name)
 
@@ -105,13 +116,14 @@ UPDATES = {
     "sgd_update": _Update("sgd", _WG, (), _SGD, _with()),
     "sgd_mom_update": _Update("sgd_mom", _WG + ("mom",), ("mom",), _SGD_MOM, _with(c0="momentum")),
     "mp_sgd_update": _Update("sgd", _WG + ("weight32",), ("weight32",), _SGD, _with(),
-                             roles=_MP, mp=True),
+                             roles=_MP, mp=2),
     "mp_sgd_mom_update": _Update("sgd_mom", _WG + ("mom", "weight32"), ("mom", "weight32"),
-                                 _SGD_MOM, _with(c0="momentum"), roles=_MP, mp=True),
+                                 _SGD_MOM, _with(c0="momentum"), roles=_MP, mp=2),
     "nag_mom_update": _Update("nag_mom_out", _WG + ("mom",), ("mom",), _NAG_MOM,
                               _with(c0="momentum")),
-    "mp_nag_mom_update": _Update("nag_mom_out", _WG + ("mom", "weight32"), ("mom", "weight32"),
-                                 _NAG_MOM, _with(c0="momentum"), roles=_MP, mp=True),
+    # MP_NAGMomKernel's second momentum line reads the new weight, as "nag_mom"
+    "mp_nag_mom_update": _Update("nag_mom", _WG + ("mom", "weight32"), ("mom", "weight32"),
+                                 _NAG_MOM, _with(c0="momentum"), roles=_MP, mp=2),
     "adam_update": _Update("adam", _WG + ("mean", "var"), ("mean", "var"),
                            (_LR, _a("beta1", 0.9), _a("beta2", 0.999), _a("epsilon", 1e-8),
                             _WD, _RESCALE, _CLIP, _LAZY),
@@ -142,10 +154,11 @@ UPDATES = {
                                   _lamb1, result="gt"),
     "mp_lamb_update_phase1": _Update("lamb1", _WG + ("mean", "var", "weight32"),
                                      ("mean", "var"), _LAMB1, _lamb1, roles=_MP, result="gt",
-                                     mp=True),
+                                     mp=2, out_like=2),
     "lamb_update_phase2": _Update("lamb2", ("weight", "g", "r1", "r2"), (), _LAMB2, _lamb2),
     "mp_lamb_update_phase2": _Update("lamb2", ("weight", "g", "r1", "r2", "weight32"),
-                                     ("weight32",), _LAMB2, _lamb2, roles=_MP, mp=True),
+                                     ("weight32",), _LAMB2, _lamb2, roles=_MP, mp=1,
+                                     keeps=("weight32",)),   # declared, never written
 }
 
 
@@ -154,7 +167,7 @@ UPDATES = {
 def _values(name: str, attrs: dict, operands: list) -> dict:
     """Every value of operator ``name``'s rule, over ``operands`` (its inputs in order)."""
     spec = UPDATES[name]
-    by_input = dict(zip(spec.inputs, operands))
+    by_input = dict(zip(spec.order, operands))
     env = {role: by_input[inp] for role, inp in spec.role_inputs().items()}
     env.update(_base(attrs, env))
     env.update(spec.scalars(attrs, env))
@@ -207,8 +220,9 @@ def _reference(name):
         vals = _values(name, attrs, leaves)
         handler = _TorchValues(wide)
         out = []
-        for value, like in zip(_produced(name), [0] + [UPDATES[name].inputs.index(m)
-                                                      for m in UPDATES[name].mutates]):
+        spec = UPDATES[name]
+        likes = [spec.out_like] + [spec.order.index(m) for m in spec.mutates]
+        for value, like in zip(_produced(name), likes):
             v = torch.as_tensor(evaluate(vals[value], handler, name))
             out.append(v.expand(ins[0].shape).to(ins[like].dtype).clone())
         return out
@@ -222,11 +236,11 @@ def _shape(name):
 
     def infer(attrs, in_shapes):
         known = None
-        for inp, s in zip(spec.inputs, in_shapes):
+        for inp, s in zip(spec.order, in_shapes):
             if inp not in ("r1", "r2"):
                 known = merge_shape(known, s, f"{name}: input '{inp}'")
         shapes = []
-        for inp, s in zip(spec.inputs, in_shapes):
+        for inp, s in zip(spec.order, in_shapes):
             if inp in ("r1", "r2"):
                 if s is not None and (len(s) < 1 or s[0] != 1):
                     raise ShapeError(f"{name}: {inp} must have shape (1,), got {tuple(s)}")
@@ -241,13 +255,13 @@ def _types(name):
     spec = UPDATES[name]
 
     def infer(attrs, in_types):
-        # mxnet's ElemwiseType; the mp_ variants keep weight32 (and states) in float32
-        plain = [i for i, n in enumerate(spec.inputs)
-                 if not (spec.mp and n in ("weight32", "mom", "mean", "var"))]
-        known = [in_types[i] for i in plain if in_types[i] is not None]
+        # mxnet's ElemwiseType; the mp_ variants (MP_InferType, MPLambPhaseOneType): the
+        # first inputs share a dtype, the rest are float32
+        plain = spec.inputs[:spec.mp or len(spec.inputs)]
+        known = [t for n, t in zip(spec.order, in_types) if n in plain and t is not None]
         t = known[0] if known else None
-        out = ["float32" if i not in plain else t for i in range(len(spec.inputs))]
-        return out, [t]
+        out = [t if n in plain else "float32" for n in spec.order]
+        return out, [out[spec.out_like]]
     return infer
 
 
@@ -259,8 +273,8 @@ def _build(name):
     def build(b, n, is_train):
         raw = {a.name: n.attrs[a.name] for a in spec.attrs}
         refs = []
-        for value, like in zip(_produced(name), [0] + [spec.inputs.index(m)
-                                                      for m in spec.mutates]):
+        likes = [spec.out_like] + [spec.order.index(m) for m in spec.mutates]
+        for value, like in zip(_produced(name), likes):
             refs.append(b.op(f"_{name}_value", *n.inputs, value=value, like=like, **raw))
         return refs
     return build
@@ -277,6 +291,7 @@ def _register(name: str, spec: _Update):
         name=name, pattern="composite", lowering=Decompose(_build(name)),
         infer_shape=_shape(name), infer_type=_types(name), reference=_reference(name),
         arguments=args, aux=list(spec.mutates), attrs=spec.attrs, mutates_inputs=True,
+        input_order=None if spec.order == spec.inputs else list(spec.inputs),
         doc=f"One step of mxnet's {name} (rule '{spec.rule}'); writes "
             f"{', '.join(spec.mutates) or 'no input'} in place."))
     shape = _shape(name)
@@ -286,7 +301,7 @@ def _register(name: str, spec: _Update):
         infer_shape=lambda attrs, s: (s, shape(attrs, s)[1]), infer_type=_value_types,
         reference=lambda attrs, ins, is_train: [_reference(name)(attrs, ins, is_train)[
             _produced(name).index(attrs["value"])]],
-        arguments=list(spec.inputs),
+        arguments=list(spec.order),
         attrs=tuple(spec.attrs) + (Attr("value", str), Attr("like", parse_int)),
         doc=f"One value of {name}'s step (its output or a new state)."))
 

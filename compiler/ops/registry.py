@@ -383,6 +383,9 @@ class OpDef:
     # are inputs the operator writes in place on every forward, inference too; its
     # ``Decompose`` returns their new values after the outputs
     mutates_inputs: bool = False
+    # mxnet's order of the inputs (positional symbols fill it), where it is not the
+    # arguments then the auxiliary states (mp_lamb_update_phase1's read-only weight32)
+    input_order: Optional[Sequence[str]] = None
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
 

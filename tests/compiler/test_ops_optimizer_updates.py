@@ -1,0 +1,96 @@
+"""mxnet's optimizer update operators (``compiler/ops/optimizer_ops.py``) against
+mxnet 1.9.1's numbers, on both cpu targets.
+
+``tests/fixtures/make_optimizer_op_fixtures.py`` bound each operator in mxnet and ran
+two forwards, the output fed back as the weight in between; here the same symbol,
+built through ``mx.sym``, does the same, and the outputs and the mutated inputs (the
+auxiliary states, written in place on every forward) must match after each call.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import module_api as mx
+from compiler.ops import optimizer_rules
+from compiler.ops.optimizer_ops import UPDATES
+from tests.conftest import assert_same_launches_on_cpu_targets
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "fixtures")
+with open(os.path.join(FIXTURES, "optimizer_ops.json")) as _f:
+    CASES = {c["name"]: c for c in json.load(_f)["cases"]}
+ARRAYS = np.load(os.path.join(FIXTURES, "optimizer_ops.npz"))
+
+
+def _symbol(case):
+    inputs = {n: mx.sym.var(n) for n in case["inputs"]}
+    return getattr(mx.sym, case["op"])(name="u", **inputs, **case["attrs"])
+
+
+def _close(got, want, what):
+    got = np.asarray(got)
+    tol = 2e-3 if want.dtype == np.float16 else 2e-5
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, mxnet {want.dtype}"
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=tol, atol=tol, err_msg=what)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_update_matches_mxnet(name, cpu_target):
+    case = CASES[name]
+    key = case["name"]
+    s = _symbol(case)
+    assert s.list_arguments() == case["arguments"]
+    assert s.list_auxiliary_states() == case["aux"]
+    assert s.list_outputs() == ["u_output"]
+    vals = {n: ARRAYS[f"{key}:in:{n}"] for n in case["inputs"]}
+    arr = {n: mx.nd.array(v, dtype=v.dtype) for n, v in vals.items()}
+    exe = s.bind(mx.cpu(), {n: arr[n] for n in case["arguments"]},
+                 aux_states={n: arr[n] for n in case["aux"]}, grad_req="null")
+    for step, is_train in ((1, False), (2, True)):
+        out = exe.forward(is_train=is_train)[0].asnumpy()
+        _close(out, ARRAYS[f"{key}:out{step}"], f"{key} output after call {step}")
+        for n in case["aux"]:
+            _close(exe.aux_dict[n].asnumpy(), ARRAYS[f"{key}:aux{step}:{n}"],
+                   f"{key} {n} after call {step}")
+        if "phase1" not in case["op"]:
+            exe.arg_dict["weight"][:] = out
+    assert_same_launches_on_cpu_targets(exe)
+
+
+def test_every_operator_has_a_case():
+    assert {c["op"] for c in CASES.values()} == set(UPDATES)
+
+
+def test_states_are_auxiliary_and_default_names():
+    s = mx.sym.adam_update(mx.sym.var("w"), mx.sym.var("g"), lr=0.1, name="adam")
+    assert s.list_arguments() == ["w", "g"]
+    assert s.list_auxiliary_states() == ["adam_mean", "adam_var"]
+
+
+def test_no_gradient():
+    s = mx.sym.sgd_update(mx.sym.var("w"), mx.sym.var("g"), lr=0.1)
+    with pytest.raises(mx.MXNetError, match="no gradient"):
+        s.simple_bind(mx.cpu(), w=(2, 3), g=(2, 3)).forward(is_train=True)
+
+
+def test_missing_lr_names_the_attribute():
+    with pytest.raises(mx.MXNetError, match="'lr'"):
+        mx.sym.sgd_update(mx.sym.var("w"), mx.sym.var("g"))
+
+
+def test_shape_mismatch_names_the_input():
+    s = mx.sym.sgd_mom_update(mx.sym.var("w"), mx.sym.var("g"), mx.sym.var("m"), lr=0.1,
+                              name="u")
+    with pytest.raises(mx.MXNetError, match="sgd_mom_update"):
+        s.infer_shape(w=(2, 3), g=(3, 2))
+
+
+def test_the_runtime_shares_the_rules():
+    from runtime import optimizer_kernels
+    assert optimizer_kernels._RULES is optimizer_rules.RULES
+    assert {u.rule for u in UPDATES.values()} <= set(optimizer_rules.RULES)
