@@ -678,7 +678,11 @@ class Symbol:
             entry = {"op": n.op, "name": n.name}
             if n.attrs:
                 entry["attrs"] = {k: str(v) for k, v in n.attrs.items()}
-            entry["inputs"] = [[index[id(s)], i, 0] for s, i in inputs_of(n)]
+            ins = inputs_of(n)
+            if n.op != "null" and n.opdef().input_order:
+                ins = _reorder_inputs(n.opdef(), n.opdef().parse_attrs(n.attrs, n.name), ins,
+                                      to_mxnet=True)
+            entry["inputs"] = [[index[id(s)], i, 0] for s, i in ins]
             out_nodes.append(entry)
             row_ptr.append(row_ptr[-1] + n.num_outputs())
         doc = {
@@ -982,6 +986,18 @@ def _symbol_or_number(left, right, op, scalar_op, rscalar_op, fold):
                      f"{type(left).__name__} and {type(right).__name__}")
 
 
+def _reorder_inputs(opdef, parsed, inputs, to_mxnet):
+    """A node's inputs between this project's order (arguments, then auxiliary states)
+    and mxnet's (``OpDef.input_order``, as its JSON lists them)."""
+    if not opdef.input_order:
+        return list(inputs)
+    ours = list(opdef.list_arguments(parsed)) + list(opdef.aux)
+    theirs = list(opdef.input_order)
+    src, dst = (ours, theirs) if to_mxnet else (theirs, ours)
+    by_name = dict(zip(src, inputs))
+    return [by_name[n] for n in dst]
+
+
 def load_json(json_str):
     """Load a symbol from mxnet's JSON text. Unknown operators or attributes raise."""
     try:
@@ -1026,6 +1042,7 @@ def _node_from_json(i, entry, nodes):
         if len(inputs) != expected:
             raise MXNetError(f"operator {op} '{name}' takes {expected} inputs, the JSON gives "
                              f"{len(inputs)}")
+        node.inputs = _reorder_inputs(opdef, parsed, inputs, to_mxnet=False)
     elif inputs:
         raise MXNetError(f"variable '{name}' (node {i}) cannot have inputs")
     return node

@@ -94,3 +94,32 @@ def test_the_runtime_shares_the_rules():
     from runtime import optimizer_kernels
     assert optimizer_kernels._RULES is optimizer_rules.RULES
     assert {u.rule for u in UPDATES.values()} <= set(optimizer_rules.RULES)
+
+
+@pytest.mark.parametrize("op", ["adam_update", "rmspropalex_update", "mp_sgd_mom_update"])
+def test_one_fused_launch_writes_output_and_states(op, cpu_target):
+    spec = UPDATES[op]
+    s = getattr(mx.sym, op)(name="u", **{n: mx.sym.var(n) for n in spec.inputs}, lr=0.1)
+    exe = s.simple_bind(mx.cpu(), grad_req="null",
+                        **{n: (4, 3) for n in s.list_arguments()})
+    exe.forward(is_train=False)
+    assert len(exe.programs[1].launches) == 1
+
+
+@pytest.mark.parametrize("name", ["mp_lamb1", "rmspropalex", "mp_sgd_mom"])
+def test_json_lists_inputs_in_mxnet_order(name):
+    case = CASES[name]
+    nodes = [{"op": "null", "name": n, "inputs": []} for n in case["inputs"]]
+    nodes.append({"op": case["op"], "name": "u",
+                  "attrs": {k: str(v) for k, v in case["attrs"].items()},
+                  "inputs": [[i, 0, 0] for i in range(len(case["inputs"]))]})
+    doc = {"nodes": nodes, "arg_nodes": list(range(len(case["inputs"]))),
+           "node_row_ptr": list(range(len(nodes) + 1)),
+           "heads": [[len(case["inputs"]), 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}
+    s = mx.sym.load_json(json.dumps(doc))
+    assert s.list_arguments() == case["arguments"]
+    assert s.list_auxiliary_states() == case["aux"]
+    out = json.loads(s.tojson())
+    op_node = next(n for n in out["nodes"] if n["op"] == case["op"])
+    assert [out["nodes"][i]["name"] for i, _, _ in op_node["inputs"]] == case["inputs"]
+    assert _symbol(case).list_auxiliary_states() == case["aux"]
