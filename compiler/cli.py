@@ -576,9 +576,10 @@ def cmd_ops(ns) -> int:
         if ns.name and not any(ns.name.lower() in n.lower() for n in names):
             continue
         args = opdef.arguments if not callable(opdef.arguments) else ("...",)
+        aux = opdef.aux if not callable(opdef.aux) else ("...",)
         triton, cpu = registry.how_it_runs(opdef)
         rows.append({"name": opdef.name, "aliases": list(opdef.aliases),
-                     "inputs": list(args) + list(opdef.aux), "pattern": opdef.pattern,
+                     "inputs": list(args) + list(aux), "pattern": opdef.pattern,
                      "triton": triton, "cpu": cpu})
     rows.sort(key=lambda r: r["name"].lstrip("_").lower())
     if ns.json:

@@ -270,7 +270,7 @@ class Symbol:
         """An uncomposed operator from :meth:`_gen_atomic_symbol`: no inputs yet."""
         node = self._outputs[0][0] if self._outputs else None
         return node is not None and node.op != "null" and not node.inputs and \
-            node.num_arguments() + len(node.opdef().aux) > 0 and \
+            node.num_arguments() + len(node.opdef().list_aux(node.parsed())) > 0 and \
             all(n is node for n, _ in self._outputs)
 
     def _set_attr(self, **kwargs):
@@ -492,9 +492,9 @@ class Symbol:
                 ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
             else:
                 parsed = node.parsed()
-                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().aux)
+                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().list_aux(parsed))
                 if len(node.inputs) != expected:
-                    names = node.opdef().list_arguments(parsed) + list(node.opdef().aux)
+                    names = node.opdef().list_arguments(parsed) + node.opdef().list_aux(parsed)
                     raise MXNetError(
                         f"operator {node.op} '{node.name}' takes {expected} inputs "
                         f"({', '.join(names)}), got {len(node.inputs)}")
@@ -835,7 +835,8 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     parsed = opdef.parse_attrs(raw, name)
     arg_names = opdef.list_arguments(parsed)
     # positional symbols fill mxnet's inputs in order, auxiliary states included
-    positional = list(opdef.input_order or list(arg_names) + list(opdef.aux))
+    positional = opdef.list_inputs(parsed)
+    aux_names = opdef.list_aux(parsed)
     if len(args) > len(positional):
         raise MXNetError(f"operator {op_name} '{name}' takes {len(positional)} inputs "
                          f"({', '.join(positional)}), got {len(args)} positional symbols")
@@ -844,15 +845,15 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     node_attrs = {**hidden, **raw}
     given = dict(zip(positional, args))
     for k, v in sym_kwargs.items():
-        if k not in arg_names and k not in opdef.aux:
+        if k not in arg_names and k not in aux_names:
             raise MXNetError(f"operator {op_name} '{name}' has no input '{k}'; inputs are "
-                             f"{arg_names + list(opdef.aux)}")
+                             f"{arg_names + aux_names}")
         if k in given:
             raise MXNetError(f"operator {op_name} '{name}': input '{k}' given twice")
         given[k] = v
     inputs = []
     var_defaults = opdef.var_attrs(parsed) if opdef.var_attrs else {}
-    for arg in list(arg_names) + list(opdef.aux):
+    for arg in list(arg_names) + aux_names:
         sym = given.get(arg)
         if sym is None:
             sym = Symbol([(_Node("null", f"{name}_{arg}", node_attrs), 0)])
@@ -991,8 +992,8 @@ def _reorder_inputs(opdef, parsed, inputs, to_mxnet):
     and mxnet's (``OpDef.input_order``, as its JSON lists them)."""
     if not opdef.input_order:
         return list(inputs)
-    ours = list(opdef.list_arguments(parsed)) + list(opdef.aux)
-    theirs = list(opdef.input_order)
+    ours = opdef.list_arguments(parsed) + opdef.list_aux(parsed)
+    theirs = opdef.list_inputs(parsed)
     src, dst = (ours, theirs) if to_mxnet else (theirs, ours)
     by_name = dict(zip(src, inputs))
     return [by_name[n] for n in dst]
@@ -1038,7 +1039,7 @@ def _node_from_json(i, entry, nodes):
     if op != "null":
         opdef = get_op(op, name)
         parsed = opdef.parse_attrs(attrs, name)
-        expected = len(opdef.list_arguments(parsed)) + len(opdef.aux)
+        expected = len(opdef.list_arguments(parsed)) + len(opdef.list_aux(parsed))
         if len(inputs) != expected:
             raise MXNetError(f"operator {op} '{name}' takes {expected} inputs, the JSON gives "
                              f"{len(inputs)}")

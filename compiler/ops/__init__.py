@@ -28,3 +28,4 @@ from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import linalg  # noqa: F401
 from . import optimizer_ops  # noqa: F401
+from . import optimizer_multi  # noqa: F401

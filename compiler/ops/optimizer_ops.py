@@ -169,8 +169,8 @@ def _values(name: str, attrs: dict, operands: list) -> dict:
     spec = UPDATES[name]
     by_input = dict(zip(spec.order, operands))
     env = {role: by_input[inp] for role, inp in spec.role_inputs().items()}
-    env.update(_base(attrs, env))
-    env.update(spec.scalars(attrs, env))
+    for k, v in {**_base(attrs, env), **spec.scalars(attrs, env)}.items():
+        env.setdefault(k, v)       # an input named lr / wd (preloaded_*) is the value
     clip = attrs.get(spec.clip_attr, -1.0) >= 0.0
     clipw = attrs.get("clip_weights", -1.0) >= 0.0
     return optimizer_rules.evaluate(spec.rule, env, clip, clipw)
@@ -231,17 +231,20 @@ def _reference(name):
 
 # ------------------------------------------------------------------------- shape, type
 
+_SCALARS = ("r1", "r2", "lr", "wd")    # inputs of shape (1,), broadcast over the weight
+
+
 def _shape(name):
     spec = UPDATES[name]
 
     def infer(attrs, in_shapes):
         known = None
         for inp, s in zip(spec.order, in_shapes):
-            if inp not in ("r1", "r2"):
+            if inp not in _SCALARS:
                 known = merge_shape(known, s, f"{name}: input '{inp}'")
         shapes = []
         for inp, s in zip(spec.order, in_shapes):
-            if inp in ("r1", "r2"):
+            if inp in _SCALARS:
                 if s is not None and (len(s) < 1 or s[0] != 1):
                     raise ShapeError(f"{name}: {inp} must have shape (1,), got {tuple(s)}")
                 shapes.append(s if s is not None else (1,))
