@@ -492,7 +492,8 @@ class Symbol:
                 ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
             else:
                 parsed = node.parsed()
-                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().list_aux(parsed))
+                opdef = node.opdef()
+                expected = len(opdef.list_arguments(parsed)) + len(opdef.list_aux(parsed))
                 if len(node.inputs) != expected:
                     names = node.opdef().list_arguments(parsed) + node.opdef().list_aux(parsed)
                     raise MXNetError(
