@@ -190,18 +190,23 @@ def _extern_launch(ln, flat):
     the input buffers, each stored output copied into its planned array(s)."""
     from compiler.ops.registry import Extern, get_op
     cfg = ln.config
-    opdef = get_op(cfg["op"], cfg.get("node", "?"))
+    opdef = get_op(cfg["op"])
     if not isinstance(opdef.lowering, Extern):
         raise MXNetError(f"launch {launch_name(ln)}: operator {cfg['op']} is not an extern "
                          f"operator in this version; recompile the program")
-    attrs = opdef.parse_attrs(cfg["attrs"], cfg.get("node", "?"))
+    attrs = opdef.parse_attrs(cfg["attrs"], f"extern launch of {cfg['op']}")
     views = [_strided(t, shape, strides) for t, (shape, strides) in zip(flat, cfg["views"])]
     n_in = int(cfg["inputs"])
     ins, outs = views[:n_in], list(zip(cfg["outputs"], views[n_in:]))
     fn = opdef.lowering.run
 
     def run():
-        values = fn(attrs, [x.float() if x.dtype in _WIDEN else x for x in ins])
+        try:
+            values = fn(attrs, [x.float() if x.dtype in _WIDEN else x for x in ins])
+        except RuntimeError as exc:    # torch.linalg.LinAlgError among them
+            shapes = ", ".join(str(tuple(x.shape)) for x in ins)
+            raise MXNetError(f"operator {cfg['op']} ({ln.phase} launch, attributes "
+                             f"{cfg['attrs']}), inputs of shapes {shapes}: {exc}") from None
         for i, out in outs:
             out.copy_(values[i])
     return run

@@ -25,7 +25,7 @@ class Launch:
     """One launch: a generated kernel (``kind`` ``kernel``), or an ATen call (``kind``
     ``extern``: ``kernel`` is ``extern:<operator>``, no source file exists, and
     ``config`` holds what :func:`runtime.launcher.bind_launches` needs to call the
-    registry entry's ``Extern.run``: ``op``, ``attrs`` (mxnet's strings), ``node``,
+    registry entry's ``Extern.run``: ``op``, ``attrs`` (mxnet's strings),
     ``inputs`` (how many of ``args`` are inputs), ``outputs`` (the output index each
     further arg receives) and ``views`` (``[shape, strides]`` of each arg over its flat
     slice))."""
@@ -203,11 +203,11 @@ def _extern_launch(prog, layouts, phase) -> Launch:
             else:
                 outputs.append(int(extra["stored"][t - n_in]))
                 written += nbytes
-    config = {"op": extra["op"], "attrs": dict(extra["attrs"]), "node": extra["node"],
-              "inputs": n_in, "outputs": outputs, "views": views}
+    config = {"op": extra["op"], "attrs": dict(extra["attrs"]), "inputs": n_in,
+              "outputs": outputs, "views": views}
+    shapes = ", ".join(str(tuple(v[0])) for v in views[:n_in])
     return Launch(f"extern:{extra['op']}", phase, args, config,
-                  f"extern {extra['op']} (ATen) of node {extra['node']}", read, written,
-                  kind="extern")
+                  f"extern {extra['op']} (ATen) of {shapes}", read, written, kind="extern")
 
 
 def _summary_line(source: str) -> str:

@@ -52,7 +52,9 @@ def extern_program(graph, nodes, outside_uses) -> TileProgram:
     stored = tuple(i for i in range(len(d["shapes"])) if i == 0 or (n, i) in uses)
     raw = {k: str(v) for k, v in d["raw"].items()
            if not (k.startswith("__") and k.endswith("__"))}
-    extra = {"op": d["op"], "attrs": raw, "node": d.get("name", "?"), "stored": stored}
+    # no node name: the Program is shared by every symbol of the same canonical graph
+    # (names are not part of its key), so a name recorded here could be another's
+    extra = {"op": d["op"], "attrs": raw, "stored": stored}
     domain = tuple(d["shapes"][0])
     instrs = [Instr("extern", "v1", tuple(range(len(ins))), extra=extra,
                     origin=f"operator '{d['op']}' (node '{d.get('name', '?')}')")]
