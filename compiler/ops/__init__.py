@@ -27,3 +27,4 @@ from . import creation  # noqa: F401
 from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import contrib_nn  # noqa: F401
+from . import contrib_math  # noqa: F401

@@ -84,7 +84,62 @@ ADAPTIVE = [
 ]
 
 
-ROWS = RESIZE + ADAPTIVE
+# -- arange_like, index_copy, quadratic, div_sqrt_dim, gradientmultiplier, STEs ----------
+
+def _arange_like(shape, start=0.0, step=1.0, repeat=1):
+    n = math.prod(shape)
+    i = torch.div(torch.arange(n), repeat, rounding_mode="floor").double()
+    return (start + i * step).reshape(shape)
+
+
+def _index_copy_one(old, idx, new):
+    out = old.clone()
+    out[int(idx[0])] = new[0]
+    return out
+
+
+class _GradMul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, s):
+        ctx.s = s
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.s, None
+
+
+def _straight(fn):
+    return lambda x: x + (fn(x) - x).detach()
+
+
+MATH = [
+    Op("arange_like_all", lambda x: C.arange_like(x, start=1.5, step=0.5, repeat=2),
+       lambda x: _zero_grad(_arange_like(tuple(x.shape), 1.5, 0.5, 2), x),
+       [[(2, 3)], [(1, 5, 1)], [(3,)]], fd=False),
+    Op("arange_like_axis", lambda x: C.arange_like(x, start=-2.0, step=3.0, axis=-1),
+       lambda x: _zero_grad(_arange_like((x.shape[-1],), -2.0, 3.0), x),
+       [[(2, 3)], [(4, 1, 5)]], fd=False),
+    Op("index_copy_one_row", lambda x, i, t: C.index_copy(x, i, t), _index_copy_one,
+       [[(5, 3), (1,), (1, 3)], [(3, 2, 1), (1,), (1, 2, 1)]], inputs=("x", "i", "t"),
+       gen={"i": "index:3"}, nograd=("i",)),
+    Op("quadratic", lambda x: C.quadratic(x, a=1.5, b=-2.0, c=0.25),
+       lambda x: x * (1.5 * x - 2.0) + 0.25, [[(2, 3)], [(1, 7)], [(5,)]]),
+    Op("quadratic_default", lambda x: C.quadratic(x), lambda x: x * 0.0,
+       [[(3, 2)], [(1, 5)]]),
+    Op("div_sqrt_dim", lambda x: C.div_sqrt_dim(x), lambda x: x / math.sqrt(x.shape[-1]),
+       [[(2, 3)], [(4, 1, 7)], [(9,)]]),
+    Op("gradientmultiplier", lambda x: C.gradientmultiplier(sym.exp(x), scalar=-0.5),
+       lambda x: _GradMul.apply(torch.exp(x), -0.5), [[(2, 3)], [(1, 5)]], fd=False),
+    Op("round_ste", lambda x: C.round_ste(x * 3.0),
+       lambda x: _straight(lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5))(x * 3.0),
+       [[(2, 3)], [(1, 5)]], fd=False),
+    Op("sign_ste", lambda x: C.sign_ste(x), _straight(torch.sign), [[(2, 3)], [(1, 5)]],
+       fd=False),
+]
+
+
+ROWS = RESIZE + ADAPTIVE + MATH
 
 
 @pytest.mark.parametrize("op", ROWS, ids=lambda op: op.name)
