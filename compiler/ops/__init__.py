@@ -28,3 +28,5 @@ from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import contrib_nn  # noqa: F401
 from . import contrib_math  # noqa: F401
+from . import contrib_attention  # noqa: F401
+from . import contrib_box  # noqa: F401

@@ -139,7 +139,169 @@ MATH = [
 ]
 
 
-ROWS = RESIZE + ADAPTIVE + MATH
+# -- interleaved attention matmuls: written from mxnet's documented equivalent -------------
+
+def _heads(x, heads, parts, part):
+    """(L, B, H*parts*D) -> (B*H, L, D): mxnet's reshape(0, 0, H, parts, -1), pick, transpose
+    (1, 2, 0, 3), reshape(-1, 0, 0)."""
+    length, batch, width = x.shape
+    t = x.reshape(length, batch, heads, parts, width // (heads * parts))[:, :, :, part]
+    return t.permute(1, 2, 0, 3).reshape(batch * heads, length, -1)
+
+
+def _merge(o, heads):
+    bh, length, d = o.shape
+    return o.reshape(bh // heads, heads, length, d).permute(2, 0, 1, 3).reshape(length, bh // heads, -1)
+
+
+def _qk(q, k):
+    return torch.bmm(q / math.sqrt(q.shape[-1]), k.transpose(1, 2))
+
+
+ATTENTION = [
+    Op("selfatt_qk", lambda x: C.interleaved_matmul_selfatt_qk(x, heads=2),
+       lambda x: _qk(_heads(x, 2, 3, 0), _heads(x, 2, 3, 1)),
+       [[(3, 2, 12)], [(1, 3, 18)], [(5, 1, 6)]]),
+    Op("selfatt_qk_one_head", lambda x: C.interleaved_matmul_selfatt_qk(x, heads=1),
+       lambda x: _qk(_heads(x, 1, 3, 0), _heads(x, 1, 3, 1)), [[(4, 2, 9)], [(2, 3, 3)]]),
+    Op("selfatt_valatt", lambda x, a: C.interleaved_matmul_selfatt_valatt(x, a, heads=3),
+       lambda x, a: _merge(torch.bmm(a, _heads(x, 3, 3, 2)), 3),
+       [[(4, 2, 18), (6, 4, 4)], [(1, 1, 9), (3, 1, 1)], [(3, 2, 9), (6, 3, 3)]],
+       inputs=("x", "a")),
+    Op("encdec_qk", lambda q, kv: C.interleaved_matmul_encdec_qk(q, kv, heads=2),
+       lambda q, kv: _qk(_heads(q, 2, 1, 0), _heads(kv, 2, 2, 0)),
+       [[(3, 2, 6), (5, 2, 12)], [(1, 3, 4), (2, 3, 8)], [(4, 1, 10), (1, 1, 20)]],
+       inputs=("q", "kv")),
+    Op("encdec_valatt", lambda kv, a: C.interleaved_matmul_encdec_valatt(kv, a, heads=2),
+       lambda kv, a: _merge(torch.bmm(a, _heads(kv, 2, 2, 1)), 2),
+       [[(5, 2, 12), (4, 3, 5)], [(1, 3, 4), (6, 2, 1)], [(3, 1, 20), (2, 1, 3)]],
+       inputs=("kv", "a")),
+]
+
+
+# -- box geometry: written out from mxnet's kernels, zero gradients -------------------------
+
+def _corners(v, center):
+    if center:
+        return v[..., 0] - v[..., 2] / 2, v[..., 1] - v[..., 3] / 2, \
+            v[..., 0] + v[..., 2] / 2, v[..., 1] + v[..., 3] / 2
+    return v.unbind(-1)
+
+
+def _box_iou(center):
+    def iou(a, b):
+        a2, b2 = a.detach().reshape(-1, 4), b.detach().reshape(-1, 4)
+        out = torch.zeros(a2.shape[0], b2.shape[0], dtype=a.dtype)
+        for i in range(a2.shape[0]):
+            ax0, ay0, ax1, ay1 = _corners(a2[i], center)
+            for j in range(b2.shape[0]):
+                bx0, by0, bx1, by1 = _corners(b2[j], center)
+                iw = max(float(min(ax1, bx1) - max(ax0, bx0)), 0.0)
+                ih = max(float(min(ay1, by1) - max(ay0, by0)), 0.0)
+                if iw * ih <= 0:
+                    continue
+                area = [max(float(x1 - x0), 0.0) * max(float(y1 - y0), 0.0)
+                        if (x1 >= x0 and y1 >= y0) else 0.0
+                        for x0, y0, x1, y1 in ((ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1))]
+                out[i, j] = iw * ih / (area[0] + area[1] - iw * ih)
+        return _zero_grad(out.reshape(tuple(a.shape[:-1]) + tuple(b.shape[:-1])), a, b)
+    return iou
+
+
+def _decode(center, stds=(1.0, 1.0, 1.0, 1.0), clip=-1.0):
+    def decode(x, anc):
+        out = torch.empty_like(x).detach()
+        a = anc.detach().reshape(-1, 4)
+        for bi in range(x.shape[0]):
+            for i in range(x.shape[1]):
+                ax, ay, aw, ah = (float(v) for v in a[i])
+                if not center:
+                    aw, ah = aw - ax, ah - ay
+                    ax, ay = ax + aw / 2, ay + ah / 2
+                d = [float(v) * s for v, s in zip(x.detach()[bi, i], stds)]
+                dw, dh = (min(d[2], clip), min(d[3], clip)) if clip > 0 else (d[2], d[3])
+                cx, cy = d[0] * aw + ax, d[1] * ah + ay
+                w, h = math.exp(dw) * aw / 2, math.exp(dh) * ah / 2
+                out[bi, i] = torch.tensor([cx - w, cy - h, cx + w, cy + h])
+        return _zero_grad(out, x, anc)
+    return decode
+
+
+def _prior(sizes, ratios, steps=None, offsets=(0.5, 0.5), clip=False):
+    def prior(x):
+        h, w = x.shape[2:]
+        sy, sx = steps or (1.0 / h, 1.0 / w)
+        pairs = [(s, math.sqrt(ratios[0])) for s in sizes] + \
+            [(sizes[0], math.sqrt(r)) for r in ratios[1:]]
+        rows = []
+        for r in range(h):
+            for c in range(w):
+                cy, cx = (r + offsets[0]) * sy, (c + offsets[1]) * sx
+                for s, q in pairs:
+                    hw, hh = s * h / w * q / 2, s / q / 2
+                    rows.append([cx - hw, cy - hh, cx + hw, cy + hh])
+        out = torch.tensor(rows, dtype=x.dtype)[None]
+        return _zero_grad(out.clamp(0, 1) if clip else out, x)
+    return prior
+
+
+def _encode_inputs(xy, wh):
+    return sym.concat(xy, xy + wh, dim=2)
+
+
+def _encode(s, m, xy, wh, rxy, rwh, means, stds):
+    anchors = torch.cat([xy, xy + wh], 2).detach()
+    refs = torch.cat([rxy, rxy + rwh], 2).detach()
+    t, mask = torch.zeros_like(anchors), torch.zeros_like(anchors)
+    for b in range(anchors.shape[0]):
+        for n in range(anchors.shape[1]):
+            if float(s.detach()[b, n]) <= 0.5:
+                continue
+            a, r = anchors[b, n], refs[b, int(m.detach()[b, n])]
+            aw, ah, rw, rh = a[2] - a[0], a[3] - a[1], r[2] - r[0], r[3] - r[1]
+            raw = torch.stack([(r[0] + rw / 2 - a[0] - aw / 2) / aw,
+                               (r[1] + rh / 2 - a[1] - ah / 2) / ah,
+                               torch.log(rw / aw), torch.log(rh / ah)])
+            t[b, n] = (raw - means.detach()) / stds.detach()
+            mask[b, n] = 1.0
+    every = (s, m, xy, wh, rxy, rwh, means, stds)
+    return [_zero_grad(t, *every), _zero_grad(mask, *every)]
+
+
+BOX = [
+    Op("box_encode",
+       lambda s, m, xy, wh, rxy, rwh, means, stds: C.box_encode(
+           s, m, _encode_inputs(xy, wh), _encode_inputs(rxy, rwh), means, stds),
+       _encode, [[(2, 3), (2, 3), (2, 3, 2), (2, 3, 2), (2, 5, 2), (2, 5, 2), (4,), (4,)],
+                 [(1, 1), (1, 1), (1, 1, 2), (1, 1, 2), (1, 2, 2), (1, 2, 2), (4,), (4,)]],
+       inputs=("s", "m", "xy", "wh", "rxy", "rwh", "means", "stds"),
+       gen={"m": "index:2", "wh": "pos", "rwh": "pos", "stds": "pos"}, nograd=("m",),
+       fd=False),
+    Op("box_iou_corner", lambda a, b: C.box_iou(a, b),
+       _box_iou(False), [[(3, 4), (5, 4)], [(2, 3, 4), (1, 4)], [(1, 4), (2, 2, 4)]],
+       inputs=("a", "b"), gen={"a": "unit", "b": "unit"}, fd=False),
+    Op("box_iou_center", lambda a, b: C.box_iou(a, b, format="center"),
+       _box_iou(True), [[(3, 4), (5, 4)], [(2, 1, 4), (3, 4)]],
+       inputs=("a", "b"), gen={"a": "unit", "b": "unit"}, fd=False),
+    Op("box_decode_center", lambda x, a: C.box_decode(x, a, std0=0.1, std1=0.2, std2=0.3,
+                                                      std3=0.4),
+       _decode(True, (0.1, 0.2, 0.3, 0.4)), [[(2, 3, 4), (1, 3, 4)], [(1, 5, 4), (1, 5, 4)]],
+       inputs=("x", "a"), gen={"a": "pos"}, fd=False),
+    Op("box_decode_corner_clip", lambda x, a: C.box_decode(x, a, format="corner", clip=0.5),
+       _decode(False, clip=0.5), [[(2, 3, 4), (1, 3, 4)], [(3, 1, 4), (1, 1, 4)]],
+       inputs=("x", "a"), fd=False),
+    Op("multibox_prior", lambda x: C.MultiBoxPrior(x, sizes=(0.5, 0.25), ratios=(1, 2, 0.5)),
+       _prior((0.5, 0.25), (1, 2, 0.5)), [[(1, 2, 3, 5)], [(2, 1, 1, 1)], [(1, 1, 4, 2)]],
+       fd=False),
+    Op("multibox_prior_steps_clip",
+       lambda x: C.MultiBoxPrior(x, sizes=(0.7,), steps=(0.25, 0.125), offsets=(0.2, 0.7),
+                                 clip=True),
+       _prior((0.7,), (1.0,), (0.25, 0.125), (0.2, 0.7), True), [[(1, 1, 3, 5)], [(2, 3, 2, 2)]],
+       fd=False),
+]
+
+
+ROWS = RESIZE + ADAPTIVE + MATH + ATTENTION + BOX
 
 
 @pytest.mark.parametrize("op", ROWS, ids=lambda op: op.name)
