@@ -151,7 +151,8 @@ def _heads(x, heads, parts, part):
 
 def _merge(o, heads):
     bh, length, d = o.shape
-    return o.reshape(bh // heads, heads, length, d).permute(2, 0, 1, 3).reshape(length, bh // heads, -1)
+    o = o.reshape(bh // heads, heads, length, d).permute(2, 0, 1, 3)
+    return o.reshape(length, bh // heads, -1)
 
 
 def _qk(q, k):
