@@ -27,3 +27,7 @@ from . import creation  # noqa: F401
 from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import linalg_factor  # noqa: F401
+from . import contrib_nn  # noqa: F401
+from . import contrib_math  # noqa: F401
+from . import contrib_attention  # noqa: F401
+from . import contrib_box  # noqa: F401
