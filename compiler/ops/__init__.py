@@ -31,3 +31,5 @@ from . import contrib_nn  # noqa: F401
 from . import contrib_math  # noqa: F401
 from . import contrib_attention  # noqa: F401
 from . import contrib_box  # noqa: F401
+from . import detection  # noqa: F401
+from . import detection_rpn  # noqa: F401
