@@ -29,3 +29,152 @@ with open(os.path.join(replay.FIXTURES, "cases_detection_index.json")) as _f:
 def test_mxnet_detection_case(name, cpu_target, monkeypatch):
     monkeypatch.setitem(replay.CASES, name, CASES[name])
     replay.test_mxnet_case(name, cpu_target)
+
+
+def test_every_detection_case_has_arrays():
+    assert len(CASES) >= 20
+    for case in CASES.values():
+        keys = set(np.load(os.path.join(replay.FIXTURES, case["arrays"])).files)
+        assert keys == set(case["array_keys"]), case["name"]
+
+
+def _bind64(s, inputs, grad_req):
+    exe = s.simple_bind(cpu(), grad_req=grad_req,
+                        type_dict={k: "float64" for k in inputs},
+                        **{k: tuple(v.shape) for k, v in inputs.items()})
+    for k, v in inputs.items():
+        exe.arg_dict[k][:] = v
+    return exe
+
+
+def _finite_differences(s, inputs, wrt, eps=1e-6):
+    """The executor's gradient of ``sum(out * w)`` against central differences of its
+    own forward (float64): the backward extern checked by the forward one."""
+    req = {k: ("write" if k == wrt else "null") for k in inputs}
+    exe = _bind64(s, inputs, req)
+    out = exe.forward(is_train=True)[0]
+    w = torch.linspace(-1, 1, out.numel(), dtype=torch.float64).reshape(out.shape)
+    exe.backward([w])
+    got = exe.grad_dict[wrt].clone()
+    probe = _bind64(s, inputs, "null")
+    x = inputs[wrt].clone()
+    want = torch.zeros_like(x).reshape(-1)
+    for i in range(x.numel()):
+        vals = []
+        for step in (eps, -eps):
+            y = x.clone().reshape(-1)
+            y[i] += step
+            probe.arg_dict[wrt][:] = y.reshape(x.shape)
+            vals.append(float((probe.forward(is_train=False)[0] * w).sum()))
+        want[i] = (vals[0] - vals[1]) / (2 * eps)
+    torch.testing.assert_close(got, want.reshape(x.shape), rtol=1e-5, atol=1e-7)
+    return got
+
+
+@pytest.mark.parametrize("attrs", [
+    {"pooled_size": (2, 2), "spatial_scale": 0.5},
+    {"pooled_size": (2, 3), "spatial_scale": 1.0, "sample_ratio": 2, "aligned": True},
+    {"pooled_size": (2, 2), "spatial_scale": 0.5, "position_sensitive": True},
+])
+def test_roi_align_gradient_finite_differences(attrs, cpu_target):
+    g = torch.Generator().manual_seed(7)
+    data = torch.randn(2, 4, 4, 5, generator=g, dtype=torch.float64)
+    rois = torch.tensor([[0, 0.3, 1.1, 6.2, 5.7], [1, 2.2, 0.4, 7.9, 3.3],
+                         [1, -1.5, -0.5, 3.0, 9.0]], dtype=torch.float64)
+    s = sym.contrib.ROIAlign(sym.Variable("data"), sym.Variable("rois"), **attrs)
+    got = _finite_differences(s, {"data": data, "rois": rois}, "data")
+    assert got.abs().sum() > 0
+
+
+def test_box_nms_gradient_finite_differences(cpu_target):
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(2, 6, 6, generator=g, dtype=torch.float64)
+    x[..., 4:] += x[..., 2:4] + 0.2            # x2 > x1, y2 > y1
+    x[..., 0] = torch.tensor([0.5, 1.5, 0.5, 1.5, 2.5, 0.5])   # int() keeps the class
+    s = sym.contrib.box_nms(sym.Variable("x"), overlap_thresh=0.1, id_index=0, topk=5)
+    got = _finite_differences(s, {"x": x}, "x")
+    kept = (got != 0).any(-1).sum(-1)
+    assert 0 < int(kept.min()) and int(kept.max()) < 6   # some rows suppressed, some kept
+
+
+def test_box_nms_documented_example(cpu_target):
+    """mxnet's docstring example: forward and the gradient that follows the boxes."""
+    x = torch.tensor([[0, 0.5, 0.1, 0.1, 0.2, 0.2], [1, 0.4, 0.1, 0.1, 0.2, 0.2],
+                      [0, 0.3, 0.1, 0.1, 0.14, 0.14], [2, 0.6, 0.5, 0.5, 0.7, 0.8]])
+    s = sym.contrib.box_nms(sym.Variable("x"), overlap_thresh=0.1, coord_start=2,
+                            score_index=1, id_index=0, force_suppress=True)
+    exe = s.simple_bind(cpu(), x=(4, 6))
+    exe.arg_dict["x"][:] = x
+    out = exe.forward(is_train=True)[0]
+    want = torch.tensor([[2, 0.6, 0.5, 0.5, 0.7, 0.8], [0, 0.5, 0.1, 0.1, 0.2, 0.2]] +
+                        [[-1.0] * 6] * 2)
+    torch.testing.assert_close(out, want)
+    exe.backward([torch.tensor([0.1, 0.2, 0.3, 0.4])[:, None].expand(4, 6).contiguous()])
+    gwant = torch.tensor([0.2, 0.0, 0.0, 0.1])[:, None].expand(4, 6)
+    torch.testing.assert_close(exe.grad_dict["x"], gwant)
+
+
+def test_bipartite_documented_example(cpu_target):
+    s = sym.contrib.bipartite_matching(sym.Variable("x"), threshold=1e-12, is_ascend=False)
+    exe = s.simple_bind(cpu(), x=(3, 2), grad_req="null")
+    exe.arg_dict["x"][:] = torch.tensor([[0.5, 0.6], [0.1, 0.2], [0.3, 0.4]])
+    rows, cols = exe.forward()
+    assert rows.tolist() == [1, -1, 0] and cols.tolist() == [2, 0]
+
+
+def test_names_aliases_and_hidden_outputs():
+    x = sym.Variable("x")
+    for f in (sym.contrib.box_nms, sym.contrib.box_non_maximum_suppression):
+        outs = f(x).list_outputs()
+        assert len(outs) == 1 and outs[0].endswith("_output0")      # output1 is hidden
+    p = sym.contrib.Proposal(x, sym.Variable("b"), sym.Variable("i"))
+    assert len(p.list_outputs()) == 1
+    p2 = sym.contrib.MultiProposal(x, sym.Variable("b"), sym.Variable("i"), output_score=True)
+    assert [o.rsplit("_", 1)[1] for o in p2.list_outputs()] == ["output", "score"]
+    t = sym.contrib.MultiBoxTarget(x, sym.Variable("l"), sym.Variable("p"))
+    assert [o.split("_", 1)[1] for o in t.list_outputs()] == ["loc_target", "loc_mask",
+                                                               "cls_target"]
+    from compiler.ops.registry import REGISTRY
+    for alias, name in (("_npx_multibox_target", "_contrib_MultiBoxTarget"),
+                        ("_npx_multibox_detection", "_contrib_MultiBoxDetection")):
+        assert REGISTRY[alias] is REGISTRY[name]
+
+
+@pytest.mark.parametrize("build, shapes, words", [
+    (lambda: sym.contrib.box_nms(sym.Variable("x")), {"x": (4,)}, "at least 2"),
+    (lambda: sym.contrib.box_nms(sym.Variable("x"), id_index=0), {"x": (3, 5)}, "at least 6"),
+    (lambda: sym.contrib.box_nms(sym.Variable("x"), score_index=3), {"x": (3, 6)},
+     "conflicts"),
+    (lambda: sym.contrib.MultiBoxTarget(sym.Variable("a"), sym.Variable("l"),
+                                        sym.Variable("p")),
+     {"a": (2, 5, 4), "l": (1, 2, 5), "p": (1, 3, 5)}, "shared across batches"),
+    (lambda: sym.contrib.MultiBoxDetection(sym.Variable("c"), sym.Variable("l"),
+                                           sym.Variable("a")),
+     {"c": (1, 3, 5), "l": (1, 16), "a": (1, 5, 4)}, "disagree"),
+    (lambda: sym.contrib.ROIAlign(sym.Variable("d"), sym.Variable("r"), pooled_size=(2, 2),
+                                  spatial_scale=1.0), {"d": (1, 3, 4, 4), "r": (2, 4)},
+     r"\(num_rois, 5\)"),
+    (lambda: sym.contrib.ROIAlign(sym.Variable("d"), sym.Variable("r"), pooled_size=(2, 2),
+                                  spatial_scale=1.0, position_sensitive=True),
+     {"d": (1, 6, 4, 4), "r": (2, 5)}, "multiple"),
+])
+def test_shape_errors(build, shapes, words):
+    with pytest.raises(MXNetError, match=words):
+        build().infer_shape(**shapes)
+
+
+def test_proposal_shapes_follow_cls_prob():
+    p = sym.contrib.MultiProposal(sym.Variable("c"), sym.Variable("b"), sym.Variable("i"),
+                                  rpn_post_nms_top_n=7, output_score=True)
+    args, outs, _ = p.infer_shape(c=(2, 6, 4, 5))
+    assert args == [(2, 6, 4, 5), (2, 12, 4, 5), (2, 3)]
+    assert outs == [(14, 5), (14, 1)]
+
+
+def test_proposal_refuses_a_batch(cpu_target):
+    s = sym.contrib.Proposal(sym.Variable("c"), sym.Variable("b"), sym.Variable("i"),
+                             scales=(8,), ratios=(1,))
+    exe = s.simple_bind(cpu(), c=(2, 2, 3, 3), grad_req="null")
+    exe.arg_dict["i"][:] = torch.tensor([[48.0, 48, 1], [48, 48, 1]])
+    with pytest.raises(MXNetError, match="one image"):
+        exe.forward()
