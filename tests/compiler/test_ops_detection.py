@@ -10,6 +10,7 @@ checked against finite differences here.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -20,9 +21,125 @@ from compiler import symbol as sym
 from compiler.errors import MXNetError
 from runtime.context import cpu
 from tests.compiler import test_mxnet_fixtures as replay
+from tests.compiler.test_ops_compiled import Op, check
 
 with open(os.path.join(replay.FIXTURES, "cases_detection_index.json")) as _f:
     CASES = {c["name"]: c for c in json.load(_f)["cases"]}
+
+
+# -- Table rows (``tests/compiler/test_ops_after_views.py`` sweeps them after every view):
+# references written as plain loops over the boxes and samples, differentiable in torch.
+
+def _nms_ref(over):
+    """Greedy NMS of [id, score, x1, y1, x2, y2] rows (corner, no ids, scores > 0)."""
+    def area(r):
+        w, h = float(r[4] - r[2]), float(r[5] - r[3])
+        return 0.0 if w < 0 or h < 0 else w * h
+
+    def iou(a, b):
+        w = max(0.0, float(min(a[4], b[4]) - max(a[2], b[2])))
+        h = max(0.0, float(min(a[5], b[5]) - max(a[3], b[3])))
+        union = area(a) + area(b) - w * h
+        return math.nan if union == 0 else w * h / union      # mxnet's 0/0: no suppression
+
+    def one(x):
+        x0 = x.detach()
+        order = sorted((i for i in range(len(x0)) if x0[i, 1] > 0), key=lambda i: -float(x0[i, 1]))
+        kept = []
+        for i in order:
+            if all(not iou(x0[k], x0[i]) > over for k in kept):
+                kept.append(i)
+        rows = [x[i] for i in kept] + [torch.full_like(x[0], -1.0)] * (len(x) - len(kept))
+        return torch.stack(rows)
+
+    def f(x):
+        flat = x.reshape(-1, *x.shape[-2:])
+        return torch.stack([one(b) for b in flat]).reshape(x.shape)
+    return f
+
+
+def _bilinear(fmap, y, x, h, w):
+    """mxnet's ROIAlign sample at (y, x) of one channel map, or None off the map."""
+    if y < -1.0 or y > h or x < -1.0 or x > w:
+        return None
+    y, x = max(y, 0.0), max(x, 0.0)
+    y0, x0 = int(y), int(x)
+    y1, x1 = (y0, x0)
+    if y0 >= h - 1:
+        y0 = y1 = h - 1
+        y = float(y0)
+    else:
+        y1 = y0 + 1
+    if x0 >= w - 1:
+        x0 = x1 = w - 1
+        x = float(x0)
+    else:
+        x1 = x0 + 1
+    ly, lx = y - y0, x - x0
+    return ((1 - ly) * (1 - lx) * fmap[y0, x0] + (1 - ly) * lx * fmap[y0, x1] +
+            ly * (1 - lx) * fmap[y1, x0] + ly * lx * fmap[y1, x1])
+
+
+def _roi_align_ref(pooled, scale, ratio=-1):
+    ph, pw = pooled
+
+    def bin_value(fmap, x1, y1, bw, bh, i, j, gh, gw):
+        acc = 0.0
+        for iy in range(gh):
+            for ix in range(gw):
+                v = _bilinear(fmap, y1 + i * bh + (iy + 0.5) * bh / gh,
+                              x1 + j * bw + (ix + 0.5) * bw / gw, *fmap.shape)
+                acc = acc if v is None else acc + v
+        return acc / (gh * gw)
+
+    def f(x, r):
+        out = []
+        for roi in r.detach():
+            b = int(roi[0])
+            x1, y1, x2, y2 = (float(v) * scale for v in _roi_coords(roi))
+            rw, rh = max(x2 - x1, 1.0), max(y2 - y1, 1.0)
+            gh = ratio if ratio > 0 else math.ceil(rh / ph)
+            gw = ratio if ratio > 0 else math.ceil(rw / pw)
+            out.append(torch.stack([torch.stack([torch.stack([
+                torch.as_tensor(bin_value(x[b, c], x1, y1, rw / pw, rh / ph, i, j, gh, gw),
+                                dtype=x.dtype) for j in range(pw)]) for i in range(ph)])
+                for c in range(x.shape[1])]))
+        return torch.stack(out)
+    return f
+
+
+def _roi_coords(r):
+    """The rows' raw values in [0, 1) made roi corners (as ``_rois`` builds them)."""
+    return r[1:5] * 5.3 - 0.4
+
+
+def _rois(r):
+    """Rows [batch, 4 values in (0, 1)] -> [batch, corners in the map's coordinates]."""
+    return sym.Concat(sym.slice_axis(r, axis=1, begin=0, end=1),
+                      sym.slice_axis(r, axis=1, begin=1, end=5) * 5.3 - 0.4, dim=1)
+
+
+ROWS = [
+    Op("contrib_box_nms", lambda x: sym.contrib.box_nms(x, overlap_thresh=0.2),
+       _nms_ref(0.2), [[(7, 6)], [(2, 5, 6)]], gen={"x": "unit"}),
+    Op("contrib_ROIAlign", lambda x, r: sym.contrib.ROIAlign(
+        x, _rois(r), pooled_size=(2, 2), spatial_scale=0.8),
+       lambda x, r: _roi_align_ref((2, 2), 0.8)(x, r), [[(2, 2, 4, 5), (3, 5)]],
+       inputs=("x", "r"), nograd=("r",), gen={"r": "unit"}),
+    Op("contrib_ROIAlign_ratio", lambda x, r: sym.contrib.ROIAlign(
+        x, _rois(r), pooled_size=(3, 2), spatial_scale=1.0, sample_ratio=2),
+       lambda x, r: _roi_align_ref((3, 2), 1.0, 2)(x, r), [[(1, 2, 5, 4), (2, 5)]],
+       inputs=("x", "r"), nograd=("r",), gen={"r": "unit"}),
+]
+
+
+@pytest.mark.parametrize("op", ROWS, ids=lambda op: op.name)
+def test_detection_row(op, cpu_target):
+    """Forward, gradients, finite differences and inference against the loop references."""
+    for shapes in op.shapes:
+        exe = check(op, shapes)
+    train, _ = exe.programs
+    assert any(ln.is_extern for ln in train.launches)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
