@@ -32,4 +32,5 @@ from . import contrib_math  # noqa: F401
 from . import contrib_attention  # noqa: F401
 from . import contrib_box  # noqa: F401
 from . import detection  # noqa: F401
+from . import detection_multibox  # noqa: F401
 from . import detection_rpn  # noqa: F401

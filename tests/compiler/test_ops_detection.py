@@ -295,3 +295,12 @@ def test_proposal_refuses_a_batch(cpu_target):
     exe.arg_dict["i"][:] = torch.tensor([[48.0, 48, 1], [48, 48, 1]])
     with pytest.raises(MXNetError, match="one image"):
         exe.forward()
+
+
+def test_multibox_target_refuses_a_half_padded_label(cpu_target):
+    s = sym.contrib.MultiBoxTarget(sym.Variable("a"), sym.Variable("l"), sym.Variable("p"))
+    exe = s.simple_bind(cpu(), a=(1, 2, 4), l=(1, 2, 5), p=(1, 3, 2), grad_req="null")
+    exe.arg_dict["a"][:] = torch.tensor([[[0.1, 0.1, 0.4, 0.4], [0.5, 0.5, 0.9, 0.9]]])
+    exe.arg_dict["l"][:] = torch.tensor([[[1, 0.1, 0.1, 0.4, 0.4], [-1, 0.2, -1, -1, -1]]])
+    with pytest.raises(MXNetError, match="padding row must be all -1"):
+        exe.forward()
