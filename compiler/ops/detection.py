@@ -44,7 +44,8 @@ def f32(v) -> float:
 
 
 def host(t):
-    """A contiguous host copy to run a sequential loop on."""
+    """The tensor on the host, contiguous, to run a sequential loop on: a copy, or the
+    input itself when it already is one (so it is only ever read)."""
     return t.detach().to("cpu").contiguous()
 
 
