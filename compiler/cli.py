@@ -437,19 +437,15 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
     groups = []
     for i, ln in enumerate(prog.launches):
         groups.append({
-            "index": i, "phase": ln.phase, "kernel": ln.kernel, "summary": ln_summary(ln),
+            "index": i, "phase": ln.phase, "kind": ln.kind, "kernel": ln.kernel,
+            "summary": ln_summary(ln),
             "ops": list(prog.groups[i]) if i < len(prog.groups) else [],
             "config": dict(ln.config), "bytes_read": ln.bytes_read,
             "bytes_written": ln.bytes_written})
     chosen = None
     if prog.launches:
         ln = prog.launches[kernel]
-        try:
-            with open(cache.kernel_path(ln.kernel), encoding="utf-8") as f:
-                source = f.read()
-        except OSError as exc:
-            source = None
-            note = f"source not on disk ({exc.strerror}); the cache directory may be read-only"
+        source, note = _launch_source(ln)
         chosen = {"index": kernel, "hash": ln.kernel, "source": source}
         if source is None:
             chosen["note"] = note
@@ -462,6 +458,7 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
                    "outputs": list(prog.output_dtypes)},
         "forward_launches": st["forward_launches"],
         "backward_launches": st["backward_launches"],
+        "extern_launches": sum(1 for ln in prog.launches if ln.is_extern),
         "unfused_forward_ops": st["unfused_forward_ops"],
         "unfused_backward_ops": st["unfused_backward_ops"],
         "bytes_per_step": st["bytes_per_step"],
@@ -471,9 +468,24 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
     }
 
 
+def _launch_source(ln):
+    """``(source, note)`` of a launch's kernel file; an extern launch has none."""
+    from .artifacts import cache
+    if ln.is_extern:
+        return None, f"an extern launch: calls ATen ({ln.config['op']}), no kernel source"
+    try:
+        with open(cache.kernel_path(ln.kernel), encoding="utf-8") as f:
+            return f.read(), None
+    except OSError as exc:
+        return None, (f"source not on disk ({exc.strerror}); the cache directory may be "
+                      f"read-only")
+
+
 def ln_summary(ln) -> str:
     from .triton.cubin import summary_line
     from .artifacts import cache
+    if ln.is_extern:
+        return ln.summary
     # Launch.summary is the text after the source's second "# "; read the
     # kernel's own "# <kind> over domain" line instead where the file is there.
     try:
@@ -487,6 +499,8 @@ def ln_summary(ln) -> str:
 
 
 def _fmt_cfg(cfg: dict) -> str:
+    if "views" in cfg:        # an extern launch
+        return f"extern: ATen call of {cfg['op']} (no kernel)"
     if "BM" not in cfg:       # the cpu target: torch calls over whole arrays
         return "whole arrays (torch calls)"
     return (f"BM={cfg.get('BM')} BN={cfg.get('BN')} BK={cfg.get('BK')} "
@@ -518,6 +532,9 @@ def format_text(info: dict) -> str:
     uf, ub = info["unfused_forward_ops"], info["unfused_backward_ops"]
     out.append(f"forward launches:  {f:>6}   (unfused: {uf} ops, {_ratio(f, uf)})")
     out.append(f"backward launches: {b:>6}   (unfused: {ub} ops, {_ratio(b, ub)})")
+    if info.get("extern_launches"):
+        out.append(f"extern launches:   {info['extern_launches']:>6}   (ATen calls, counted "
+                   f"above)")
     bp, ubp = info["bytes_per_step"], info["unfused_bytes_per_step"]
     out.append(f"bytes per step:    {bp:>,}   (unfused: {ubp:,}, {_ratio(bp, ubp)})")
     k = info["kernel"]

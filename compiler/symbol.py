@@ -1093,7 +1093,7 @@ def load(fname):
         raise MXNetError(f"symbol file {path!r}: {exc}") from None
 
 
-def _make_op_function(op_name):
+def _make_op_function(op_name, hint=None):
     opdef = REGISTRY[op_name]
 
     def fn(*args, **kwargs):
@@ -1117,7 +1117,7 @@ def _make_op_function(op_name):
                 if k in kwargs:
                     raise MXNetError(f"{op_name}: attribute '{k}' given twice")
                 kwargs[k] = v
-        return _create(op_name, syms, kwargs, name, attr)
+        return _create(op_name, syms, kwargs, name, attr, hint=hint)
     fn.__name__ = op_name
     fn.__doc__ = opdef.doc or f"The mxnet operator ``{op_name}``."
     return fn
@@ -1232,7 +1232,9 @@ random = _random_namespace(Symbol, _make_op_function)      # mx.sym.random
 def _operator_namespace(namespace):
     import types
     members = namespace_members(namespace)
-    ns = types.SimpleNamespace(**{public: _make_op_function(op_name)
+    # mxnet names a namespace operator's node after its public name (``gemm20``,
+    # ``bilinearresize2d0``), not the registry's (``_linalg_gemm20``)
+    ns = types.SimpleNamespace(**{public: _make_op_function(op_name, hint=public.lower())
                                   for public, op_name in members.items()})
     ns.__doc__ = f"``mx.sym.{namespace}``: the registry's ``_{namespace}_*`` operators."
     return ns
