@@ -200,3 +200,21 @@ def test_not_positive_definite_names_the_operator(cpu_target):
     exe.arg_dict["a"][:] = torch.tensor([[1.0, 2.0], [2.0, 1.0]])
     with pytest.raises(MXNetError, match=r"_linalg_potrf .*\(2, 2\).*positive-definite"):
         exe.forward()
+
+
+def test_grad_req_add_and_debug_str(cpu_target):
+    """An extern gradient added into the argument's gradient (grad_req add), and the
+    executor's plan listing the extern launches."""
+    s = sym.linalg.inverse(_plus_eye(sym.Variable("x"), 3))
+    exe = s.simple_bind(cpu(), x=(2, 3, 3), grad_req="add")
+    x = torch.randn(2, 3, 3)
+    exe.arg_dict["x"][:] = x
+    exe.grad_dict["x"][:] = 1.0
+    g = torch.randn(2, 3, 3)
+    for _ in range(2):
+        exe.forward(is_train=True)
+        exe.backward([g])
+    xs = x.double().requires_grad_()
+    want, = torch.autograd.grad((torch.linalg.inv(_t_plus_eye(xs)) * g.double()).sum(), xs)
+    torch.testing.assert_close(exe.grad_dict["x"], (1 + 2 * want).float(), rtol=1e-4, atol=1e-5)
+    assert "kernel=extern:_linalg_inverse" in exe.debug_str()
