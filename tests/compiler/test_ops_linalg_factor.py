@@ -218,3 +218,14 @@ def test_grad_req_add_and_debug_str(cpu_target):
     want, = torch.autograd.grad((torch.linalg.inv(_t_plus_eye(xs)) * g.double()).sum(), xs)
     torch.testing.assert_close(exe.grad_dict["x"], (1 + 2 * want).float(), rtol=1e-4, atol=1e-5)
     assert "kernel=extern:_linalg_inverse" in exe.debug_str()
+
+
+def test_ops_table_says_extern(capsys):
+    """``symtriton ops --markdown`` (the README's table) lists them as extern on both
+    target columns, ``linalg.syevd`` (no top-level alias) by its namespace name."""
+    from compiler import cli
+    assert cli.main(["ops", "--markdown"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| extern (ATen) | extern (ATen) |"))
+    for name in ("linalg_potrf (linalg.potrf)", "linalg.syevd", "linalg_slogdet"):
+        assert name in row
