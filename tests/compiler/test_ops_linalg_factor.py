@@ -229,3 +229,24 @@ def test_ops_table_says_extern(capsys):
                if line.startswith("| extern (ATen) | extern (ATen) |"))
     for name in ("linalg_potrf (linalg.potrf)", "linalg.syevd", "linalg_slogdet"):
         assert name in row
+
+
+@pytest.mark.parametrize("view", ["reshape", "transpose", "slice"])
+def test_view_of_an_extern_output_as_head(view, cpu_target):
+    """A head that is a view of an extern launch's output (written through the view, or
+    copied) holds the right values, and the output read by another head too."""
+    x = sym.Variable("x")
+    inv = sym.linalg.inverse(_plus_eye(x, 3))
+    head = {"reshape": lambda s: sym.reshape(s, shape=(2, 9)),
+            "transpose": lambda s: sym.transpose(s, axes=(0, 2, 1)),
+            "slice": lambda s: sym.slice_axis(s, axis=1, begin=1, end=3)}[view](inv)
+    s = sym.Group([head, sym.sum(inv)])
+    exe = s.simple_bind(cpu(), x=(2, 3, 3), grad_req="null")
+    v = torch.randn(2, 3, 3)
+    exe.arg_dict["x"][:] = v
+    outs = exe.forward()
+    want = torch.linalg.inv(_t_plus_eye(v.double())).float()
+    torch_view = {"reshape": lambda t: t.reshape(2, 9), "transpose": lambda t: t.mT,
+                  "slice": lambda t: t[:, 1:3]}[view]
+    torch.testing.assert_close(outs[0], torch_view(want), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(outs[1], want.sum().reshape(1), rtol=1e-4, atol=1e-5)
