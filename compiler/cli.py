@@ -613,14 +613,26 @@ def cmd_ops(ns) -> int:
     return 0
 
 
+def _public_names(names) -> list:
+    """The names users write: those without a leading underscore, then a namespace
+    member's ``linalg.syevd`` for ``_linalg_syevd`` (mxnet's operator namespaces)."""
+    from .ops.registry import NAMESPACE_PREFIXES
+    public = [n for n in names if not n.startswith("_")]
+    for space, prefix in NAMESPACE_PREFIXES.items():
+        public += [f"{space}.{n[len(prefix):]}" for n in names
+                   if n.startswith(prefix) and len(n) > len(prefix)]
+    return public
+
+
 def operator_table_markdown(rows) -> str:
-    """The public operators (no leading underscore) grouped by how they run: one
-    markdown row per (Triton, cpu) pair, its operators (aliases in parentheses)."""
+    """The public operators (no leading underscore, or members of an mxnet operator
+    namespace such as ``linalg.syevd``) grouped by how they run: one markdown row per
+    (Triton, cpu) pair, its operators (aliases in parentheses)."""
     groups = {}
     for r in rows:
-        if r["name"].startswith("_") and not any(not a.startswith("_") for a in r["aliases"]):
+        names = _public_names([r["name"], *r["aliases"]])
+        if not names:
             continue
-        names = [n for n in [r["name"], *r["aliases"]] if not n.startswith("_")]
         entry = names[0] + (f" ({', '.join(names[1:])})" if names[1:] else "")
         groups.setdefault((r["triton"], r["cpu"]), []).append(entry)
     out = ["| Triton (`interpret`, `cuda:<arch>`) | `cpu` | operators |", "| --- | --- | --- |"]

@@ -200,3 +200,53 @@ def test_not_positive_definite_names_the_operator(cpu_target):
     exe.arg_dict["a"][:] = torch.tensor([[1.0, 2.0], [2.0, 1.0]])
     with pytest.raises(MXNetError, match=r"_linalg_potrf .*\(2, 2\).*positive-definite"):
         exe.forward()
+
+
+def test_grad_req_add_and_debug_str(cpu_target):
+    """An extern gradient added into the argument's gradient (grad_req add), and the
+    executor's plan listing the extern launches."""
+    s = sym.linalg.inverse(_plus_eye(sym.Variable("x"), 3))
+    exe = s.simple_bind(cpu(), x=(2, 3, 3), grad_req="add")
+    x = torch.randn(2, 3, 3)
+    exe.arg_dict["x"][:] = x
+    exe.grad_dict["x"][:] = 1.0
+    g = torch.randn(2, 3, 3)
+    for _ in range(2):
+        exe.forward(is_train=True)
+        exe.backward([g])
+    xs = x.double().requires_grad_()
+    want, = torch.autograd.grad((torch.linalg.inv(_t_plus_eye(xs)) * g.double()).sum(), xs)
+    torch.testing.assert_close(exe.grad_dict["x"], (1 + 2 * want).float(), rtol=1e-4, atol=1e-5)
+    assert "kernel=extern:_linalg_inverse" in exe.debug_str()
+
+
+def test_ops_table_says_extern(capsys):
+    """``symtriton ops --markdown`` (the README's table) lists them as extern on both
+    target columns, ``linalg.syevd`` (no top-level alias) by its namespace name."""
+    from compiler import cli
+    assert cli.main(["ops", "--markdown"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| extern (ATen) | extern (ATen) |"))
+    for name in ("linalg_potrf (linalg.potrf)", "linalg.syevd", "linalg_slogdet"):
+        assert name in row
+
+
+@pytest.mark.parametrize("view", ["reshape", "transpose", "slice"])
+def test_view_of_an_extern_output_as_head(view, cpu_target):
+    """A head that is a view of an extern launch's output (written through the view, or
+    copied) holds the right values, and the output read by another head too."""
+    x = sym.Variable("x")
+    inv = sym.linalg.inverse(_plus_eye(x, 3))
+    head = {"reshape": lambda s: sym.reshape(s, shape=(2, 9)),
+            "transpose": lambda s: sym.transpose(s, axes=(0, 2, 1)),
+            "slice": lambda s: sym.slice_axis(s, axis=1, begin=1, end=3)}[view](inv)
+    s = sym.Group([head, sym.sum(inv)])
+    exe = s.simple_bind(cpu(), x=(2, 3, 3), grad_req="null")
+    v = torch.randn(2, 3, 3)
+    exe.arg_dict["x"][:] = v
+    outs = exe.forward()
+    want = torch.linalg.inv(_t_plus_eye(v.double())).float()
+    torch_view = {"reshape": lambda t: t.reshape(2, 9), "transpose": lambda t: t.mT,
+                  "slice": lambda t: t[:, 1:3]}[view]
+    torch.testing.assert_close(outs[0], torch_view(want), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(outs[1], want.sum().reshape(1), rtol=1e-4, atol=1e-5)
