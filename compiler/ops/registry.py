@@ -319,7 +319,7 @@ class OpDef:
     arguments : list of str or callable(attrs) -> list of str
         Input argument names; missing ones become auto-named variables
         ``{node_name}_{arg}`` when built through the Symbol API.
-    aux : list of str
+    aux : list of str or callable(attrs) -> list of str
         Auxiliary state names (BatchNorm's moving statistics).
     outputs : list of str or callable(attrs) -> list of str
         Output names, as in ``list_outputs`` (``{node_name}_{out}``).
@@ -351,7 +351,7 @@ class OpDef:
     infer_shape: Callable
     reference: Callable
     arguments: Any = ("data",)
-    aux: Sequence[str] = ()
+    aux: Any = ()
     outputs: Any = ("output",)
     num_visible: Optional[Callable[[dict], int]] = None
     attrs: Sequence[Attr] = ()
@@ -422,6 +422,10 @@ class OpDef:
     def list_arguments(self, attrs: dict) -> list:
         args = self.arguments(attrs) if callable(self.arguments) else self.arguments
         return list(args)
+
+    def list_aux(self, attrs: dict) -> list:
+        aux = self.aux(attrs) if callable(self.aux) else self.aux
+        return list(aux)
 
     def list_outputs(self, attrs: dict) -> list:
         outs = self.outputs(attrs) if callable(self.outputs) else self.outputs

@@ -97,7 +97,7 @@ def _infer_node(graph, n, known) -> bool:
                 known[entry] = want
                 changed = True
         elif got != want:
-            names = d["opdef"].list_arguments(d["attrs"]) + list(d["opdef"].aux)
+            names = d["opdef"].list_arguments(d["attrs"]) + d["opdef"].list_aux(d["attrs"])
             label = names[i] if i < len(names) else f"input {i}"
             raise MXNetError(
                 f"Incompatible attr in node {d['name']} at {i}-th input: expected {want}, "
