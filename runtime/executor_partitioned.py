@@ -280,8 +280,8 @@ class PartitionedExecutor(Executor):
                       f"\tfrom {src} to {dst}"]
         for s, (seg, exe) in enumerate(zip(self._segments, self.segment_executors)):
             lines.append("====================")
-            kind = "Python operator" if seg.isolated is not None else "compiled"
-            lines.append(f"Segment {s} on {seg.context} (level {seg.level}, {kind}): outputs "
+            kind = ", Python operator" if seg.isolated is not None else ""
+            lines.append(f"Segment {s} on {seg.context} (level {seg.level}{kind}): outputs "
                          f"{seg.symbol.list_outputs()}")
             sub = exe.debug_str().rstrip("\n").split("\n")
             lines += [ln for ln in sub if not ln.startswith("Total ") or "buffers" in ln]

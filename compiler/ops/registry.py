@@ -272,6 +272,8 @@ _SPECIAL_RUNS_ON = {
     "pool": ("window-loop kernel", "ATen pooling"),
     "roi": ("window-loop kernel", "torch index math and masked max per bin"),
     "softmax_ce_grad": ("fused with its softmax", "ATen one-hot scatter"),
+    "custom": ("Python CustomOp between compiled segments (no kernel)",
+               "Python CustomOp between compiled segments (no kernel)"),
 }
 
 
