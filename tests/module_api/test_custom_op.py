@@ -109,7 +109,7 @@ def test_unregistered_op_type_and_compiling_a_custom_node_are_clear_errors():
 def _two_segment_net():
     """FC -> tanh -> Custom(., w) -> FC -> sum: a Python op between two compiled segments."""
     x, w = mx.sym.Variable("x"), mx.sym.Variable("w")
-    h = mx.sym.tanh(mx.sym.FullyConnected(x, num_hidden=4, name="fc1"))
+    h = mx.sym.tanh(mx.sym.FullyConnected(x, num_hidden=4, name="fc1"), name="act")
     prod, mix = mx.sym.Custom(h, w, scale=1.5, op_type="test_muladd", name="ma")
     y = mx.sym.broadcast_mul(mx.sym.FullyConnected(prod, num_hidden=3, name="fc2"),
                              mx.sym.sum(mix, axis=1, keepdims=True))
@@ -126,7 +126,8 @@ def _bind(net, grad_req="write"):
     return exe
 
 
-def test_gradient_through_custom_between_compiled_segments_matches_finite_differences():
+def test_gradient_through_custom_between_compiled_segments_matches_finite_differences(
+        cpu_target):
     net = _two_segment_net()
     exe = _bind(net)
     exe.forward(is_train=True)
@@ -224,3 +225,19 @@ def test_module_and_bucketing_module_train_through_a_custom_node():
         mod.update()
     assert sorted(mod._buckets) == [3, 6]
     assert losses[-1] < losses[0] * 0.9, losses
+
+
+def test_inspect_lists_the_segments_and_no_group_crosses_the_python_op(tmp_path):
+    from compiler.cli import format_text, inspect_model
+    path = tmp_path / "net-symbol.json"
+    _two_segment_net().save(str(path))
+    info = inspect_model(str(path), [("x", (2, 5)), ("w", (2, 4))], train=True,
+                         target="cpu")
+    assert info["custom_nodes"] == [{"segment": 1, "name": "ma", "op_type": "test_muladd",
+                                     "inputs": ["act_output_copy", "w"],
+                                     "outputs": ["ma_prod", "ma_mix"]}]
+    segments = {g["segment"] for g in info["groups"]}
+    assert segments == {0, 2}
+    assert all("Custom" not in g["ops"] for g in info["groups"])
+    text = format_text(info)
+    assert "[py] Custom 'ma' (op_type test_muladd)" in text
