@@ -48,3 +48,16 @@ def test_custom_softmax_trains_to_mxnets_accuracy(mxnet_run):
     theirs = mxnet_run["custom_softmax"]["validation_accuracy"][epochs]
     ours = custom_softmax.main(["--num-epochs", epochs, "--seed", "0"])
     assert abs(ours - float(np.mean(theirs))) <= 0.01, (ours, theirs)
+
+
+def test_symtriton_inspect_imports_the_prop_and_shows_the_python_softmax(tmp_path, capsys):
+    from compiler import cli
+    path = tmp_path / "custom_softmax-symbol.json"
+    custom_softmax.network().save(str(path))
+    assert cli.main(["inspect", str(path), "--shape", "data=100,784", "--train",
+                     "--target", "cpu", "--json", "--import", "examples.custom_softmax"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in info["custom_nodes"]] == ["softmax"]
+    assert info["custom_nodes"][0]["inputs"] == ["fc3_output_copy", "softmax_label"]
+    assert info["forward_launches"] == 3           # one matmul + bias (+ relu) per layer
+    assert all(g["segment"] == 0 for g in info["groups"])
