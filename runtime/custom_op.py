@@ -132,7 +132,8 @@ class CustomExecutor:
 
     @property
     def programs(self):
-        return ()
+        """(training, inference) Programs, as an ``Executor`` has: none, it runs Python."""
+        return (None, None)
 
     @property
     def _total_exec_bytes(self):
