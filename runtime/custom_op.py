@@ -186,7 +186,7 @@ def custom_nd(*inputs, op_type=None, out=None, name=None, **kwargs):
     attrs = opdef.parse_attrs({"op_type": str(op_type), **raw}, name or "custom")
     names = opdef.list_arguments(attrs) + opdef.list_aux(attrs)
     values = _by_names(names, inputs, arrays, f"Custom '{op_type}'")
-    ctx = getattr(values[0], "context", None) or current_context()
+    ctx = (getattr(values[0], "context", None) if values else None) or current_context()
     values = [v if isinstance(v, NDArray) else as_ndarray(v, ctx) for v in values]
     bound = BoundCustomOp(attrs, name or op_type, ctx, values)
     outs = bound.forward(False, values)

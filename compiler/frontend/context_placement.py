@@ -62,7 +62,7 @@ def assign_contexts(symbol, variable_contexts: dict, group2ctx: dict, default) -
                     f"group2ctx does not map (it maps {sorted(group2ctx)}); add the group "
                     f"to group2ctx (mxnet refuses this graph too)")
             place[id(node)] = group2ctx[group]
-        elif node.inputs:
+        elif node.inputs and id(node.inputs[0][0]) in place:   # else placed below
             place[id(node)] = place[id(node.inputs[0][0])]
     for node in reversed(nodes):
         if id(node) not in place:

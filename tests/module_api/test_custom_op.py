@@ -262,3 +262,73 @@ def test_partition_isolates_each_custom_node_in_a_segment_of_its_own():
     assert [n.op for n in _topo(segments[2].symbol._outputs) if n.op != "null"] == \
         ["tanh", "sigmoid", "elemwise_add"]                # the side branch joins its consumer
     assert outputs == [(2, 0)]
+
+
+class _Sqr(mx.operator.CustomOp):
+    """mxnet's test_custom_op ``sqr``: an auxiliary state set in forward, read in backward."""
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        aux[0][:] = 1
+        self.assign(out_data[0], req[0], in_data[0] * in_data[0])
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        assert (aux[0].asnumpy() == 1).all()
+        self.assign(in_grad[0], req[0], 2 * in_data[0] * out_grad[0])
+
+
+@mx.operator.register("test_sqr")
+class _SqrProp(mx.operator.CustomOpProp):
+    def list_auxiliary_states(self):
+        return ["aux"]
+
+    def infer_shape(self, in_shape):
+        return in_shape, [in_shape[0]], [in_shape[0]]
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Sqr()
+
+
+class _Ones(mx.operator.CustomOp):
+    def __init__(self, length, depth):
+        self.output = np.ones((length, depth), dtype=np.float32)
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        self.assign(out_data[0], req[0], self.output)
+
+
+@mx.operator.register("test_no_input")
+class _OnesProp(mx.operator.CustomOpProp):
+    def __init__(self, length, depth):
+        super().__init__()
+        self.length, self.depth = int(length), int(depth)
+
+    def list_arguments(self):
+        return []
+
+    def infer_shape(self, in_shape):
+        return [], [(self.length, self.depth)], []
+
+    def infer_type(self, in_type):
+        return [], [np.float32], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Ones(self.length, self.depth)
+
+
+def test_aux_given_by_keyword_and_an_op_without_inputs_as_mxnets_test_custom_op():
+    data = mx.sym.Variable("data")
+    op = mx.sym.Custom(data=data, aux=mx.sym.Variable("aux"), name="sqr", op_type="test_sqr")
+    assert op.list_arguments() == ["data"] and op.list_auxiliary_states() == ["aux"]
+    x = np.random.RandomState(1).uniform(-1, 1, (4, 10))
+    exe = op.bind(mx.cpu(), {"data": mx.nd.array(x)},
+                  args_grad={"data": mx.nd.zeros((4, 10))},
+                  aux_states={"aux": mx.nd.zeros((4, 10))})
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((4, 10)) * 3)
+    np.testing.assert_allclose(exe.outputs[0].asnumpy(), x * x, rtol=1e-6)
+    np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), 6 * x, rtol=1e-6)
+    ones = mx.nd.Custom(length=3, depth=2, op_type="test_no_input")
+    assert ones.shape == (3, 2) and (ones.asnumpy() == 1).all()
+    sym = mx.sym.Custom(length=3, depth=2, op_type="test_no_input", name="c") * 2
+    exe = sym.simple_bind(mx.cpu())
+    assert (exe.forward()[0].asnumpy() == 2).all()
