@@ -12,6 +12,8 @@ dtypes)``, as mxnet does. :func:`custom_nd` is ``mx.nd.Custom``, and
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from compiler.errors import MXNetError
@@ -67,7 +69,7 @@ class BoundCustomOp:
     def forward(self, is_train, inputs):
         """Call the op's ``forward``; the outputs are ``self.outputs``."""
         in_data, aux = list(inputs[:self.nargs]), list(inputs[self.nargs:])
-        with torch.no_grad():
+        with torch.no_grad(), self._errors("forward"):
             self.op.forward(bool(is_train), ["write"] * len(self.outputs), in_data,
                             self.outputs, aux)
         return self.outputs
@@ -75,9 +77,22 @@ class BoundCustomOp:
     def backward(self, out_grad, inputs, in_grad, req):
         """Call the op's ``backward``; it writes ``in_grad`` as ``req`` says."""
         in_data, aux = list(inputs[:self.nargs]), list(inputs[self.nargs:])
-        with torch.no_grad():
+        with torch.no_grad(), self._errors("backward"):
             self.op.backward(list(req), list(out_grad), in_data, self.outputs,
                              list(in_grad), aux)
+
+    @contextlib.contextmanager
+    def _errors(self, method):
+        """An exception in the user's code is an ``MXNetError`` naming the node, as
+        mxnet's ``Error in CustomOp.forward`` is (the original is its cause)."""
+        try:
+            yield
+        except MXNetError:
+            raise
+        except Exception as exc:
+            raise MXNetError(f"Error in CustomOp.{method} of Custom '{self.name}' (op_type "
+                             f"'{self.attrs['op_type']}', {type(self.op).__qualname__}): "
+                             f"{type(exc).__name__}: {exc}") from exc
 
     @property
     def need_top_grad(self) -> bool:

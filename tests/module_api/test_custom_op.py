@@ -332,3 +332,24 @@ def test_aux_given_by_keyword_and_an_op_without_inputs_as_mxnets_test_custom_op(
     sym = mx.sym.Custom(length=3, depth=2, op_type="test_no_input", name="c") * 2
     exe = sym.simple_bind(mx.cpu())
     assert (exe.forward()[0].asnumpy() == 2).all()
+
+
+class _Broken(mx.operator.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        assert False, "the user's bug"
+
+
+@mx.operator.register("test_broken")
+class _BrokenProp(mx.operator.CustomOpProp):
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Broken()
+
+
+def test_an_error_in_the_python_code_is_an_mxnet_error_naming_the_node():
+    with pytest.raises(MXNetError, match="Error in CustomOp.forward of Custom 'bad'.*"
+                                         "AssertionError: the user's bug"):
+        mx.nd.Custom(mx.nd.zeros((2, 2)), op_type="test_broken", name="bad")
+    exe = mx.sym.Custom(mx.sym.Variable("x"), op_type="test_broken", name="b2").simple_bind(
+        mx.cpu(), x=(2, 2))
+    with pytest.raises(MXNetError, match="Custom 'b2'"):
+        exe.forward()
