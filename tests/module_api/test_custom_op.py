@@ -353,3 +353,12 @@ def test_an_error_in_the_python_code_is_an_mxnet_error_naming_the_node():
         mx.cpu(), x=(2, 2))
     with pytest.raises(MXNetError, match="Custom 'b2'"):
         exe.forward()
+
+
+def test_check_numeric_gradient_of_mxnets_sqr_case():
+    from module_api.test_utils import check_numeric_gradient
+    op = mx.sym.Custom(data=mx.sym.Variable("data"), aux=mx.sym.Variable("aux"), name="sqr",
+                       op_type="test_sqr")
+    x = mx.nd.array(np.random.RandomState(5).uniform(-1, 1, size=(4, 10)))
+    check_numeric_gradient(op, [x], [mx.nd.zeros_like(x)])
+    check_numeric_gradient(mx.sym.cast(op, dtype="float64"), [x], [mx.nd.zeros_like(x)])
