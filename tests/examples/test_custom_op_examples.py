@@ -61,3 +61,28 @@ def test_symtriton_inspect_imports_the_prop_and_shows_the_python_softmax(tmp_pat
     assert info["custom_nodes"][0]["inputs"] == ["fc3_output_copy", "softmax_label"]
     assert info["forward_launches"] == 3           # one matmul + bias (+ relu) per layer
     assert all(g["segment"] == 0 for g in info["groups"])
+
+
+@pytest.mark.parametrize("contexts", [1, 2])
+def test_python_softmax_trains_as_softmax_output_does(contexts):
+    """The example's Python softmax and its gradient equal SoftmaxOutput's, so a Module
+    (one context, or data parallel over two) ends with the same parameters."""
+    import module_api as mx
+    rng = np.random.RandomState(0)
+    x = rng.randn(200, 20).astype(np.float32)
+    y = x[:, :10].argmax(1).astype(np.float32)
+    params, scores = [], []
+    for builtin in (False, True):
+        mx.random.seed(1)
+        net = custom_softmax.network()
+        if builtin:
+            net = mx.sym.SoftmaxOutput(net.get_internals()["fc3_output"], name="softmax")
+        it = mx.io.NDArrayIter(x, y, batch_size=50, label_name="softmax_label")
+        mod = mx.mod.Module(net, context=[mx.cpu(i) for i in range(contexts)])
+        mod.fit(it, num_epoch=10, initializer=mx.init.Xavier(),
+                optimizer_params={"learning_rate": 0.2, "momentum": 0.9})
+        params.append({k: v.asnumpy() for k, v in mod.get_params()[0].items()})
+        scores.append(dict(mod.score(it, "acc"))["accuracy"])
+    assert scores[0] == scores[1] and scores[0] > 0.9, scores
+    for name, value in params[1].items():
+        np.testing.assert_allclose(params[0][name], value, rtol=1e-4, atol=1e-5, err_msg=name)
