@@ -152,6 +152,44 @@ def _reference(attrs, inputs, is_train):
     return RUNNER[0](attrs, inputs, is_train)
 
 
+# -- the gradient, for graph-level differentiation outside a Program (the Monitor's
+# per-operator statistics): ``_backward_Custom`` reads the output gradients, the inputs
+# (arguments, then auxiliary states) and the outputs, and gives the arguments' gradients
+# by the op's own ``backward`` (RUNNER_BACKWARD, set by module_api's runtime)
+RUNNER_BACKWARD = [None]
+
+
+def _counts(attrs):
+    return len(_outputs(attrs)), len(_arguments(attrs)), len(_aux(attrs))
+
+
+def _gradient(b, n):
+    grads = b.op("_backward_Custom", *n.ograds, *n.inputs, *n.outputs, **n.attrs)
+    grads = grads if isinstance(grads, list) else [grads]
+    return grads + [None] * len(_aux(n.attrs))
+
+
+def _backward_arguments(attrs):
+    outs, args, aux = _outputs(attrs), _arguments(attrs), _aux(attrs)
+    return [f"{o}_grad" for o in outs] + args + aux + outs
+
+
+def _backward_shape(attrs, in_shapes):
+    nout, nargs, _ = _counts(attrs)
+    return list(in_shapes), list(in_shapes[nout:nout + nargs])
+
+
+def _backward_type(attrs, in_types):
+    nout, nargs, _ = _counts(attrs)
+    return list(in_types), list(in_types[nout:nout + nargs])
+
+
+def _backward_reference(attrs, inputs, is_train):
+    if RUNNER_BACKWARD[0] is None:
+        raise MXNetError("_backward_Custom: no runner registered; import module_api")
+    return RUNNER_BACKWARD[0](attrs, inputs)
+
+
 def refuse_compile(symbol_nodes) -> None:
     """Raise if a graph about to be compiled into one Program still holds Custom nodes:
     they run in Python between compiled segments (``Symbol.bind`` cuts the graph there).
@@ -161,7 +199,7 @@ def refuse_compile(symbol_nodes) -> None:
     symbol_nodes : iterable of (op, name)
     """
     for op, name in symbol_nodes:
-        if op == "Custom":
+        if op in ("Custom", "_backward_Custom"):
             raise MXNetError(
                 f"Custom '{name}' runs in Python and cannot be compiled into a Program; "
                 f"bind the symbol (Symbol.bind / simple_bind / Module), which cuts the graph "
@@ -172,4 +210,12 @@ register(CustomOpDef(
     name="Custom", pattern="opaque", lowering=Special("custom"),
     infer_shape=_infer_shape, infer_type=_infer_type, reference=_reference,
     arguments=_arguments, aux=_aux, outputs=_outputs, mode_dependent=True,
+    gradient=_gradient,
     doc="A Python operator (mx.operator.CustomOp); runs between compiled segments."))
+
+register(CustomOpDef(
+    name="_backward_Custom", pattern="opaque", lowering=Special("custom"),
+    infer_shape=_backward_shape, infer_type=_backward_type, reference=_backward_reference,
+    arguments=_backward_arguments, outputs=lambda attrs: [f"{a}_grad" for a in
+                                                          _arguments(attrs)],
+    doc="The gradient of Custom: the op's backward (reference evaluation only)."))

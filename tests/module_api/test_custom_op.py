@@ -362,3 +362,19 @@ def test_check_numeric_gradient_of_mxnets_sqr_case():
     x = mx.nd.array(np.random.RandomState(5).uniform(-1, 1, size=(4, 10)))
     check_numeric_gradient(op, [x], [mx.nd.zeros_like(x)])
     check_numeric_gradient(mx.sym.cast(op, dtype="float32"), [x], [mx.nd.zeros_like(x)])
+
+
+def test_monitor_reports_the_python_ops_output_and_its_gradients():
+    """The Monitor evaluates the graph op by op: Custom by its forward, its gradient
+    (``_backward_Custom``) by its backward."""
+    exe = _bind(_two_segment_net())
+    mon = mx.mon.Monitor(1, pattern="ma_.*|ma_backward.*")
+    mon.install(exe)
+    mon.tic()
+    exe.forward(is_train=True)
+    exe.backward()
+    stats = {name: value for _, name, value in mon.toc()}
+    assert {"ma_prod", "ma_mix", "ma_backward_output0", "ma_backward_output1"} <= set(stats)
+    grad_w = exe.grad_dict["w"].asnumpy()          # w reaches the loss only through the op
+    assert float(stats["ma_backward_output1"]) == pytest.approx(
+        np.linalg.norm(grad_w) / np.sqrt(grad_w.size), rel=1e-6)
