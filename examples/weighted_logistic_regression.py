@@ -33,7 +33,7 @@ class WeightedLogisticRegression(mx.operator.CustomOp):
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         in_grad[0][:] = ((out_data[0] - 1) * in_data[1] * self.pos_grad_scale
-                         + out_data[0] * (1 - in_data[1]) * self.neg_grad_scale) / out_data[0].shape[1]
+                         + out_data[0] * (1 - in_data[1]) * self.neg_grad_scale) / out_data[0].shape[1]  # noqa: E501  (the example's line)
 
 
 @mx.operator.register("weighted_logistic_regression")
