@@ -270,7 +270,7 @@ class Symbol:
         """An uncomposed operator from :meth:`_gen_atomic_symbol`: no inputs yet."""
         node = self._outputs[0][0] if self._outputs else None
         return node is not None and node.op != "null" and not node.inputs and \
-            node.num_arguments() + len(node.opdef().aux) > 0 and \
+            node.num_arguments() + len(node.opdef().list_aux(node.parsed())) > 0 and \
             all(n is node for n, _ in self._outputs)
 
     def _set_attr(self, **kwargs):
@@ -323,6 +323,13 @@ class Symbol:
     def list_outputs(self):
         """Output names: ``{node}_output`` (``{node}_output0`` ...), a variable's own name."""
         return [node.output_names()[i] for node, i in self._outputs]
+
+    def debug_str(self):
+        """mxnet's text listing of the graph (``Symbol.debug_str``): outputs, variables
+        and every operator with its inputs and attributes; a ``Custom`` node says it
+        runs in Python."""
+        from .frontend.listing import debug_lines
+        return "\n".join(debug_lines(self, _topo)) + "\n"
 
     def get_internals(self):
         """A group of every output of every node, in topological order."""
@@ -492,9 +499,9 @@ class Symbol:
                 ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
             else:
                 parsed = node.parsed()
-                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().aux)
+                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().list_aux(parsed))
                 if len(node.inputs) != expected:
-                    names = node.opdef().list_arguments(parsed) + list(node.opdef().aux)
+                    names = node.opdef().list_arguments(parsed) + node.opdef().list_aux(parsed)
                     raise MXNetError(
                         f"operator {node.op} '{node.name}' takes {expected} inputs "
                         f"({', '.join(names)}), got {len(node.inputs)}")
@@ -830,6 +837,7 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     raw = {_hide_key(k, v, op_name, name): _normalize_attr(k, v) for k, v in attrs.items()}
     parsed = opdef.parse_attrs(raw, name)
     arg_names = opdef.list_arguments(parsed)
+    aux_names = opdef.list_aux(parsed)
     if len(args) > len(arg_names):
         raise MXNetError(f"operator {op_name} '{name}' takes {len(arg_names)} inputs "
                          f"({', '.join(arg_names)}), got {len(args)} positional symbols")
@@ -838,15 +846,15 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     node_attrs = {**hidden, **raw}
     given = dict(zip(arg_names, args))
     for k, v in sym_kwargs.items():
-        if k not in arg_names and k not in opdef.aux:
+        if k not in arg_names and k not in aux_names:
             raise MXNetError(f"operator {op_name} '{name}' has no input '{k}'; inputs are "
-                             f"{arg_names + list(opdef.aux)}")
+                             f"{arg_names + aux_names}")
         if k in given:
             raise MXNetError(f"operator {op_name} '{name}': input '{k}' given twice")
         given[k] = v
     inputs = []
     var_defaults = opdef.var_attrs(parsed) if opdef.var_attrs else {}
-    for arg in list(arg_names) + list(opdef.aux):
+    for arg in list(arg_names) + aux_names:
         sym = given.get(arg)
         if sym is None:
             sym = Symbol([(_Node("null", f"{name}_{arg}", node_attrs), 0)])
@@ -1020,7 +1028,7 @@ def _node_from_json(i, entry, nodes):
     if op != "null":
         opdef = get_op(op, name)
         parsed = opdef.parse_attrs(attrs, name)
-        expected = len(opdef.list_arguments(parsed)) + len(opdef.aux)
+        expected = len(opdef.list_arguments(parsed)) + len(opdef.list_aux(parsed))
         if len(inputs) != expected:
             raise MXNetError(f"operator {op} '{name}' takes {expected} inputs, the JSON gives "
                              f"{len(inputs)}")

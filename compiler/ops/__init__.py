@@ -35,3 +35,4 @@ from . import contrib_box  # noqa: F401
 from . import detection  # noqa: F401
 from . import detection_multibox  # noqa: F401
 from . import detection_rpn  # noqa: F401
+from . import custom  # noqa: F401

@@ -295,6 +295,8 @@ _SPECIAL_RUNS_ON = {
     "pool": ("window-loop kernel", "ATen pooling"),
     "roi": ("window-loop kernel", "torch index math and masked max per bin"),
     "softmax_ce_grad": ("fused with its softmax", "ATen one-hot scatter"),
+    "custom": ("Python CustomOp between compiled segments (no kernel)",
+               "Python CustomOp between compiled segments (no kernel)"),
 }
 
 
@@ -342,7 +344,7 @@ class OpDef:
     arguments : list of str or callable(attrs) -> list of str
         Input argument names; missing ones become auto-named variables
         ``{node_name}_{arg}`` when built through the Symbol API.
-    aux : list of str
+    aux : list of str or callable(attrs) -> list of str
         Auxiliary state names (BatchNorm's moving statistics).
     outputs : list of str or callable(attrs) -> list of str
         Output names, as in ``list_outputs`` (``{node_name}_{out}``).
@@ -374,7 +376,7 @@ class OpDef:
     infer_shape: Callable
     reference: Callable
     arguments: Any = ("data",)
-    aux: Sequence[str] = ()
+    aux: Any = ()
     outputs: Any = ("output",)
     num_visible: Optional[Callable[[dict], int]] = None
     attrs: Sequence[Attr] = ()
@@ -445,6 +447,10 @@ class OpDef:
     def list_arguments(self, attrs: dict) -> list:
         args = self.arguments(attrs) if callable(self.arguments) else self.arguments
         return list(args)
+
+    def list_aux(self, attrs: dict) -> list:
+        aux = self.aux(attrs) if callable(self.aux) else self.aux
+        return list(aux)
 
     def list_outputs(self, attrs: dict) -> list:
         outs = self.outputs(attrs) if callable(self.outputs) else self.outputs
