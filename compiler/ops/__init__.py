@@ -27,3 +27,4 @@ from . import creation  # noqa: F401
 from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import linalg_factor  # noqa: F401
+from . import ctc  # noqa: F401
