@@ -21,7 +21,9 @@ Inputs ``data`` (T, N, C) of unnormalised activations, ``label`` (N, L), then
   steps past ``data_lengths``; the backward multiplies it by the head gradient of each
   sequence (``_backward_ctc_loss``: a broadcast product, fused as any pointwise op);
 * ``data`` must be float32 (mxnet's ``real_t``), as ``data_lengths``; the label may
-  have any dtype. ``label`` and the lengths get no gradient (zeros).
+  have any dtype. ``label`` and the lengths get no gradient (zeros);
+* where mxnet reads past its buffers (a length beyond the array, a label value that is
+  no class or is the blank) the launch stops with an error naming the values.
 
 The ATen call runs in float64 whatever the input, so the result is warp-ctc's up to
 float32 rounding.
