@@ -3,7 +3,7 @@
 (``contrib/quadratic_op*``), ``_contrib_div_sqrt_dim`` (``contrib/transformer*``),
 ``_contrib_gradientmultiplier`` (``contrib/gradient_multiplier_op.cc``) and the
 straight-through estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``
-(``contrib/stes_op.cc``).
+(``contrib/stes_op.cc``), and ``_contrib_index_array`` (``contrib/index_array*``).
 
 * ``arange_like``: ``start + (i // repeat) * step`` over data's shape (or along one axis),
   in data's dtype (start and step truncated first for an integer dtype); zero gradient.
@@ -17,6 +17,7 @@ straight-through estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``
   its gradient is itself applied to the output gradient.
 * ``gradientmultiplier``: the identity, whose gradient is scaled by ``scalar``.
 * ``round_ste`` / ``sign_ste``: ``round`` / ``sign`` forward, gradient passed through.
+* ``index_array``: each element's int64 coordinates (all axes, or ``axes``); zero gradient.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .contrib_common import cast_to, require_rank, zero_gradients
 from .elemwise import _identity_view, same_shape
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, normalize_axis,
                        parse_bool, parse_float, parse_optional_int, parse_positive_int,
-                       parse_str, prod, register)
+                       parse_shape, parse_str, prod, register)
 
 # -- arange_like ---------------------------------------------------------------------------
 
@@ -216,3 +217,54 @@ def _ste(name, forward):
 _REFS = {"round": lambda x: torch.sign(x) * torch.floor(x.abs() + 0.5), "sign": torch.sign}
 _ste("_contrib_round_ste", "round")
 _ste("_contrib_sign_ste", "sign")
+
+
+# -- index_array ---------------------------------------------------------------------------
+
+_EXACT = 1 << 24      # coordinates are made as float32 (``_axis_index``): exact below 2**24
+
+
+def _index_axes(attrs, shape):
+    if attrs["axes"] is None:
+        return tuple(range(len(shape)))
+    return tuple(normalize_axis(a, len(shape), "index_array") for a in attrs["axes"])
+
+
+def _index_array_shape(attrs, in_shapes):
+    x = in_shapes[0]
+    if x is None:
+        return in_shapes, [None]
+    axes = _index_axes(attrs, x)
+    if any(x[a] > _EXACT for a in axes):
+        raise ShapeError(f"index_array: data of shape {tuple(x)}: coordinates past 2**24 "
+                         f"are not supported")
+    return in_shapes, [tuple(x) + (len(axes),)]
+
+
+def _index_array_ref(attrs, ins, is_train):
+    x = ins[0]
+    grids = torch.meshgrid(*[torch.arange(s) for s in x.shape], indexing="ij")
+    return [torch.stack([grids[a] for a in _index_axes(attrs, tuple(x.shape))], -1)]
+
+
+def _index_array_build(b, n, is_train):
+    shape = tuple(n.in_shapes[0]) + (1,)
+    parts = [b.op("_axis_index", shape=shape, axis=a) for a in _index_axes(n.attrs, shape[:-1])]
+    out = parts[0] if len(parts) == 1 else b.op("Concat", *parts, num_args=len(parts),
+                                                 dim=len(shape) - 1)
+    return [b.op("Cast", out, dtype="int64")]
+
+
+def _optional_axes(v):
+    if v is None or str(v).strip() in ("None", ""):
+        return None
+    return parse_shape(v)
+
+
+register(OpDef(
+    name="_contrib_index_array", pattern="composite", lowering=Decompose(_index_array_build),
+    attrs=[Attr("axes", _optional_axes, None)],
+    infer_shape=_index_array_shape, reference=_index_array_ref, gradient=zero_gradients,
+    infer_type=lambda attrs, in_types: (in_types, ["int64"]),
+    doc="int64 coordinates of every element of data, (d1, ..., dn, n), or of the given "
+        "axes only, (d1, ..., dn, len(axes))."))

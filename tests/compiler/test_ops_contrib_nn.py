@@ -136,6 +136,16 @@ MATH = [
        [[(2, 3)], [(1, 5)]], fd=False),
     Op("sign_ste", lambda x: C.sign_ste(x), _straight(torch.sign), [[(2, 3)], [(1, 5)]],
        fd=False),
+    # (int64 output, read as float32 by the table's comparison; its dtype: the rules test)
+    Op("index_array", lambda x: sym.Cast(C.index_array(x), dtype="float32"),
+       lambda x: _zero_grad(torch.stack(torch.meshgrid(
+           *[torch.arange(s) for s in x.shape], indexing="ij"), -1).double(), x),
+       [[(2, 3)], [(3, 1, 2)], [(5,)]], fd=False),
+    Op("index_array_axes",
+       lambda x: sym.Cast(C.index_array(x, axes=(2, -3)), dtype="float32"),
+       lambda x: _zero_grad(torch.stack(torch.meshgrid(
+           *[torch.arange(s) for s in x.shape], indexing="ij"), -1)[..., [2, 0]].double(), x),
+       [[(2, 3, 4)], [(1, 2, 3)]], fd=False),
 ]
 
 

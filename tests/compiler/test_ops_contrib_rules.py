@@ -24,7 +24,7 @@ NAMES = ["BilinearResize2D", "AdaptiveAvgPooling2D", "arange_like", "index_copy"
          "div_sqrt_dim", "interleaved_matmul_selfatt_qk", "interleaved_matmul_selfatt_valatt",
          "interleaved_matmul_encdec_qk", "interleaved_matmul_encdec_valatt", "box_iou",
          "box_encode", "box_decode", "MultiBoxPrior", "gradientmultiplier", "round_ste",
-         "sign_ste"]
+         "sign_ste", "index_array"]
 
 
 def test_contrib_namespace_and_aliases():
@@ -107,6 +107,8 @@ def test_other_shape_rules():
     (lambda: C.box_decode(V("d"), V("a")), {"d": (2, 3, 4), "a": (1, 2, 4)}, "fewer than"),
     (lambda: C.MultiBoxPrior(V("x"), offsets=(0.5, 1.5)), {"x": (1, 1, 2, 2)}, "offsets"),
     (lambda: C.MultiBoxPrior(V("x"), steps=(0.5,)), {"x": (1, 1, 2, 2)}, "two values"),
+    (lambda: C.index_array(V("x"), axes=(0, 2)), {"x": (2, 3)}, "out of range"),
+    (lambda: C.arange_like(V("x"), axis=2), {"x": (2, 3)}, "out of range"),
 ])
 def test_bad_shapes_are_named(build, shapes, words):
     with pytest.raises(MXNetError, match=words):
@@ -137,6 +139,11 @@ def test_documented_values():
     assert got[0].tolist() == np.arange(12.0).reshape(3, 4).tolist()
     got, _ = _run(C.arange_like(V("x"), start=0, axis=-1), x=np.zeros((3, 4), np.float32))
     assert got[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    got, _ = _run(C.index_array(V("x")), x=np.ones((3, 2), np.float32))
+    assert got[0].dtype == np.int64
+    assert got[0].tolist() == [[[0, 0], [0, 1]], [[1, 0], [1, 1]], [[2, 0], [2, 1]]]
+    got, _ = _run(C.index_array(V("x"), axes=(1, 0)), x=np.ones((3, 2, 2), np.float32))
+    assert got[0][:, :, 0].tolist() == [[[0, 0], [1, 0]], [[0, 1], [1, 1]], [[0, 2], [1, 2]]]
 
 
 def test_index_copy_repeated_index():
