@@ -14,6 +14,7 @@ import torch
 
 from compiler import symbol as sym
 from compiler.errors import MXNetError
+from compiler.frontend.name import NameManager
 from compiler.ops import REGISTRY
 from runtime.context import cpu
 
@@ -37,9 +38,10 @@ def test_contrib_namespace_and_aliases():
 
 def test_auto_names_follow_the_public_name():
     """mxnet names a contrib node after its public name: ``bilinearresize2d0_like``."""
-    s = C.BilinearResize2D(V("x"), mode="like")
+    with NameManager():
+        s = C.BilinearResize2D(V("x"), mode="like")
+        e = C.box_encode(V("a"), V("b"), V("c"), V("d"))
     assert s.list_arguments() == ["x", "bilinearresize2d0_like"]
-    e = C.box_encode(V("a"), V("b"), V("c"), V("d"))
     assert e.list_arguments() == ["a", "b", "c", "d", "box_encode0_means", "box_encode0_stds"]
     assert e.list_outputs() == ["box_encode0_output0", "box_encode0_output1"]
     args, outs, _ = e.infer_shape(a=(2, 3), b=(2, 3), c=(2, 3, 4), d=(2, 5, 4))
