@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from ..ir.dtypes import is_float
-from .contrib_common import cast_to, require_rank, zero_gradients
+from .contrib_common import cast_to, parse_float32, require_rank, zero_gradients
 from .elemwise import _identity_view, same_shape
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, normalize_axis,
                        parse_bool, parse_float, parse_optional_int, parse_positive_int,
@@ -168,7 +167,8 @@ def _quadratic_gradient(b, n):
 register(OpDef(
     name="_contrib_quadratic", pattern="elemwise",
     lowering=Pointwise(lambda attrs, x: x * (attrs["a"] * x + attrs["b"]) + attrs["c"]),
-    attrs=[Attr("a", parse_float, 0.0), Attr("b", parse_float, 0.0), Attr("c", parse_float, 0.0)],
+    attrs=[Attr("a", parse_float32, 0.0), Attr("b", parse_float32, 0.0),
+           Attr("c", parse_float32, 0.0)],
     infer_shape=same_shape, gradient=_quadratic_gradient,
     reference=lambda attrs, ins, is_train: [
         ins[0] * (attrs["a"] * ins[0] + attrs["b"]) + attrs["c"]],
@@ -176,9 +176,10 @@ register(OpDef(
 
 
 def _sqrt_dim(shape, dtype):
+    """mxnet's ``DType(sqrt(double(d)))``: the root rounded to the data's dtype."""
     require_rank("div_sqrt_dim", "data", shape, 1, at_least=True)
     root = math.sqrt(float(shape[-1]))
-    return float(np.float32(root)) if dtype in ("float32", None) else root
+    return float(torch.tensor(root, dtype=getattr(torch, dtype or "float32")))
 
 
 def _div_sqrt_dim_build(b, n, is_train):
@@ -190,7 +191,7 @@ register(OpDef(
     name="_contrib_div_sqrt_dim", pattern="composite", lowering=Decompose(_div_sqrt_dim_build),
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [
-        ins[0] / _sqrt_dim(tuple(ins[0].shape), "float32")],
+        ins[0] / _sqrt_dim(tuple(ins[0].shape), "float32")],   # the tests' float32 data
     gradient=lambda b, n: [b.op("_contrib_div_sqrt_dim", n.ograds[0])],
     doc="data / sqrt(data.shape[-1])."))
 

@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 
 from compiler import symbol as sym
-from compiler.errors import MXNetError
 from tests.compiler.test_ops_compiled import Op, check
 from tests.conftest import assert_same_launches_on_cpu_targets
 
