@@ -3,7 +3,8 @@
 (``contrib/quadratic_op*``), ``_contrib_div_sqrt_dim`` (``contrib/transformer*``),
 ``_contrib_gradientmultiplier`` (``contrib/gradient_multiplier_op.cc``) and the
 straight-through estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``
-(``contrib/stes_op.cc``), and ``_contrib_index_array`` (``contrib/index_array*``).
+(``contrib/stes_op.cc``), ``_contrib_index_array`` (``contrib/index_array*``) and
+``_contrib_allclose`` (``contrib/allclose_op*``).
 
 * ``arange_like``: ``start + (i // repeat) * step`` over data's shape (or along one axis),
   in data's dtype (start and step truncated first for an integer dtype); zero gradient.
@@ -18,6 +19,9 @@ straight-through estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``
 * ``gradientmultiplier``: the identity, whose gradient is scaled by ``scalar``.
 * ``round_ste`` / ``sign_ste``: ``round`` / ``sign`` forward, gradient passed through.
 * ``index_array``: each element's int64 coordinates (all axes, or ``axes``); zero gradient.
+* ``allclose``: a uint8 of shape ``()``, 1 where every element has ``a == b`` or
+  ``|a - b| <= atol + rtol * |b|`` (both NaN counts under ``equal_nan``); no gradient, as
+  in mxnet.
 """
 from __future__ import annotations
 
@@ -269,3 +273,47 @@ register(OpDef(
     infer_type=lambda attrs, in_types: (in_types, ["int64"]),
     doc="int64 coordinates of every element of data, (d1, ..., dn, n), or of the given "
         "axes only, (d1, ..., dn, len(axes))."))
+
+
+# -- allclose ------------------------------------------------------------------------------
+
+def _allclose_shape(attrs, in_shapes):
+    a, b = in_shapes
+    if a is not None and b is not None and tuple(a) != tuple(b):
+        raise ShapeError(f"allclose: a {tuple(a)} and b {tuple(b)} must have the same shape")
+    return in_shapes, [()]
+
+
+def _close_ref(attrs, a, b):
+    """mxnet's ``allclose_forward`` per element (NaNs equal only under ``equal_nan``)."""
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    near = (a == b) | ((a - b).abs() <= attrs["atol"] + attrs["rtol"] * b.abs())
+    return torch.where(nan_a | nan_b, (nan_a == nan_b) & attrs["equal_nan"], near)
+
+
+def _allclose_ref(attrs, ins, is_train):
+    return [_close_ref(attrs, *ins).all().to(torch.uint8).reshape(())]
+
+
+def _allclose_build(b, n, is_train):
+    x, y = n.inputs
+    a = n.attrs
+    nans = b.op("elemwise_add", b.op("_not_equal", x, x), b.op("_not_equal", y, y))  # 0, 1, 2
+    bound = b.op("_plus_scalar", b.op("_mul_scalar", b.op("abs", y), scalar=a["rtol"]),
+                 scalar=a["atol"])
+    near = b.op("_lesser_equal", b.op("abs", b.op("elemwise_sub", x, y)), bound)
+    close = b.op("_logical_or", b.op("_equal", x, y), near)
+    nan_ok = b.op("_equal_scalar", nans, scalar=2.0) if a["equal_nan"] else b.zeros_like(nans)
+    value = b.op("where", b.op("_greater_scalar", nans, scalar=0.0), nan_ok, close)
+    return [b.op("Cast", b.op("Reshape", b.op("min", value), shape=()), dtype="uint8")]
+
+
+register(OpDef(
+    name="_contrib_allclose", pattern="composite", lowering=Decompose(_allclose_build),
+    arguments=("a", "b"),
+    attrs=[Attr("rtol", parse_float32, 1e-05), Attr("atol", parse_float32, 1e-08),
+           Attr("equal_nan", parse_bool, True)],
+    infer_shape=_allclose_shape, reference=_allclose_ref,
+    infer_type=lambda attrs, in_types: (in_types, ["uint8"]),
+    doc="1 (uint8, shape ()) if every |a - b| <= atol + rtol * |b| (or a == b; NaNs equal "
+        "under equal_nan), else 0."))

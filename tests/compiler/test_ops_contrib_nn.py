@@ -145,6 +145,10 @@ MATH = [
        lambda x: _zero_grad(torch.stack(torch.meshgrid(
            *[torch.arange(s) for s in x.shape], indexing="ij"), -1)[..., [2, 0]].double(), x),
        [[(2, 3, 4)], [(1, 2, 3)]], fd=False),
+    # (a uint8 of shape (); mxnet registers no gradient)
+    Op("allclose", lambda x, y: sym.Cast(C.allclose(x, y, rtol=0.5, atol=0.1), dtype="float32"),
+       lambda x, y: ((x - y).abs() <= 0.1 + 0.5 * y.abs()).all().double(),
+       [[(2, 3), (2, 3)], [(1, 5), (1, 5)], [(4,), (4,)]], inputs=("x", "y"), grad=False),
 ]
 
 

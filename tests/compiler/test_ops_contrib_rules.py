@@ -25,7 +25,7 @@ NAMES = ["BilinearResize2D", "AdaptiveAvgPooling2D", "arange_like", "index_copy"
          "div_sqrt_dim", "interleaved_matmul_selfatt_qk", "interleaved_matmul_selfatt_valatt",
          "interleaved_matmul_encdec_qk", "interleaved_matmul_encdec_valatt", "box_iou",
          "box_encode", "box_decode", "MultiBoxPrior", "gradientmultiplier", "round_ste",
-         "sign_ste", "index_array"]
+         "sign_ste", "index_array", "allclose"]
 
 
 def test_contrib_namespace_and_aliases():
@@ -111,6 +111,7 @@ def test_other_shape_rules():
     (lambda: C.MultiBoxPrior(V("x"), steps=(0.5,)), {"x": (1, 1, 2, 2)}, "two values"),
     (lambda: C.index_array(V("x"), axes=(0, 2)), {"x": (2, 3)}, "out of range"),
     (lambda: C.arange_like(V("x"), axis=2), {"x": (2, 3)}, "out of range"),
+    (lambda: C.allclose(V("a"), V("b")), {"a": (2, 3), "b": (3, 2)}, "same shape"),
 ])
 def test_bad_shapes_are_named(build, shapes, words):
     with pytest.raises(MXNetError, match=words):
@@ -146,6 +147,17 @@ def test_documented_values():
     assert got[0].tolist() == [[[0, 0], [0, 1]], [[1, 0], [1, 1]], [[2, 0], [2, 1]]]
     got, _ = _run(C.index_array(V("x"), axes=(1, 0)), x=np.ones((3, 2, 2), np.float32))
     assert got[0][:, :, 0].tolist() == [[[0, 0], [1, 0]], [[0, 1], [1, 1]], [[0, 2], [1, 2]]]
+
+
+def test_allclose_is_a_uint8_scalar():
+    s = C.allclose(V("a"), V("b"))
+    assert tuple(s.infer_shape(a=(2, 3), b=(2, 3))[1][0]) == ()
+    assert s.infer_type(a=np.float32, b=np.float32)[1] == [np.uint8]
+    exe = s.simple_bind(cpu(), grad_req="null", a=(2,), b=(2,))
+    exe.arg_dict["a"][:] = np.array([np.nan, 1.0], np.float32)
+    exe.arg_dict["b"][:] = np.array([np.nan, 1.0], np.float32)
+    out = exe.forward()[0].asnumpy()
+    assert out.shape == () and out.dtype == np.uint8 and out == 1
 
 
 def test_index_copy_repeated_index():
