@@ -187,3 +187,14 @@ def test_box_encode_ignores_unmatched_samples():
                   a=anchors, r=refs, mu=np.zeros(4, np.float32), sd=np.ones(4, np.float32))
     np.testing.assert_allclose(got[0][0], [[0.5, 0.5, 0, 0], [0, 0, 0, 0]], atol=1e-7)
     assert got[1][0].tolist() == [[1] * 4, [0] * 4]
+
+
+def test_input_fed_twice_gets_its_gradient_once():
+    """``BilinearResize2D(x, x, mode='like')`` is the identity on x: the gradient of the
+    data slot is the head's, the like slot adds nothing (mxnet's zero)."""
+    x = V("x")
+    s = C.BilinearResize2D(x, x, mode="like") * 3.0
+    vals = np.random.RandomState(0).rand(1, 2, 3, 4).astype(np.float32)
+    got, exe = _run(s, grads=[np.ones((1, 2, 3, 4), np.float32)], x=vals)
+    np.testing.assert_allclose(got[0], 3 * vals, rtol=1e-6)
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), np.full(vals.shape, 3.0))
