@@ -7,9 +7,10 @@ independent torch version in float64 (``F.interpolate``, ``F.adaptive_avg_pool2d
 against torch autograd, a few entries against finite differences, and on ``interpret``
 the same launches as on ``cpu``. ``tests/compiler/test_ops_after_views.py`` sweeps the
 rows again after every view. Operators whose mxnet gradient is zero (box_iou, box_encode,
-box_decode, MultiBoxPrior, arange_like) compare with a reference whose gradient is zero
-and skip finite differences (the function itself is not flat). Shape rules and errors
-follow; mxnet's own numbers are replayed by ``test_mxnet_fixtures_contrib_nn.py``.
+box_decode, MultiBoxPrior, arange_like, index_array) compare with a reference whose
+gradient is zero and skip finite differences (the function itself is not flat). Names,
+shape rules, errors and documented values: ``test_ops_contrib_rules.py``; mxnet's own
+numbers: ``test_mxnet_fixtures_contrib_nn.py``.
 """
 from __future__ import annotations
 
@@ -318,11 +319,13 @@ BOX = [
 ROWS = RESIZE + ADAPTIVE + MATH + ATTENTION + BOX
 
 
-@pytest.mark.parametrize("op", ROWS, ids=lambda op: op.name)
-@pytest.mark.parametrize("k", range(3))
-def test_contrib_op(op, k, cpu_target):
-    if k >= len(op.shapes):
-        pytest.skip("fewer shapes")
-    exe = check(op, op.shapes[k])
+def _params():
+    return [pytest.param(op, shapes, id=f"{op.name}-{i}")
+            for op in ROWS for i, shapes in enumerate(op.shapes)]
+
+
+@pytest.mark.parametrize("op, shapes", _params())
+def test_contrib_op(op, shapes, cpu_target):
+    exe = check(op, shapes)
     if cpu_target == "interpret":
         assert_same_launches_on_cpu_targets(exe)
