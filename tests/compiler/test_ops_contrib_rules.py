@@ -198,3 +198,18 @@ def test_input_fed_twice_gets_its_gradient_once():
     got, exe = _run(s, grads=[np.ones((1, 2, 3, 4), np.float32)], x=vals)
     np.testing.assert_allclose(got[0], 3 * vals, rtol=1e-6)
     np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), np.full(vals.shape, 3.0))
+
+
+def test_attention_matmuls_read_views():
+    """The query-key product is one matmul over views of the interleaved input (scale
+    fused); its gradient two matmuls with the scale fused and one Concat (plus the zeros
+    of the unread part and the copy into the gradient array)."""
+    from compiler.artifacts.compile import compile_symbol
+    s = C.interleaved_matmul_selfatt_qk(V("x"), heads=2)
+    prog = compile_symbol(s, {"x": (4, 2, 24)}, True, {"x": "write"}, True)
+    assert prog.stats["forward_launches"] == 1
+    assert prog.stats["backward_launches"] <= 5
+    assert sum(g.count("batch_dot") for g in prog.groups) == 3
+    r = C.BilinearResize2D(V("x"), height=8, width=9)
+    prog = compile_symbol(r, {"x": (2, 3, 4, 5)}, True, {"x": "write"}, False)
+    assert prog.stats["forward_launches"] <= 5      # two weight matrices, two matmuls, a copy
