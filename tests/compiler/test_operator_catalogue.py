@@ -46,15 +46,15 @@ NOT_YET = {
     "sym.contrib": """
     BatchNormWithReLU DeformableConvolution DeformablePSROIPooling
     ModulatedDeformableConvolution PSROIPooling RROIAlign SparseEmbedding SyncBatchNorm
-    adamw_update allclose backward_gradientmultiplier backward_hawkesll
-    backward_index_copy backward_quadratic boolean_mask calibrate_entropy check_call
-    cond count_sketch dequantize dgl_adjacency dgl_csr_neighbor_non_uniform_sample
+    adamw_update backward_gradientmultiplier backward_hawkesll backward_index_copy
+    backward_quadratic boolean_mask calibrate_entropy check_call cond count_sketch
+    dequantize dgl_adjacency dgl_csr_neighbor_non_uniform_sample
     dgl_csr_neighbor_uniform_sample dgl_graph_compact dgl_subgraph edge_id fft foreach
-    getnnz group_adagrad_update hawkesll ifft index_array mp_adamw_update quantize
-    quantize_asym quantize_v2 quantized_act quantized_batch_norm quantized_concat
-    quantized_conv quantized_elemwise_add quantized_elemwise_mul quantized_embedding
-    quantized_flatten quantized_fully_connected quantized_pooling quantized_rnn
-    rand_zipfian requantize uniform while_loop
+    getnnz group_adagrad_update hawkesll ifft mp_adamw_update quantize quantize_asym
+    quantize_v2 quantized_act quantized_batch_norm quantized_concat quantized_conv
+    quantized_elemwise_add quantized_elemwise_mul quantized_embedding quantized_flatten
+    quantized_fully_connected quantized_pooling quantized_rnn rand_zipfian requantize
+    uniform while_loop
     """.split(),
 }
 
