@@ -324,6 +324,13 @@ class Symbol:
         """Output names: ``{node}_output`` (``{node}_output0`` ...), a variable's own name."""
         return [node.output_names()[i] for node, i in self._outputs]
 
+    def debug_str(self):
+        """mxnet's text listing of the graph (``Symbol.debug_str``): outputs, variables
+        and every operator with its inputs and attributes; a ``Custom`` node says it
+        runs in Python."""
+        from .frontend.listing import debug_lines
+        return "\n".join(debug_lines(self, _topo)) + "\n"
+
     def get_internals(self):
         """A group of every output of every node, in topological order."""
         entries = []
@@ -1114,7 +1121,7 @@ def load(fname):
         raise MXNetError(f"symbol file {path!r}: {exc}") from None
 
 
-def _make_op_function(op_name):
+def _make_op_function(op_name, hint=None):
     opdef = REGISTRY[op_name]
 
     def fn(*args, **kwargs):
@@ -1138,7 +1145,7 @@ def _make_op_function(op_name):
                 if k in kwargs:
                     raise MXNetError(f"{op_name}: attribute '{k}' given twice")
                 kwargs[k] = v
-        return _create(op_name, syms, kwargs, name, attr)
+        return _create(op_name, syms, kwargs, name, attr, hint=hint)
     fn.__name__ = op_name
     fn.__doc__ = opdef.doc or f"The mxnet operator ``{op_name}``."
     return fn
@@ -1253,7 +1260,9 @@ random = _random_namespace(Symbol, _make_op_function)      # mx.sym.random
 def _operator_namespace(namespace):
     import types
     members = namespace_members(namespace)
-    ns = types.SimpleNamespace(**{public: _make_op_function(op_name)
+    # mxnet names a namespace operator's node after its public name (``gemm20``,
+    # ``bilinearresize2d0``), not the registry's (``_linalg_gemm20``)
+    ns = types.SimpleNamespace(**{public: _make_op_function(op_name, hint=public.lower())
                                   for public, op_name in members.items()})
     ns.__doc__ = f"``mx.sym.{namespace}``: the registry's ``_{namespace}_*`` operators."
     return ns

@@ -11,6 +11,7 @@ import time
 from . import cache
 from ..ir.dtypes import fp32_matmul_precision
 from ..errors import MXNetError
+from ..ops.custom import refuse_compile
 from ..passes.pipeline import run_passes
 from .program import Program, build_program
 
@@ -146,6 +147,7 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
 
 def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
                     loss_scale):
+    refuse_compile((n.op, n.name) for n in symbol._nodes())
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
     grad_req = dict(grad_req or {})

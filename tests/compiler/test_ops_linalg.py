@@ -224,9 +224,9 @@ def test_mxnet_documented_examples(i, cpu_target):
 
 
 def test_namespace_and_aliases():
-    assert sorted(n for n in dir(L) if not n.startswith("_")) >= [
+    assert {n for n in dir(L) if not n.startswith("_")} >= {
         "extractdiag", "extracttrian", "gemm", "gemm2", "makediag", "maketrian",
-        "sumlogdiag", "syrk"]
+        "sumlogdiag", "syrk"}
     a, b, c = sym.Variable("A"), sym.Variable("B"), sym.Variable("C")
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     for alias, name in (("linalg_syrk", "syrk"), ("linalg_extracttrian", "extracttrian")):
