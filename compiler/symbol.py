@@ -1269,4 +1269,27 @@ def _operator_namespace(namespace):
 
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
+
+
+def _scaled_update(op_name, scale_slot):
+    """mxnet's ``contrib.adamw_update`` / ``contrib.mp_adamw_update``
+    (``python/mxnet/symbol/contrib.py``): the registry's ``_adamw_update`` ..., with a
+    number given as ``rescale_grad`` made a (1,) constant."""
+    make = _make_op_function(op_name)
+
+    def update(*args, **kwargs):
+        args = list(args)
+        if len(args) > scale_slot and not isinstance(args[scale_slot], Symbol):
+            args[scale_slot] = full(shape=(1,), val=args[scale_slot])
+        scale = kwargs.get("rescale_grad")
+        if scale is not None and not isinstance(scale, Symbol):
+            kwargs["rescale_grad"] = full(shape=(1,), val=scale)
+        return make(*args, **kwargs)
+    update.__name__ = op_name.lstrip("_")
+    update.__doc__ = make.__doc__
+    return update
+
+
+contrib.adamw_update = _scaled_update("_adamw_update", 4)
+contrib.mp_adamw_update = _scaled_update("_mp_adamw_update", 5)
 linalg = _operator_namespace("linalg")        # mx.sym.linalg

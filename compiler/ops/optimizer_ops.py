@@ -39,6 +39,8 @@ class _Update:
     #                            the others (weight32: the master copy) are float32
     out_like: int = 0          # the input (in ``order``) whose dtype the output has
     keeps: tuple = ()          # mutated inputs mxnet's kernel never writes (kept as they are)
+    # adamw: nothing changes unless the rescale_grad input is finite and nonzero
+    needs_scale: bool = False
 
     @property
     def order(self) -> tuple:
@@ -73,6 +75,7 @@ _NAG_MOM = (_LR, _a("momentum", 0.0), _WD, _RESCALE, _CLIP)
 _LAMB1 = (_a("beta1", 0.9), _a("beta2", 0.999), _a("epsilon", 1e-6), _a("t", None, parse_int),
           _a("bias_correction", True, parse_bool), _a("wd"), _RESCALE, _CLIP)
 _LAMB2 = (_LR, _a("lower_bound", -1.0), _a("upper_bound", -1.0))
+_ADAMW = (_LR, _a("beta1", 0.9), _a("beta2", 0.999), _a("epsilon", 1e-8), _WD, _a("eta"), _CLIP)
 
 
 def _base(at, env):
@@ -155,6 +158,14 @@ UPDATES = {
     "mp_lamb_update_phase1": _Update("lamb1", _WG + ("mean", "var", "weight32"),
                                      ("mean", "var"), _LAMB1, _lamb1, roles=_MP, result="gt",
                                      mp=2, out_like=2),
+    "_adamw_update": _Update("adamw", _WG + ("mean", "var", "rescale_grad"), ("mean", "var"),
+                             _ADAMW, _with(c0="beta1", c1="beta2", c2="epsilon", c3="eta"),
+                             roles={"rescale": "rescale_grad"}, mp=4, needs_scale=True),
+    "_mp_adamw_update": _Update("adamw", _WG + ("mean", "var", "weight32", "rescale_grad"),
+                                ("mean", "var", "weight32"), _ADAMW,
+                                _with(c0="beta1", c1="beta2", c2="epsilon", c3="eta"),
+                                roles={"rescale": "rescale_grad", "w": "weight32"}, mp=2,
+                                needs_scale=True),
     "lamb_update_phase2": _Update("lamb2", ("weight", "g", "r1", "r2"), (), _LAMB2, _lamb2),
     "mp_lamb_update_phase2": _Update("lamb2", ("weight", "g", "r1", "r2", "weight32"),
                                      ("weight32",), _LAMB2, _lamb2, roles=_MP, mp=1,
@@ -173,7 +184,12 @@ def _values(name: str, attrs: dict, operands: list) -> dict:
         env.setdefault(k, v)       # an input named lr / wd (preloaded_*) is the value
     clip = attrs.get(spec.clip_attr, -1.0) >= 0.0
     clipw = attrs.get("clip_weights", -1.0) >= 0.0
-    return optimizer_rules.evaluate(spec.rule, env, clip, clipw)
+    out = optimizer_rules.evaluate(spec.rule, env, clip, clipw)
+    if spec.needs_scale:       # PrepareInputBlobs: a step only with a usable scale
+        r = env["rescale"]
+        ok = ops.and_(ops.eq(r - r, 0.0), ops.ne(r, 0.0))
+        out.update({k: ops.where(ok, out[k], env[k]) for k in _produced(name)})
+    return out
 
 
 def _produced(name: str) -> list:
@@ -207,7 +223,8 @@ class _TorchValues:
 
 for _fn, _torch in {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
                     "neg": torch.neg, "sqrt": torch.sqrt, "abs": torch.abs, "gt": torch.gt,
-                    "lt": torch.lt, "eq": torch.eq, "or_": torch.logical_or}.items():
+                    "lt": torch.lt, "eq": torch.eq, "ne": torch.ne, "or_": torch.logical_or,
+                    "and_": torch.logical_and}.items():
     setattr(_TorchValues, _fn, staticmethod(lambda *a, _f=_torch: _f(*(
         x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=torch.float64)
         for x in a))))
@@ -231,7 +248,8 @@ def _reference(name):
 
 # ------------------------------------------------------------------------- shape, type
 
-_SCALARS = ("r1", "r2", "lr", "wd")    # inputs of shape (1,), broadcast over the weight
+# inputs of shape (1,), broadcast over the weight
+_SCALARS = ("r1", "r2", "lr", "wd", "rescale_grad")
 
 
 def _shape(name):

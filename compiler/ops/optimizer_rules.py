@@ -140,6 +140,13 @@ RULES["nag_mom_out"] = (("mom",), ["g = g * rescale", "{clip}",
                                    "w = wn"])
 
 
+# mxnet's AdamWKernel / MPAdamWKernel (contrib.adamw_update); c3 = eta
+RULES["adamw"] = (("mean", "var"), ["g = g * rescale", "{clip}",
+                                    "mean = c0 * mean + (1.0 - c0) * g",
+                                    "var = c1 * var + (1.0 - c1) * g * g",
+                                    "w = w - c3 * (lr * _div(mean, _sqrt(var) + c2) + wd * w)"])
+
+
 def body(rule: str, clip: bool, clipw: bool = False) -> list:
     """The body lines of ``rule``, with gradient (and weight) clipping where asked."""
     out = []
