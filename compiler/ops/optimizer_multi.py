@@ -15,7 +15,7 @@ import torch
 
 from ..ir.expr import ops
 from .optimizer_ops import UPDATES, _Update, _register
-from .registry import (Attr, Decompose, OpDef, Pointwise, merge_shape, parse_bool,
+from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, merge_shape, parse_bool,
                        parse_count, parse_float, register)
 from . import optimizer_ops as _single
 
@@ -96,6 +96,9 @@ def _multi_shape(name, preloaded):
 
     def infer(attrs, in_shapes):
         k = attrs["num_weights"]
+        for v in () if preloaded else ("lrs", "wds"):
+            if len(attrs[v]) != k:
+                raise ShapeError(f"{name}: {len(attrs[v])} {v} for num_weights={k}")
         order = _order(per, mutated, k, preloaded)
         by = dict(zip(order, in_shapes))
         outs = []

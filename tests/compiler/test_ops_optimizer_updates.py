@@ -150,3 +150,11 @@ def test_contrib_adamw_takes_a_number_as_rescale_grad(cpu_target):
     m, v = 0.1 * 0.5, 0.001 * 0.25      # g * rescale = 0.5
     np.testing.assert_allclose(out, 0.5 - 0.1 * m / (np.sqrt(v) + 1e-8), rtol=1e-5)
     np.testing.assert_allclose(exe.aux_dict["m"].asnumpy(), m, rtol=1e-6)
+
+
+def test_multi_update_checks_its_lists():
+    v = mx.sym.var
+    s = mx.sym.multi_sgd_update(v("w0"), v("g0"), v("w1"), v("g1"), lrs=(0.1,), wds=(0.0, 0.0),
+                                num_weights=2, name="u")
+    with pytest.raises(mx.MXNetError, match="1 lrs for num_weights=2"):
+        s.infer_shape(w0=(2,), g0=(2,), w1=(3,), g1=(3,))
