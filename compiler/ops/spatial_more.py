@@ -235,13 +235,13 @@ register_with_vjp(
 def _st_shape(attrs, in_shapes):
     d, loc = in_shapes
     h, w = _target(attrs, "SpatialTransformer")
-    if d is None:
+    if d is None or loc is None:          # mxnet infers neither input from the other
         return in_shapes, [None, (3, h * w), None]
     require_rank("SpatialTransformer", "data", d, 4)
-    if loc is not None and (len(loc) != 2 or loc[1] != 6 or loc[0] != d[0]):
+    if len(loc) != 2 or loc[1] != 6 or loc[0] != d[0]:
         raise ShapeError(f"SpatialTransformer: loc of shape {tuple(loc)} must be "
                          f"({d[0]}, 6) for data {tuple(d)}")
-    return [tuple(d), (d[0], 6)], [(d[0], d[1], h, w), (3, h * w), (d[0], 2, h * w)]
+    return [tuple(d), tuple(loc)], [(d[0], d[1], h, w), (3, h * w), (d[0], 2, h * w)]
 
 
 def _st(attrs, ins):
