@@ -38,3 +38,4 @@ from . import detection_rpn  # noqa: F401
 from . import custom  # noqa: F401
 from . import ctc  # noqa: F401
 from . import spatial_more  # noqa: F401
+from . import deformable  # noqa: F401
