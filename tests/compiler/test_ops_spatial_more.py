@@ -143,7 +143,71 @@ FILL = [
        gen={"r": "index:4"}, nograd=("r",)),
 ]
 
-ROWS = SAMPLERS + CORRELATION + IM2COL + FILL
+
+
+def _deform_ref(data, offset, weight, bias=None, mask=None, *, kernel, stride=(1, 1),
+                dilate=(1, 1), pad=(0, 0), groups=1, dg=1, snap=True):
+    """Deformable convolution through ``F.grid_sample`` per kernel point. ``snap``:
+    mxnet's CPU sampling (0 <= y < H, the last row / column clamped); otherwise the
+    modulated kernel's (-1 < y < H, corners off the map read zero)."""
+    n, c, h, w = data.shape
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilate, pad
+    ho = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
+    wo = (w + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
+    off = offset.reshape(n, dg, kh * kw, 2, ho, wo)
+    cols = []
+    for i in range(kh):
+        for j in range(kw):
+            k = i * kw + j
+            y = (torch.arange(ho, dtype=data.dtype) * sh - ph + i * dh)[:, None] + off[:, :, k, 0]
+            x = (torch.arange(wo, dtype=data.dtype) * sw - pw + j * dw) + off[:, :, k, 1]
+            if snap:
+                ok = (y >= 0) & (x >= 0) & (y < h) & (x < w)
+                y, x = y.clamp(max=h - 1), x.clamp(max=w - 1)
+            else:
+                ok = (y > -1) & (x > -1) & (y < h) & (x < w)
+            grid = torch.stack([x / (w - 1) * 2 - 1, y / (h - 1) * 2 - 1], -1)
+            v = F.grid_sample(data.reshape(n * dg, c // dg, h, w), grid.reshape(n * dg, ho, wo, 2),
+                              align_corners=True, padding_mode="zeros")
+            v = v.reshape(n, dg, c // dg, ho, wo) * ok[:, :, None]
+            if mask is not None:
+                v = v * mask.reshape(n, dg, kh * kw, ho, wo)[:, :, k, None]
+            cols.append(v.reshape(n, c, ho, wo))
+    col = torch.stack(cols, 2).reshape(n, groups, -1, ho * wo)
+    f = weight.shape[0]
+    out = torch.einsum("gfk,ngkl->ngfl", weight.reshape(groups, f // groups, -1), col)
+    out = out.reshape(n, f, ho, wo)
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
+DEFORMABLE = [
+    Op("deformable_conv", lambda d, o, w, b: sym.contrib.DeformableConvolution(
+        d, o, w, b, kernel=(3, 3), pad=(1, 1), num_filter=4),
+       lambda d, o, w, b: _deform_ref(d, o, w, b, kernel=(3, 3), pad=(1, 1)),
+       [[(2, 3, 5, 6), (2, 18, 5, 6), (4, 3, 3, 3), (4,)]], inputs=("d", "o", "w", "b")),
+    Op("deformable_conv_groups", lambda d, o, w: sym.contrib.DeformableConvolution(
+        d, o, w, kernel=(2, 3), stride=(2, 1), dilate=(1, 2), num_filter=4, num_group=2,
+        num_deformable_group=2, no_bias=True),
+       lambda d, o, w: _deform_ref(d, o, w, kernel=(2, 3), stride=(2, 1), dilate=(1, 2),
+                                   groups=2, dg=2),
+       [[(1, 4, 6, 7), (1, 24, 3, 3), (4, 2, 2, 3)]], inputs=("d", "o", "w")),
+    Op("modulated_deformable_conv", lambda d, o, m, w, b:
+       sym.contrib.ModulatedDeformableConvolution(d, o, m, w, b, kernel=(3, 3), pad=(1, 1),
+                                                  num_filter=3),
+       lambda d, o, m, w, b: _deform_ref(d, o, w, b, m, kernel=(3, 3), pad=(1, 1), snap=False),
+       [[(2, 2, 4, 5), (2, 18, 4, 5), (2, 9, 4, 5), (3, 2, 3, 3), (3,)]],
+       inputs=("d", "o", "m", "w", "b"), gen={"m": "unit"}),
+    Op("modulated_deformable_conv_dg", lambda d, o, m, w:
+       sym.contrib.ModulatedDeformableConvolution(d, o, m, w, kernel=(2, 2), stride=(2, 2),
+                                                  num_filter=2, num_deformable_group=2,
+                                                  no_bias=True),
+       lambda d, o, m, w: _deform_ref(d, o, w, None, m, kernel=(2, 2), stride=(2, 2), dg=2,
+                                      snap=False),
+       [[(1, 4, 6, 5), (1, 16, 3, 2), (1, 8, 3, 2), (2, 4, 2, 2)]],
+       inputs=("d", "o", "m", "w"), gen={"m": "unit"}),
+]
+
+ROWS = SAMPLERS + CORRELATION + IM2COL + FILL + DEFORMABLE
 
 
 @pytest.mark.parametrize("op", ROWS, ids=lambda o: o.name)
@@ -220,3 +284,107 @@ def test_correlation_even_kernel_refused_at_forward():
     s = sym.Correlation(sym.Variable("a"), sym.Variable("b"), kernel_size=2, pad_size=1)
     with pytest.raises(MXNetError, match="odd"):
         _forward(s, {}, a=(1, 1, 4, 4), b=(1, 1, 4, 4))
+
+
+# -- the extern backward entries against finite differences (float64, ATen directly) ------
+
+def _rois(n_rois, batch, size, gen):
+    xy = torch.rand(n_rois, 2, generator=gen, dtype=torch.float64) * (size - 3) + 1
+    wh = torch.rand(n_rois, 2, generator=gen, dtype=torch.float64) * size / 2 + 1.5
+    b = torch.randint(0, batch, (n_rois, 1), generator=gen).double()
+    return torch.cat([b, xy, torch.minimum(xy + wh, torch.tensor(size - 1.0))], 1)
+
+
+def _vjp_cases(gen):
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    return [
+        ("_contrib_PSROIPooling", dict(spatial_scale="0.5", output_dim="2", pooled_size="3"),
+         [r(2, 18, 7, 8), _rois(3, 2, 14, gen)], [0]),
+        ("_contrib_DeformablePSROIPooling",
+         dict(spatial_scale="0.5", output_dim="2", group_size="3", pooled_size="3",
+              sample_per_part="2", trans_std="0.1"),
+         [r(2, 18, 7, 8), _rois(3, 2, 14, gen), r(3, 4, 3, 3)], [0, 2]),
+        ("_contrib_DeformableConvolution", dict(kernel="(3, 3)", pad="(1, 1)", num_filter="2"),
+         [r(1, 2, 4, 5), r(1, 18, 4, 5), r(2, 2, 3, 3), r(2)], [0, 1, 2, 3]),
+        ("Correlation", dict(kernel_size="3", max_displacement="1", pad_size="1",
+                             is_multiply="False"), [r(1, 2, 4, 5), r(1, 2, 4, 5)], [0, 1]),
+        ("SpatialTransformer", dict(target_shape="(3, 4)", transform_type="affine",
+                                    sampler_type="bilinear"),
+         [r(1, 2, 4, 5), torch.tensor([[1.1, 0.1, 0.05, -0.1, 0.9, 0.1]],
+                                      dtype=torch.float64)], [0, 1]),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_extern_gradients_vs_finite_differences(case):
+    """``_backward_<op>`` (autograd replay of the forward) against central differences of
+    the forward's ``sum(out * ograd)``, a few entries of every input that takes one."""
+    from compiler.ops.registry import get_op
+    gen = torch.Generator().manual_seed(11 + case)
+    name, raw, ins, wrt = _vjp_cases(gen)[case]
+    fwd, bwd = get_op(name), get_op(f"_backward_{name}")
+    attrs = fwd.parse_attrs(raw)
+    out = fwd.lowering.run(attrs, ins)[0]
+    og = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    grads = bwd.lowering.run(bwd.parse_attrs(raw), [og] + ins)
+    eps = 1e-6
+    for k in wrt:
+        for flat in torch.randint(0, ins[k].numel(), (4,), generator=gen).tolist():
+            vals = []
+            for sign in (1, -1):
+                moved = [x.clone() for x in ins]
+                moved[k].view(-1)[flat] += sign * eps
+                vals.append((fwd.lowering.run(attrs, moved)[0] * og).sum().item())
+            fd = (vals[0] - vals[1]) / (2 * eps)
+            assert abs(grads[k].reshape(-1)[flat].item() - fd) < 1e-5 * max(1, abs(fd)), \
+                (name, k, flat, grads[k].reshape(-1)[flat].item(), fd)
+    for k in set(range(len(ins))) - set(wrt):
+        assert not grads[k].any(), f"{name}: input {k} takes no gradient"
+
+
+# -- the deformable family's shapes and errors -------------------------------------------
+
+def test_deformable_shapes_fill_weights():
+    d, o = sym.Variable("d"), sym.Variable("o")
+    s = sym.contrib.DeformableConvolution(d, o, kernel=(3, 3), stride=(2, 2), pad=(1, 1),
+                                          num_filter=6, num_group=2, name="dc")
+    assert s.list_arguments() == ["d", "o", "dc_weight", "dc_bias"]
+    args, outs, _ = s.infer_shape(d=(2, 4, 7, 8), o=(2, 18, 4, 4))
+    assert args == [(2, 4, 7, 8), (2, 18, 4, 4), (6, 2, 3, 3), (6,)] and outs == [(2, 6, 4, 4)]
+    m = sym.contrib.ModulatedDeformableConvolution(d, o, sym.Variable("m"), kernel=(1, 1),
+                                                   num_filter=2, no_bias=True, name="mc")
+    assert m.list_arguments() == ["d", "o", "m", "mc_weight"]
+    ps = sym.contrib.DeformablePSROIPooling(d, o, spatial_scale=0.5, output_dim=2,
+                                            group_size=2, pooled_size=2, no_trans=True)
+    assert ps.list_arguments() == ["d", "o"]
+    _, outs, _ = ps.infer_shape(d=(1, 8, 5, 5), o=(3, 5))
+    assert outs == [(3, 2, 2, 2)]
+    _, outs, _ = sym.contrib.RROIAlign(d, o, pooled_size=(2, 3), spatial_scale=1.0).infer_shape(
+        d=(1, 4, 5, 5), o=(7, 6))
+    assert outs == [(7, 4, 2, 3)]
+
+
+@pytest.mark.parametrize("build, shapes, match", [
+    (lambda d, o: sym.contrib.DeformableConvolution(d, o, kernel=(3, 3), num_filter=2),
+     dict(d=(1, 2, 5, 5), o=(1, 18, 5, 5)), "offset"),
+    (lambda d, o: sym.contrib.DeformableConvolution(d, o, kernel=(3, 3), num_filter=2,
+                                                    num_deformable_group=2),
+     dict(d=(1, 3, 5, 5), o=(1, 36, 3, 3)), "divide"),
+    (lambda d, o: sym.contrib.PSROIPooling(d, o, spatial_scale=1.0, output_dim=2,
+                                           pooled_size=2), dict(d=(1, 8, 5, 5), o=(2, 4)),
+     "rois"),
+    (lambda d, o: sym.contrib.RROIAlign(d, o, pooled_size=(2, 2), spatial_scale=1.0),
+     dict(d=(1, 8, 5, 5), o=(2, 5)), "rois"),
+])
+def test_deformable_shape_errors(build, shapes, match):
+    with pytest.raises(MXNetError, match=match):
+        build(sym.Variable("d"), sym.Variable("o")).simple_bind(cpu(), grad_req="null",
+                                                                **shapes)
+
+
+def test_rroi_align_has_no_gradient():
+    """mxnet 1.9.1 registers no FGradient for RROIAlign: binding for training fails."""
+    s = sym.contrib.RROIAlign(sym.Variable("d"), sym.Variable("r"), pooled_size=(2, 2),
+                              spatial_scale=1.0)
+    with pytest.raises(MXNetError, match="gradient"):
+        s.simple_bind(cpu(), grad_req={"d": "write", "r": "null"}, d=(1, 2, 4, 4), r=(1, 6))
