@@ -57,7 +57,7 @@ def _vjp(fwd, n_vis, diff):
             pairs = [(o, g) for o, g in zip(outs, ograds) if o.requires_grad]
             wrt = [x for x in leaves if x.requires_grad]
             got = torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs],
-                                      allow_unused=True) if pairs and wrt else []
+                                      allow_unused=True) if pairs and wrt else [None] * len(wrt)
         got = iter(got)
         res = []
         for x in leaves:
