@@ -39,3 +39,5 @@ from . import custom  # noqa: F401
 from . import ctc  # noqa: F401
 from . import optimizer_ops  # noqa: F401
 from . import optimizer_multi  # noqa: F401
+from . import spatial_more  # noqa: F401
+from . import deformable  # noqa: F401
