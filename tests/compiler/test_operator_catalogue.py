@@ -36,8 +36,7 @@ NOT_YET = {
 
     """.split(),
     "sym.contrib": """
-    BatchNormWithReLU SparseEmbedding SyncBatchNorm backward_gradientmultiplier
-    backward_hawkesll backward_index_copy backward_quadratic boolean_mask
+    BatchNormWithReLU SparseEmbedding SyncBatchNorm backward_hawkesll boolean_mask
     calibrate_entropy check_call cond count_sketch dequantize dgl_adjacency
     dgl_csr_neighbor_non_uniform_sample dgl_csr_neighbor_uniform_sample
     dgl_graph_compact dgl_subgraph edge_id fft foreach getnnz group_adagrad_update
