@@ -43,7 +43,7 @@ NOT_YET = {
     hawkesll ifft quantize quantize_asym quantize_v2 quantized_act quantized_batch_norm
     quantized_concat quantized_conv quantized_elemwise_add quantized_elemwise_mul
     quantized_embedding quantized_flatten quantized_fully_connected quantized_pooling
-    quantized_rnn rand_zipfian requantize uniform while_loop
+    quantized_rnn rand_zipfian requantize while_loop
     """.split(),
 }
 
