@@ -16,8 +16,9 @@ from runtime.ndarray import as_ndarray
 
 from .data_iter import DataBatch, DataIter
 from .mnist_iter import MNISTIter
+from .csv_iter import CSVIter
 
-__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'NDArrayIter',
+__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'CSVIter', 'NDArrayIter',
            'PrefetchingIter', 'ResizeIter']
 
 
