@@ -8,7 +8,10 @@ functions flip to BGR themselves).
 PNG round trips are exact. JPEG decoders differ in their IDCT and chroma
 upsampling, so pixels decoded here may differ from OpenCV's by a few units
 (the tests compare mxnet-decoded pixels within a tolerance). Grayscale
-conversion uses the ITU-R 601 weights, as OpenCV does, up to rounding.
+conversion is ``(4899 R + 9617 G + 1868 B) >> 14`` (ITU-R 601 weights in
+14-bit fixed point, truncated), which gives mxnet's gray PNG pixels exactly;
+mxnet's JPEG decoder makes gray from the JPEG's own luma instead, so gray
+JPEG pixels may differ by a unit or two.
 """
 import io
 
@@ -56,11 +59,17 @@ def decode(buf, flag=1):
         raise MXNetError(f"imdecode: cannot decode {len(data)} bytes as an image "
                          f"({type(err).__name__}: {err})") from None
     if flag == 1:
-        return np.asarray(img.convert("RGB"))
+        return np.array(img.convert("RGB"))
     if flag == 0:
-        return np.asarray(img.convert("L"))[:, :, None]
+        return _gray(np.asarray(img.convert("RGB")))[:, :, None]
     mode = {"L": "L", "RGB": "RGB", "RGBA": "RGBA", "LA": "RGBA", "P": "RGB"}.get(img.mode)
-    return np.asarray(img.convert(mode or "RGB"))
+    return np.array(img.convert(mode or "RGB"))
+
+
+def _gray(rgb):
+    """OpenCV's gray of an ``(H, W, 3)`` RGB uint8 array (fixed point, truncated)."""
+    r, g, b = (rgb[:, :, k].astype(np.int64) for k in range(3))
+    return ((4899 * r + 9617 * g + 1868 * b) >> 14).astype(np.uint8)
 
 
 def encode(img, img_fmt=".jpg", quality=95):

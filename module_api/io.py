@@ -17,8 +17,10 @@ from runtime.ndarray import as_ndarray
 from .data_iter import DataBatch, DataIter
 from .mnist_iter import MNISTIter
 from .csv_iter import CSVIter
+from .image_record_iter import ImageRecordIter
 
-__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'CSVIter', 'NDArrayIter',
+__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'CSVIter', 'ImageRecordIter',
+           'NDArrayIter',
            'PrefetchingIter', 'ResizeIter']
 
 

@@ -349,3 +349,22 @@ def pack_img(header, img, quality=95, img_fmt=".jpg"):
     """
     buf = _imagecodec.encode(_flip_channels(np.asarray(img)), img_fmt, quality)
     return pack(header, buf)
+
+
+def _record_offsets(uri):
+    """The byte offset of every record of a RecordIO file (headers read, payloads skipped)."""
+    offsets, starting = [], True
+    with open(uri, "rb") as f:
+        while True:
+            pos = f.tell()
+            head = f.read(8)
+            if not head:
+                return offsets
+            if len(head) != 8 or struct.unpack("<I", head[:4])[0] != _MAGIC:
+                raise MXNetError(f"Invalid RecordIO File {uri!r}: no record header at byte "
+                                 f"{pos}")
+            lrec = struct.unpack("<I", head[4:])[0]
+            if starting:
+                offsets.append(pos)
+            starting = (lrec >> 29) in (0, 3)
+            f.seek(_pad4(lrec & _LEN_MASK), 1)

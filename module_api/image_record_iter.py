@@ -1,0 +1,281 @@
+"""``mx.io.ImageRecordIter``: mxnet 1.9.1's image RecordIO iterator in Python.
+
+What it does, as mxnet's (``src/io/iter_image_recordio_2.cc``,
+``image_aug_default.cc``):
+
+* reads image records (``mx.recordio.pack`` / ``im2rec``); the label is the
+  header's label, or its first ``label_width`` values when it holds an array;
+* decodes (3 channels, or gray for ``data_shape[0] == 1``), resizes the
+  shorter edge to ``resize``, pads by ``pad`` with ``fill_value``, enlarges
+  an image smaller than ``data_shape`` (keeping its aspect ratio) and crops
+  ``data_shape`` from its centre (a random place with ``rand_crop``);
+* mirrors (``mirror``; at random with ``rand_mirror``), then writes
+  ``(pixel - mean) * scale / std`` per channel (``mean_r/g/b``, ``std_r/g/b``,
+  ``scale``; ``max_random_contrast`` / ``max_random_illumination`` as mxnet)
+  in RGB order, ``(batch_size, C, H, W)`` float32;
+* batches as mxnet's batch loader (:mod:`module_api.batch_loader`):
+  ``round_batch`` completes the last batch from the start and the next epoch
+  starts after the wrap;
+* decodes a batch's images in ``preprocess_threads`` threads (Pillow decodes
+  outside the GIL).
+
+Differences, written down: pixels are Pillow's decoding and this module's
+resizing (:mod:`module_api.image`: equal to mxnet's, or within a unit or two
+for JPEG and bilinear / bicubic rounding); the random crops, mirrors and the
+``shuffle`` order draw from numpy seeded by ``seed`` (same seed, same
+batches; not mxnet's sequence); ``num_parts`` / ``part_index`` split the
+records evenly by count (mxnet splits the file by bytes); the rotation,
+shear, scale, aspect-ratio, HSL and random-resized-crop augmentations and
+``mean_img`` raise an error naming them; without ``round_batch`` the last
+batch's ``pad`` counts its missing rows (mxnet 1.9.1 reports 0 there).
+"""
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from compiler.errors import MXNetError
+from runtime.data_desc import DataDesc
+from runtime.ndarray import as_ndarray
+
+from . import _imagecodec, recordio
+from .batch_loader import BatchLoader, batch_shape
+from .data_iter import DataBatch, DataIter
+from .image.image import _get_interp_method, imresize
+
+_LOG = logging.getLogger(__name__)
+
+_DEFAULTS = dict(
+    path_imgrec="", path_imgidx="", path_imglist="", label_width=1, shuffle=False, seed=0,
+    round_batch=True, preprocess_threads=4, num_parts=1, part_index=0, resize=-1,
+    rand_crop=False, rand_mirror=False, mirror=False, mean_r=0.0, mean_g=0.0, mean_b=0.0,
+    mean_a=0.0, std_r=1.0, std_g=1.0, std_b=1.0, std_a=1.0, scale=1.0, pad=0,
+    fill_value=255, inter_method=1, max_random_contrast=0.0, max_random_illumination=0.0,
+    data_name="data", label_name="softmax_label", dtype="float32")
+# accepted, with nothing to do here (threads, prefetching, devices, logging, chunked shuffle)
+_IGNORED = {"prefetch_buffer", "ctx", "device_id", "verbose", "shuffle_chunk_size",
+            "shuffle_chunk_seed", "seed_aug", "aug_seq"}
+# augmentations not implemented: their defaults (a value other than this raises)
+_UNSUPPORTED = dict(max_rotate_angle=0, max_shear_ratio=0.0, rotate=-1, rotate_list=(),
+                    max_random_scale=1.0, min_random_scale=1.0, max_aspect_ratio=0.0,
+                    min_aspect_ratio=None, max_img_size=1e10, min_img_size=0.0,
+                    random_resized_crop=False, max_random_area=1.0, min_random_area=1.0,
+                    max_crop_size=-1, min_crop_size=-1, brightness=0.0, contrast=0.0,
+                    saturation=0.0, pca_noise=0.0, random_h=0, random_s=0, random_l=0,
+                    mean_img="")
+
+
+def _check_arguments(kwargs):
+    unknown = sorted(set(kwargs) - set(_DEFAULTS) - _IGNORED - set(_UNSUPPORTED)
+                     - {"data_shape", "batch_size"})
+    if unknown:
+        raise MXNetError(f"ImageRecordIter: unknown argument(s) {unknown}")
+    used = sorted(k for k in _UNSUPPORTED if k in kwargs and kwargs[k] != _UNSUPPORTED[k]
+                  and not (isinstance(kwargs[k], (list, tuple)) and not kwargs[k]))
+    if used:
+        raise MXNetError(f"ImageRecordIter: augmentation argument(s) {used} are not "
+                         f"implemented in symtriton (resize, pad, crops, mirrors and "
+                         f"normalization are)")
+
+
+def _as_bool(value):
+    return value.lower() in ("1", "true") if isinstance(value, str) else bool(value)
+
+
+class _Augmenter(object):
+    """mxnet's default image augmenter for the supported arguments, on numpy HWC uint8."""
+
+    def __init__(self, p, data_shape):
+        self.p, self.shape = p, data_shape
+
+    def _resize(self, img, w, h, rng):
+        method = self.p["inter_method"]
+        if method == 10:
+            method = int(rng.randint(0, 5))
+        sizes = (img.shape[0], img.shape[1], h, w)
+        out = imresize(torch.from_numpy(img), w, h, interp=_get_interp_method(method, sizes))
+        return out.as_subclass(torch.Tensor).numpy()
+
+    def __call__(self, img, rng):
+        p, (_, out_h, out_w) = self.p, self.shape
+        if p["resize"] > 0:
+            rows, cols = img.shape[:2]
+            if rows > cols:
+                img = self._resize(img, p["resize"], p["resize"] * rows // cols, rng)
+            else:
+                img = self._resize(img, p["resize"] * cols // rows, p["resize"], rng)
+        if p["pad"] > 0:
+            k = p["pad"]
+            img = np.pad(img, ((k, k), (k, k), (0, 0)), constant_values=p["fill_value"])
+        rows, cols = img.shape[:2]
+        if rows < out_h:
+            new_cols = int(np.float32(out_h) / np.float32(rows) * np.float32(cols))
+            img = self._resize(img, new_cols, out_h, rng)
+        rows, cols = img.shape[:2]
+        if cols < out_w:
+            new_rows = int(np.float32(out_w) / np.float32(cols) * np.float32(rows))
+            img = self._resize(img, out_w, new_rows, rng)
+        y, x = img.shape[0] - out_h, img.shape[1] - out_w
+        if p["rand_crop"]:
+            y, x = int(rng.randint(0, y + 1)), int(rng.randint(0, x + 1))
+        else:
+            y, x = y // 2, x // 2
+        return img[y:y + out_h, x:x + out_w]
+
+
+class ImageRecordIter(DataIter):
+    """Batches of images from a RecordIO file, decoded, augmented and normalized.
+
+    Parameters
+    ----------
+    path_imgrec : str
+        The ``.rec`` file.
+    data_shape : tuple of int
+        ``(C, H, W)`` of one image (C 3, or 1 for gray).
+    batch_size : int
+    path_imgidx : str, optional
+        Its ``.idx`` file (record offsets; without it the file is scanned once).
+    label_width : int
+    shuffle : bool
+        A new order each epoch (from ``seed``).
+    round_batch : bool
+    resize, pad, fill_value, inter_method, rand_crop, rand_mirror, mirror :
+        Augmentation, as mxnet (see the module docstring).
+    mean_r, mean_g, mean_b, std_r, std_g, std_b, scale : float
+        Normalization: ``(pixel - mean) * scale / std``.
+    preprocess_threads : int
+        Threads that decode and augment.
+    num_parts, part_index : int
+        Read part ``part_index`` of ``num_parts`` (distributed training).
+    data_name, label_name : str
+    """
+
+    def __init__(self, **kwargs):
+        _check_arguments(kwargs)
+        for key in ("data_shape", "batch_size"):
+            if key not in kwargs:
+                raise MXNetError(f"ImageRecordIter: the argument {key} is required")
+        p = dict(_DEFAULTS)
+        p.update({k: v for k, v in kwargs.items() if k in _DEFAULTS})
+        for key in ("shuffle", "round_batch", "rand_crop", "rand_mirror", "mirror"):
+            p[key] = _as_bool(p[key])
+        if p["dtype"] != "float32":
+            raise MXNetError(f"ImageRecordIter: dtype {p['dtype']!r}: only float32 is "
+                             f"implemented")
+        self.p, self.data_shape = p, tuple(int(s) for s in kwargs["data_shape"])
+        if len(self.data_shape) != 3 or self.data_shape[0] not in (1, 3):
+            raise MXNetError(f"ImageRecordIter: data_shape must be (C, H, W) with C 1 or 3, "
+                             f"got {self.data_shape}")
+        batch_size = int(kwargs["batch_size"])
+        super(ImageRecordIter, self).__init__(batch_size)
+        self._offsets = self._part(self._record_offsets(p), p)
+        self._rng = np.random.RandomState(int(p["seed"]))
+        self._augment = _Augmenter(p, self.data_shape)
+        width = int(p["label_width"])
+        dshape = (batch_size,) + self.data_shape
+        lshape = batch_shape(batch_size, (width,))
+        self._loader = BatchLoader(len(self._offsets), batch_size, p["round_batch"],
+                                   [dshape[1:], lshape[1:]], [np.float32, np.float32],
+                                   "ImageRecordIter")
+        self._pool = ThreadPoolExecutor(max(1, int(p["preprocess_threads"])))
+        self.provide_data = [DataDesc(p["data_name"], dshape, np.float32, "NCHW")]
+        self.provide_label = [DataDesc(p["label_name"], lshape, np.float32, "NCHW")]
+        self._pad = None
+        self._new_epoch()
+        _LOG.info("ImageRecordIter: %s, %d images, %d threads for decoding", p["path_imgrec"],
+                  len(self._offsets), int(p["preprocess_threads"]))
+
+    @staticmethod
+    def _record_offsets(p):
+        path = p["path_imgrec"]
+        if not path or not os.path.exists(path):
+            raise MXNetError(f"ImageRecordIter: path_imgrec {path!r} does not exist")
+        if p["path_imgidx"]:
+            idx = recordio.MXIndexedRecordIO(p["path_imgidx"], path, "r")
+            offsets = sorted(idx.idx.values())
+            idx.close()
+            return offsets
+        return recordio._record_offsets(path)
+
+    @staticmethod
+    def _part(offsets, p):
+        parts, index = int(p["num_parts"]), int(p["part_index"])
+        if not 0 <= index < parts:
+            raise MXNetError(f"ImageRecordIter: part_index {index} is not in [0, {parts})")
+        n = len(offsets)
+        return offsets[n * index // parts:n * (index + 1) // parts]
+
+    def _new_epoch(self):
+        order = self._rng.permutation(len(self._offsets)) if self.p["shuffle"] else None
+        self._loader.reset(order)
+
+    def reset(self):
+        self._new_epoch()
+
+    def _fetch(self, examples):
+        with open(self.p["path_imgrec"], "rb") as f:
+            records = []
+            for i in examples:
+                f.seek(self._offsets[i])
+                records.append(recordio._read_record(f, self.p["path_imgrec"]))
+        seeds = self._rng.randint(0, 2 ** 31, size=len(records))
+        results = list(self._pool.map(self._one, records, seeds))
+        labels = np.stack([r[1] for r in results])
+        return (np.stack([r[0] for r in results]),
+                labels.reshape((len(results),) + self._loader.buffers[1].shape[1:]))
+
+    def _one(self, record, seed):
+        """Decode, augment and normalize one record: ``(C, H, W)`` data and its label."""
+        rng = np.random.RandomState(seed)
+        header, payload = recordio.unpack(record)
+        channels = self.data_shape[0]
+        img = _imagecodec.decode(payload, 1 if channels == 3 else 0)
+        img = self._augment(img, rng)
+        return self._normalize(img, rng), self._label(header)
+
+    def _normalize(self, img, rng):
+        p, f32 = self.p, np.float32
+        contrast = (f32(rng.uniform()) * f32(p["max_random_contrast"]) * 2
+                    - f32(p["max_random_contrast"]) + 1) * f32(p["scale"])
+        illumination = (f32(rng.uniform()) * f32(p["max_random_illumination"]) * 2
+                        - f32(p["max_random_illumination"])) * f32(p["scale"])
+        names = "rgb" if img.shape[2] == 3 else "r"
+        mean = np.array([p["mean_" + c] for c in names], f32)
+        std = np.array([p["std_" + c] for c in names], f32)
+        out = (img.astype(f32) - mean) * (f32(contrast) / std) + f32(illumination) / std
+        if p["mirror"] or (p["rand_mirror"] and rng.randint(0, 2)):
+            out = out[:, ::-1]
+        return np.ascontiguousarray(out.transpose(2, 0, 1))
+
+    def _label(self, header):
+        width = int(self.p["label_width"])
+        label = np.atleast_1d(np.asarray(header.label, np.float32))
+        if label.size < width:
+            raise MXNetError(f"ImageRecordIter: record id {header.id} has {label.size} "
+                             f"label(s), fewer than label_width={width}")
+        return label[:width]
+
+    def iter_next(self):
+        self._pad = self._loader.next_batch(self._fetch)
+        return self._pad is not None
+
+    def next(self):
+        if not self.iter_next():
+            raise StopIteration
+        return DataBatch(data=self.getdata(), label=self.getlabel(), pad=self._pad,
+                         index=self.getindex(), provide_data=self.provide_data,
+                         provide_label=self.provide_label)
+
+    def getdata(self):
+        return [as_ndarray(torch.from_numpy(self._loader.buffers[0].copy()))]
+
+    def getlabel(self):
+        return [as_ndarray(torch.from_numpy(self._loader.buffers[1].copy()))]
+
+    def getindex(self):
+        return self._loader.index.copy()
+
+    def getpad(self):
+        return self._pad
