@@ -5,10 +5,12 @@ What it does, as mxnet's (``src/io/iter_image_recordio_2.cc``,
 
 * reads image records (``mx.recordio.pack`` / ``im2rec``); the label is the
   header's label, or its first ``label_width`` values when it holds an array;
-* decodes (3 channels, or gray for ``data_shape[0] == 1``), resizes the
-  shorter edge to ``resize``, pads by ``pad`` with ``fill_value``, enlarges
-  an image smaller than ``data_shape`` (keeping its aspect ratio) and crops
-  ``data_shape`` from its centre (a random place with ``rand_crop``);
+* decodes (3 channels, or gray for ``data_shape[0] == 1``) and augments as
+  mxnet's default augmenter (:mod:`module_api.image_record_aug`): shorter-edge
+  ``resize``, the affine warp (rotation, shear, scale, aspect), ``pad`` with
+  ``fill_value``, the crops (``data_shape`` from the centre or at random with
+  ``rand_crop``, after enlarging a small image; ``min/max_crop_size``;
+  ``random_resized_crop``), colour jitter, HSL shifts and PCA noise;
 * mirrors (``mirror``; at random with ``rand_mirror``), then writes
   ``(pixel - mean) * scale / std`` per channel (``mean_r/g/b``, ``std_r/g/b``,
   ``scale``; ``max_random_contrast`` / ``max_random_illumination`` as mxnet)
@@ -24,9 +26,8 @@ resizing (:mod:`module_api.image`: equal to mxnet's, or within a unit or two
 for JPEG and bilinear / bicubic rounding); the random crops, mirrors and the
 ``shuffle`` order draw from numpy seeded by ``seed`` (same seed, same
 batches; not mxnet's sequence); ``num_parts`` / ``part_index`` split the
-records evenly by count (mxnet splits the file by bytes); the rotation,
-shear, scale, aspect-ratio, HSL and random-resized-crop augmentations and
-``mean_img`` raise an error naming them; without ``round_batch`` the last
+records evenly by count (mxnet splits the file by bytes); ``mean_img``
+raises an error; without ``round_batch`` the last
 batch's ``pad`` counts its missing rows (mxnet 1.9.1 reports 0 there).
 """
 import logging
@@ -43,7 +44,7 @@ from runtime.ndarray import as_ndarray
 from . import _imagecodec, recordio
 from .batch_loader import BatchLoader, batch_shape
 from .data_iter import DataBatch, DataIter
-from .image.image import _get_interp_method, imresize
+from .image_record_aug import RecordAugmenter
 
 _LOG = logging.getLogger(__name__)
 
@@ -53,18 +54,17 @@ _DEFAULTS = dict(
     rand_crop=False, rand_mirror=False, mirror=False, mean_r=0.0, mean_g=0.0, mean_b=0.0,
     mean_a=0.0, std_r=1.0, std_g=1.0, std_b=1.0, std_a=1.0, scale=1.0, pad=0,
     fill_value=255, inter_method=1, max_random_contrast=0.0, max_random_illumination=0.0,
-    data_name="data", label_name="softmax_label", dtype="float32")
+    data_name="data", label_name="softmax_label", dtype="float32",
+    max_rotate_angle=0, max_shear_ratio=0.0, rotate=-1, rotate_list=(),
+    max_random_scale=1.0, min_random_scale=1.0, max_aspect_ratio=0.0, min_aspect_ratio=None,
+    max_img_size=1e10, min_img_size=0.0, random_resized_crop=False, max_random_area=1.0,
+    min_random_area=1.0, max_crop_size=-1, min_crop_size=-1, brightness=0.0, contrast=0.0,
+    saturation=0.0, pca_noise=0.0, random_h=0, random_s=0, random_l=0)
 # accepted, with nothing to do here (threads, prefetching, devices, logging, chunked shuffle)
 _IGNORED = {"prefetch_buffer", "ctx", "device_id", "verbose", "shuffle_chunk_size",
             "shuffle_chunk_seed", "seed_aug", "aug_seq"}
-# augmentations not implemented: their defaults (a value other than this raises)
-_UNSUPPORTED = dict(max_rotate_angle=0, max_shear_ratio=0.0, rotate=-1, rotate_list=(),
-                    max_random_scale=1.0, min_random_scale=1.0, max_aspect_ratio=0.0,
-                    min_aspect_ratio=None, max_img_size=1e10, min_img_size=0.0,
-                    random_resized_crop=False, max_random_area=1.0, min_random_area=1.0,
-                    max_crop_size=-1, min_crop_size=-1, brightness=0.0, contrast=0.0,
-                    saturation=0.0, pca_noise=0.0, random_h=0, random_s=0, random_l=0,
-                    mean_img="")
+# not implemented: its default (another value raises)
+_UNSUPPORTED = dict(mean_img="")
 
 
 def _check_arguments(kwargs):
@@ -75,54 +75,12 @@ def _check_arguments(kwargs):
     used = sorted(k for k in _UNSUPPORTED if k in kwargs and kwargs[k] != _UNSUPPORTED[k]
                   and not (isinstance(kwargs[k], (list, tuple)) and not kwargs[k]))
     if used:
-        raise MXNetError(f"ImageRecordIter: augmentation argument(s) {used} are not "
-                         f"implemented in symtriton (resize, pad, crops, mirrors and "
-                         f"normalization are)")
+        raise MXNetError(f"ImageRecordIter: argument(s) {used} are not implemented in "
+                         f"symtriton (a mean image file; mean_r/g/b are)")
 
 
 def _as_bool(value):
     return value.lower() in ("1", "true") if isinstance(value, str) else bool(value)
-
-
-class _Augmenter(object):
-    """mxnet's default image augmenter for the supported arguments, on numpy HWC uint8."""
-
-    def __init__(self, p, data_shape):
-        self.p, self.shape = p, data_shape
-
-    def _resize(self, img, w, h, rng):
-        method = self.p["inter_method"]
-        if method == 10:
-            method = int(rng.randint(0, 5))
-        sizes = (img.shape[0], img.shape[1], h, w)
-        out = imresize(torch.from_numpy(img), w, h, interp=_get_interp_method(method, sizes))
-        return out.as_subclass(torch.Tensor).numpy()
-
-    def __call__(self, img, rng):
-        p, (_, out_h, out_w) = self.p, self.shape
-        if p["resize"] > 0:
-            rows, cols = img.shape[:2]
-            if rows > cols:
-                img = self._resize(img, p["resize"], p["resize"] * rows // cols, rng)
-            else:
-                img = self._resize(img, p["resize"] * cols // rows, p["resize"], rng)
-        if p["pad"] > 0:
-            k = p["pad"]
-            img = np.pad(img, ((k, k), (k, k), (0, 0)), constant_values=p["fill_value"])
-        rows, cols = img.shape[:2]
-        if rows < out_h:
-            new_cols = int(np.float32(out_h) / np.float32(rows) * np.float32(cols))
-            img = self._resize(img, new_cols, out_h, rng)
-        rows, cols = img.shape[:2]
-        if cols < out_w:
-            new_rows = int(np.float32(out_w) / np.float32(cols) * np.float32(rows))
-            img = self._resize(img, out_w, new_rows, rng)
-        y, x = img.shape[0] - out_h, img.shape[1] - out_w
-        if p["rand_crop"]:
-            y, x = int(rng.randint(0, y + 1)), int(rng.randint(0, x + 1))
-        else:
-            y, x = y // 2, x // 2
-        return img[y:y + out_h, x:x + out_w]
 
 
 class ImageRecordIter(DataIter):
@@ -159,7 +117,8 @@ class ImageRecordIter(DataIter):
                 raise MXNetError(f"ImageRecordIter: the argument {key} is required")
         p = dict(_DEFAULTS)
         p.update({k: v for k, v in kwargs.items() if k in _DEFAULTS})
-        for key in ("shuffle", "round_batch", "rand_crop", "rand_mirror", "mirror"):
+        for key in ("shuffle", "round_batch", "rand_crop", "rand_mirror", "mirror",
+                    "random_resized_crop"):
             p[key] = _as_bool(p[key])
         if p["dtype"] != "float32":
             raise MXNetError(f"ImageRecordIter: dtype {p['dtype']!r}: only float32 is "
@@ -172,7 +131,7 @@ class ImageRecordIter(DataIter):
         super(ImageRecordIter, self).__init__(batch_size)
         self._offsets = self._part(self._record_offsets(p), p)
         self._rng = np.random.RandomState(int(p["seed"]))
-        self._augment = _Augmenter(p, self.data_shape)
+        self._augment = RecordAugmenter(p, self.data_shape)
         width = int(p["label_width"])
         dshape = (batch_size,) + self.data_shape
         lshape = batch_shape(batch_size, (width,))

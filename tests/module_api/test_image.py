@@ -71,7 +71,16 @@ RECORD_ITER_CASES = {
     "norm": dict(data_shape=(3, 9, 9), batch_size=3, mean_r=120, mean_g=110, mean_b=100,
                  std_r=60, std_g=50, std_b=40, scale=0.5, mirror=True),
     "resize": dict(data_shape=(3, 6, 6), batch_size=3, resize=7, round_batch=False),
+    # augmentations whose random draws cannot change the result
+    "rotate": dict(data_shape=(3, 10, 10), batch_size=5, rotate=90, fill_value=7),
+    "scale": dict(data_shape=(3, 4, 4), batch_size=5, max_random_scale=0.5,
+                  min_random_scale=0.5),
+    "cropsize": dict(data_shape=(3, 6, 6), batch_size=5, max_crop_size=8, min_crop_size=8),
+    "hls": dict(data_shape=(3, 8, 8), batch_size=5, random_h=1, random_s=1, random_l=1),
 }
+# largest pixel difference allowed: bilinear resizes round as OpenCV's fixed point to 1,
+# the 8-bit HLS round trip to 2; the rest is exact
+TOLERANCE = {"resize": 1.0, "rotate": 1.0, "cropsize": 1.0, "hls": 2.0}
 
 
 @pytest.mark.parametrize("name", sorted(RECORD_ITER_CASES))
@@ -94,8 +103,7 @@ def test_image_record_iter_batches_as_mxnet(name):
             if name != "resize":
                 assert batch.pad == int(ORACLE[key + "_pad"])
             data, want = batch.data[0].asnumpy()[:real], ORACLE[key + "_data"][:real]
-            tol = 1.0 if name == "resize" else 1e-5       # bilinear rounding, else exact
-            assert np.abs(data - want).max() <= tol, key
+            assert np.abs(data - want).max() <= TOLERANCE.get(name, 1e-5), key
             np.testing.assert_array_equal(batch.label[0].asnumpy()[:real],
                                           ORACLE[key + "_label"][:real])
     assert [len(list(it)) for _ in range(1)] == [0]        # ended until reset
@@ -126,9 +134,13 @@ def test_image_record_iter_random_crop_mirror_shuffle_and_parts():
 
 
 def test_image_record_iter_arguments():
-    with pytest.raises(MXNetError, match=r"max_rotate_angle.*not implemented"):
+    with pytest.raises(MXNetError, match=r"mean_img.*not implemented"):
         mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2,
-                              max_rotate_angle=10)
+                              mean_img="mean.bin")
+    with pytest.raises(MXNetError, match="conflicts"):
+        mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2,
+                              random_resized_crop=True, rand_crop=True,
+                              max_random_area=0.5).next()
     with pytest.raises(MXNetError, match="unknown argument"):
         mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2, bogus=1)
     with pytest.raises(MXNetError, match="does not exist"):
@@ -161,3 +173,24 @@ def test_image_iter_center_crop_and_augmenters():
         out = aug(out)
     assert out.shape == (8, 8, 3) and str(out.dtype) == "torch.float32"
     assert np.isfinite(out.asnumpy()).all()
+
+
+def test_image_record_iter_random_augmentations_as_common_data_py():
+    # the augmentation levels of mxnet's example/image-classification/common/data.py
+    kwargs = dict(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=5, label_width=2,
+                  rand_crop=True, rand_mirror=True, random_h=36, random_s=50, random_l=50,
+                  max_rotate_angle=10, max_shear_ratio=0.1, max_aspect_ratio=0.25,
+                  brightness=0.4, contrast=0.4, saturation=0.4, pca_noise=0.1,
+                  max_random_scale=1.1, min_random_scale=0.9, fill_value=127, seed=5)
+    first = mx.io.ImageRecordIter(**kwargs).next().data[0].asnumpy()
+    again = mx.io.ImageRecordIter(**kwargs).next().data[0].asnumpy()
+    np.testing.assert_array_equal(first, again)           # same seed, same batch
+    assert first.shape == (5, 3, 8, 8) and first.min() >= 0 and first.max() <= 255
+    plain = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=5,
+                                  label_width=2).next().data[0].asnumpy()
+    assert not np.array_equal(first, plain)
+    sized = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=5,
+                                  label_width=2, random_resized_crop=True, max_random_area=1,
+                                  min_random_area=0.3, max_aspect_ratio=4 / 3,
+                                  min_aspect_ratio=3 / 4, seed=2).next()
+    assert sized.data[0].shape == (5, 3, 8, 8)
