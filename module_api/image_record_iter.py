@@ -19,7 +19,10 @@ What it does, as mxnet's (``src/io/iter_image_recordio_2.cc``,
   ``round_batch`` completes the last batch from the start and the next epoch
   starts after the wrap;
 * decodes a batch's images in ``preprocess_threads`` threads (Pillow decodes
-  outside the GIL).
+  outside the GIL) while the previous batch is in use (one batch ahead);
+* takes labels from ``path_imglist`` (``index label ... path`` lines, by the
+  record's id) when given, else from the record: an array of exactly
+  ``label_width`` values, or a scalar with ``label_width == 1``.
 
 Differences, written down: pixels are Pillow's decoding and this module's
 resizing (:mod:`module_api.image`: equal to mxnet's, or within a unit or two
@@ -139,6 +142,9 @@ class ImageRecordIter(DataIter):
                                    [dshape[1:], lshape[1:]], [np.float32, np.float32],
                                    "ImageRecordIter")
         self._pool = ThreadPoolExecutor(max(1, int(p["preprocess_threads"])))
+        self._producer = ThreadPoolExecutor(1)          # prepares the next batch
+        self._ahead = None
+        self._label_map = self._read_label_map(p["path_imglist"], width)
         self.provide_data = [DataDesc(p["data_name"], dshape, np.float32, "NCHW")]
         self.provide_label = [DataDesc(p["label_name"], lshape, np.float32, "NCHW")]
         self._pad = None
@@ -171,6 +177,11 @@ class ImageRecordIter(DataIter):
         self._loader.reset(order)
 
     def reset(self):
+        if self._ahead is not None:
+            # a batch prepared but never handed out does not count: not even a wrapped one
+            if self._ahead.result() is not None:
+                self._loader.overflow = False
+            self._ahead = None
         self._new_epoch()
 
     def _fetch(self, examples):
@@ -210,15 +221,56 @@ class ImageRecordIter(DataIter):
 
     def _label(self, header):
         width = int(self.p["label_width"])
-        label = np.atleast_1d(np.asarray(header.label, np.float32))
-        if label.size < width:
-            raise MXNetError(f"ImageRecordIter: record id {header.id} has {label.size} "
-                             f"label(s), fewer than label_width={width}")
-        return label[:width]
+        if self._label_map is not None:
+            if header.id not in self._label_map:
+                raise MXNetError(f"ImageRecordIter: image id {header.id} is not in "
+                                 f"path_imglist {self.p['path_imglist']!r}")
+            return self._label_map[header.id]
+        if header.flag > 0:
+            if header.flag != width:
+                raise MXNetError(f"ImageRecordIter: rec file provide {header.flag}-dimensional "
+                                 f"label but label_width is set to {width}")
+            return np.asarray(header.label, np.float32)
+        if width != 1:
+            raise MXNetError("ImageRecordIter: label_width must be 1 unless an imglist is "
+                             "provided or the rec file is packed with multi dimensional label")
+        return np.float32([header.label])
+
+    @staticmethod
+    def _read_label_map(path, width):
+        """``{image index: labels}`` of an image list (``index label ... path`` lines)."""
+        if not path:
+            return None
+        table = {}
+        with open(path) as f:
+            for n, line in enumerate(f):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) < width + 1:
+                    raise MXNetError(f"ImageRecordIter: Bad ImageList format: {path!r} line "
+                                     f"{n + 1} has fewer than label_width={width} labels")
+                table[int(fields[0])] = np.float32([float(v) for v in fields[1:width + 1]])
+        return table
+
+    # -- batches: the next one is prepared in the background while this one is used ---------
+
+    def _produce(self):
+        pad = self._loader.next_batch(self._fetch)
+        if pad is None:
+            return None
+        return pad, [b.copy() for b in self._loader.buffers], self._loader.index.copy()
 
     def iter_next(self):
-        self._pad = self._loader.next_batch(self._fetch)
-        return self._pad is not None
+        ahead = self._ahead or self._producer.submit(self._produce)
+        self._ahead = None
+        result = ahead.result()
+        if result is None:
+            self._pad = None
+            return False
+        self._pad, self._batch, self._index = result
+        self._ahead = self._producer.submit(self._produce)
+        return True
 
     def next(self):
         if not self.iter_next():
@@ -228,13 +280,13 @@ class ImageRecordIter(DataIter):
                          provide_label=self.provide_label)
 
     def getdata(self):
-        return [as_ndarray(torch.from_numpy(self._loader.buffers[0].copy()))]
+        return [as_ndarray(torch.from_numpy(self._batch[0]))]
 
     def getlabel(self):
-        return [as_ndarray(torch.from_numpy(self._loader.buffers[1].copy()))]
+        return [as_ndarray(torch.from_numpy(self._batch[1]))]
 
     def getindex(self):
-        return self._loader.index.copy()
+        return self._index
 
     def getpad(self):
         return self._pad

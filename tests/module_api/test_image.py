@@ -146,10 +146,29 @@ def test_image_record_iter_arguments():
     with pytest.raises(MXNetError, match="does not exist"):
         mx.io.ImageRecordIter(path_imgrec="nowhere.rec", data_shape=(3, 8, 8), batch_size=2)
     gray = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(1, 8, 8), batch_size=2,
-                                 preprocess_threads=4, prefetch_buffer=2, verbose=False)
+                                 label_width=2, preprocess_threads=4, prefetch_buffer=2,
+                                 verbose=False)
     batch = gray.next()
-    assert batch.data[0].shape == (2, 1, 8, 8) and batch.label[0].shape == (2,)
-    assert batch.label[0].asnumpy().tolist() == [0.0, 1.0]   # the first of each array label
+    assert batch.data[0].shape == (2, 1, 8, 8) and batch.label[0].shape == (2, 2)
+    with pytest.raises(MXNetError, match="2-dimensional label but label_width is set to 1"):
+        mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2).next()
+
+
+def test_image_record_iter_imglist_labels_and_reset_mid_epoch(tmp_path):
+    lst = tmp_path / "l.lst"
+    lst.write_text("".join(f"{k}\t{10 + k}\timg{k}.png\n" for k in range(5)))
+    it = mx.io.ImageRecordIter(path_imgrec=REC, path_imglist=str(lst), data_shape=(3, 8, 8),
+                               batch_size=2)
+    assert [b.label[0].asnumpy().tolist() for b in it] == [[10, 11], [12, 13], [14, 10]]
+    fresh = [b.label[0].asnumpy().tolist() for b in
+             mx.io.ImageRecordIter(path_imgrec=REC, path_imglist=str(lst), data_shape=(3, 8, 8),
+                                   batch_size=2, round_batch=False)]
+    it = mx.io.ImageRecordIter(path_imgrec=REC, path_imglist=str(lst), data_shape=(3, 8, 8),
+                               batch_size=2, round_batch=False)
+    it.next()                       # the next batch is being prepared meanwhile
+    it.reset()
+    assert [b.label[0].asnumpy().tolist()[:2 - b.pad] for b in it] == \
+        [f[:2 - p] for f, p in zip(fresh, [0, 0, 1])]
 
 
 def test_image_iter_center_crop_and_augmenters():
