@@ -107,6 +107,7 @@ class ImageIter(DataIter):
         self.auglist = CreateAugmenter(data_shape, **kwargs) if aug_list is None else aug_list
         self.last_batch_handle = last_batch_handle
         self.num_image = len(self.seq) if self.seq is not None else None
+        self.cur, self._allow_read, self._cache = 0, True, None
         self.reset()
 
     def _sequence(self, imgkeys, shuffle, num_parts, part_index, path_imgidx):
@@ -124,17 +125,20 @@ class ImageIter(DataIter):
         return list(seq)
 
     def reset(self):
-        """Rewind (and reshuffle with ``shuffle``)."""
+        """Rewind (and reshuffle with ``shuffle``); a rolled-over rest is kept for the next
+        epoch's first batch."""
         if self.seq is not None and self.shuffle:
             random.shuffle(self.seq)
-        if self.imgrec is not None:
-            self.imgrec.reset()
-        self.cur = 0
-        self._allow_read = True
-        self._cache = None
+        if self.last_batch_handle != "roll_over" or self._cache is None:
+            if self.imgrec is not None:
+                self.imgrec.reset()
+            self.cur = 0
+            self._allow_read = True
 
     def hard_reset(self):
-        """Rewind without reshuffling, dropping a rolled-over batch."""
+        """Rewind (reshuffling) and drop a rolled-over rest."""
+        if self.seq is not None and self.shuffle:
+            random.shuffle(self.seq)
         if self.imgrec is not None:
             self.imgrec.reset()
         self.cur = 0

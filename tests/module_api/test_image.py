@@ -213,3 +213,33 @@ def test_image_record_iter_random_augmentations_as_common_data_py():
                                   min_random_area=0.3, max_aspect_ratio=4 / 3,
                                   min_aspect_ratio=3 / 4, seed=2).next()
     assert sized.data[0].shape == (5, 3, 8, 8)
+
+
+def test_image_iter_over_files_and_last_batch_handles(tmp_path):
+    imgs = mf.images()
+    lines = []
+    for k, img in enumerate(imgs):
+        (tmp_path / f"i{k}.png").write_bytes(mf.png_bytes(img))
+        lines.append(f"{k}\t{float(k)}\ti{k}.png\n")
+    (tmp_path / "x.lst").write_text("".join(lines))
+    np.testing.assert_array_equal(mx.image.imread(str(tmp_path / "i1.png")).asnumpy(), imgs[1])
+
+    def labels(handle, epochs=2):
+        it = mx.image.ImageIter(batch_size=2, data_shape=(3, 8, 8), path_root=str(tmp_path),
+                                path_imglist=str(tmp_path / "x.lst"), last_batch_handle=handle)
+        out = []
+        for _ in range(epochs):
+            out.append([(b.label[0].asnumpy().tolist(), b.pad) for b in it])
+            it.reset()
+        return out
+    assert labels("pad") == [[([0, 1], 0), ([2, 3], 0), ([4, 0], 1)]] * 2
+    assert labels("discard") == [[([0, 1], 0), ([2, 3], 0)]] * 2
+    # roll_over: the leftover example opens the next epoch's first batch
+    assert labels("roll_over") == [[([0, 1], 0), ([2, 3], 0)],
+                                   [([4, 0], 1), ([1, 2], 0), ([3, 4], 0)]]
+    it = mx.image.ImageIter(batch_size=3, data_shape=(3, 8, 8),
+                            imglist=[[7.0, "i0.png"], [8.0, "i2.png"]], path_root=str(tmp_path))
+    batch = it.next()
+    assert batch.label[0].asnumpy().tolist() == [7.0, 8.0, 7.0] and batch.pad == 1
+    np.testing.assert_array_equal(batch.data[0].asnumpy()[1],
+                                  imgs[2][1:9, 1:9].transpose(2, 0, 1).astype(np.float32))
