@@ -66,6 +66,7 @@ _DEFAULTS = dict(
 # accepted, with nothing to do here (threads, prefetching, devices, logging, chunked shuffle)
 _IGNORED = {"prefetch_buffer", "ctx", "device_id", "verbose", "shuffle_chunk_size",
             "shuffle_chunk_seed", "seed_aug", "aug_seq"}
+_DTYPES = {"float32": np.float32, "uint8": np.uint8, "int8": np.int8}
 # not implemented: its default (another value raises)
 _UNSUPPORTED = dict(mean_img="")
 
@@ -123,9 +124,9 @@ class ImageRecordIter(DataIter):
         for key in ("shuffle", "round_batch", "rand_crop", "rand_mirror", "mirror",
                     "random_resized_crop"):
             p[key] = _as_bool(p[key])
-        if p["dtype"] != "float32":
-            raise MXNetError(f"ImageRecordIter: dtype {p['dtype']!r}: only float32 is "
-                             f"implemented")
+        if p["dtype"] not in _DTYPES:
+            raise MXNetError(f"ImageRecordIter: dtype {p['dtype']!r} is not one of "
+                             f"{sorted(_DTYPES)}")
         self.p, self.data_shape = p, tuple(int(s) for s in kwargs["data_shape"])
         if len(self.data_shape) != 3 or self.data_shape[0] not in (1, 3):
             raise MXNetError(f"ImageRecordIter: data_shape must be (C, H, W) with C 1 or 3, "
@@ -139,13 +140,13 @@ class ImageRecordIter(DataIter):
         dshape = (batch_size,) + self.data_shape
         lshape = batch_shape(batch_size, (width,))
         self._loader = BatchLoader(len(self._offsets), batch_size, p["round_batch"],
-                                   [dshape[1:], lshape[1:]], [np.float32, np.float32],
+                                   [dshape[1:], lshape[1:]], [_DTYPES[p["dtype"]], np.float32],
                                    "ImageRecordIter")
         self._pool = ThreadPoolExecutor(max(1, int(p["preprocess_threads"])))
         self._producer = ThreadPoolExecutor(1)          # prepares the next batch
         self._ahead = None
         self._label_map = self._read_label_map(p["path_imglist"], width)
-        self.provide_data = [DataDesc(p["data_name"], dshape, np.float32, "NCHW")]
+        self.provide_data = [DataDesc(p["data_name"], dshape, _DTYPES[p["dtype"]], "NCHW")]
         self.provide_label = [DataDesc(p["label_name"], lshape, np.float32, "NCHW")]
         self._pad = None
         self._new_epoch()
@@ -206,15 +207,22 @@ class ImageRecordIter(DataIter):
         return self._normalize(img, rng), self._label(header)
 
     def _normalize(self, img, rng):
+        """float32: ``(pixel - mean) * scale / std`` (with random contrast / illumination);
+        uint8: the pixels; int8: ``pixel - round(mean)``, saturated. Then the mirror."""
         p, f32 = self.p, np.float32
-        contrast = (f32(rng.uniform()) * f32(p["max_random_contrast"]) * 2
-                    - f32(p["max_random_contrast"]) + 1) * f32(p["scale"])
-        illumination = (f32(rng.uniform()) * f32(p["max_random_illumination"]) * 2
-                        - f32(p["max_random_illumination"])) * f32(p["scale"])
         names = "rgb" if img.shape[2] == 3 else "r"
         mean = np.array([p["mean_" + c] for c in names], f32)
-        std = np.array([p["std_" + c] for c in names], f32)
-        out = (img.astype(f32) - mean) * (f32(contrast) / std) + f32(illumination) / std
+        if p["dtype"] == "uint8":
+            out = img
+        elif p["dtype"] == "int8":
+            out = np.clip(img.astype(np.int64) - np.rint(mean).astype(np.int64), -128, 127)
+        else:
+            contrast = (f32(rng.uniform()) * f32(p["max_random_contrast"]) * 2
+                        - f32(p["max_random_contrast"]) + 1) * f32(p["scale"])
+            illumination = (f32(rng.uniform()) * f32(p["max_random_illumination"]) * 2
+                            - f32(p["max_random_illumination"])) * f32(p["scale"])
+            std = np.array([p["std_" + c] for c in names], f32)
+            out = (img.astype(f32) - mean) * (f32(contrast) / std) + f32(illumination) / std
         if p["mirror"] or (p["rand_mirror"] and rng.randint(0, 2)):
             out = out[:, ::-1]
         return np.ascontiguousarray(out.transpose(2, 0, 1))
@@ -290,3 +298,13 @@ class ImageRecordIter(DataIter):
 
     def getpad(self):
         return self._pad
+
+
+def ImageRecordUInt8Iter(**kwargs):  # noqa: N802  (mxnet's name)
+    """Deprecated in mxnet: ``ImageRecordIter(dtype='uint8')``."""
+    return ImageRecordIter(**dict(kwargs, dtype="uint8"))
+
+
+def ImageRecordInt8Iter(**kwargs):  # noqa: N802  (mxnet's name)
+    """Deprecated in mxnet: ``ImageRecordIter(dtype='int8')``."""
+    return ImageRecordIter(**dict(kwargs, dtype="int8"))

@@ -77,6 +77,9 @@ RECORD_ITER_CASES = {
                   min_random_scale=0.5),
     "cropsize": dict(data_shape=(3, 6, 6), batch_size=5, max_crop_size=8, min_crop_size=8),
     "hls": dict(data_shape=(3, 8, 8), batch_size=5, random_h=1, random_s=1, random_l=1),
+    "uint8": dict(data_shape=(3, 8, 8), batch_size=5, dtype="uint8", mirror=True),
+    "int8": dict(data_shape=(3, 8, 8), batch_size=5, dtype="int8", mean_r=100.4,
+                 mean_g=20, mean_b=200.6),
 }
 # largest pixel difference allowed: bilinear resizes round as OpenCV's fixed point to 1,
 # the 8-bit HLS round trip to 2; the rest is exact
@@ -103,6 +106,8 @@ def test_image_record_iter_batches_as_mxnet(name):
             if name != "resize":
                 assert batch.pad == int(ORACLE[key + "_pad"])
             data, want = batch.data[0].asnumpy()[:real], ORACLE[key + "_data"][:real]
+            assert data.dtype == want.dtype, key
+            data, want = data.astype(np.float64), want.astype(np.float64)
             assert np.abs(data - want).max() <= TOLERANCE.get(name, 1e-5), key
             np.testing.assert_array_equal(batch.label[0].asnumpy()[:real],
                                           ORACLE[key + "_label"][:real])
