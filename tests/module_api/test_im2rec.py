@@ -67,3 +67,32 @@ def test_resize_center_crop_pass_through_and_missing_list(tmp_path):
     _, raw = mx.recordio.unpack(rec.read())
     assert raw == (tmp_path / "imgs" / first).read_bytes()
     assert im2rec.main([str(tmp_path / "nolist"), str(tmp_path / "imgs")]) == 1
+
+
+def test_module_trains_on_an_im2rec_record_file(tmp_path):
+    # the image-classification examples' path: images -> im2rec -> ImageRecordIter -> fit
+    rng = np.random.RandomState(1)
+    for label, cls in enumerate(["dark", "light"]):
+        os.makedirs(tmp_path / "imgs" / cls)
+        for k in range(24):
+            base = 60 + 120 * label
+            img = np.clip(base + rng.randint(-50, 50, size=(10, 10, 3)), 0, 255).astype(np.uint8)
+            (tmp_path / "imgs" / cls / f"{k}.png").write_bytes(_imagecodec.encode(img, ".png"))
+    prefix = str(tmp_path / "train")
+    im2rec.main([prefix, str(tmp_path / "imgs"), "--list", "--recursive"])
+    im2rec.main([prefix, str(tmp_path / "imgs"), "--encoding", ".png"])
+    train = mx.io.ImageRecordIter(path_imgrec=prefix + ".rec", path_imgidx=prefix + ".idx",
+                                  data_shape=(3, 8, 8), batch_size=8, shuffle=True,
+                                  rand_crop=True, rand_mirror=True, mean_r=128, mean_g=128,
+                                  mean_b=128, std_r=64, std_g=64, std_b=64,
+                                  preprocess_threads=2)
+    data = mx.sym.Variable("data")
+    net = mx.sym.FullyConnected(mx.sym.Flatten(data), num_hidden=2, name="fc")
+    net = mx.sym.SoftmaxOutput(net, name="softmax")
+    mod = mx.mod.Module(net, context=mx.cpu())
+    mod.fit(train, num_epoch=3, optimizer="sgd",
+            optimizer_params={"learning_rate": 0.05}, initializer=mx.init.Xavier())
+    val = mx.io.ImageRecordIter(path_imgrec=prefix + ".rec", data_shape=(3, 8, 8),
+                                batch_size=8, mean_r=128, mean_g=128, mean_b=128, std_r=64,
+                                std_g=64, std_b=64)
+    assert dict(mod.score(val, "acc"))["accuracy"] >= 0.95
