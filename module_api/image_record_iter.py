@@ -29,8 +29,7 @@ resizing (:mod:`module_api.image`: equal to mxnet's, or within a unit or two
 for JPEG and bilinear / bicubic rounding); the random crops, mirrors and the
 ``shuffle`` order draw from numpy seeded by ``seed`` (same seed, same
 batches; not mxnet's sequence); ``num_parts`` / ``part_index`` split the
-records evenly by count (mxnet splits the file by bytes); ``mean_img``
-raises an error; without ``round_batch`` the last
+records evenly by count (mxnet splits the file by bytes); without ``round_batch`` the last
 batch's ``pad`` counts its missing rows (mxnet 1.9.1 reports 0 there).
 """
 import logging
@@ -42,12 +41,14 @@ import torch
 
 from compiler.errors import MXNetError
 from runtime.data_desc import DataDesc
+from runtime import ndarray_io
 from runtime.ndarray import as_ndarray
 
 from . import _imagecodec, recordio
 from .batch_loader import BatchLoader, batch_shape
 from .data_iter import DataBatch, DataIter
 from .image_record_aug import RecordAugmenter
+from .mnist_iter import _CPP_ITER_PARAMS
 
 _LOG = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ _DEFAULTS = dict(
     rand_crop=False, rand_mirror=False, mirror=False, mean_r=0.0, mean_g=0.0, mean_b=0.0,
     mean_a=0.0, std_r=1.0, std_g=1.0, std_b=1.0, std_a=1.0, scale=1.0, pad=0,
     fill_value=255, inter_method=1, max_random_contrast=0.0, max_random_illumination=0.0,
-    data_name="data", label_name="softmax_label", dtype="float32",
+    data_name="data", label_name="softmax_label", dtype="float32", mean_img="", seed_aug=None,
     max_rotate_angle=0, max_shear_ratio=0.0, rotate=-1, rotate_list=(),
     max_random_scale=1.0, min_random_scale=1.0, max_aspect_ratio=0.0, min_aspect_ratio=None,
     max_img_size=1e10, min_img_size=0.0, random_resized_crop=False, max_random_area=1.0,
@@ -65,22 +66,16 @@ _DEFAULTS = dict(
     saturation=0.0, pca_noise=0.0, random_h=0, random_s=0, random_l=0)
 # accepted, with nothing to do here (threads, prefetching, devices, logging, chunked shuffle)
 _IGNORED = {"prefetch_buffer", "ctx", "device_id", "verbose", "shuffle_chunk_size",
-            "shuffle_chunk_seed", "seed_aug", "aug_seq"}
+            "shuffle_chunk_seed", "aug_seq"}
 _DTYPES = {"float32": np.float32, "uint8": np.uint8, "int8": np.int8}
-# not implemented: its default (another value raises)
-_UNSUPPORTED = dict(mean_img="")
-
-
 def _check_arguments(kwargs):
-    unknown = sorted(set(kwargs) - set(_DEFAULTS) - _IGNORED - set(_UNSUPPORTED)
-                     - {"data_shape", "batch_size"})
+    """mxnet's C++ iterators take any keyword (``InitAllowUnknown``); a name none of them
+    declares is most likely a typo, so it is ignored with a warning."""
+    known = set(_DEFAULTS) | _IGNORED | {"data_shape", "batch_size"} | _CPP_ITER_PARAMS
+    unknown = sorted(set(kwargs) - known)
     if unknown:
-        raise MXNetError(f"ImageRecordIter: unknown argument(s) {unknown}")
-    used = sorted(k for k in _UNSUPPORTED if k in kwargs and kwargs[k] != _UNSUPPORTED[k]
-                  and not (isinstance(kwargs[k], (list, tuple)) and not kwargs[k]))
-    if used:
-        raise MXNetError(f"ImageRecordIter: argument(s) {used} are not implemented in "
-                         f"symtriton (a mean image file; mean_r/g/b are)")
+        _LOG.warning("ImageRecordIter: ignoring argument(s) %s, which it does not take (mxnet "
+                     "ignores unknown iterator arguments too)", unknown)
 
 
 def _as_bool(value):
@@ -146,9 +141,11 @@ class ImageRecordIter(DataIter):
         self._producer = ThreadPoolExecutor(1)          # prepares the next batch
         self._ahead = None
         self._label_map = self._read_label_map(p["path_imglist"], width)
+        self._mean_img = None
         self.provide_data = [DataDesc(p["data_name"], dshape, _DTYPES[p["dtype"]], "NCHW")]
         self.provide_label = [DataDesc(p["label_name"], lshape, np.float32, "NCHW")]
         self._pad = None
+        self._mean_img = self._mean_image()
         self._new_epoch()
         _LOG.info("ImageRecordIter: %s, %d images, %d threads for decoding", p["path_imgrec"],
                   len(self._offsets), int(p["preprocess_threads"]))
@@ -191,11 +188,40 @@ class ImageRecordIter(DataIter):
             for i in examples:
                 f.seek(self._offsets[i])
                 records.append(recordio._read_record(f, self.p["path_imgrec"]))
-        seeds = self._rng.randint(0, 2 ** 31, size=len(records))
-        results = list(self._pool.map(self._one, records, seeds))
+        results = list(self._pool.map(self._one, records, self._seeds(examples)))
         labels = np.stack([r[1] for r in results])
         return (np.stack([r[0] for r in results]),
                 labels.reshape((len(results),) + self._loader.buffers[1].shape[1:]))
+
+    def _seeds(self, examples):
+        """One generator seed per example: with ``seed_aug`` fixed per record (the same
+        augmentation every epoch, as mxnet's re-seeding), else drawn from ``seed``'s."""
+        if self.p["seed_aug"] is not None:
+            return [(int(self.p["seed_aug"]) + int(i)) % 2 ** 32 for i in examples]
+        return self._rng.randint(0, 2 ** 31, size=len(examples)).tolist()
+
+    def _mean_image(self):
+        """``mean_img``: the ``(C, H, W)`` mean image of that file (``mx.nd.save`` format),
+        made from every image of this part (augmented, as mxnet does) and saved when the
+        file does not exist."""
+        path = self.p["mean_img"]
+        if not path:
+            return None
+        if os.path.exists(path):
+            arrays = ndarray_io.load(path)
+            arrays = list(arrays.values()) if isinstance(arrays, dict) else list(arrays)
+            if len(arrays) != 1 or len(arrays[0].shape) != 3:
+                raise MXNetError(f"ImageRecordIter: Invalid mean image file format in "
+                                 f"{path!r}: one (C, H, W) array expected")
+            return arrays[0].as_subclass(torch.Tensor).numpy().astype(np.float32)
+        _LOG.info("ImageRecordIter: cannot find %s: create mean image", path)
+        total = np.zeros(self.data_shape, np.float64)
+        for start in range(0, len(self._offsets), 256):
+            chunk = list(range(start, min(start + 256, len(self._offsets))))
+            total += self._fetch(chunk)[0].astype(np.float64).sum(0)
+        mean = (total / max(1, len(self._offsets))).astype(np.float32)
+        ndarray_io.save(path, {"mean_img": torch.from_numpy(mean)})
+        return mean
 
     def _one(self, record, seed):
         """Decode, augment and normalize one record: ``(C, H, W)`` data and its label."""
@@ -212,6 +238,8 @@ class ImageRecordIter(DataIter):
         p, f32 = self.p, np.float32
         names = "rgb" if img.shape[2] == 3 else "r"
         mean = np.array([p["mean_" + c] for c in names], f32)
+        if self._mean_img is not None:
+            mean = self._mean_img.transpose(1, 2, 0)    # per pixel, before the mirror
         if p["dtype"] == "uint8":
             out = img
         elif p["dtype"] == "int8":

@@ -3,6 +3,7 @@
 Pixels: PNG decoding and nearest resizing are exact; bilinear / bicubic resizing may
 differ from OpenCV's fixed point by 1 (checked: at most 1, and on few pixels).
 """
+import logging
 import os
 import random
 import sys
@@ -80,6 +81,8 @@ RECORD_ITER_CASES = {
     "uint8": dict(data_shape=(3, 8, 8), batch_size=5, dtype="uint8", mirror=True),
     "int8": dict(data_shape=(3, 8, 8), batch_size=5, dtype="int8", mean_r=100.4,
                  mean_g=20, mean_b=200.6),
+    "mean": dict(data_shape=(3, 8, 8), batch_size=5, mean_img=os.path.join(FIX, "mean.bin"),
+                 mirror=True),                        # the mean image file mxnet made
 }
 # largest pixel difference allowed: bilinear resizes round as OpenCV's fixed point to 1,
 # the 8-bit HLS round trip to 2; the rest is exact
@@ -138,16 +141,17 @@ def test_image_record_iter_random_crop_mirror_shuffle_and_parts():
     assert ids == [[0, 1], [2, 3, 4]]
 
 
-def test_image_record_iter_arguments():
-    with pytest.raises(MXNetError, match=r"mean_img.*not implemented"):
-        mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2,
-                              mean_img="mean.bin")
+def test_image_record_iter_arguments(caplog):
+    with pytest.raises(MXNetError, match="data_shape must be"):
+        mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(5, 8, 8), batch_size=2)
     with pytest.raises(MXNetError, match="conflicts"):
         mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2,
                               random_resized_crop=True, rand_crop=True,
                               max_random_area=0.5).next()
-    with pytest.raises(MXNetError, match="unknown argument"):
-        mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2, bogus=1)
+    with caplog.at_level(logging.WARNING, logger="module_api.image_record_iter"):
+        mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=2,
+                              label_width=2, and_mirror=False)    # (a typo mxnet's tests make)
+    assert "and_mirror" in caplog.text
     with pytest.raises(MXNetError, match="does not exist"):
         mx.io.ImageRecordIter(path_imgrec="nowhere.rec", data_shape=(3, 8, 8), batch_size=2)
     gray = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(1, 8, 8), batch_size=2,
@@ -248,3 +252,33 @@ def test_image_iter_over_files_and_last_batch_handles(tmp_path):
     assert batch.label[0].asnumpy().tolist() == [7.0, 8.0, 7.0] and batch.pad == 1
     np.testing.assert_array_equal(batch.data[0].asnumpy()[1],
                                   imgs[2][1:9, 1:9].transpose(2, 0, 1).astype(np.float32))
+
+
+def test_image_record_iter_mean_img_made_saved_and_used(tmp_path):
+    mean_file = tmp_path / "mean.bin"
+    args = dict(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=5, label_width=2)
+    plain = mx.io.ImageRecordIter(**args).next().data[0].asnumpy()
+    it = mx.io.ImageRecordIter(mean_img=str(mean_file), **args)
+    saved = mx.nd.load(str(mean_file))
+    assert list(saved) == ["mean_img"]
+    # mxnet made its file with mirror=True: the mean of the mirrored images
+    mxnet_made = mx.nd.load(os.path.join(FIX, "mean.bin"))["mean_img"].asnumpy()
+    mx.io.ImageRecordIter(mean_img=str(tmp_path / "m2.bin"), mirror=True, **args)
+    np.testing.assert_allclose(mx.nd.load(str(tmp_path / "m2.bin"))["mean_img"].asnumpy(),
+                               mxnet_made, rtol=1e-6)
+    np.testing.assert_allclose(saved["mean_img"].asnumpy(), plain.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(it.next().data[0].asnumpy(), plain - plain.mean(0), atol=1e-4)
+    mirrored = mx.io.ImageRecordIter(mean_img=str(mean_file), mirror=True, **args).next()
+    np.testing.assert_allclose(mirrored.data[0].asnumpy(),
+                               (plain - plain.mean(0))[..., ::-1], atol=1e-4)
+
+
+def test_image_record_iter_seed_aug_repeats_per_record():
+    args = dict(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=5, label_width=2,
+                rand_crop=True, rand_mirror=True, max_rotate_angle=10, random_h=10)
+    a = mx.io.ImageRecordIter(seed_aug=3, **args)
+    first = a.next().data[0].asnumpy()
+    a.reset()
+    np.testing.assert_array_equal(a.next().data[0].asnumpy(), first)
+    other = mx.io.ImageRecordIter(seed_aug=4, **args).next().data[0].asnumpy()
+    assert not np.array_equal(first, other)
