@@ -14,6 +14,7 @@ of the text (Python's), where mxnet's own parser may be 1 ulp off; the files are
 made (mxnet streams them); prefetching arguments are accepted and have
 nothing to do.
 """
+import math
 import os
 
 import numpy as np
@@ -31,8 +32,8 @@ _DTYPES = {"float32": np.float32, "int32": np.int32, "int64": np.int64}
 _IGNORED = _CPP_ITER_PARAMS | {"prefetch_buffer", "ctx", "part_index", "num_parts"}
 
 
-def _read_csv(path, shape, what):
-    """All rows of a CSV file (or a folder of them) as float64, checked against ``shape``."""
+def _read_csv(path, shape, what, dtype):
+    """All rows of a CSV file (or a folder of them) as ``dtype``, checked against ``shape``."""
     if os.path.isdir(path):
         files = [os.path.join(path, f) for f in sorted(os.listdir(path))]
     elif os.path.exists(path):
@@ -44,19 +45,26 @@ def _read_csv(path, shape, what):
         with open(name) as f:
             for n, line in enumerate(f):
                 if line.strip():
-                    rows.append(_parse_row(line, name, n))
+                    rows.append(_parse_row(line, name, n, dtype))
     size = int(np.prod(shape))
     for n, row in enumerate(rows):
         if len(row) != size:
             raise MXNetError(f"CSVIter: the data size in CSV do not match size of shape: "
                              f"specified shape={tuple(shape)}, the csv row-length={len(row)} "
                              f"({what} {path!r}, row {n})")
-    return np.asarray(rows, np.float64).reshape((len(rows),) + tuple(shape))
+    return np.asarray(rows, dtype).reshape((len(rows),) + tuple(shape))
 
 
-def _parse_row(line, name, n):
+def _integer(text):
+    """An integer token exactly (beyond 2**53 too); others truncated toward zero."""
+    text = text.strip()
+    return int(text) if text.lstrip("+-").isdigit() else math.trunc(float(text))
+
+
+def _parse_row(line, name, n, dtype):
+    parse = float if dtype is np.float32 else _integer
     try:
-        return [float(v) for v in line.strip().split(",")]
+        return [parse(v) for v in line.strip().split(",")]
     except ValueError:
         raise MXNetError(f"CSVIter: {name!r} line {n + 1} is not a row of numbers: "
                          f"{line.strip()[:80]!r}") from None
@@ -95,12 +103,12 @@ class CSVIter(DataIter):
             raise MXNetError(f"CSVIter: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         self.dtype = _DTYPES[str(dtype)]
         data_shape, label_shape = tuple(data_shape), tuple(label_shape)
-        self._data = self._typed(_read_csv(data_csv, data_shape, "data_csv"))
+        self._data = _read_csv(data_csv, data_shape, "data_csv", self.dtype)
         if label_csv in (None, "NULL"):
             label_shape = (1,)
             self._label = np.zeros((len(self._data),) + label_shape, self.dtype)
         else:
-            self._label = self._typed(_read_csv(label_csv, label_shape, "label_csv"))
+            self._label = _read_csv(label_csv, label_shape, "label_csv", self.dtype)
             if len(self._label) < len(self._data):
                 raise MXNetError(f"CSVIter: Data CSV's row is smaller than the number of rows "
                                  f"in label_csv ({len(self._data)} data rows, "
@@ -112,11 +120,6 @@ class CSVIter(DataIter):
         self.provide_data = [DataDesc(data_name, dshape, self.dtype, "NCHW")]
         self.provide_label = [DataDesc(label_name, lshape, self.dtype, "NCHW")]
         self._pad = None
-
-    def _typed(self, values):
-        if self.dtype is np.float32:
-            return values.astype(np.float32)
-        return np.trunc(values).astype(self.dtype)
 
     def _fetch(self, rows):
         data = self._data[rows].reshape((len(rows),) + self._loader.buffers[0].shape[1:])
@@ -133,15 +136,16 @@ class CSVIter(DataIter):
     def next(self):
         if not self.iter_next():
             raise StopIteration
-        return DataBatch(data=self.getdata(), label=self.getlabel(), pad=self._pad,
+        return DataBatch(data=[self.getdata()], label=[self.getlabel()], pad=self._pad,
                          index=self.getindex(), provide_data=self.provide_data,
                          provide_label=self.provide_label)
 
+    # as mxnet's C++ iterators (MXDataIter): one array each, not a list
     def getdata(self):
-        return [as_ndarray(torch.from_numpy(self._loader.buffers[0].copy()))]
+        return as_ndarray(torch.from_numpy(self._loader.buffers[0].copy()))
 
     def getlabel(self):
-        return [as_ndarray(torch.from_numpy(self._loader.buffers[1].copy()))]
+        return as_ndarray(torch.from_numpy(self._loader.buffers[1].copy()))
 
     def getindex(self):
         return self._loader.index.copy()

@@ -311,15 +311,16 @@ class ImageRecordIter(DataIter):
     def next(self):
         if not self.iter_next():
             raise StopIteration
-        return DataBatch(data=self.getdata(), label=self.getlabel(), pad=self._pad,
+        return DataBatch(data=[self.getdata()], label=[self.getlabel()], pad=self._pad,
                          index=self.getindex(), provide_data=self.provide_data,
                          provide_label=self.provide_label)
 
+    # as mxnet's C++ iterators (MXDataIter): one array each, not a list
     def getdata(self):
-        return [as_ndarray(torch.from_numpy(self._batch[0]))]
+        return as_ndarray(torch.from_numpy(self._batch[0]))
 
     def getlabel(self):
-        return [as_ndarray(torch.from_numpy(self._batch[1]))]
+        return as_ndarray(torch.from_numpy(self._batch[1]))
 
     def getindex(self):
         return self._index

@@ -51,6 +51,9 @@ def test_descriptions_and_errors(tmp_path):
     assert it.provide_data[0].shape == (4, 2, 3) and it.provide_data[0].name == "data"
     assert it.provide_label[0].shape == (4,) and it.provide_label[0].name == "softmax_label"
     assert it.provide_data[0].dtype == np.int64
+    # getdata / getlabel give one array, as mxnet's C++ iterators (MXDataIter) do
+    assert it.iter_next() and it.getdata().shape == (4, 2, 3) and it.getlabel().shape == (4,)
+    assert it.getpad() == 0 and list(it.getindex()) == [0, 1, 2, 3]
     bad = tmp_path / "bad.csv"
     bad.write_text("1,2,3\n4,5\n")
     with pytest.raises(MXNetError, match=r"row-length=2"):
@@ -63,3 +66,10 @@ def test_descriptions_and_errors(tmp_path):
     # mxnet's iterator arguments it has no use for are accepted
     mx.io.CSVIter(data_csv=os.path.join(FIX, "data.csv"), data_shape=(6,), batch_size=2,
                   prefetch_buffer=2, preprocess_threads=2)
+
+
+def test_int64_values_beyond_float_precision(tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text("9007199254740993,-3\n2147483648,7.9\n")
+    it = mx.io.CSVIter(data_csv=str(path), data_shape=(2,), batch_size=2, dtype="int64")
+    assert it.next().data[0].asnumpy().tolist() == [[9007199254740993, -3], [2147483648, 7]]
