@@ -160,27 +160,37 @@ def scale_down(src_size, size):
     return int(w), int(h)
 
 
-def copyMakeBorder(src, top, bot, left, right, type=0, value=0, out=None):  # noqa: N802,A002
-    """Pad an ``(H, W, C)`` image with a border.
+def copyMakeBorder(src, top, bot, left, right, type=0, value=0.0, values=(),  # noqa: N802,A002
+                   out=None):
+    """Pad an ``(H, W, C)`` image with a border, as OpenCV's ``copyMakeBorder``.
 
     Parameters
     ----------
     src : NDArray
     top, bot, left, right : int
     type : int
-        0 constant ``value``, 1 replicate, 2 reflect (``fedcba|abcdefgh``),
-        4 reflect-101 (``gfedcb|abcdefgh``), as OpenCV's border types.
+        OpenCV's border type: 0 constant, 1 replicate (``aaa|abc``), 2 reflect
+        (``cba|abc``), 3 wrap (``xyz|abc...xyz``), 4 reflect-101 (``dcb|abcd``).
     value : float
+        The constant of the first 3 channels (deprecated in mxnet: use ``values``).
+    values : tuple of float
+        The constant per channel (up to 4; missing ones are 0).
+    out : NDArray, optional
     """
-    modes = {0: "constant", 1: "replicate", 2: "symmetric", 4: "reflect"}
+    modes = {0: "constant", 1: "edge", 2: "symmetric", 3: "wrap", 4: "reflect"}
     if type not in modes:
         raise MXNetError(f"copyMakeBorder: border type {type} is not one of {sorted(modes)}")
     img = _tensor(src).numpy()
     pad = [(top, bot), (left, right)] + [(0, 0)] * (img.ndim - 2)
-    np_mode = {"constant": "constant", "replicate": "edge", "symmetric": "symmetric",
-               "reflect": "reflect"}[modes[type]]
-    extra = {"constant_values": value} if np_mode == "constant" else {}
-    res = torch.from_numpy(np.pad(img, pad, mode=np_mode, **extra))
+    res = np.pad(img, pad, mode=modes[type])
+    if type == 0:
+        channels = img.shape[2] if img.ndim == 3 else 1
+        fill = list(values) if len(values) else [value] * min(3, channels)
+        fill = (fill + [0.0] * 4)[:channels]
+        inner = np.zeros(res.shape[:2], bool)
+        inner[top:top + img.shape[0], left:left + img.shape[1]] = True
+        res[~inner] = np.asarray(fill, res.dtype) if img.ndim == 3 else fill[0]
+    res = torch.from_numpy(np.ascontiguousarray(res))
     if out is not None:
         out.copy_(res)
         return out

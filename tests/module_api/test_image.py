@@ -282,3 +282,17 @@ def test_image_record_iter_seed_aug_repeats_per_record():
     np.testing.assert_array_equal(a.next().data[0].asnumpy(), first)
     other = mx.io.ImageRecordIter(seed_aug=4, **args).next().data[0].asnumpy()
     assert not np.array_equal(first, other)
+
+
+def test_copy_make_border_types_and_mx_img_alias():
+    src = mx.nd.array(np.arange(12).reshape(2, 2, 3), dtype="uint8")
+    row = lambda out: out.asnumpy()[1, :, 0].tolist()  # noqa: E731
+    # OpenCV's border types on the row [0, 3] padded by 2 on the left and 1 on the right
+    assert row(mx.img.copyMakeBorder(src, 1, 0, 2, 1, type=1)) == [0, 0, 0, 3, 3]
+    assert row(mx.img.copyMakeBorder(src, 1, 0, 2, 1, type=2)) == [3, 0, 0, 3, 3]
+    assert row(mx.img.copyMakeBorder(src, 1, 0, 2, 1, type=3)) == [0, 3, 0, 3, 0]
+    assert row(mx.img.copyMakeBorder(src, 1, 0, 2, 1, type=4)) == [0, 3, 0, 3, 0]
+    const = mx.image.copyMakeBorder(src, 1, 1, 1, 1, type=0, values=(7, 8, 9)).asnumpy()
+    assert const.shape == (4, 4, 3) and const[0, 0].tolist() == [7, 8, 9]
+    np.testing.assert_array_equal(const[1:3, 1:3], src.asnumpy())
+    assert mx.image.copyMakeBorder(src, 1, 0, 0, 0, value=5).asnumpy()[0, 0].tolist() == [5] * 3
