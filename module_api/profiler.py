@@ -271,7 +271,8 @@ def _start_session():
     # probes ``torch._inductor`` and so imports it (seconds) on the first run
     device = "cuda" if torch.cuda.is_available() else None
     memory = bool(_config.get("profile_memory") or _config.get("profile_all"))
-    session = torch.autograd.profiler.profile(use_device=device, profile_memory=memory)
+    session = torch.autograd.profiler.profile(use_device=device, use_kineto=True,
+                                              profile_memory=memory)
     session.__enter__()
     _state["session"] = session
     _launcher.PROFILING = True
