@@ -10,7 +10,7 @@ small image); brightness / contrast / saturation in a random order; HSL shifts
 
 As in mxnet, the contrast and saturation grays weigh the channels as OpenCV's
 ``RGB2GRAY`` applied to mxnet's BGR pixels (0.299 on blue, 0.114 on red). Random
-draws come from a numpy generator per image (see ImageRecordIter), not mxnet's.
+draws come from a numpy ``Generator`` per image (see ImageRecordIter), not mxnet's.
 """
 import numpy as np
 import torch
@@ -103,7 +103,7 @@ class RecordAugmenter(object):
         """``cv::resize`` with ``inter_method`` (9 / 10 chosen as mxnet)."""
         method = self.p["inter_method"]
         if method == 10:
-            method = int(rng.randint(0, 5))
+            method = int(rng.integers(0, 5))
         sizes = (img.shape[0], img.shape[1], h, w)
         out = imresize(torch.from_numpy(np.ascontiguousarray(img)), w, h,
                        interp=_get_interp_method(method, sizes))
@@ -137,11 +137,11 @@ class RecordAugmenter(object):
     def _affine(self, img, rng):
         p, f32 = self.p, np.float32
         shear = f32(rng.uniform()) * f32(p["max_shear_ratio"]) * 2 - f32(p["max_shear_ratio"])
-        angle = int(rng.randint(-p["max_rotate_angle"], p["max_rotate_angle"] + 1))
+        angle = int(rng.integers(-p["max_rotate_angle"], p["max_rotate_angle"] + 1))
         if p["rotate"] > 0:
             angle = p["rotate"]
         if len(p["rotate_list"]):
-            angle = p["rotate_list"][rng.randint(0, len(p["rotate_list"]))]
+            angle = p["rotate_list"][rng.integers(0, len(p["rotate_list"]))]
         a, b = np.cos(angle / 180.0 * np.pi), np.sin(angle / 180.0 * np.pi)
         scale = ratio = 1.0
         if not p["random_resized_crop"]:
@@ -177,7 +177,7 @@ class RecordAugmenter(object):
                               int(np.float32(out_w) / np.float32(cols) * np.float32(rows)), rng)
         y, x = img.shape[0] - out_h, img.shape[1] - out_w
         if p["rand_crop"]:
-            y, x = int(rng.randint(0, y + 1)), int(rng.randint(0, x + 1))
+            y, x = int(rng.integers(0, y + 1)), int(rng.integers(0, x + 1))
         else:
             y, x = y // 2, x // 2
         return img[y:y + out_h, x:x + out_w]
@@ -199,7 +199,7 @@ class RecordAugmenter(object):
             if rng.uniform() > 0.5:
                 y_area, x_area = x_area, y_area
             if y_area <= rows and x_area <= cols:
-                y, x = rng.randint(0, rows - y_area + 1), rng.randint(0, cols - x_area + 1)
+                y, x = rng.integers(0, rows - y_area + 1), rng.integers(0, cols - x_area + 1)
                 return self.resize(img[y:y + y_area, x:x + x_area], out_w, out_h, rng)
         return None
 
@@ -210,10 +210,10 @@ class RecordAugmenter(object):
         if not (cols >= hi and rows >= hi and hi >= lo):
             raise MXNetError(f"ImageRecordIter: input image size {cols}x{rows} smaller than "
                              f"max_crop_size={hi} (or min_crop_size={lo} > max_crop_size)")
-        size = int(rng.randint(lo, hi + 1))
+        size = int(rng.integers(lo, hi + 1))
         y, x = rows - size, cols - size
         if p["rand_crop"]:
-            y, x = int(rng.randint(0, y + 1)), int(rng.randint(0, x + 1))
+            y, x = int(rng.integers(0, y + 1)), int(rng.integers(0, x + 1))
         else:
             y, x = y // 2, x // 2
         return self.resize(img[y:y + size, x:x + size], out_w, out_h, rng)

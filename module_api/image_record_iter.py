@@ -225,7 +225,7 @@ class ImageRecordIter(DataIter):
 
     def _one(self, record, seed):
         """Decode, augment and normalize one record: ``(C, H, W)`` data and its label."""
-        rng = np.random.RandomState(seed)
+        rng = np.random.default_rng(seed)       # a Generator: made in microseconds
         header, payload = recordio.unpack(record)
         channels = self.data_shape[0]
         img = _imagecodec.decode(payload, 1 if channels == 3 else 0)
@@ -251,7 +251,7 @@ class ImageRecordIter(DataIter):
                             - f32(p["max_random_illumination"])) * f32(p["scale"])
             std = np.array([p["std_" + c] for c in names], f32)
             out = (img.astype(f32) - mean) * (f32(contrast) / std) + f32(illumination) / std
-        if p["mirror"] or (p["rand_mirror"] and rng.randint(0, 2)):
+        if p["mirror"] or (p["rand_mirror"] and rng.integers(0, 2)):
             out = out[:, ::-1]
         return np.ascontiguousarray(out.transpose(2, 0, 1))
 
