@@ -10,9 +10,9 @@ zero, as mxnet's integer CSV parser reads ``-2.7`` as ``-2``. A path may be a
 directory: its files are read in name order, as one CSV.
 
 Differences, written down: float32 values are the correctly rounded reading
-of the text (Python's), where mxnet's own parser may be 1 ulp off; the files are read whole when the iterator is
-made (mxnet streams them); prefetching arguments are accepted and have
-nothing to do.
+of the text (Python's), where mxnet's own parser may be 1 ulp off; the files
+are read whole when the iterator is made (mxnet streams them); prefetching
+arguments are accepted and have nothing to do.
 """
 import math
 import os

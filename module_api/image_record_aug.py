@@ -195,7 +195,8 @@ class RecordAugmenter(object):
         for _ in range(10):
             target = rows * cols * rng.uniform(p["min_random_area"], p["max_random_area"])
             ratio = rng.uniform(*self.aspect)
-            y_area, x_area = int(round(np.sqrt(target / ratio))), int(round(np.sqrt(target * ratio)))
+            y_area = int(round(np.sqrt(target / ratio)))
+            x_area = int(round(np.sqrt(target * ratio)))
             if rng.uniform() > 0.5:
                 y_area, x_area = x_area, y_area
             if y_area <= rows and x_area <= cols:

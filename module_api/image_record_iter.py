@@ -3,8 +3,7 @@
 What it does, as mxnet's (``src/io/iter_image_recordio_2.cc``,
 ``image_aug_default.cc``):
 
-* reads image records (``mx.recordio.pack`` / ``im2rec``); the label is the
-  header's label, or its first ``label_width`` values when it holds an array;
+* reads image records (``mx.recordio.pack`` / ``im2rec``);
 * decodes (3 channels, or gray for ``data_shape[0] == 1``) and augments as
   mxnet's default augmenter (:mod:`module_api.image_record_aug`): shorter-edge
   ``resize``, the affine warp (rotation, shear, scale, aspect), ``pad`` with
@@ -29,8 +28,9 @@ resizing (:mod:`module_api.image`: equal to mxnet's, or within a unit or two
 for JPEG and bilinear / bicubic rounding); the random crops, mirrors and the
 ``shuffle`` order draw from numpy seeded by ``seed`` (same seed, same
 batches; not mxnet's sequence); ``num_parts`` / ``part_index`` split the
-records evenly by count (mxnet splits the file by bytes); without ``round_batch`` the last
-batch's ``pad`` counts its missing rows (mxnet 1.9.1 reports 0 there).
+records evenly by count (mxnet splits the file by bytes); without
+``round_batch`` the last batch's ``pad`` counts its missing rows (mxnet 1.9.1
+reports 0 there); unknown arguments are ignored with a warning.
 """
 import logging
 import os
@@ -40,8 +40,8 @@ import numpy as np
 import torch
 
 from compiler.errors import MXNetError
-from runtime.data_desc import DataDesc
 from runtime import ndarray_io
+from runtime.data_desc import DataDesc
 from runtime.ndarray import as_ndarray
 
 from . import _imagecodec, recordio
@@ -68,6 +68,8 @@ _DEFAULTS = dict(
 _IGNORED = {"prefetch_buffer", "ctx", "device_id", "verbose", "shuffle_chunk_size",
             "shuffle_chunk_seed", "aug_seq"}
 _DTYPES = {"float32": np.float32, "uint8": np.uint8, "int8": np.int8}
+
+
 def _check_arguments(kwargs):
     """mxnet's C++ iterators take any keyword (``InitAllowUnknown``); a name none of them
     declares is most likely a typo, so it is ignored with a warning."""
@@ -80,6 +82,27 @@ def _check_arguments(kwargs):
 
 def _as_bool(value):
     return value.lower() in ("1", "true") if isinstance(value, str) else bool(value)
+
+
+def _parse_arguments(kwargs):
+    """The parameters (defaults filled in), ``data_shape`` and ``batch_size``, checked."""
+    _check_arguments(kwargs)
+    for key in ("data_shape", "batch_size"):
+        if key not in kwargs:
+            raise MXNetError(f"ImageRecordIter: the argument {key} is required")
+    p = dict(_DEFAULTS)
+    p.update({k: v for k, v in kwargs.items() if k in _DEFAULTS})
+    for key in ("shuffle", "round_batch", "rand_crop", "rand_mirror", "mirror",
+                "random_resized_crop"):
+        p[key] = _as_bool(p[key])
+    if p["dtype"] not in _DTYPES:
+        raise MXNetError(f"ImageRecordIter: dtype {p['dtype']!r} is not one of "
+                         f"{sorted(_DTYPES)}")
+    data_shape = tuple(int(s) for s in kwargs["data_shape"])
+    if len(data_shape) != 3 or data_shape[0] not in (1, 3):
+        raise MXNetError(f"ImageRecordIter: data_shape must be (C, H, W) with C 1 or 3, "
+                         f"got {data_shape}")
+    return p, data_shape, int(kwargs["batch_size"])
 
 
 class ImageRecordIter(DataIter):
@@ -110,41 +133,25 @@ class ImageRecordIter(DataIter):
     """
 
     def __init__(self, **kwargs):
-        _check_arguments(kwargs)
-        for key in ("data_shape", "batch_size"):
-            if key not in kwargs:
-                raise MXNetError(f"ImageRecordIter: the argument {key} is required")
-        p = dict(_DEFAULTS)
-        p.update({k: v for k, v in kwargs.items() if k in _DEFAULTS})
-        for key in ("shuffle", "round_batch", "rand_crop", "rand_mirror", "mirror",
-                    "random_resized_crop"):
-            p[key] = _as_bool(p[key])
-        if p["dtype"] not in _DTYPES:
-            raise MXNetError(f"ImageRecordIter: dtype {p['dtype']!r} is not one of "
-                             f"{sorted(_DTYPES)}")
-        self.p, self.data_shape = p, tuple(int(s) for s in kwargs["data_shape"])
-        if len(self.data_shape) != 3 or self.data_shape[0] not in (1, 3):
-            raise MXNetError(f"ImageRecordIter: data_shape must be (C, H, W) with C 1 or 3, "
-                             f"got {self.data_shape}")
-        batch_size = int(kwargs["batch_size"])
+        p, self.data_shape, batch_size = _parse_arguments(kwargs)
         super(ImageRecordIter, self).__init__(batch_size)
+        self.p = p
         self._offsets = self._part(self._record_offsets(p), p)
         self._rng = np.random.RandomState(int(p["seed"]))
         self._augment = RecordAugmenter(p, self.data_shape)
-        width = int(p["label_width"])
+        width, dtype = int(p["label_width"]), _DTYPES[p["dtype"]]
         dshape = (batch_size,) + self.data_shape
         lshape = batch_shape(batch_size, (width,))
         self._loader = BatchLoader(len(self._offsets), batch_size, p["round_batch"],
-                                   [dshape[1:], lshape[1:]], [_DTYPES[p["dtype"]], np.float32],
+                                   [dshape[1:], lshape[1:]], [dtype, np.float32],
                                    "ImageRecordIter")
         self._pool = ThreadPoolExecutor(max(1, int(p["preprocess_threads"])))
         self._producer = ThreadPoolExecutor(1)          # prepares the next batch
-        self._ahead = None
+        self._ahead, self._pad = None, None
         self._label_map = self._read_label_map(p["path_imglist"], width)
-        self._mean_img = None
-        self.provide_data = [DataDesc(p["data_name"], dshape, _DTYPES[p["dtype"]], "NCHW")]
+        self.provide_data = [DataDesc(p["data_name"], dshape, dtype, "NCHW")]
         self.provide_label = [DataDesc(p["label_name"], lshape, np.float32, "NCHW")]
-        self._pad = None
+        self._mean_img = None
         self._mean_img = self._mean_image()
         self._new_epoch()
         _LOG.info("ImageRecordIter: %s, %d images, %d threads for decoding", p["path_imgrec"],

@@ -29,7 +29,8 @@ def test_batches_and_epochs_as_mxnet(name):
         if epoch:
             it.reset()
         batches = list(it)
-        keys = sorted({k.rsplit("_", 1)[0] for k in ORACLE if k.startswith(f"csv_{name}_e{epoch}_")})
+        prefix = f"csv_{name}_e{epoch}_"
+        keys = sorted({k.rsplit("_", 1)[0] for k in ORACLE if k.startswith(prefix)})
         assert len(batches) == len(keys), (name, epoch)
         for b, batch in enumerate(batches):
             key = f"csv_{name}_e{epoch}_b{b}"
