@@ -102,7 +102,8 @@ class CSVIter(DataIter):
         if str(dtype) not in _DTYPES:
             raise MXNetError(f"CSVIter: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         self.dtype = _DTYPES[str(dtype)]
-        data_shape, label_shape = tuple(data_shape), tuple(label_shape)
+        data_shape, label_shape = (tuple(np.atleast_1d(data_shape).tolist()),
+                                   tuple(np.atleast_1d(label_shape).tolist()))
         self._data = _read_csv(data_csv, data_shape, "data_csv", self.dtype)
         if label_csv in (None, "NULL"):
             label_shape = (1,)

@@ -65,8 +65,9 @@ def test_descriptions_and_errors(tmp_path):
         list(mx.io.CSVIter(data_csv=os.path.join(FIX, "data.csv"), data_shape=(6,),
                            batch_size=32))
     # mxnet's iterator arguments it has no use for are accepted
-    mx.io.CSVIter(data_csv=os.path.join(FIX, "data.csv"), data_shape=(6,), batch_size=2,
-                  prefetch_buffer=2, preprocess_threads=2)
+    it = mx.io.CSVIter(data_csv=os.path.join(FIX, "data.csv"), data_shape=6, batch_size=2,
+                       prefetch_buffer=2, preprocess_threads=2)
+    assert it.provide_data[0].shape == (2, 6)
 
 
 def test_int64_values_beyond_float_precision(tmp_path):

@@ -185,6 +185,10 @@ def test_image_iter_center_crop_and_augmenters():
                             path_imgrec=REC, path_imgidx=REC[:-3] + "idx")
     batches = list(it)
     assert [b.pad for b in batches] == [0, 0, 1]
+    sequential = mx.image.ImageIter(batch_size=2, data_shape=(3, 8, 8), label_width=2,
+                                    path_imgrec=REC)              # no index: read in order
+    assert [b.label[0].asnumpy().tolist() for b in sequential] == \
+        [b.label[0].asnumpy().tolist() for b in batches]
     first = batches[0].data[0].asnumpy()
     img = mf.images()[0]
     np.testing.assert_array_equal(first[0], img[2:10, 4:12].transpose(2, 0, 1))
