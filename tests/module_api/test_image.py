@@ -300,3 +300,19 @@ def test_copy_make_border_types_and_mx_img_alias():
     assert const.shape == (4, 4, 3) and const[0, 0].tolist() == [7, 8, 9]
     np.testing.assert_array_equal(const[1:3, 1:3], src.asnumpy())
     assert mx.image.copyMakeBorder(src, 1, 0, 0, 0, value=5).asnumpy()[0, 0].tolist() == [5] * 3
+
+
+def test_image_iter_as_mxnet_resize_crop_normalize():
+    it = mx.image.ImageIter(batch_size=2, data_shape=(3, 8, 8), label_width=2,
+                            path_imgrec=REC, path_imgidx=REC[:-3] + "idx", resize=9, mean=True,
+                            std=True)
+    batches = list(it)
+    assert len(batches) == len([k for k in ORACLE if k.startswith("imageiter_") and
+                                k.endswith("_pad")])
+    for b, batch in enumerate(batches):
+        key = f"imageiter_b{b}"
+        assert batch.pad == int(ORACLE[key + "_pad"])
+        np.testing.assert_array_equal(batch.label[0].asnumpy(), ORACLE[key + "_label"])
+        # bicubic resizing may round 1 unit apart: 1 / std (about 0.0175) after normalizing
+        diff = np.abs(batch.data[0].asnumpy() - ORACLE[key + "_data"])
+        assert diff.max() <= 1.0 / 57.0 + 1e-5, (key, diff.max())
