@@ -426,3 +426,46 @@ def test_cpu_convolution_channels_last_choice():
     assert uses == {"implicit-GEMM 2-D convolution forward": True,
                     "implicit-GEMM 2-D convolution weight gradient": True,
                     "implicit-GEMM 2-D convolution data gradient / transposed": False}, uses
+
+
+@pytest.mark.parametrize("ci,co,act", [(1, 4, "tanh"), (20, 50, "tanh"), (3, 4, "sigmoid")])
+def test_cpu_convolution_then_tanh_is_one_onednn_call(ci, co, act):
+    """cpu target, float32: a forward convolution whose group ends in tanh (the
+    pre-activation not kept: tanh's gradient reads only its output) is one
+    ``mkldnn._convolution_pointwise`` call with tanh as oneDNN's post-op, also on the
+    channels-last copies; other activations keep ATen's calls. Outputs and gradients
+    agree with float64 torch."""
+    from compiler.artifacts import cache
+    from compiler.cpu.conv import pointwise_available
+    if not pointwise_available():
+        pytest.skip("this torch has no mkldnn._convolution_pointwise")
+    from runtime.context import cpu
+    net = sym.Activation(sym.Convolution(sym.Variable("x"), kernel=(3, 3), num_filter=co,
+                                         name="c"), act_type=act)
+    shape = (3, ci, 9, 8)
+    exe = net.simple_bind(cpu(), x=shape)
+    g = torch.Generator().manual_seed(0)
+    vals = {"x": torch.randn(shape, generator=g) * 2,
+            "c_weight": torch.randn((co, ci, 3, 3), generator=g) * 0.5,
+            "c_bias": torch.randn((co,), generator=g) * 0.1}
+    for n, v in vals.items():
+        exe.arg_dict[n][:] = v
+    dy = torch.randn(exe.outputs[0].shape, generator=g)
+    out = exe.forward(is_train=True)[0].as_subclass(torch.Tensor).clone()
+    exe.backward(dy)
+    v64 = {n: v.double().requires_grad_() for n, v in vals.items()}
+    fn = torch.tanh if act == "tanh" else torch.sigmoid
+    want = fn(torch.nn.functional.conv2d(v64["x"], v64["c_weight"], v64["c_bias"]))
+    want.backward(dy.double())
+    # float32 sums of 180 products: errors relative to the operands, as ATen's
+    torch.testing.assert_close(out.double(), want.detach(), rtol=1e-4, atol=5e-5)
+    for n in vals:
+        torch.testing.assert_close(exe.grad_dict[n].as_subclass(torch.Tensor).double(),
+                                   v64[n].grad, rtol=1e-4, atol=1e-4)
+    src = [open(cache.kernel_path(ln.kernel)).read() for p in exe.programs for ln in p.launches
+           if "convolution forward" in ln.summary]
+    assert src                              # training and inference programs
+    for text in src:
+        assert ("_convolution_pointwise" in text) == (act == "tanh"), text
+        if act == "tanh":
+            assert "torch.tanh" not in text and "tanh_()" not in text, text
