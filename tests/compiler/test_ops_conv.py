@@ -396,9 +396,9 @@ def test_gpu_tiles_give_the_interpreters_results(target, monkeypatch):
 
 
 def test_cpu_convolution_channels_last_choice():
-    """cpu target: forward and weight gradient in channels-last where 16-wide blocks
-    would pad the channels by half (20 -> 50: 32 x 64 for 1,000), not below 16
-    channels, not for little padding, never for the data gradient or 3-D."""
+    """cpu target: forward, weight and data gradient in channels-last where 16-wide
+    blocks would pad the channels by half (20 -> 50: 32 x 64 for 1,000), not below 16
+    channels, not for little padding, never for 3-D."""
     from compiler.artifacts import cache
     from compiler.cpu.conv import channels_last
     from compiler.artifacts.compile import compile_symbol
@@ -408,7 +408,8 @@ def test_cpu_convolution_channels_last_choice():
                 "groups": groups}
     assert channels_last(problem("conv_fwd", 20, 50))
     assert channels_last(problem("conv_wgrad", 20, 50))
-    assert not channels_last(problem("conv_dgrad", 20, 50))
+    assert channels_last(problem("conv_dgrad", 20, 50))
+    assert not channels_last(problem("conv_dgrad", 40, 100))       # 48 x 112 for 4,000
     assert not channels_last(problem("conv_fwd", 12, 50))          # below 16
     assert not channels_last(problem("conv_fwd", 30, 30))          # 32 x 32 for 900
     assert not channels_last(problem("conv_fwd", 64, 64))
@@ -425,7 +426,7 @@ def test_cpu_convolution_channels_last_choice():
                 uses[what] = "channels_last" in f.read()
     assert uses == {"implicit-GEMM 2-D convolution forward": True,
                     "implicit-GEMM 2-D convolution weight gradient": True,
-                    "implicit-GEMM 2-D convolution data gradient / transposed": False}, uses
+                    "implicit-GEMM 2-D convolution data gradient / transposed": True}, uses
 
 
 @pytest.mark.parametrize("ci,co,act", [(1, 4, "tanh"), (20, 50, "tanh"), (3, 4, "sigmoid")])
