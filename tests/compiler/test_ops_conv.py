@@ -429,8 +429,10 @@ def test_cpu_convolution_channels_last_choice():
                     "implicit-GEMM 2-D convolution data gradient / transposed": True}, uses
 
 
-@pytest.mark.parametrize("ci,co,act", [(1, 4, "tanh"), (20, 50, "tanh"), (3, 4, "sigmoid")])
-def test_cpu_convolution_then_tanh_is_one_onednn_call(ci, co, act):
+@pytest.mark.parametrize("ci,co,act,kw", [
+    (1, 4, "tanh", {}), (20, 50, "tanh", {}), (3, 4, "sigmoid", {}),
+    (4, 8, "tanh", {"num_group": 2, "stride": (2, 1), "pad": (1, 2), "dilate": (2, 1)})])
+def test_cpu_convolution_then_tanh_is_one_onednn_call(ci, co, act, kw):
     """cpu target, float32: a forward convolution whose group ends in tanh (the
     pre-activation not kept: tanh's gradient reads only its output) is one
     ``mkldnn._convolution_pointwise`` call with tanh as oneDNN's post-op, also on the
@@ -442,12 +444,12 @@ def test_cpu_convolution_then_tanh_is_one_onednn_call(ci, co, act):
         pytest.skip("this torch has no mkldnn._convolution_pointwise")
     from runtime.context import cpu
     net = sym.Activation(sym.Convolution(sym.Variable("x"), kernel=(3, 3), num_filter=co,
-                                         name="c"), act_type=act)
+                                         name="c", **kw), act_type=act)
     shape = (3, ci, 9, 8)
     exe = net.simple_bind(cpu(), x=shape)
     g = torch.Generator().manual_seed(0)
     vals = {"x": torch.randn(shape, generator=g) * 2,
-            "c_weight": torch.randn((co, ci, 3, 3), generator=g) * 0.5,
+            "c_weight": torch.randn((co, ci // kw.get("num_group", 1), 3, 3), generator=g) * 0.5,
             "c_bias": torch.randn((co,), generator=g) * 0.1}
     for n, v in vals.items():
         exe.arg_dict[n][:] = v
@@ -456,7 +458,9 @@ def test_cpu_convolution_then_tanh_is_one_onednn_call(ci, co, act):
     exe.backward(dy)
     v64 = {n: v.double().requires_grad_() for n, v in vals.items()}
     fn = torch.tanh if act == "tanh" else torch.sigmoid
-    want = fn(torch.nn.functional.conv2d(v64["x"], v64["c_weight"], v64["c_bias"]))
+    want = fn(torch.nn.functional.conv2d(
+        v64["x"], v64["c_weight"], v64["c_bias"], stride=kw.get("stride", 1),
+        padding=kw.get("pad", 0), dilation=kw.get("dilate", 1), groups=kw.get("num_group", 1)))
     want.backward(dy.double())
     # float32 sums of 180 products: errors relative to the operands, as ATen's
     torch.testing.assert_close(out.double(), want.detach(), rtol=1e-4, atol=5e-5)
