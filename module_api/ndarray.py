@@ -366,3 +366,6 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
 
 random_uniform = uniform = random.uniform
 random_normal = normal = random.normal
+
+
+from .operator import Custom  # noqa: E402,F401  (mx.nd.Custom: a Python operator, mx.operator)
