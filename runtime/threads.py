@@ -31,7 +31,11 @@ in use), and tries again later, since the load of a machine changes:
   divided by a budget of 3%: trials cost about 3% of the time at most;
 * a key whose mean time moves by more than 1.4x from its reference (the load
   came or went) asks for a trial as soon as the budget allows, in the direction
-  the time moved.
+  the time moved;
+* a trial of more threads is not run while other runnable tasks (Linux's
+  ``/proc/loadavg`` count, read when a trial is due) leave fewer cores free than
+  it would use: such a trial loses, several runs slower, every time (LeNet on 2
+  cores with two busy loops: 5-10x); it counts as a lost trial that cost nothing.
 
 The policy's clock is the time spent in timed launch lists, not the wall
 clock, so what a program does between steps does not count as waiting.
@@ -103,6 +107,23 @@ class FixedCount:
     def choose(self, cap: int, key=None) -> int:
         return min(self.n, cap)
 
+    def _cores_taken(self, n: int) -> bool:
+        """Whether other runnable tasks leave fewer than ``n`` cores free right now
+        (``others_running()``: their count, or None when unknown). Then a trial of
+        ``n`` threads would share a core with another task: its regions would wait
+        for a descheduled thread, and it would lose at a cost of several runs."""
+        if self.others_running is None:
+            return False
+        others = self.others_running()
+        return others is not None and others + n > _cores()
+
+    def _skip_trial(self):
+        """A trial of more threads not run (the cores are taken): counted as a lost
+        trial that cost nothing, so the next comes after the interval, doubled."""
+        self.skipped += 1
+        self.interval = min(self.interval * 2.0, self.max_interval)
+        self.due = max(self.clock + self.interval, self.earliest)
+
     def limit(self, key, n: int):
         return None
 
@@ -155,12 +176,14 @@ class ThreadPolicy:
 
     def __init__(self, window=4, probe_pairs=6, min_gain=0.10, abort_first=3.0,
                  abort_ratio=1.5, min_interval=1.0, max_interval=60.0, budget=0.03,
-                 drift=1.4):
+                 drift=1.4, others_running=None):
         self.clock = 0.0             # seconds of timed runs so far: the policy's time
         self.window, self.probe_pairs, self.min_gain = window, probe_pairs, min_gain
         self.abort_first, self.abort_ratio = abort_first, abort_ratio
         self.min_interval, self.max_interval = min_interval, max_interval
         self.budget, self.drift = budget, drift
+        self.others_running = others_running
+        self.skipped = 0             # trials of more threads not run: the cores were taken
         self.cap = None
         self.decisions = deque(maxlen=64)   # (time, from, tried, kept, tried/baseline)
         self.trials = 0
@@ -208,10 +231,30 @@ class ThreadPolicy:
                     j = i - 1
                 else:    # the ladder runs from many threads to one: down is i + 1
                     j = i + 1 if self.direction < 0 else i - 1
+                if self.ladder[j] > self.count and self._cores_taken(self.ladder[j]):
+                    self._skip_trial()
+                    return self.count
                 self.probe = self.ladder[j]
                 self.trials += 1
                 return self.probe
         return self.count
+
+    def _cores_taken(self, n: int) -> bool:
+        """Whether other runnable tasks leave fewer than ``n`` cores free right now
+        (``others_running()``: their count, or None when unknown). Then a trial of
+        ``n`` threads would share a core with another task: its regions would wait
+        for a descheduled thread, and it would lose at a cost of several runs."""
+        if self.others_running is None:
+            return False
+        others = self.others_running()
+        return others is not None and others + n > _cores()
+
+    def _skip_trial(self):
+        """A trial of more threads not run (the cores are taken): counted as a lost
+        trial that cost nothing, so the next comes after the interval, doubled."""
+        self.skipped += 1
+        self.interval = min(self.interval * 2.0, self.max_interval)
+        self.due = max(self.clock + self.interval, self.earliest)
 
     def limit(self, key, n: int):
         """After how many seconds a trial run of ``key`` with ``n`` threads should
@@ -316,7 +359,7 @@ class ThreadPolicy:
         """What the policy chose and did, for reports: mode, cap, count, trials,
         and the count changes as (from, to, tried/baseline)."""
         return {"mode": "adaptive", "cap": self.cap, "count": self.count,
-                "trials": self.trials, "lost_s": round(self.lost, 3),
+                "trials": self.trials, "skipped": self.skipped, "lost_s": round(self.lost, 3),
                 "changes": [(d[1], d[3], round(d[4], 3)) for d in self.decisions
                             if d[1] != d[3]]}
 
@@ -331,6 +374,23 @@ def _ladder(cap: int) -> list:
             break
         n //= 2
     return out
+
+
+def _cores() -> int:
+    """The machine's cores: the scope of ``/proc/loadavg``'s count (an affinity mask
+    does not say where the other tasks run)."""
+    return os.cpu_count() or 1
+
+
+def others_running():
+    """How many runnable tasks the machine has besides the calling thread, from Linux's
+    ``/proc/loadavg`` (its fourth field: running / total, counting the caller), or
+    None where that is not available."""
+    try:
+        with open("/proc/loadavg") as f:
+            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _mean_of(key, gen):
@@ -354,7 +414,7 @@ def parse_mode(value: str | None):
     (unset, empty, ``adaptive``), None (``fixed``), or :class:`FixedCount`."""
     v = (value or "").strip().lower()
     if v in ("", "adaptive", "auto"):
-        return ThreadPolicy()
+        return ThreadPolicy(others_running=others_running)
     if v == "fixed":
         return None
     if v.isdigit() and int(v) > 0:

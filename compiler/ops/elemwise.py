@@ -16,7 +16,7 @@ import math
 import torch
 
 from ..ir.dtypes import saturate_to_dtype
-from ..ir.expr import ops
+from ..ir.expr import ops, value_reads
 from .registry import (Attr, OpDef, Pointwise, ShapeError, View, broadcast_shapes,
                        merge_shape, parse_float, parse_str, choice, register)
 
@@ -86,9 +86,49 @@ UNARY = {
 }
 
 
+def reads_input(gmath) -> bool:
+    """Whether a unary row's gradient math ``gmath(dy, x, y)`` reads the forward's input.
+
+    Most read only the output ``y`` (tanh, sigmoid, relu, exp, ...): their backward op
+    then takes ``(ograd, output)``, as mxnet's ``_backward_Activation`` does for those,
+    so the forward's input is not kept for the backward. That lets a convolution's
+    group end in its activation without storing the pre-activation, which the cpu
+    target's fused convolution + activation call (``compiler/cpu/conv.py``) needs.
+    """
+    expr = gmath(ops.value("dy"), ops.value("x"), ops.value("y"))
+    return "x" in value_reads(expr)
+
+
+def backward_op(name, gmath, gref):
+    """The ``_backward_<name>`` OpDef of a unary row: arguments ``(ograd, data, output)``,
+    or ``(ograd, output)`` when the gradient does not read the input (:func:`reads_input`)."""
+    if reads_input(gmath):
+        return OpDef(
+            name=f"_backward_{name}", pattern="elemwise",
+            lowering=Pointwise(lambda attrs, dy, x, y, f=gmath: f(dy, x, y)),
+            arguments=("ograd", "data", "output"), infer_shape=same_shape,
+            reference=lambda attrs, ins, is_train, f=gref: [f(*ins)])
+    return OpDef(
+        name=f"_backward_{name}", pattern="elemwise",
+        lowering=Pointwise(lambda attrs, dy, y, f=gmath: f(dy, None, y)),
+        arguments=("ograd", "output"), infer_shape=same_shape,
+        reference=lambda attrs, ins, is_train, f=gref: [f(ins[0], None, ins[1])])
+
+
+def backward_node(b, name, n):
+    """The gradient node of unary row ``name`` at forward node ``n`` (its input only
+    when the backward op takes it)."""
+    args = (n.ograds[0], n.inputs[0], n.outputs[0]) if _BACKWARD_READS_INPUT[name] else \
+        (n.ograds[0], n.outputs[0])
+    return b.op(f"_backward_{name}", *args)
+
+
+_BACKWARD_READS_INPUT = {}
+
+
 def _unary_gradient(name):
     def gradient(b, n):
-        return [b.op(f"_backward_{name}", n.ograds[0], n.inputs[0], n.outputs[0])]
+        return [backward_node(b, name, n)]
     return gradient
 
 
@@ -97,11 +137,8 @@ for _name, (_math, _ref, _gmath, _gref) in UNARY.items():
         name=_name, pattern="elemwise", lowering=Pointwise(lambda attrs, x, f=_math: f(x)),
         infer_shape=same_shape, reference=lambda attrs, ins, is_train, f=_ref: [f(ins[0])],
         gradient=_unary_gradient(_name)))
-    register(OpDef(
-        name=f"_backward_{_name}", pattern="elemwise",
-        lowering=Pointwise(lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)),
-        arguments=("ograd", "data", "output"), infer_shape=same_shape,
-        reference=lambda attrs, ins, is_train, f=_gref: [f(*ins)]))
+    _BACKWARD_READS_INPUT[_name] = reads_input(_gmath)
+    register(backward_op(_name, _gmath, _gref))
 
 
 # -- Activation: the same unary rows, chosen by act_type -----------------------
@@ -110,8 +147,7 @@ ACT_TYPES = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
 
 
 def _act_gradient(b, n):
-    act = n.attrs["act_type"]
-    return [b.op(f"_backward_{act}", n.ograds[0], n.inputs[0], n.outputs[0])]
+    return [backward_node(b, n.attrs["act_type"], n)]
 
 
 register(OpDef(

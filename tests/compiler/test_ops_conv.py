@@ -396,9 +396,9 @@ def test_gpu_tiles_give_the_interpreters_results(target, monkeypatch):
 
 
 def test_cpu_convolution_channels_last_choice():
-    """cpu target: forward and weight gradient in channels-last where 16-wide blocks
-    would pad the channels by half (20 -> 50: 32 x 64 for 1,000), not below 16
-    channels, not for little padding, never for the data gradient or 3-D."""
+    """cpu target: forward, weight and data gradient in channels-last where 16-wide
+    blocks would pad the channels by half (20 -> 50: 32 x 64 for 1,000), not below 16
+    channels, not for little padding, never for 3-D."""
     from compiler.artifacts import cache
     from compiler.cpu.conv import channels_last
     from compiler.artifacts.compile import compile_symbol
@@ -408,7 +408,8 @@ def test_cpu_convolution_channels_last_choice():
                 "groups": groups}
     assert channels_last(problem("conv_fwd", 20, 50))
     assert channels_last(problem("conv_wgrad", 20, 50))
-    assert not channels_last(problem("conv_dgrad", 20, 50))
+    assert channels_last(problem("conv_dgrad", 20, 50))
+    assert not channels_last(problem("conv_dgrad", 40, 100))       # 48 x 112 for 4,000
     assert not channels_last(problem("conv_fwd", 12, 50))          # below 16
     assert not channels_last(problem("conv_fwd", 30, 30))          # 32 x 32 for 900
     assert not channels_last(problem("conv_fwd", 64, 64))
@@ -425,4 +426,51 @@ def test_cpu_convolution_channels_last_choice():
                 uses[what] = "channels_last" in f.read()
     assert uses == {"implicit-GEMM 2-D convolution forward": True,
                     "implicit-GEMM 2-D convolution weight gradient": True,
-                    "implicit-GEMM 2-D convolution data gradient / transposed": False}, uses
+                    "implicit-GEMM 2-D convolution data gradient / transposed": True}, uses
+
+
+@pytest.mark.parametrize("ci,co,act,kw", [
+    (1, 4, "tanh", {}), (20, 50, "tanh", {}), (3, 4, "sigmoid", {}),
+    (4, 8, "tanh", {"num_group": 2, "stride": (2, 1), "pad": (1, 2), "dilate": (2, 1)})])
+def test_cpu_convolution_then_tanh_is_one_onednn_call(ci, co, act, kw):
+    """cpu target, float32: a forward convolution whose group ends in tanh (the
+    pre-activation not kept: tanh's gradient reads only its output) is one
+    ``mkldnn._convolution_pointwise`` call with tanh as oneDNN's post-op, also on the
+    channels-last copies; other activations keep ATen's calls. Outputs and gradients
+    agree with float64 torch."""
+    from compiler.artifacts import cache
+    from compiler.cpu.conv import pointwise_available
+    if not pointwise_available():
+        pytest.skip("this torch has no mkldnn._convolution_pointwise")
+    from runtime.context import cpu
+    net = sym.Activation(sym.Convolution(sym.Variable("x"), kernel=(3, 3), num_filter=co,
+                                         name="c", **kw), act_type=act)
+    shape = (3, ci, 9, 8)
+    exe = net.simple_bind(cpu(), x=shape)
+    g = torch.Generator().manual_seed(0)
+    vals = {"x": torch.randn(shape, generator=g) * 2,
+            "c_weight": torch.randn((co, ci // kw.get("num_group", 1), 3, 3), generator=g) * 0.5,
+            "c_bias": torch.randn((co,), generator=g) * 0.1}
+    for n, v in vals.items():
+        exe.arg_dict[n][:] = v
+    dy = torch.randn(exe.outputs[0].shape, generator=g)
+    out = exe.forward(is_train=True)[0].as_subclass(torch.Tensor).clone()
+    exe.backward(dy)
+    v64 = {n: v.double().requires_grad_() for n, v in vals.items()}
+    fn = torch.tanh if act == "tanh" else torch.sigmoid
+    want = fn(torch.nn.functional.conv2d(
+        v64["x"], v64["c_weight"], v64["c_bias"], stride=kw.get("stride", 1),
+        padding=kw.get("pad", 0), dilation=kw.get("dilate", 1), groups=kw.get("num_group", 1)))
+    want.backward(dy.double())
+    # float32 sums of 180 products: errors relative to the operands, as ATen's
+    torch.testing.assert_close(out.double(), want.detach(), rtol=1e-4, atol=5e-5)
+    for n in vals:
+        torch.testing.assert_close(exe.grad_dict[n].as_subclass(torch.Tensor).double(),
+                                   v64[n].grad, rtol=1e-4, atol=1e-4)
+    src = [open(cache.kernel_path(ln.kernel)).read() for p in exe.programs for ln in p.launches
+           if "convolution forward" in ln.summary]
+    assert src                              # training and inference programs
+    for text in src:
+        assert ("_convolution_pointwise" in text) == (act == "tanh"), text
+        if act == "tanh":
+            assert "torch.tanh" not in text and "tanh_()" not in text, text

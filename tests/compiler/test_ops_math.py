@@ -160,3 +160,27 @@ def test_power_of_negative_bases_is_cs_pow(case, cpu_target):
         exe.arg_dict[k][:] = v
     got = torch.as_tensor(exe.forward()[0])
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_unary_backward_reads_the_input_only_where_its_gradient_does():
+    """``_backward_<name>`` takes (ograd, output) when the gradient is a function of the
+    output alone (as mxnet's ``_backward_Activation`` for relu / sigmoid / tanh), so the
+    forward's input is not kept for it; (ograd, data, output) otherwise."""
+    from compiler.ops.elemwise import UNARY, reads_input
+    from compiler.ops.registry import get_op
+    from runtime.context import cpu
+    for name in ("tanh", "sigmoid", "relu", "exp", "sqrt", "reciprocal"):
+        assert not reads_input(UNARY[name][2]), name
+        assert get_op(f"_backward_{name}").arguments == ("ograd", "output"), name
+    for name in ("square", "log", "abs", "softrelu", "softsign"):
+        assert reads_input(UNARY[name][2]), name
+        assert get_op(f"_backward_{name}").arguments == ("ograd", "data", "output"), name
+    x = sym.Variable("x")
+    net = sym.Activation(sym.FullyConnected(x, num_hidden=3, name="fc"), act_type="tanh")
+    exe = net.simple_bind(cpu(), x=(2, 4))
+    exe.arg_dict["x"][:] = torch.randn(2, 4)
+    exe.arg_dict["fc_weight"][:] = torch.randn(3, 4)
+    out = exe.forward(is_train=True)[0].as_subclass(torch.Tensor).clone()
+    exe.backward(torch.ones(2, 3))
+    torch.testing.assert_close(exe.grad_dict["fc_bias"].as_subclass(torch.Tensor),
+                               (1 - out * out).sum(0), rtol=1e-5, atol=1e-6)

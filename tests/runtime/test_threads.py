@@ -162,6 +162,35 @@ def test_trials_stay_within_the_budget(keys):
     assert p.lost <= p.budget * p.clock + 0.5      # one early trial plus the budget
 
 
+def test_trials_of_more_threads_wait_while_other_tasks_take_the_cores(keys, monkeypatch):
+    """With another runnable task for each core, a trial of more threads is not run
+    (it would lose, several runs slower): the policy stays at one thread at no cost
+    and backs off; once the cores free up, the trial runs and the threads come back."""
+    monkeypatch.setattr(threads, "_cores", lambda: 2)
+    others = [2]
+    p = ThreadPolicy(others_running=lambda: others[0])
+    used = drive(p, 2, table(BUSY), keys, 400)
+    assert p.count == 1 and p.skipped >= 3
+    # the first trial (down to one thread) ran; none of 2 threads after it
+    assert [(d[1], d[2]) for d in p.decisions] == [(2, 1)]
+    assert sum(row.count(2) for row in used[4:]) == 0
+    lost = p.lost
+    others[0] = 0                                  # the machine is idle now
+    drive(p, 2, table({1: 0.014, 2: 0.010}), keys, 600)
+    assert p.count == 2 and p.lost >= lost
+
+
+def test_one_other_task_on_two_cores_leaves_room_for_no_second_thread(monkeypatch):
+    monkeypatch.setattr(threads, "_cores", lambda: 2)
+    assert ThreadPolicy(others_running=lambda: 1)._cores_taken(2)
+    assert not ThreadPolicy(others_running=lambda: 0)._cores_taken(2)
+    assert not ThreadPolicy(others_running=lambda: None)._cores_taken(2)   # unknown
+    assert not ThreadPolicy()._cores_taken(2)                              # no probe
+    n = threads.others_running()
+    assert n is None or n >= 0
+    assert threads.parse_mode(None).others_running is threads.others_running
+
+
 def test_a_near_tie_keeps_the_count_in_use(keys):
     p = ThreadPolicy()
     drive(p, 2, table({1: 0.0098, 2: 0.010}), keys, 300)     # 2% faster: noise
