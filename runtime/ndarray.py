@@ -163,6 +163,9 @@ class NDArray(torch.Tensor):
         return out
 
     def tostype(self, stype):
+        if stype in ("csr", "row_sparse"):
+            from .ndarray_sparse import cast_storage
+            return cast_storage(self, stype)
         check_stype(stype)
         return self.copy()
 
@@ -183,6 +186,9 @@ class NDArray(torch.Tensor):
                 out.copy_(self)
             out._mx_ctx = other
             return out
+        if getattr(other, "stype", "default") != "default":   # a sparse array: cast into it
+            other[:] = self
+            return other
         if tuple(other.shape) != tuple(self.shape):
             from compiler.errors import MXNetError
             raise MXNetError(f"copyto: shape mismatch {tuple(self.shape)} vs {tuple(other.shape)}")
