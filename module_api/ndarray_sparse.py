@@ -160,8 +160,10 @@ def _rsp_from_parts(data, indices, shape, ctx, dtype):
 def zeros(stype, shape, ctx=None, dtype=None, **kwargs):
     """An all-zero array of storage type ``stype`` (``'default'``: a dense NDArray)."""
     if stype == "default":
-        from .ndarray import zeros as dense_zeros
-        return dense_zeros(shape, ctx=ctx, dtype=dtype, **kwargs)
+        c = _ctx(ctx)
+        shape = (int(shape),) if isinstance(shape, numbers.Integral) else tuple(shape)
+        return as_ndarray(torch.zeros(shape, dtype=to_torch_dtype(dtype),
+                                      device=c.torch_device), c)
     return _zeros(stype, shape, _ctx(ctx), dtype)
 
 

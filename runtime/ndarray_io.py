@@ -165,7 +165,14 @@ def _read_sparse(r: _Reader, magic: int, stype: int, ctx: Context):
            for i, (f, s) in enumerate(aux_meta)]
     dev = ctx.torch_device
     cls = RowSparseNDArray if stype == 1 else CSRNDArray
-    return cls(data.to(dev), [a.to(dev) for a in aux], shape, ctx)
+    if stype == 2 and len(shape) != 2:
+        raise _Corrupt(f"csr array of shape {tuple(shape)} (csr is 2-D)")
+    out = cls(data.to(dev), [a.to(dev) for a in aux], shape, ctx)
+    try:
+        out.check_format(full_check=False)
+    except MXNetError as e:
+        raise _Corrupt(str(e)) from None
+    return out
 
 
 def _decode_list(buf, ctx: Context):

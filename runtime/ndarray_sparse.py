@@ -18,7 +18,7 @@ from compiler.errors import MXNetError
 
 from . import sparse_kernels as K
 from .context import Context, current_context
-from .ndarray import NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype
+from .ndarray import STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype
 
 STYPES = ("default", "row_sparse", "csr")
 STYPE_CODES = {"default": 0, "row_sparse": 1, "csr": 2}
@@ -63,6 +63,11 @@ class BaseSparseNDArray:
         return self._ctx
 
     ctx = context
+
+    @property
+    def device(self) -> torch.device:
+        """The torch device holding the parts."""
+        return self._data_t.device
 
     @property
     def size(self):
@@ -363,3 +368,6 @@ def _check_format(arr, full_check):
 def _rebuild(stype, data, aux, shape):
     cls = CSRNDArray if stype == "csr" else RowSparseNDArray
     return cls(data, aux, shape)
+
+
+STORAGE_CASTS.update(csr=cast_storage, row_sparse=cast_storage)   # NDArray.tostype

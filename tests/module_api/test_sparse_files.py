@@ -63,3 +63,20 @@ def test_zero_dim_file_refuses_sparse(tmp_path):
     with pytest.raises(mx.base.MXNetError, match="sparse"):
         mx.nd.save(str(tmp_path / "x.params"),
                    [torch.zeros(()), mx.nd.sparse.zeros("csr", (2, 2))])
+
+
+def test_damaged_mxnet_file_fails_clearly(tmp_path):
+    with open(PARAMS, "rb") as f:
+        good = f.read()
+    for cut in range(0, len(good) - 1, 7):
+        with pytest.raises(mx.base.MXNetError, match="Invalid NDArray file"):
+            mx.nd.load_frombuffer(good[:cut])
+    # a csr record whose values (storage) shape no longer matches its indices
+    import struct
+    path = str(tmp_path / "one.params")
+    mx.nd.save(path, [mx.nd.array([[1, 0, 2], [0, 3, 0]]).tostype("csr")])
+    raw = open(path, "rb").read()
+    assert struct.unpack("<iq", raw[0x20:0x2c]) == (1, 3)      # storage shape (3,)
+    bad = raw[:0x24] + struct.pack("<q", 2) + raw[0x2c:]
+    with pytest.raises(mx.base.MXNetError, match="csr storage"):
+        mx.nd.load_frombuffer(bad)
