@@ -141,3 +141,56 @@ def _pull_rows(key, stored, out, row_ids):
     uniq = K.unique_row_ids(row_ids, _device_of(stored))
     rows, idx = K.retain_rows(stored._data_t, stored._aux_t[0], stored.shape, uniq)
     out._set_parts(rows, [idx])
+
+
+# -- dist_sync: every worker holds a replica; a push moves only the pushed rows -------
+def _gather_rows(group, data, idx, what):
+    """Every worker's (data, indices), in rank order: an all-gather of the row counts,
+    then of the rows and ids padded to the largest count (no table-sized buffer)."""
+    import torch.distributed as dist
+    n = group.size
+    count = torch.tensor([idx.numel()], dtype=torch.int64)
+    counts = [torch.zeros_like(count) for _ in range(n)]
+    with group.collective(f"row counts of {what}"):
+        dist.all_gather(counts, count)
+    most = max(int(c) for c in counts)
+    pad_idx = torch.zeros(most, dtype=torch.int64)
+    pad_idx[:idx.numel()] = idx.cpu()
+    pad_rows = torch.zeros((most,) + tuple(data.shape[1:]), dtype=data.dtype)
+    pad_rows[:idx.numel()] = data.cpu()
+    all_idx = [torch.empty_like(pad_idx) for _ in range(n)]
+    all_rows = [torch.empty_like(pad_rows) for _ in range(n)]
+    with group.collective(f"rows of {what}"):
+        dist.all_gather(all_idx, pad_idx)
+        dist.all_gather(all_rows, pad_rows)
+    return [(r[:int(c)], i[:int(c)]) for r, i, c in zip(all_rows, all_idx, counts)]
+
+
+def dist_combine(group, merged):
+    """Replace each row_sparse sum in ``merged`` [(key, value)] by the sum over workers
+    (rows summed in rank order, so every replica gets the same bits)."""
+    for pos, (k, m) in enumerate(merged):
+        if not is_sparse(m):
+            continue
+        parts = _gather_rows(group, m._data_t, m._aux_t[0], f"row_sparse key {k!r}")
+        data, idx = K.rsp_sum(parts, m.shape, m.dtype, m.device)
+        merged[pos] = (k, RowSparseNDArray(data, [idx], m.shape, m.context))
+
+
+def dist_broadcast(group, pairs):
+    """Rank 0's row_sparse init values on every worker (counts first, then the rows)."""
+    import torch.distributed as dist
+    for k, v in pairs:
+        if not is_sparse(v):
+            continue
+        count = torch.tensor([v._aux_t[0].numel()], dtype=torch.int64)
+        with group.collective(f"row count of row_sparse key {k!r} from rank 0"):
+            dist.broadcast(count, src=0)
+        idx = v._aux_t[0].cpu().clone() if group.rank == 0 else \
+            torch.zeros(int(count), dtype=torch.int64)
+        rows = v._data_t.cpu().clone() if group.rank == 0 else \
+            torch.zeros((int(count),) + tuple(v.shape[1:]), dtype=v.dtype)
+        with group.collective(f"rows of row_sparse key {k!r} from rank 0"):
+            dist.broadcast(idx, src=0)
+            dist.broadcast(rows, src=0)
+        v._set_parts(rows, [idx])
