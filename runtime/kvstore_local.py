@@ -32,6 +32,7 @@ from . import kvstore_sparse as kvs
 from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
+from .sparse_update import sparse_update
 from .updater import load_states_file
 
 __all__ = ["KVStoreBase", "KVStore", "key_value_pairs"]
@@ -250,9 +251,6 @@ class KVStore(KVStoreBase):
         with _plain_tensors():
             merged = self._pushed_sums(key, value)
             sparse = any(kvs.is_sparse(m) or kvs.is_sparse(self._store[k]) for k, m in merged)
-            if sparse and self._updater is not None:
-                raise MXNetError("kvstore push: an optimizer update of row_sparse values "
-                                 "(mxnet's lazy_update) is not implemented in symtriton")
             self._combine(merged)
             if self._updater is None:
                 for k, m in merged:
@@ -261,9 +259,25 @@ class KVStore(KVStoreBase):
                     else:
                         self._store[k].copy_(m)
                 return
+        if sparse:
+            self._update_sparse(merged)
+            return
         # outside: an updater may run the user's Python (a custom optimizer's update)
         keys = [k for k, _ in merged]
         self._updater.update_all(keys, [m for _, m in merged], [self._store[k] for k in keys])
+
+    def _update_sparse(self, merged):
+        """Updates where a gradient or a stored weight is row_sparse (sparse_update):
+        a plain ``f(key, grad, weight)`` updater gets the arrays as they are."""
+        for k, m in merged:
+            stored = self._store[k]
+            if isinstance(self._updater, _PerKeyUpdater):
+                self._updater(k, m, stored)
+            elif kvs.is_sparse(m):
+                sparse_update(self._updater, k, m, stored)
+            else:
+                raise MXNetError(f"kvstore push of key {k!r}: a dense gradient for a "
+                                 f"row_sparse weight is not supported with an optimizer")
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copy the stored value of each key into every array of ``out``."""

@@ -85,5 +85,37 @@ def test_refusals():
     with pytest.raises(MXNetError, match="csr"):
         kv.init("c", mx.nd.ones((4, 2)).tostype("csr"))
     kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.1))
-    with pytest.raises(MXNetError, match="lazy_update"):
-        kv.push("w", mx.nd.ones((4, 2)).tostype("row_sparse"))
+    with pytest.raises(MXNetError, match="dense gradient for a row_sparse weight"):
+        kv.push("w", mx.nd.ones((4, 2)))
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+@pytest.mark.parametrize("mom", [0.0, 0.9])
+@pytest.mark.parametrize("wstype", ["row_sparse", "default"])
+def test_sgd_on_the_store_with_row_sparse_gradients(lazy, mom, wstype):
+    kv = mx.kv.create("local")
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=mom, wd=0.01,
+                                      lazy_update=lazy, rescale_grad=0.5, clip_gradient=0.8))
+    kv.init("w", mx.nd.array(FIX["sgd/w0"]).tostype(wstype))
+    for i in range(3):
+        kv.push("w", mx.nd.array(FIX[f"sgd/g{i}"]).tostype("row_sparse"))
+    res = mx.nd.zeros((6, 3))
+    kv.pull("w", out=res, ignore_sparse=False)
+    want = FIX[f"sgd/{int(lazy)}_{mom}_{wstype}"]
+    np.testing.assert_allclose(res.asnumpy(), want, rtol=1e-6, atol=1e-7)
+    if lazy:        # rows 3 and 4 never had a gradient: untouched by wd and momentum
+        np.testing.assert_array_equal(res.asnumpy()[[3, 4]], FIX["sgd/w0"][[3, 4]])
+
+
+def test_sparse_update_refusals():
+    kv = mx.kv.create("local")
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9))
+    partial = mx.nd.sparse.row_sparse_array(([[1.0, 2.0]], [1]), shape=(3, 2))
+    kv.init("p", partial)
+    with pytest.raises(MXNetError, match="every row"):
+        kv.push("p", mx.nd.ones((3, 2)).tostype("row_sparse"))
+    kv2 = mx.kv.create("local")
+    kv2.set_optimizer(mx.optimizer.Adam())
+    kv2.init("w", mx.nd.ones((3, 2)))
+    with pytest.raises(MXNetError, match="only SGD"):
+        kv2.push("w", mx.nd.ones((3, 2)).tostype("row_sparse"))
