@@ -74,3 +74,12 @@ def test_sync_params_from_devices_pulls_every_row():
     assert got.stype == "row_sparse"
     assert got.indices.asnumpy().tolist() == list(range(full.shape[0]))
     np.testing.assert_array_equal(got.asnumpy(), full)
+
+
+def test_variable_records_the_storage_type_id_as_mxnet():
+    # mxnet 1.9.1: Variable('w', stype='row_sparse').list_attr() == {'__storage_type__': '1'}
+    assert mx.sym.Variable("w", stype="row_sparse").list_attr() == {"__storage_type__": "1"}
+    assert mx.sym.var("c", stype="csr").list_attr() == {"__storage_type__": "2"}
+    assert mx.sym.var("d", stype="default").list_attr() == {"__storage_type__": "0"}
+    with pytest.raises(KeyError):
+        mx.sym.Variable("e", stype="bogus")
