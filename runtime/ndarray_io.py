@@ -14,8 +14,9 @@ The layout, little-endian, as mxnet 1.9.1 writes it::
 ``ndim`` followed by ``u32`` dims.  Sparse records (``stype`` 1 row_sparse,
 2 csr) put the storage (values) shape before ``shape``, and after ``type_flag``
 one ``i32 aux_type_flag  shape`` per aux array, then the values, then each aux
-array (csr: indptr, indices; row_sparse: indices).  A pickled mxnet NDArray's ``{'handle': raw}`` state is one
-``array`` record on its own: see :func:`decode_single_ndarray`.
+array (csr: indptr, indices; row_sparse: indices).  A pickled mxnet NDArray's
+``{'handle': raw}`` state is one ``array`` record on its own: see
+:func:`decode_single_ndarray`.
 
 Arrays are written with V2 magic, like mxnet outside numpy mode, except that
 a file holding a 0-d array is written all in V3 (mxnet refuses files mixing the
