@@ -242,6 +242,13 @@ class CSRNDArray(BaseSparseNDArray):
                                                  self._aux_t[1], b, e)
         return CSRNDArray(data, [indptr, indices], (e - b, self._shape[1]), self._ctx)
 
+    def take_rows(self, rows):
+        """The rows ``rows`` (an index array, any order) as a new CSRNDArray."""
+        data, indptr, indices = K.csr_take_rows(self._data_t, self._aux_t[0], self._aux_t[1],
+                                                rows)
+        return CSRNDArray(data, [indptr, indices], (indptr.numel() - 1, self._shape[1]),
+                          self._ctx)
+
     def asscipy(self):
         """A ``scipy.sparse.csr_matrix`` copy (scipy must be installed)."""
         try:

@@ -115,3 +115,17 @@ def coo_to_csr(data, row, col, shape):
     indptr = torch.zeros(shape[0] + 1, dtype=IDX, device=data.device)
     torch.cumsum(counts, 0, out=indptr[1:])
     return vals, indptr, (uniq % shape[1]).to(IDX)
+
+
+def csr_take_rows(data, indptr, indices, rows):
+    """Rows ``rows`` (any order, repeats allowed) of a csr array: ``(data, indptr, indices)``."""
+    rows = torch.as_tensor(rows, dtype=IDX, device=indptr.device).reshape(-1)
+    starts, ends = indptr[rows], indptr[rows + 1]
+    counts = ends - starts
+    out_indptr = torch.zeros(rows.numel() + 1, dtype=IDX, device=indptr.device)
+    torch.cumsum(counts, 0, out=out_indptr[1:])
+    # position of every kept entry: its row's start plus its offset within the row
+    offsets = torch.arange(int(out_indptr[-1]), device=indptr.device) - \
+        torch.repeat_interleave(out_indptr[:-1], counts)
+    pos = torch.repeat_interleave(starts, counts) + offsets
+    return data[pos].clone(), out_indptr, indices[pos].clone()
