@@ -32,7 +32,6 @@ from . import kvstore_sparse as kvs
 from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
-from .sparse_update import sparse_update
 from .updater import load_states_file
 
 __all__ = ["KVStoreBase", "KVStore", "key_value_pairs"]
@@ -274,7 +273,7 @@ class KVStore(KVStoreBase):
             if isinstance(self._updater, _PerKeyUpdater):
                 self._updater(k, m, stored)
             elif kvs.is_sparse(m):
-                sparse_update(self._updater, k, m, stored)
+                self._updater.update_all([k], [m], [stored])
             else:
                 raise MXNetError(f"kvstore push of key {k!r}: a dense gradient for a "
                                  f"row_sparse weight is not supported with an optimizer")

@@ -21,7 +21,12 @@ from compiler.errors import MXNetError
 
 from . import sparse_kernels as K
 from .ndarray import NDArray
-from .updater import _device_id
+
+
+def _device_id(weight):
+    """The device whose update counts the optimizer uses (as the Updater picks it)."""
+    ctx = getattr(weight, "context", None)
+    return ctx.device_id if ctx is not None else (weight.device.index or 0)
 
 
 def _full_rows(key, weight) -> torch.Tensor:
@@ -53,14 +58,14 @@ def sparse_update(updater, key, grad, weight):
     state = updater.states[key]
     if not opt.lazy_update:
         dense = K.rsp_to_dense(grad._data_t, grad._aux_t[0], grad.shape).to(w.dtype)
-        opt._set_current_context(_device_id(w))
+        opt._set_current_context(_device_id(weight))
         opt.update_multi_precision(key, w_nd, dense.as_subclass(NDArray), state)
         return
+    opt._set_current_context(_device_id(weight))
     _lazy_sgd(opt, key, w, grad, state)
 
 
 def _lazy_sgd(opt, key, w, grad, state):
-    opt._set_current_context(_device_id(w))
     opt._update_count(key)
     lr, wd = opt._get_lr(key), opt._get_wd(key)
     rows = grad._aux_t[0].to(w.device)

@@ -119,3 +119,21 @@ def test_sparse_update_refusals():
     kv2.init("w", mx.nd.ones((3, 2)))
     with pytest.raises(MXNetError, match="only SGD"):
         kv2.push("w", mx.nd.ones((3, 2)).tostype("row_sparse"))
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+@pytest.mark.parametrize("wstype", ["row_sparse", "default"])
+def test_updater_with_row_sparse_gradients_matches_the_store(lazy, wstype):
+    # mxnet's store runs this same updater: the numbers are the store's fixture
+    upd = mx.optimizer.get_updater(mx.optimizer.SGD(
+        learning_rate=0.1, momentum=0.9, wd=0.01, lazy_update=lazy, rescale_grad=0.5,
+        clip_gradient=0.8))
+    w = mx.nd.array(FIX["sgd/w0"]).tostype(wstype)
+    dense_other = mx.nd.ones((2, 2))
+    for i in range(3):
+        upd([0, 1], [mx.nd.array(FIX[f"sgd/g{i}"]).tostype("row_sparse"), mx.nd.ones((2, 2))],
+            [w, dense_other])
+    np.testing.assert_allclose(w.asnumpy(), FIX[f"sgd/{int(lazy)}_0.9_{wstype}"],
+                               rtol=1e-6, atol=1e-7)
+    assert upd.optimizer._index_update_count == {0: 3, 1: 3}
+    assert float(dense_other.asnumpy()[0, 0]) != 1.0      # the dense one updated as before
