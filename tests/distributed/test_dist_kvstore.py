@@ -300,3 +300,8 @@ def test_row_sparse_on_two_workers(tmp_path):
         np.testing.assert_array_equal(res["after"], want_after)
         assert res["rows_indices"].tolist() == [0, 1, 5]
         np.testing.assert_array_equal(res["rows_data"], want_after[[0, 1, 5]])
+        # lazy SGD (lr 0.1, momentum 0.9, wd 0.01) of the summed rows 0 (1.0) and 1 (2.0)
+        want = np.ones((6, 3), np.float32)
+        for row, g in ((0, 1.0), (1, 2.0)):
+            want[row] = np.float32(1.0) + (-np.float32(0.1 * 0.01) - np.float32(0.1) * g)
+        np.testing.assert_allclose(res["updated"], want, rtol=1e-6)

@@ -201,10 +201,17 @@ def kv_sparse_job(out):
     kv.row_sparse_pull("w", out=rows, row_ids=mx.nd.array([5, 1, 0, 5], dtype="int64"))
     after = mx.nd.zeros((6, 3))
     kv.pull("w", out=after)
+    # SGD's lazy update on the store: worker r pushes row r of value r+1
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9, wd=0.01))
+    kv.init("v", mx.nd.ones((6, 3)))
+    kv.push("v", mx.nd.sparse.row_sparse_array((np.full((1, 3), r + 1.0, np.float32), [r]),
+                                               shape=(6, 3)))
+    updated = mx.nd.zeros((6, 3))
+    kv.pull("v", out=updated)
     kv.barrier()
     np.savez(os.path.join(out, f"rank{r}.npz"), rank=r, workers=n, first=first.asnumpy(),
              after=after.asnumpy(), rows_indices=rows.indices.asnumpy(),
-             rows_data=rows.data.asnumpy())
+             rows_data=rows.data.asnumpy(), updated=updated.asnumpy())
 
 
 def mismatched_keys_job(out):
