@@ -209,6 +209,8 @@ def power(base, exp, out=None):
 def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=None):
     """mxnet's ``dot``: for N-d inputs, contracts the last axis of ``lhs``
     with the first axis of ``rhs``."""
+    if isinstance(lhs, sparse.BaseSparseNDArray) or isinstance(rhs, sparse.BaseSparseNDArray):
+        return sparse.dot(lhs, rhs, transpose_a, transpose_b, forward_stype, out)
     check_stype(forward_stype)
     a = lhs.T if transpose_a else lhs
     b = rhs.T if transpose_b else rhs

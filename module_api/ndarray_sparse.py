@@ -19,10 +19,11 @@ from runtime.context import Context, current_context
 from runtime.ndarray import NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype
 from runtime.ndarray_sparse import (BaseSparseNDArray, CSRNDArray,  # noqa: F401
                                     RowSparseNDArray, cast_storage, retain)
+from runtime.ndarray_sparse import dot as _dot
 from runtime.ndarray_sparse import zeros as _zeros
 
 __all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "csr_matrix",
-           "row_sparse_array", "zeros", "empty", "array", "cast_storage", "retain", "slice"]
+           "row_sparse_array", "zeros", "empty", "array", "cast_storage", "retain", "slice", "dot"]
 
 
 def _spsp():
@@ -204,6 +205,18 @@ def slice(data, begin, end, step=(), out=None):  # noqa: A001  (mxnet's name)
     if step not in ((), None, 1, (1,), (None,)):
         raise ValueError("CSRNDArray only supports continuous slicing on axis 0")
     res = data.slice(0 if b is None else b, data.shape[0] if e is None else e)
+    if out is not None:
+        out[:] = res
+        return out
+    return res
+
+
+def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=None):
+    """mxnet's ``dot`` with csr / row_sparse operands (see :func:`runtime.ndarray_sparse.dot`
+    for the storage of each result); ``forward_stype`` is not supported."""
+    if forward_stype not in (None, "default") and forward_stype != "":
+        raise ValueError("dot: forward_stype=%r is not supported" % (forward_stype,))
+    res = _dot(lhs, rhs, transpose_a, transpose_b)
     if out is not None:
         out[:] = res
         return out

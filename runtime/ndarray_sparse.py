@@ -302,6 +302,52 @@ def retain(data, indices):
     return RowSparseNDArray(rows, [idx], data.shape, data.context)
 
 
+def _dense_of(x) -> torch.Tensor:
+    return x._dense() if isinstance(x, BaseSparseNDArray) else K._plain(x)
+
+
+def _rows_getter(rhs, transpose_b):
+    """``ids -> rows ids of rhs (or of rhs^T)``: a row_sparse rhs answers by retain."""
+    if isinstance(rhs, RowSparseNDArray) and not transpose_b:
+        return lambda ids: K.retain_rows(rhs._data_t, rhs._aux_t[0], rhs.shape, ids)[0]
+    b = _dense_of(rhs)
+    b = b.t() if transpose_b else b
+    return lambda ids: b[ids]
+
+
+def dot(lhs, rhs, transpose_a=False, transpose_b=False):
+    """mxnet's ``dot`` with sparse operands (2-D): ``csr . dense`` is dense, ``csr^T .
+    dense`` row_sparse, ``dense . csr`` (either transpose of csr; ``dense`` not
+    transposed) csr; a row_sparse
+    right operand of ``csr`` is read by rows; other mixes compute densely and give a
+    dense array, as mxnet's storage fallback does. ``csr . csr`` is refused."""
+    if isinstance(lhs, CSRNDArray) and isinstance(rhs, CSRNDArray):
+        raise MXNetError("dot: csr . csr is not supported (mxnet has no such kernel)")
+    ctx = lhs.context if hasattr(lhs, "context") else None
+    if isinstance(lhs, CSRNDArray) and _dense_2d(rhs):
+        res = K.dot_csr_dense(lhs._data_t, lhs._aux_t[0], lhs._aux_t[1], lhs.shape,
+                              _rows_getter(rhs, transpose_b), transpose_a)
+        if not transpose_a:
+            return as_ndarray(res, ctx)
+        n = res[0].shape[1]
+        return RowSparseNDArray(res[0], [res[1]], (lhs.shape[1], n), ctx)
+    if isinstance(rhs, CSRNDArray) and not isinstance(lhs, BaseSparseNDArray) and \
+            not transpose_a:
+        a = K._plain(lhs)
+        data, indptr, indices = K.dot_dense_csr(a, rhs._data_t, rhs._aux_t[0], rhs._aux_t[1],
+                                                transpose_b)
+        n = rhs.shape[0] if transpose_b else rhs.shape[1]
+        return CSRNDArray(data, [indptr, indices], (a.shape[0], n), ctx)
+    a, b = _dense_of(lhs), _dense_of(rhs)
+    a = a.t() if transpose_a else a
+    b = b.t() if transpose_b else b
+    return as_ndarray(a @ b, ctx)
+
+
+def _dense_2d(x):
+    return not isinstance(x, CSRNDArray) and len(x.shape) == 2
+
+
 def _parts_of_dense(dense: torch.Tensor, stype):
     if stype == "csr":
         data, indptr, indices = K.dense_to_csr(dense)

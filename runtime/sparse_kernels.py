@@ -129,3 +129,40 @@ def csr_take_rows(data, indptr, indices, rows):
         torch.repeat_interleave(out_indptr[:-1], counts)
     pos = torch.repeat_interleave(starts, counts) + offsets
     return data[pos].clone(), out_indptr, indices[pos].clone()
+
+
+def csr_rows_of_entries(indptr, nnz):
+    """The row of every stored entry of a csr array."""
+    counts = indptr[1:] - indptr[:-1]
+    return torch.repeat_interleave(torch.arange(counts.numel(), device=indptr.device), counts)[:nnz]
+
+
+def dot_csr_dense(data, indptr, indices, shape, rows_of, transpose_a):
+    """``csr . B`` (dense M x N) or ``csr^T . B`` (row_sparse: ``(rows, row ids)``, one
+    row per column the csr stores). ``rows_of(ids)`` gives rows ``ids`` of B."""
+    entry_rows = csr_rows_of_entries(indptr, data.numel())
+    cols = indices.long()
+    if not transpose_a:
+        b = rows_of(cols)
+        out = torch.zeros((shape[0], b.shape[1]), dtype=b.dtype, device=b.device)
+        return out.index_add_(0, entry_rows, data[:, None].to(b.dtype) * b)
+    uniq = torch.unique(cols)
+    b = rows_of(entry_rows)
+    out = torch.zeros((uniq.numel(), b.shape[1]), dtype=b.dtype, device=b.device)
+    out.index_add_(0, torch.searchsorted(uniq, cols), data[:, None].to(b.dtype) * b)
+    return out, uniq.to(IDX)
+
+
+def dot_dense_csr(a, data, indptr, indices, transpose_b):
+    """``A . csr`` or ``A . csr^T`` (A dense M x K) as csr parts ``(data, indptr, indices)``:
+    every output row stores the same columns (the csr's columns, or its non-empty rows),
+    zeros included, as mxnet 1.9.1 gives them."""
+    entry_rows = csr_rows_of_entries(indptr, data.numel())
+    cols = indices.long()
+    take, put = (cols, entry_rows) if transpose_b else (entry_rows, cols)
+    keep = torch.unique(put)
+    compact = torch.zeros((a.shape[0], keep.numel()), dtype=a.dtype, device=a.device)
+    compact.index_add_(1, torch.searchsorted(keep, put), a[:, take] * data.to(a.dtype))
+    m, c = a.shape[0], keep.numel()
+    out_indptr = torch.arange(m + 1, dtype=IDX, device=a.device) * c
+    return compact.reshape(-1), out_indptr, keep.to(IDX).repeat(m)
