@@ -499,7 +499,8 @@ class Symbol:
                 ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
             else:
                 parsed = node.parsed()
-                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().list_aux(parsed))
+                opdef = node.opdef()
+                expected = len(opdef.list_arguments(parsed)) + len(opdef.list_aux(parsed))
                 if len(node.inputs) != expected:
                     names = node.opdef().list_arguments(parsed) + node.opdef().list_aux(parsed)
                     raise MXNetError(
@@ -685,7 +686,11 @@ class Symbol:
             entry = {"op": n.op, "name": n.name}
             if n.attrs:
                 entry["attrs"] = {k: str(v) for k, v in n.attrs.items()}
-            entry["inputs"] = [[index[id(s)], i, 0] for s, i in inputs_of(n)]
+            ins = inputs_of(n)
+            if n.op != "null" and n.opdef().input_order:
+                ins = _reorder_inputs(n.opdef(), n.opdef().parse_attrs(n.attrs, n.name), ins,
+                                      to_mxnet=True)
+            entry["inputs"] = [[index[id(s)], i, 0] for s, i in ins]
             out_nodes.append(entry)
             row_ptr.append(row_ptr[-1] + n.num_outputs())
         doc = {
@@ -837,14 +842,16 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     raw = {_hide_key(k, v, op_name, name): _normalize_attr(k, v) for k, v in attrs.items()}
     parsed = opdef.parse_attrs(raw, name)
     arg_names = opdef.list_arguments(parsed)
+    # positional symbols fill mxnet's inputs in order, auxiliary states included
+    positional = opdef.list_inputs(parsed)
     aux_names = opdef.list_aux(parsed)
-    if len(args) > len(arg_names):
-        raise MXNetError(f"operator {op_name} '{name}' takes {len(arg_names)} inputs "
-                         f"({', '.join(arg_names)}), got {len(args)} positional symbols")
+    if len(args) > len(positional):
+        raise MXNetError(f"operator {op_name} '{name}' takes {len(positional)} inputs "
+                         f"({', '.join(positional)}), got {len(args)} positional symbols")
     hidden = {_hide_key(k, v, op_name, name): v
               for k, v in _attribute.current().get(attr).items()}
     node_attrs = {**hidden, **raw}
-    given = dict(zip(arg_names, args))
+    given = dict(zip(positional, args))
     for k, v in sym_kwargs.items():
         if k not in arg_names and k not in aux_names:
             raise MXNetError(f"operator {op_name} '{name}' has no input '{k}'; inputs are "
@@ -991,6 +998,18 @@ def _symbol_or_number(left, right, op, scalar_op, rscalar_op, fold):
                      f"{type(left).__name__} and {type(right).__name__}")
 
 
+def _reorder_inputs(opdef, parsed, inputs, to_mxnet):
+    """A node's inputs between this project's order (arguments, then auxiliary states)
+    and mxnet's (``OpDef.input_order``, as its JSON lists them)."""
+    if not opdef.input_order:
+        return list(inputs)
+    ours = opdef.list_arguments(parsed) + opdef.list_aux(parsed)
+    theirs = opdef.list_inputs(parsed)
+    src, dst = (ours, theirs) if to_mxnet else (theirs, ours)
+    by_name = dict(zip(src, inputs))
+    return [by_name[n] for n in dst]
+
+
 def load_json(json_str):
     """Load a symbol from mxnet's JSON text. Unknown operators or attributes raise."""
     try:
@@ -1035,6 +1054,7 @@ def _node_from_json(i, entry, nodes):
         if len(inputs) != expected:
             raise MXNetError(f"operator {op} '{name}' takes {expected} inputs, the JSON gives "
                              f"{len(inputs)}")
+        node.inputs = _reorder_inputs(opdef, parsed, inputs, to_mxnet=False)
     elif inputs:
         raise MXNetError(f"variable '{name}' (node {i}) cannot have inputs")
     return node
@@ -1252,4 +1272,27 @@ def _operator_namespace(namespace):
 
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
+
+
+def _scaled_update(op_name, scale_slot):
+    """mxnet's ``contrib.adamw_update`` / ``contrib.mp_adamw_update``
+    (``python/mxnet/symbol/contrib.py``): the registry's ``_adamw_update`` ..., with a
+    number given as ``rescale_grad`` made a (1,) constant."""
+    make = _make_op_function(op_name)
+
+    def update(*args, **kwargs):
+        args = list(args)
+        if len(args) > scale_slot and not isinstance(args[scale_slot], Symbol):
+            args[scale_slot] = full(shape=(1,), val=args[scale_slot])
+        scale = kwargs.get("rescale_grad")
+        if scale is not None and not isinstance(scale, Symbol):
+            kwargs["rescale_grad"] = full(shape=(1,), val=scale)
+        return make(*args, **kwargs)
+    update.__name__ = op_name.lstrip("_")
+    update.__doc__ = make.__doc__
+    return update
+
+
+contrib.adamw_update = _scaled_update("_adamw_update", 4)
+contrib.mp_adamw_update = _scaled_update("_mp_adamw_update", 5)
 linalg = _operator_namespace("linalg")        # mx.sym.linalg

@@ -35,3 +35,19 @@ class random:  # noqa: N801  (mxnet's module name)
     normal = staticmethod(nd.random.normal)
     randint = staticmethod(nd.random.randint)
     seed = staticmethod(nd.random.seed)
+
+
+def _register_submodule_aliases():
+    """``import mxnet.optimizer as opt`` / ``from mxnet.kvstore import KVStore``: the
+    modules re-exported here from ``compiler`` and ``runtime`` (and the short names
+    ``nd``, ``sym``, ``kv`` ...) import as ``module_api.X`` too, as mxnet's do."""
+    import sys
+    import types
+    for alias in ("context", "executor", "init", "kv", "kvstore", "lr_scheduler", "mod",
+                  "mon", "name", "nd", "opt", "optimizer", "sym", "symbol"):
+        module = globals()[alias]
+        assert isinstance(module, types.ModuleType), alias
+        sys.modules.setdefault(f"{__name__}.{alias}", module)
+
+
+_register_submodule_aliases()

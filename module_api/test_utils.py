@@ -46,6 +46,7 @@ from . import io as _io
 from .datasets import (  # noqa: F401  (mx.test_utils exports them)
     get_cifar10, get_mnist, get_mnist_iterator, get_mnist_ubyte)
 from . import ndarray as _nd
+from .ndarray import array  # noqa: F401  (mxnet's test_utils exports it; its tests use it)
 from .util import getenv, setenv, use_np  # noqa: F401  (mxnet re-exports them here)
 
 

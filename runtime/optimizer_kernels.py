@@ -1,7 +1,7 @@
 """The optimizers' multi-tensor update kernels: rules, Triton source, launches.
 
-Each rule (``_RULES``) is a few body lines over the weight, its gradient and
-its state tensors; ``_Spec`` renders them through ``templates/optimizer.py.j2``
+Each rule (``compiler/ops/optimizer_rules.py``) is a few body lines over the weight,
+its gradient and its state tensors; ``_Spec`` renders them through ``templates/optimizer.py.j2``
 for the ``interpret`` / ``cuda`` targets (the ``cpu`` target's lowering of the
 same lines is ``optimizer_cpu.py``). See ``optimizer.py`` for the design of
 the launch (pointer table, per-tensor hyper-parameters).
@@ -14,6 +14,11 @@ import logging
 import torch
 
 from compiler.errors import MXNetError
+# the rules (formulas) live with the registry's optimizer operators, which share them
+from compiler.ops.optimizer_rules import RULE_HYP as _RULE_HYP
+from compiler.ops.optimizer_rules import RULE_INPUTS as _RULE_INPUTS
+from compiler.ops.optimizer_rules import RULES as _RULES
+from compiler.ops.optimizer_rules import body as _rule_body
 
 from . import optimizer_cpu, threads
 from .ndarray import NDArray
@@ -23,52 +28,6 @@ log = logging.getLogger("symtriton")
 _TL_TYPES = {torch.float16: "tl.float16", torch.float32: "tl.float32",
              torch.float64: "tl.float64", torch.bfloat16: "tl.bfloat16"}
 
-# rule -> (state role names, body lines). Variables: w (weight, compute type), g (grad),
-# the state names, lr, wd (per tensor), rescale, clip, c0..c3 (scalars). A rule may also
-# read further tensors it never writes (_RULE_INPUTS: e.g. SGLD's noise) and take more
-# per-tensor hyper-parameters than lr and wd (_RULE_HYP: e.g. bias corrections that
-# depend on each tensor's update count); optimizer_more.py adds such rules.
-_CLIP = "g = tl.minimum(tl.maximum(g, -clip), clip)"
-_RULES = {
-    "sgd": ((), ["g = g * rescale", "{clip}",
-                 "w = (1.0 - lr * wd) * w - lr * g"]),
-    "sgd_mom": (("mom",), ["g = g * rescale", "{clip}",
-                           "mom = c0 * mom - lr * wd * w - lr * g",
-                           "w = w + mom"]),
-    # mxnet's NAGMomKernel with out=weight: the second momentum line reads the weight
-    # it has just written, so wd acts on the new weight there (kept for equal numbers).
-    "nag_mom": (("mom",), ["g = g * rescale", "{clip}",
-                           "mom = c0 * mom",
-                           "wn = w - mom + (c0 + 1.0) * (mom - lr * (g + wd * w))",
-                           "mom = mom - lr * (g + wd * wn)",
-                           "w = wn"]),
-    "adam": (("mean", "var"), ["g = g * rescale + wd * w", "{clip}",
-                               "mean = c0 * mean + (1.0 - c0) * g",
-                               "var = c1 * var + (1.0 - c1) * g * g",
-                               "w = w - lr * _div(mean, _sqrt(var) + c2)"]),
-    "adagrad": (("hist",), ["g = g * rescale", "{clip}",
-                            "hist = hist + g * g",
-                            "w = w + (_div(g, _sqrt(hist + c0)) + w * wd) * -lr"]),
-    "rmsprop": (("n",), ["g = g * rescale + wd * w", "{clip}",
-                         "n = (1.0 - c0) * g * g + c0 * n",
-                         "w = w - lr * _div(g, _sqrt(n + c1))", "{clipw}"]),
-    "rmspropalex": (("n", "gs", "delta"), [
-        "g = g * rescale + wd * w", "{clip}",
-        "n = (1.0 - c0) * g * g + c0 * n",
-        "gs = (1.0 - c0) * g + c0 * gs",
-        "delta = c2 * delta - lr * _div(g, _sqrt(n - gs * gs + c1))",
-        "w = w + delta", "{clipw}"]),
-    "adadelta": (("acc_g", "acc_d"), [
-        "g = g * rescale", "{clip}",
-        "acc_g = c0 * acc_g + (1.0 - c0) * g * g",
-        "cur = _div(_sqrt(acc_d + c1), _sqrt(acc_g + c1)) * g",
-        "acc_d = c0 * acc_d + (1.0 - c0) * cur * cur",
-        "w = w - (cur + wd * w)"]),
-}
-
-
-_RULE_INPUTS: dict = {}     # rule -> names of read-only tensor roles after the states
-_RULE_HYP: dict = {}        # rule -> names of per-tensor hyper-parameters after lr, wd
 
 
 class _Spec:
@@ -87,17 +46,7 @@ class _Spec:
         return torch.float64 if torch.float64 in (self.w_dtype, self.s_dtype) else torch.float32
 
     def body(self):
-        out = []
-        for line in _RULES[self.rule][1]:
-            if line == "{clip}":
-                if self.clip:
-                    out.append(_CLIP)
-            elif line == "{clipw}":
-                if self.clipw:
-                    out.append("w = tl.minimum(tl.maximum(w, -c3), c3)")
-            else:
-                out.append(line)
-        return out
+        return _rule_body(self.rule, self.clip, self.clipw)
 
     def roles(self):
         """(name, torch dtype) in pointer-table order."""

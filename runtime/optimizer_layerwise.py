@@ -20,7 +20,6 @@ import math
 
 import torch
 
-from . import optimizer_kernels as _k
 from .optimizer_base import Optimizer, register
 from .optimizer_common import MomentumState
 from .optimizer_kernels import _zeros_like
@@ -30,18 +29,6 @@ _LOG = logging.getLogger(__name__)
 
 __all__ = ["LAMB", "LARS", "LBSGD"]
 
-_k._RULES.update({
-    # MultiLAMBKernelStep1 (gt: the step direction, a scratch role) and Step2 (the
-    # trust ratio folded into lr); h0 = 1 - beta1**t, h1 = 1 - beta2**t (1 without
-    # bias correction)
-    "lamb1": (("mean", "var", "gt"), ["g = g * rescale", "{clip}",
-                                      "mean = c0 * mean + (1.0 - c0) * g",
-                                      "var = c1 * var + (1.0 - c1) * g * g",
-                                      "gt = _div(_div(mean, h0), _sqrt(_div(var, h1)) + c2)"
-                                      " + wd * w"]),
-    "lamb2": ((), ["w = w - lr * g"]),
-})
-_k._RULE_HYP.update({"lamb1": ("h0", "h1")})
 
 
 def _plain(tensors):

@@ -23,64 +23,12 @@ import torch
 
 from compiler.errors import MXNetError
 
-from . import optimizer_kernels as _k
 from .optimizer_base import Optimizer, register
 from .optimizer_common import SGD
 from .optimizer_kernels import _zeros_like
 
 __all__ = ["Signum", "FTML", "Adamax", "Nadam", "Ftrl", "DCASGD", "SGLD", "ccSGD"]
 
-_k._RULES.update({
-    # mxnet's SignumKernel / SignSGDKernel (signsgd reads the raw gradient: its sign
-    # ignores rescale_grad and clipping)
-    "signum": (("mom",), ["g = g * rescale", "{clip}",
-                          "mom = c0 * mom - (1.0 - c0) * wd * w - (1.0 - c0) * g",
-                          "w = (1.0 - lr * c1) * w + lr * _sign(mom)"]),
-    "signsgd": ((), ["w = (1.0 - lr * wd) * w - lr * _sign(g)"]),
-    # FTMLKernel; h0 = 1 - beta1**t, h1 = 1 - beta2**t
-    "ftml": (("d", "v", "z"), ["g = g * rescale + wd * w", "{clip}",
-                               "v = c1 * v + (1.0 - c1) * (g * g)",
-                               "dt = h0 / lr * (_sqrt(_div(v, h1)) + c2)",
-                               "z = c0 * z + (1.0 - c0) * g - (dt - c0 * d) * w",
-                               "d = dt",
-                               "w = -_div(z, dt)"]),
-    # Adamax.update; lr already divided by 1 - beta1**t
-    "adamax": (("m", "u"), ["g = g * rescale + wd * w", "{clip}",
-                            "m = c0 * m + (1.0 - c0) * g",
-                            "u = tl.maximum(c1 * u, _abs(g))",
-                            "w = w - _div(lr * m, u)"]),
-    # Nadam.update; h0 = 1 - m_schedule, h1 = 1 - m_schedule_next, h2 = 1 - momentum_t,
-    # h3 = momentum_t_1, h4 = 1 - beta2**t
-    "nadam": (("m", "v"), ["g = g * rescale + wd * w", "{clip}",
-                           "m = c0 * m + (1.0 - c0) * g",
-                           "v = c1 * v + (1.0 - c1) * g * g",
-                           "mbar = h2 * _div(g, h0) + h3 * _div(m, h1)",
-                           "w = w - _div(lr * mbar, _sqrt(_div(v, h4)) + c2)"]),
-    # FtrlUpdateKernel; (sign(z)*lamda1 - z) * (|z| > lamda1) written as
-    # -sign(z) * max(|z| - lamda1, 0), the same value
-    "ftrl": (("z", "n"), ["g = g * rescale", "{clip}",
-                          "z = z + (g - _div((_sqrt(n + g * g) - _sqrt(n)) * w, lr))",
-                          "n = n + g * g",
-                          "w = _div(-_sign(z) * tl.maximum(_abs(z) - c1, 0.0), "
-                          "_div(c0 + _sqrt(n), lr) + wd)"]),
-    # DCASGD.update (prev = w * 1.0: the old weight, copied)
-    "dcasgd": (("prev",), ["g = g * rescale", "{clip}",
-                           "dw = -lr * (g + wd * w + c1 * g * g * (w - prev))",
-                           "prev = w * 1.0",
-                           "w = w + dw"]),
-    "dcasgd_mom": (("mom", "prev"), ["g = g * rescale", "{clip}",
-                                     "mom = c0 * mom + -lr * (g + wd * w + c1 * g * g * "
-                                     "(w - prev))",
-                                     "prev = w * 1.0",
-                                     "w = w + mom"]),
-    # SGLD.update; noise: standard normal drawn from mx.random's generator, h0 = sqrt(lr)
-    "sgld": ((), ["g = g * rescale", "{clip}",
-                  "w = w + -lr / 2.0 * (g + wd * w)",
-                  "w = w + noise * h0"]),
-})
-_k._RULE_HYP.update({"ftml": ("h0", "h1"), "nadam": ("h0", "h1", "h2", "h3", "h4"),
-                     "sgld": ("h0",)})
-_k._RULE_INPUTS.update({"sgld": ("noise",)})
 
 
 def _no_master(opt, weights):

@@ -36,3 +36,6 @@ from . import detection  # noqa: F401
 from . import detection_multibox  # noqa: F401
 from . import detection_rpn  # noqa: F401
 from . import custom  # noqa: F401
+from . import ctc  # noqa: F401
+from . import optimizer_ops  # noqa: F401
+from . import optimizer_multi  # noqa: F401

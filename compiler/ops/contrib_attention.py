@@ -10,14 +10,18 @@ other; encoder-decoder attention's ``(L, B, H * 2 * D)`` the key and value rows.
 views (batch ``b * H + h``, mxnet's order), the query-key products scaled by
 ``1 / sqrt(D)`` (mxnet's float32 ``scale``, applied to the product as its GEMM's alpha).
 The value-attention outputs go back to ``(L, B, H * D)`` with a transpose that needs a copy.
-Gradients are those of the decomposition (the matmuls' and the views' own).
+
+Gradients are written out (mxnet's ``_backward_interleaved_matmul_*``): two batched
+matmuls over the same views, and the gradient of an interleaved input assembled by one
+``Concat`` over the parts axis (zeros for the parts the operator does not read), whose
+inputs are strided views of the matmuls' results.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from .contrib_common import gradient_of_decomposition, require_rank
+from .contrib_common import require_rank
 from .registry import Attr, Decompose, OpDef, ShapeError, parse_positive_int, register
 
 
@@ -53,6 +57,34 @@ def _merge_heads(b, o, heads):
     return b.op("Reshape", o, shape=(length, bh // heads, heads * d))
 
 
+def _interleave(b, grads, shape, heads, dtype):
+    """The gradient of an interleaved ``(L, B, H * parts * D)`` input from one
+    ``(B * H, L, D)`` gradient per part (``None``: zeros)."""
+    length, batch, width = shape
+    d = width // (heads * len(grads))
+    pieces = [b.op("_zeros", shape=(length, batch * heads, 1, d), dtype=dtype) if g is None
+              else b.op("expand_dims", b.op("transpose", g, axes=(1, 0, 2)), axis=2)
+              for g in grads]
+    joined = pieces[0] if len(pieces) == 1 else b.op("Concat", *pieces, num_args=len(pieces),
+                                                     dim=2)
+    return b.op("Reshape", joined, shape=tuple(shape))
+
+
+def _qk_grads(b, n, q, k):
+    """``(dq, dk)`` of ``scale * q @ k^T``, both ``(B * H, L, D)`` (the scale applied to the
+    products, an epilogue of their matmuls, as mxnet's GEMM alpha)."""
+    g, scale = n.ograds[0], _scale(q.shape[2])
+    return (b.op("_mul_scalar", b.op("batch_dot", g, k), scalar=scale),
+            b.op("_mul_scalar", b.op("batch_dot", g, q, transpose_a=True), scalar=scale))
+
+
+def _valatt_grads(b, n, att, v):
+    """``(d_att, dv)`` of ``merge_heads(att @ v)``."""
+    dout = _heads_view(b, n.ograds[0], n.attrs["heads"], 1, 0)
+    return (b.op("batch_dot", dout, v, transpose_b=True),
+            b.op("batch_dot", att, dout, transpose_a=True))
+
+
 def _t_heads(x, heads, parts, part):
     """Torch version of ``_heads_view``."""
     length, batch, width = x.shape
@@ -85,6 +117,12 @@ def _selfatt_qk_build(b, n, is_train):
     return [b.op("_mul_scalar", b.op("batch_dot", q, k, transpose_b=True), scalar=scale)]
 
 
+def _selfatt_qk_gradient(b, n):
+    x, h = n.inputs[0], n.attrs["heads"]
+    dq, dk = _qk_grads(b, n, _heads_view(b, x, h, 3, 0), _heads_view(b, x, h, 3, 1))
+    return [_interleave(b, [dq, dk, None], n.in_shapes[0], h, x.dtype)]
+
+
 def _selfatt_qk_ref(attrs, ins, is_train):
     x, h = ins[0], attrs["heads"]
     q, k = _t_heads(x, h, 3, 0), _t_heads(x, h, 3, 1)
@@ -112,6 +150,13 @@ def _selfatt_valatt_build(b, n, is_train):
     x, att = n.inputs
     h = n.attrs["heads"]
     return [_merge_heads(b, b.op("batch_dot", att, _heads_view(b, x, h, 3, 2)), h)]
+
+
+def _selfatt_valatt_gradient(b, n):
+    x, att = n.inputs
+    h = n.attrs["heads"]
+    d_att, dv = _valatt_grads(b, n, att, _heads_view(b, x, h, 3, 2))
+    return [_interleave(b, [None, None, dv], n.in_shapes[0], h, x.dtype), d_att]
 
 
 def _selfatt_valatt_ref(attrs, ins, is_train):
@@ -144,6 +189,14 @@ def _encdec_qk_build(b, n, is_train):
     return [b.op("_mul_scalar", b.op("batch_dot", qh, k, transpose_b=True), scalar=scale)]
 
 
+def _encdec_qk_gradient(b, n):
+    q, kv = n.inputs
+    h = n.attrs["heads"]
+    dq, dk = _qk_grads(b, n, _heads_view(b, q, h, 1, 0), _heads_view(b, kv, h, 2, 0))
+    return [_interleave(b, [dq], n.in_shapes[0], h, q.dtype),
+            _interleave(b, [dk, None], n.in_shapes[1], h, kv.dtype)]
+
+
 def _encdec_qk_ref(attrs, ins, is_train):
     q, kv = ins
     h = attrs["heads"]
@@ -171,18 +224,25 @@ def _encdec_valatt_build(b, n, is_train):
     return [_merge_heads(b, b.op("batch_dot", att, _heads_view(b, kv, h, 2, 1)), h)]
 
 
+def _encdec_valatt_gradient(b, n):
+    kv, att = n.inputs
+    h = n.attrs["heads"]
+    d_att, dv = _valatt_grads(b, n, att, _heads_view(b, kv, h, 2, 1))
+    return [_interleave(b, [None, dv], n.in_shapes[0], h, kv.dtype), d_att]
+
+
 def _encdec_valatt_ref(attrs, ins, is_train):
     kv, att = ins
     h = attrs["heads"]
     return [_t_merge(torch.bmm(att, _t_heads(kv, h, 2, 1)), h)]
 
 
-def _register(name, arguments, shape, build, ref, doc):
+def _register(name, arguments, shape, build, ref, gradient, doc):
     register(OpDef(
         name=f"_contrib_interleaved_matmul_{name}", pattern="composite",
         lowering=Decompose(build), arguments=arguments,
         attrs=[Attr("heads", parse_positive_int)],
-        infer_shape=shape, reference=ref, gradient=gradient_of_decomposition(build),
+        infer_shape=shape, reference=ref, gradient=gradient,
         infer_type=lambda attrs, in_types: (
             [next((t for t in in_types if t), None)] * len(in_types),
             [next((t for t in in_types if t), None)]),
@@ -190,14 +250,16 @@ def _register(name, arguments, shape, build, ref, doc):
 
 
 _register("selfatt_qk", ("queries_keys_values",), _selfatt_qk_shape, _selfatt_qk_build,
-          _selfatt_qk_ref, "q @ k^T / sqrt(D) per batch and head of interleaved (L, B, H*3*D) "
-                           "projections: (B*H, L, L).")
+          _selfatt_qk_ref, _selfatt_qk_gradient,
+          "q @ k^T / sqrt(D) per batch and head of interleaved (L, B, H*3*D) projections: "
+          "(B*H, L, L).")
 _register("selfatt_valatt", ("queries_keys_values", "attention"), _selfatt_valatt_shape,
-          _selfatt_valatt_build, _selfatt_valatt_ref,
+          _selfatt_valatt_build, _selfatt_valatt_ref, _selfatt_valatt_gradient,
           "attention @ v per batch and head, back to (L, B, H*D).")
 _register("encdec_qk", ("queries", "keys_values"), _encdec_qk_shape, _encdec_qk_build,
-          _encdec_qk_ref, "q @ k^T / sqrt(D) with queries (Lq, B, H*D) and interleaved "
-                          "keys_values (Lk, B, H*2*D): (B*H, Lq, Lk).")
+          _encdec_qk_ref, _encdec_qk_gradient,
+          "q @ k^T / sqrt(D) with queries (Lq, B, H*D) and interleaved keys_values "
+          "(Lk, B, H*2*D): (B*H, Lq, Lk).")
 _register("encdec_valatt", ("keys_values", "attention"), _encdec_valatt_shape,
-          _encdec_valatt_build, _encdec_valatt_ref,
+          _encdec_valatt_build, _encdec_valatt_ref, _encdec_valatt_gradient,
           "attention @ v per batch and head of interleaved keys_values, back to (Lq, B, H*D).")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .contrib_common import cast_to, require_rank, zero_gradients
+from .contrib_common import cast_to, parse_float32, require_rank, zero_gradients
 from .registry import (Attr, Decompose, OpDef, ShapeError, _literal, choice, parse_bool,
-                       parse_float, prod, register)
+                       prod, register)
 
 
 def _col(b, v, k):
@@ -258,9 +258,9 @@ def _decode_ref(attrs, ins, is_train):
 register(OpDef(
     name="_contrib_box_decode", pattern="composite", lowering=Decompose(_decode_build),
     arguments=("data", "anchors"),
-    attrs=[Attr("std0", parse_float, 1.0), Attr("std1", parse_float, 1.0),
-           Attr("std2", parse_float, 1.0), Attr("std3", parse_float, 1.0),
-           Attr("clip", parse_float, -1.0), Attr("format", _FORMAT, "center")],
+    attrs=[Attr("std0", parse_float32, 1.0), Attr("std1", parse_float32, 1.0),
+           Attr("std2", parse_float32, 1.0), Attr("std3", parse_float32, 1.0),
+           Attr("clip", parse_float32, -1.0), Attr("format", _FORMAT, "center")],
     infer_shape=_decode_shape, reference=_decode_ref, gradient=zero_gradients,
     doc="Corner boxes from predicted center offsets and log sizes (times std0..std3, sizes "
         "clipped at `clip` when positive) relative to anchors (center or corner format)."))

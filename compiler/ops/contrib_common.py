@@ -10,8 +10,10 @@ interpolation matrix, a pooling window) carry no gradient.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .chain_rule import differentiate_node, sum_refs
-from .registry import ShapeError
+from .registry import ShapeError, parse_float
 
 
 def gradient_of_decomposition(build):
@@ -80,3 +82,8 @@ def require_rank(op, what, shape, rank, at_least=False):
 def cast_to(b, v, dtype):
     """``v`` as ``dtype`` (no node when it already is)."""
     return v if v.dtype == dtype or dtype is None else b.op("Cast", v, dtype=dtype)
+
+
+def parse_float32(v) -> float:
+    """A ``float`` attribute of mxnet's parameter structs: rounded to float32 when parsed."""
+    return float(np.float32(parse_float(v)))

@@ -3,7 +3,8 @@
 (``contrib/quadratic_op*``), ``_contrib_div_sqrt_dim`` (``contrib/transformer*``),
 ``_contrib_gradientmultiplier`` (``contrib/gradient_multiplier_op.cc``) and the
 straight-through estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``
-(``contrib/stes_op.cc``).
+(``contrib/stes_op.cc``), ``_contrib_index_array`` (``contrib/index_array*``) and
+``_contrib_allclose`` (``contrib/allclose_op*``).
 
 * ``arange_like``: ``start + (i // repeat) * step`` over data's shape (or along one axis),
   in data's dtype (start and step truncated first for an integer dtype); zero gradient.
@@ -17,20 +18,23 @@ straight-through estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``
   its gradient is itself applied to the output gradient.
 * ``gradientmultiplier``: the identity, whose gradient is scaled by ``scalar``.
 * ``round_ste`` / ``sign_ste``: ``round`` / ``sign`` forward, gradient passed through.
+* ``index_array``: each element's int64 coordinates (all axes, or ``axes``); zero gradient.
+* ``allclose``: a uint8 of shape ``()``, 1 where every element has ``a == b`` or
+  ``|a - b| <= atol + rtol * |b|`` (both NaN counts under ``equal_nan``); no gradient, as
+  in mxnet.
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from ..ir.dtypes import is_float
-from .contrib_common import cast_to, require_rank, zero_gradients
+from .contrib_common import cast_to, parse_float32, require_rank, zero_gradients
 from .elemwise import _identity_view, same_shape
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, normalize_axis,
                        parse_bool, parse_float, parse_optional_int, parse_positive_int,
-                       parse_str, prod, register)
+                       parse_shape, parse_str, prod, register)
 
 # -- arange_like ---------------------------------------------------------------------------
 
@@ -167,7 +171,8 @@ def _quadratic_gradient(b, n):
 register(OpDef(
     name="_contrib_quadratic", pattern="elemwise",
     lowering=Pointwise(lambda attrs, x: x * (attrs["a"] * x + attrs["b"]) + attrs["c"]),
-    attrs=[Attr("a", parse_float, 0.0), Attr("b", parse_float, 0.0), Attr("c", parse_float, 0.0)],
+    attrs=[Attr("a", parse_float32, 0.0), Attr("b", parse_float32, 0.0),
+           Attr("c", parse_float32, 0.0)],
     infer_shape=same_shape, gradient=_quadratic_gradient,
     reference=lambda attrs, ins, is_train: [
         ins[0] * (attrs["a"] * ins[0] + attrs["b"]) + attrs["c"]],
@@ -175,9 +180,10 @@ register(OpDef(
 
 
 def _sqrt_dim(shape, dtype):
+    """mxnet's ``DType(sqrt(double(d)))``: the root rounded to the data's dtype."""
     require_rank("div_sqrt_dim", "data", shape, 1, at_least=True)
     root = math.sqrt(float(shape[-1]))
-    return float(np.float32(root)) if dtype in ("float32", None) else root
+    return float(torch.tensor(root, dtype=getattr(torch, dtype or "float32")))
 
 
 def _div_sqrt_dim_build(b, n, is_train):
@@ -189,7 +195,7 @@ register(OpDef(
     name="_contrib_div_sqrt_dim", pattern="composite", lowering=Decompose(_div_sqrt_dim_build),
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [
-        ins[0] / _sqrt_dim(tuple(ins[0].shape), "float32")],
+        ins[0] / _sqrt_dim(tuple(ins[0].shape), "float32")],   # the tests' float32 data
     gradient=lambda b, n: [b.op("_contrib_div_sqrt_dim", n.ograds[0])],
     doc="data / sqrt(data.shape[-1])."))
 
@@ -216,3 +222,98 @@ def _ste(name, forward):
 _REFS = {"round": lambda x: torch.sign(x) * torch.floor(x.abs() + 0.5), "sign": torch.sign}
 _ste("_contrib_round_ste", "round")
 _ste("_contrib_sign_ste", "sign")
+
+
+# -- index_array ---------------------------------------------------------------------------
+
+_EXACT = 1 << 24      # coordinates are made as float32 (``_axis_index``): exact below 2**24
+
+
+def _index_axes(attrs, shape):
+    if attrs["axes"] is None:
+        return tuple(range(len(shape)))
+    return tuple(normalize_axis(a, len(shape), "index_array") for a in attrs["axes"])
+
+
+def _index_array_shape(attrs, in_shapes):
+    x = in_shapes[0]
+    if x is None:
+        return in_shapes, [None]
+    axes = _index_axes(attrs, x)
+    if any(x[a] > _EXACT for a in axes):
+        raise ShapeError(f"index_array: data of shape {tuple(x)}: coordinates past 2**24 "
+                         f"are not supported")
+    return in_shapes, [tuple(x) + (len(axes),)]
+
+
+def _index_array_ref(attrs, ins, is_train):
+    x = ins[0]
+    grids = torch.meshgrid(*[torch.arange(s) for s in x.shape], indexing="ij")
+    return [torch.stack([grids[a] for a in _index_axes(attrs, tuple(x.shape))], -1)]
+
+
+def _index_array_build(b, n, is_train):
+    shape = tuple(n.in_shapes[0]) + (1,)
+    parts = [b.op("_axis_index", shape=shape, axis=a) for a in _index_axes(n.attrs, shape[:-1])]
+    out = parts[0] if len(parts) == 1 else b.op("Concat", *parts, num_args=len(parts),
+                                                 dim=len(shape) - 1)
+    return [b.op("Cast", out, dtype="int64")]
+
+
+def _optional_axes(v):
+    if v is None or str(v).strip() in ("None", ""):
+        return None
+    return parse_shape(v)
+
+
+register(OpDef(
+    name="_contrib_index_array", pattern="composite", lowering=Decompose(_index_array_build),
+    attrs=[Attr("axes", _optional_axes, None)],
+    infer_shape=_index_array_shape, reference=_index_array_ref, gradient=zero_gradients,
+    infer_type=lambda attrs, in_types: (in_types, ["int64"]),
+    doc="int64 coordinates of every element of data, (d1, ..., dn, n), or of the given "
+        "axes only, (d1, ..., dn, len(axes))."))
+
+
+# -- allclose ------------------------------------------------------------------------------
+
+def _allclose_shape(attrs, in_shapes):
+    a, b = in_shapes
+    if a is not None and b is not None and tuple(a) != tuple(b):
+        raise ShapeError(f"allclose: a {tuple(a)} and b {tuple(b)} must have the same shape")
+    return in_shapes, [()]
+
+
+def _close_ref(attrs, a, b):
+    """mxnet's ``allclose_forward`` per element (NaNs equal only under ``equal_nan``)."""
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    near = (a == b) | ((a - b).abs() <= attrs["atol"] + attrs["rtol"] * b.abs())
+    return torch.where(nan_a | nan_b, (nan_a == nan_b) & attrs["equal_nan"], near)
+
+
+def _allclose_ref(attrs, ins, is_train):
+    return [_close_ref(attrs, *ins).all().to(torch.uint8).reshape(())]
+
+
+def _allclose_build(b, n, is_train):
+    x, y = n.inputs
+    a = n.attrs
+    nans = b.op("elemwise_add", b.op("_not_equal", x, x), b.op("_not_equal", y, y))  # 0, 1, 2
+    bound = b.op("_plus_scalar", b.op("_mul_scalar", b.op("abs", y), scalar=a["rtol"]),
+                 scalar=a["atol"])
+    near = b.op("_lesser_equal", b.op("abs", b.op("elemwise_sub", x, y)), bound)
+    close = b.op("_logical_or", b.op("_equal", x, y), near)
+    nan_ok = b.op("_equal_scalar", nans, scalar=2.0) if a["equal_nan"] else b.zeros_like(nans)
+    value = b.op("where", b.op("_greater_scalar", nans, scalar=0.0), nan_ok, close)
+    return [b.op("Cast", b.op("Reshape", b.op("min", value), shape=()), dtype="uint8")]
+
+
+register(OpDef(
+    name="_contrib_allclose", pattern="composite", lowering=Decompose(_allclose_build),
+    arguments=("a", "b"),
+    attrs=[Attr("rtol", parse_float32, 1e-05), Attr("atol", parse_float32, 1e-08),
+           Attr("equal_nan", parse_bool, True)],
+    infer_shape=_allclose_shape, reference=_allclose_ref,
+    infer_type=lambda attrs, in_types: (in_types, ["uint8"]),
+    doc="1 (uint8, shape ()) if every |a - b| <= atol + rtol * |b| (or a == b; NaNs equal "
+        "under equal_nan), else 0."))

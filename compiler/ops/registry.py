@@ -345,7 +345,8 @@ class OpDef:
         Input argument names; missing ones become auto-named variables
         ``{node_name}_{arg}`` when built through the Symbol API.
     aux : list of str or callable(attrs) -> list of str
-        Auxiliary state names (BatchNorm's moving statistics).
+        Auxiliary state names (BatchNorm's moving statistics, an optimizer update's
+        states).
     outputs : list of str or callable(attrs) -> list of str
         Output names, as in ``list_outputs`` (``{node_name}_{out}``).
     num_visible : callable(attrs) -> int or None
@@ -404,6 +405,14 @@ class OpDef:
     # variable when the operator is composed, unless the variable has them (mxnet's
     # FSetInputVarAttrOnCompose: prelu's gamma gets ``__init__`` Constant 0.25).
     var_attrs: Optional[Callable] = None
+    # mxnet's FMutateInputs (the optimizer updates, ``optimizer_ops.py``): the aux states
+    # are inputs the operator writes in place on every forward, inference too; its
+    # ``Decompose`` returns their new values after the outputs
+    mutates_inputs: bool = False
+    # mxnet's order of the inputs (positional symbols and JSON follow it), where it is
+    # not the arguments then the auxiliary states (multi_sgd_mom_update's weight_0,
+    # grad_0, mom_0, weight_1 ...): a list or callable(attrs) -> list
+    input_order: Any = None
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
 
@@ -451,6 +460,11 @@ class OpDef:
     def list_aux(self, attrs: dict) -> list:
         aux = self.aux(attrs) if callable(self.aux) else self.aux
         return list(aux)
+
+    def list_inputs(self, attrs: dict) -> list:
+        """Every input in mxnet's order (``input_order``; else arguments, then aux)."""
+        order = self.input_order(attrs) if callable(self.input_order) else self.input_order
+        return list(order) if order else self.list_arguments(attrs) + self.list_aux(attrs)
 
     def list_outputs(self, attrs: dict) -> list:
         outs = self.outputs(attrs) if callable(self.outputs) else self.outputs

@@ -4,8 +4,8 @@ into the primitive ones that fusion understands.
 Runs after autodiff, so composite operators keep their own gradient rules
 (SoftmaxOutput's gradient is not the gradient of its forward). Training
 mode decides the rewrite of mode-dependent operators; new auxiliary values
-(BatchNorm's moving statistics) become extra heads listed in
-``meta['aux_updates']``.
+(BatchNorm's moving statistics in training; an optimizer update's mutated inputs
+always, ``OpDef.mutates_inputs``) become extra heads listed in ``meta['aux_updates']``.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _expand(graph: Graph, n, is_train):
     outs, aux_new = refs[:num_out], refs[num_out:]
     for i, r in enumerate(outs):
         graph.replace_entry((n, i), r.entry)
-    if aux_new and is_train:
+    if aux_new and (is_train or d["opdef"].mutates_inputs):
         nargs = len(d["opdef"].list_arguments(d["attrs"]))
         for (src, _), r in zip(ins[nargs:], aux_new):
             if r.dtype != graph.dtype((src, 0)):   # written back into the aux array's dtype

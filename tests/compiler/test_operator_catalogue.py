@@ -19,21 +19,14 @@ FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 NOT_YET = {
     "sym": """
-    BilinearSampler CTCLoss Correlation GridGenerator SpatialTransformer adam_update
-    all_finite cast_storage col2im ctc_loss erfinv fill_element_0index ftml_update
-    ftrl_update gamma gammaln im2col lamb_update_phase1 lamb_update_phase2
-    mp_lamb_update_phase1 mp_lamb_update_phase2 mp_nag_mom_update mp_sgd_mom_update
-    mp_sgd_update multi_all_finite multi_lars multi_mp_sgd_mom_update
-    multi_mp_sgd_update multi_sgd_mom_update multi_sgd_update multi_sum_sq
-    nag_mom_update preloaded_multi_mp_sgd_mom_update preloaded_multi_mp_sgd_update
-    preloaded_multi_sgd_mom_update preloaded_multi_sgd_update random_gamma
+    BilinearSampler Correlation GridGenerator SpatialTransformer cast_storage col2im
+    erfinv fill_element_0index gamma gammaln im2col random_gamma
     random_generalized_negative_binomial random_negative_binomial random_pdf_dirichlet
     random_pdf_exponential random_pdf_gamma random_pdf_generalized_negative_binomial
     random_pdf_negative_binomial random_pdf_normal random_pdf_poisson random_pdf_uniform
-    random_poisson random_randint reset_arrays rmsprop_update rmspropalex_update
-    sample_gamma sample_generalized_negative_binomial sample_multinomial
-    sample_negative_binomial sample_poisson sgd_mom_update sgd_update shuffle
-    signsgd_update signum_update
+    random_poisson random_randint reset_arrays sample_gamma
+    sample_generalized_negative_binomial sample_multinomial sample_negative_binomial
+    sample_poisson shuffle
     """.split(),
     "sym.random": """
     exponential_like gamma gamma_like generalized_negative_binomial
@@ -44,18 +37,16 @@ NOT_YET = {
 
     """.split(),
     "sym.contrib": """
-    BatchNormWithReLU CTCLoss DeformableConvolution DeformablePSROIPooling
+    BatchNormWithReLU DeformableConvolution DeformablePSROIPooling
     ModulatedDeformableConvolution PSROIPooling RROIAlign SparseEmbedding SyncBatchNorm
-    adamw_update allclose backward_gradientmultiplier backward_hawkesll
-    backward_index_copy backward_quadratic boolean_mask calibrate_entropy check_call
-    cond count_sketch ctc_loss dequantize dgl_adjacency
+    backward_gradientmultiplier backward_hawkesll backward_index_copy backward_quadratic
+    boolean_mask calibrate_entropy check_call cond count_sketch dequantize dgl_adjacency
     dgl_csr_neighbor_non_uniform_sample dgl_csr_neighbor_uniform_sample
     dgl_graph_compact dgl_subgraph edge_id fft foreach getnnz group_adagrad_update
-    hawkesll ifft index_array mp_adamw_update quantize quantize_asym quantize_v2
-    quantized_act quantized_batch_norm quantized_concat quantized_conv
-    quantized_elemwise_add quantized_elemwise_mul quantized_embedding quantized_flatten
-    quantized_fully_connected quantized_pooling quantized_rnn rand_zipfian requantize
-    uniform while_loop
+    hawkesll ifft quantize quantize_asym quantize_v2 quantized_act quantized_batch_norm
+    quantized_concat quantized_conv quantized_elemwise_add quantized_elemwise_mul
+    quantized_embedding quantized_flatten quantized_fully_connected quantized_pooling
+    quantized_rnn rand_zipfian requantize uniform while_loop
     """.split(),
 }
 

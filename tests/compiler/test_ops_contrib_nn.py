@@ -7,9 +7,10 @@ independent torch version in float64 (``F.interpolate``, ``F.adaptive_avg_pool2d
 against torch autograd, a few entries against finite differences, and on ``interpret``
 the same launches as on ``cpu``. ``tests/compiler/test_ops_after_views.py`` sweeps the
 rows again after every view. Operators whose mxnet gradient is zero (box_iou, box_encode,
-box_decode, MultiBoxPrior, arange_like) compare with a reference whose gradient is zero
-and skip finite differences (the function itself is not flat). Shape rules and errors
-follow; mxnet's own numbers are replayed by ``test_mxnet_fixtures_contrib_nn.py``.
+box_decode, MultiBoxPrior, arange_like, index_array) compare with a reference whose
+gradient is zero and skip finite differences (the function itself is not flat). Names,
+shape rules, errors and documented values: ``test_ops_contrib_rules.py``; mxnet's own
+numbers: ``test_mxnet_fixtures_contrib_nn.py``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ import torch
 import torch.nn.functional as F
 
 from compiler import symbol as sym
-from compiler.errors import MXNetError
 from tests.compiler.test_ops_compiled import Op, check
 from tests.conftest import assert_same_launches_on_cpu_targets
 
@@ -136,6 +136,20 @@ MATH = [
        [[(2, 3)], [(1, 5)]], fd=False),
     Op("sign_ste", lambda x: C.sign_ste(x), _straight(torch.sign), [[(2, 3)], [(1, 5)]],
        fd=False),
+    # (int64 output, read as float32 by the table's comparison; its dtype: the rules test)
+    Op("index_array", lambda x: sym.Cast(C.index_array(x), dtype="float32"),
+       lambda x: _zero_grad(torch.stack(torch.meshgrid(
+           *[torch.arange(s) for s in x.shape], indexing="ij"), -1).double(), x),
+       [[(2, 3)], [(3, 1, 2)], [(5,)]], fd=False),
+    Op("index_array_axes",
+       lambda x: sym.Cast(C.index_array(x, axes=(2, -3)), dtype="float32"),
+       lambda x: _zero_grad(torch.stack(torch.meshgrid(
+           *[torch.arange(s) for s in x.shape], indexing="ij"), -1)[..., [2, 0]].double(), x),
+       [[(2, 3, 4)], [(1, 2, 3)]], fd=False),
+    # (a uint8 of shape (); mxnet registers no gradient)
+    Op("allclose", lambda x, y: sym.Cast(C.allclose(x, y, rtol=0.5, atol=0.1), dtype="float32"),
+       lambda x, y: ((x - y).abs() <= 0.1 + 0.5 * y.abs()).all().double(),
+       [[(2, 3), (2, 3)], [(1, 5), (1, 5)], [(4,), (4,)]], inputs=("x", "y"), grad=False),
 ]
 
 
@@ -305,11 +319,13 @@ BOX = [
 ROWS = RESIZE + ADAPTIVE + MATH + ATTENTION + BOX
 
 
-@pytest.mark.parametrize("op", ROWS, ids=lambda op: op.name)
-@pytest.mark.parametrize("k", range(3))
-def test_contrib_op(op, k, cpu_target):
-    if k >= len(op.shapes):
-        pytest.skip("fewer shapes")
-    exe = check(op, op.shapes[k])
+def _params():
+    return [pytest.param(op, shapes, id=f"{op.name}-{i}")
+            for op in ROWS for i, shapes in enumerate(op.shapes)]
+
+
+@pytest.mark.parametrize("op, shapes", _params())
+def test_contrib_op(op, shapes, cpu_target):
+    exe = check(op, shapes)
     if cpu_target == "interpret":
         assert_same_launches_on_cpu_targets(exe)

@@ -14,6 +14,7 @@ import torch
 
 from compiler import symbol as sym
 from compiler.errors import MXNetError
+from compiler.frontend.name import NameManager
 from compiler.ops import REGISTRY
 from runtime.context import cpu
 
@@ -24,7 +25,7 @@ NAMES = ["BilinearResize2D", "AdaptiveAvgPooling2D", "arange_like", "index_copy"
          "div_sqrt_dim", "interleaved_matmul_selfatt_qk", "interleaved_matmul_selfatt_valatt",
          "interleaved_matmul_encdec_qk", "interleaved_matmul_encdec_valatt", "box_iou",
          "box_encode", "box_decode", "MultiBoxPrior", "gradientmultiplier", "round_ste",
-         "sign_ste"]
+         "sign_ste", "index_array", "allclose"]
 
 
 def test_contrib_namespace_and_aliases():
@@ -37,9 +38,10 @@ def test_contrib_namespace_and_aliases():
 
 def test_auto_names_follow_the_public_name():
     """mxnet names a contrib node after its public name: ``bilinearresize2d0_like``."""
-    s = C.BilinearResize2D(V("x"), mode="like")
+    with NameManager():
+        s = C.BilinearResize2D(V("x"), mode="like")
+        e = C.box_encode(V("a"), V("b"), V("c"), V("d"))
     assert s.list_arguments() == ["x", "bilinearresize2d0_like"]
-    e = C.box_encode(V("a"), V("b"), V("c"), V("d"))
     assert e.list_arguments() == ["a", "b", "c", "d", "box_encode0_means", "box_encode0_stds"]
     assert e.list_outputs() == ["box_encode0_output0", "box_encode0_output1"]
     args, outs, _ = e.infer_shape(a=(2, 3), b=(2, 3), c=(2, 3, 4), d=(2, 5, 4))
@@ -107,6 +109,9 @@ def test_other_shape_rules():
     (lambda: C.box_decode(V("d"), V("a")), {"d": (2, 3, 4), "a": (1, 2, 4)}, "fewer than"),
     (lambda: C.MultiBoxPrior(V("x"), offsets=(0.5, 1.5)), {"x": (1, 1, 2, 2)}, "offsets"),
     (lambda: C.MultiBoxPrior(V("x"), steps=(0.5,)), {"x": (1, 1, 2, 2)}, "two values"),
+    (lambda: C.index_array(V("x"), axes=(0, 2)), {"x": (2, 3)}, "out of range"),
+    (lambda: C.arange_like(V("x"), axis=2), {"x": (2, 3)}, "out of range"),
+    (lambda: C.allclose(V("a"), V("b")), {"a": (2, 3), "b": (3, 2)}, "same shape"),
 ])
 def test_bad_shapes_are_named(build, shapes, words):
     with pytest.raises(MXNetError, match=words):
@@ -137,6 +142,22 @@ def test_documented_values():
     assert got[0].tolist() == np.arange(12.0).reshape(3, 4).tolist()
     got, _ = _run(C.arange_like(V("x"), start=0, axis=-1), x=np.zeros((3, 4), np.float32))
     assert got[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    got, _ = _run(C.index_array(V("x")), x=np.ones((3, 2), np.float32))
+    assert got[0].dtype == np.int64
+    assert got[0].tolist() == [[[0, 0], [0, 1]], [[1, 0], [1, 1]], [[2, 0], [2, 1]]]
+    got, _ = _run(C.index_array(V("x"), axes=(1, 0)), x=np.ones((3, 2, 2), np.float32))
+    assert got[0][:, :, 0].tolist() == [[[0, 0], [1, 0]], [[0, 1], [1, 1]], [[0, 2], [1, 2]]]
+
+
+def test_allclose_is_a_uint8_scalar():
+    s = C.allclose(V("a"), V("b"))
+    assert tuple(s.infer_shape(a=(2, 3), b=(2, 3))[1][0]) == ()
+    assert s.infer_type(a=np.float32, b=np.float32)[1] == [np.uint8]
+    exe = s.simple_bind(cpu(), grad_req="null", a=(2,), b=(2,))
+    exe.arg_dict["a"][:] = np.array([np.nan, 1.0], np.float32)
+    exe.arg_dict["b"][:] = np.array([np.nan, 1.0], np.float32)
+    out = exe.forward()[0].asnumpy()
+    assert out.shape == () and out.dtype == np.uint8 and out == 1
 
 
 def test_index_copy_repeated_index():
@@ -166,3 +187,29 @@ def test_box_encode_ignores_unmatched_samples():
                   a=anchors, r=refs, mu=np.zeros(4, np.float32), sd=np.ones(4, np.float32))
     np.testing.assert_allclose(got[0][0], [[0.5, 0.5, 0, 0], [0, 0, 0, 0]], atol=1e-7)
     assert got[1][0].tolist() == [[1] * 4, [0] * 4]
+
+
+def test_input_fed_twice_gets_its_gradient_once():
+    """``BilinearResize2D(x, x, mode='like')`` is the identity on x: the gradient of the
+    data slot is the head's, the like slot adds nothing (mxnet's zero)."""
+    x = V("x")
+    s = C.BilinearResize2D(x, x, mode="like") * 3.0
+    vals = np.random.RandomState(0).rand(1, 2, 3, 4).astype(np.float32)
+    got, exe = _run(s, grads=[np.ones((1, 2, 3, 4), np.float32)], x=vals)
+    np.testing.assert_allclose(got[0], 3 * vals, rtol=1e-6)
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), np.full(vals.shape, 3.0))
+
+
+def test_attention_matmuls_read_views():
+    """The query-key product is one matmul over views of the interleaved input (scale
+    fused); its gradient two matmuls with the scale fused and one Concat (plus the zeros
+    of the unread part and the copy into the gradient array)."""
+    from compiler.artifacts.compile import compile_symbol
+    s = C.interleaved_matmul_selfatt_qk(V("x"), heads=2)
+    prog = compile_symbol(s, {"x": (4, 2, 24)}, True, {"x": "write"}, True)
+    assert prog.stats["forward_launches"] == 1
+    assert prog.stats["backward_launches"] <= 5
+    assert sum(g.count("batch_dot") for g in prog.groups) == 3
+    r = C.BilinearResize2D(V("x"), height=8, width=9)
+    prog = compile_symbol(r, {"x": (2, 3, 4, 5)}, True, {"x": "write"}, False)
+    assert prog.stats["forward_launches"] <= 5      # two weight matrices, two matmuls, a copy

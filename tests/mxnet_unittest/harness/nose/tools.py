@@ -1,7 +1,7 @@
-"""``make_decorator`` and ``assert_raises``, as nose 1.3.7 defines them."""
+"""``make_decorator``, ``raises`` and ``assert_raises``, as nose 1.3.7 defines them."""
 import unittest
 
-__all__ = ["make_decorator", "assert_raises"]
+__all__ = ["make_decorator", "raises", "assert_raises"]
 
 assert_raises = unittest.TestCase("__init__").assertRaises
 
@@ -21,4 +21,19 @@ def make_decorator(func):
         except TypeError:   # pragma: no cover - very old Pythons
             newfunc.compat_func_name = name
         return newfunc
+    return decorate
+
+
+def raises(*exceptions):
+    """A test decorator: the test passes only if it raises one of ``exceptions``."""
+    valid = " or ".join(e.__name__ for e in exceptions)
+
+    def decorate(func):
+        def newfunc(*args, **kw):
+            try:
+                func(*args, **kw)
+            except exceptions:
+                return
+            raise AssertionError(f"{func.__name__}() did not raise {valid}")
+        return make_decorator(func)(newfunc)
     return decorate
