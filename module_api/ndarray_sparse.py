@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 import torch
 
+from runtime import sparse_arith as _arith
 from runtime import sparse_kernels as _K
 from runtime.context import Context, current_context
 from runtime.ndarray import NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype
@@ -23,7 +24,8 @@ from runtime.ndarray_sparse import dot as _dot
 from runtime.ndarray_sparse import zeros as _zeros
 
 __all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "csr_matrix",
-           "row_sparse_array", "zeros", "empty", "array", "cast_storage", "retain", "slice", "dot"]
+           "row_sparse_array", "zeros", "empty", "array", "cast_storage", "retain", "slice", "dot",
+           "add", "subtract", "multiply", "divide"]
 
 
 def _spsp():
@@ -221,3 +223,23 @@ def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=
         out[:] = res
         return out
     return res
+
+
+def add(lhs, rhs):
+    """``lhs + rhs`` with mxnet's result storage (runtime/sparse_arith.py)."""
+    return _arith.binary("add", lhs, rhs)
+
+
+def subtract(lhs, rhs):
+    """``lhs - rhs`` with mxnet's result storage."""
+    return _arith.binary("sub", lhs, rhs)
+
+
+def multiply(lhs, rhs):
+    """``lhs * rhs`` with mxnet's result storage."""
+    return _arith.binary("mul", lhs, rhs)
+
+
+def divide(lhs, rhs):
+    """``lhs / rhs`` with mxnet's result storage."""
+    return _arith.binary("div", lhs, rhs)

@@ -16,6 +16,7 @@ import torch
 
 from compiler.errors import MXNetError
 
+from . import sparse_arith as _arith
 from . import sparse_kernels as K
 from .context import Context, current_context
 from .ndarray import STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype
@@ -107,6 +108,34 @@ class BaseSparseNDArray:
 
     def _with(self, data, aux, ctx=None):
         return type(self)(data, aux, self._shape, ctx or self._ctx)
+
+    # -- arithmetic (runtime/sparse_arith.py says which storage each result has) ------
+    def __add__(self, other):
+        return _arith.binary("add", self, other)
+
+    def __radd__(self, other):
+        return _arith.binary("add", other, self)
+
+    def __sub__(self, other):
+        return _arith.binary("sub", self, other)
+
+    def __rsub__(self, other):
+        return _arith.binary("sub", other, self)
+
+    def __mul__(self, other):
+        return _arith.binary("mul", self, other)
+
+    def __rmul__(self, other):
+        return _arith.binary("mul", other, self)
+
+    def __truediv__(self, other):
+        return _arith.binary("div", self, other)
+
+    def __rtruediv__(self, other):
+        return _arith.binary("div", other, self)
+
+    def __neg__(self):
+        return self._with(-self._data_t, [a.clone() for a in self._aux_t])
 
     # -- conversions ---------------------------------------------------------------
     def _dense(self) -> torch.Tensor:
