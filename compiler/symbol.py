@@ -1272,6 +1272,7 @@ def _operator_namespace(namespace):
 
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
+contrib.uniform = random.uniform    # mxnet's contrib module imports it from random
 
 
 def _scaled_update(op_name, scale_slot):

@@ -17,8 +17,12 @@ from runtime.ndarray_sparse import BaseSparseNDArray, CSRNDArray
 
 from .data_iter import DataBatch, DataIter
 from .mnist_iter import MNISTIter
+from .csv_iter import CSVIter
+from .image_record_iter import ImageRecordIter, ImageRecordUInt8Iter, ImageRecordInt8Iter
 
-__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'NDArrayIter',
+__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'CSVIter', 'ImageRecordIter',
+           'ImageRecordUInt8Iter', 'ImageRecordInt8Iter',
+           'NDArrayIter',
            'PrefetchingIter', 'ResizeIter']
 
 

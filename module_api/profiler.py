@@ -15,6 +15,10 @@ ranges have category ``operator`` as mxnet's operators do, a
 aggregate table (count, total / min / max / average time per name and
 category; value statistics for counters).
 
+As mxnet, a process that ran the profiler (``set_state('run')``) and did not
+``dump()`` after writes the trace to ``filename`` when it exits; a session
+still running at exit is stopped first, so the exit is clean.
+
 Differences from mxnet, by design:
 
 * Aggregate statistics are always kept (``aggregate_stats`` is accepted).
@@ -29,6 +33,7 @@ Differences from mxnet, by design:
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
@@ -46,7 +51,10 @@ _CONFIG_KEYS = ("filename", "profile_all", "profile_symbolic", "profile_imperati
                 "dump_period", "aggregate_stats", "profile_process")
 _lock = threading.RLock()
 _config = {"filename": "profile.json", "profile_memory": False}
-_state = {"run": False, "paused": False, "session": None, "origin_us": None}
+# "output": a trace is owed (set by set_state('run'), cleared by dump), as mxnet's
+# enable_output_: the process writes it at exit when no dump() came after the last run
+_state = {"run": False, "paused": False, "session": None, "origin_us": None,
+          "output": False, "atexit": False}
 _events: list = []              # trace events (ts in us from the first session's start)
 _meta: dict = {}                # (name, pid, tid) -> metadata event, deduplicated
 _stats: dict = {}               # category -> name -> [count, total, min, max]
@@ -120,6 +128,9 @@ def set_state(state="stop", profile_process="worker"):
         raise MXNetError(f"profiler.set_state: state must be 'run' or 'stop', got {state!r}")
     _worker_only(profile_process)
     with _lock:
+        if state == "run":
+            _state["output"] = True
+            _register_exit()
         if state == "run" and not _state["run"]:
             _state["run"], _state["paused"] = True, False
             _start_session()
@@ -175,14 +186,45 @@ def dump(finished=True, profile_process="worker"):
             set_state("stop")
         else:
             _flush()
-        doc = {"traceEvents": list(_meta.values()) + sorted(_events, key=lambda e: e["ts"]),
-               "displayTimeUnit": "ms"}
-        path = _config["filename"]
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".profile-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, path)
+        _write_trace()
+
+
+def _write_trace():
+    """Write the recorded events to the configured file (atomically); no trace is owed after."""
+    doc = {"traceEvents": list(_meta.values()) + sorted(_events, key=lambda e: e["ts"]),
+           "displayTimeUnit": "ms"}
+    path = _config["filename"]
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".profile-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)        # mkstemp's 0600 is no file mode a trace needs
+    os.replace(tmp, path)
+    _state["output"] = False
+
+
+def _register_exit():
+    """Register :func:`_at_exit` once, on the first run: it then runs before torch's own
+    exit handlers (``atexit`` is last in, first out)."""
+    if not _state["atexit"]:
+        _state["atexit"] = True
+        atexit.register(_at_exit)
+
+
+def _at_exit():
+    """At interpreter exit, as mxnet's profiler destructor: stop a running torch session
+    (one left running crashes the interpreter's teardown) and write the trace if the
+    profiler ran since the last :func:`dump`."""
+    with _lock:
+        try:
+            set_state("stop")
+            if _state["output"]:
+                _write_trace()
+        except Exception as err:  # noqa: BLE001  (exit must stay clean; say what was lost)
+            warnings.warn(f"mx.profiler: the trace could not be written at exit to "
+                          f"{_config['filename']!r}: {err}")
 
 
 def dump_profile():
@@ -225,12 +267,13 @@ def dumps(reset=False, format="table", sort_by="total", ascending=False):  # noq
 # -- sessions: one torch.profiler run between start and stop / pause ---------------------
 
 def _start_session():
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if torch.cuda.is_available():
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    # torch.autograd.profiler.profile, not torch.profiler.profile: the latter's start
+    # probes ``torch._inductor`` and so imports it (seconds) on the first run
+    device = "cuda" if torch.cuda.is_available() else None
     memory = bool(_config.get("profile_memory") or _config.get("profile_all"))
-    session = torch.profiler.profile(activities=activities, profile_memory=memory)
-    session.start()
+    session = torch.autograd.profiler.profile(use_device=device, use_kineto=True,
+                                              profile_memory=memory)
+    session.__enter__()
     _state["session"] = session
     _launcher.PROFILING = True
 
@@ -240,7 +283,7 @@ def _stop_session():
     session, _state["session"] = _state["session"], None
     if session is None:
         return
-    session.stop()
+    session.__exit__(None, None, None)
     fd, tmp = tempfile.mkstemp(prefix="symtriton-trace-", suffix=".json")
     os.close(fd)
     try:

@@ -39,3 +39,6 @@ from . import custom  # noqa: F401
 from . import ctc  # noqa: F401
 from . import optimizer_ops  # noqa: F401
 from . import optimizer_multi  # noqa: F401
+from . import spatial_more  # noqa: F401
+from . import deformable  # noqa: F401
+from . import contrib_backward  # noqa: F401

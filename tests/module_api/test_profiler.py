@@ -16,6 +16,9 @@ def trace_file(tmp_path):
     profiler.set_config(filename=str(path))
     yield path
     profiler.set_state("stop")
+    # dump what is owed into this test's folder: otherwise the process writes it at exit,
+    # as mxnet does, into profile.json in the working directory
+    profiler.dump()
     profiler.set_config(filename="profile.json")
     assert launcher.PROFILING is False
 

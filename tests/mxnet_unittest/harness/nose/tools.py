@@ -1,7 +1,8 @@
-"""``make_decorator``, ``raises`` and ``assert_raises``, as nose 1.3.7 defines them."""
+"""``make_decorator``, ``raises``, ``ok_``, ``eq_`` and ``assert_raises``, as nose 1.3.7
+defines them."""
 import unittest
 
-__all__ = ["make_decorator", "raises", "assert_raises"]
+__all__ = ["make_decorator", "raises", "ok_", "eq_", "assert_raises"]
 
 assert_raises = unittest.TestCase("__init__").assertRaises
 
@@ -37,3 +38,15 @@ def raises(*exceptions):
             raise AssertionError(f"{func.__name__}() did not raise {valid}")
         return make_decorator(func)(newfunc)
     return decorate
+
+
+def ok_(expr, msg=None):
+    """Assert that ``expr`` is true."""
+    if not expr:
+        raise AssertionError(msg)
+
+
+def eq_(a, b, msg=None):
+    """Assert that ``a == b``."""
+    if not a == b:
+        raise AssertionError(msg or f"{a!r} != {b!r}")
