@@ -886,6 +886,9 @@ def _np_type(name):
     return np.dtype(name).type
 
 
+_STORAGE_TYPE_IDS = {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}
+
+
 def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None,
              init=None, stype=None, profiler_scope=None, **kwargs):
     """Create a variable (an argument or auxiliary state) named ``name``.
@@ -917,8 +920,8 @@ def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None
         attrs["__dtype__"] = _normalize_attr("dtype", dtype)
     if init is not None:
         attrs["__init__"] = init if isinstance(init, str) else init.dumps()
-    if stype is not None:
-        attrs["__storage_type__"] = str(stype)
+    if stype is not None:   # mxnet records the storage type's id: '0', '1' or '2'
+        attrs["__storage_type__"] = str(_STORAGE_TYPE_IDS[stype])
     for k, v in kwargs.items():
         if k.startswith("__") and k.endswith("__"):
             attrs[k] = str(v)

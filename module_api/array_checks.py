@@ -105,10 +105,10 @@ def get_etol(etol=None):
 
 
 def check_stype(stype, what):
-    """Refuse storage types other than ``'default'`` (dense arrays only here)."""
+    """Refuse storage types other than ``'default'`` where only dense arrays are supported."""
     if stype not in (None, "default"):
-        raise MXNetError(f"{what}: storage type {stype!r} is not supported; symtriton has dense "
-                         f"arrays only (stype='default')")
+        raise MXNetError(f"{what}: storage type {stype!r} is not supported here; only "
+                         f"stype='default' (mx.nd.sparse makes csr / row_sparse arrays)")
 
 
 # -- comparisons ------------------------------------------------------------------------

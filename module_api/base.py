@@ -102,7 +102,8 @@ register_error(NotImplementedForSymbol)
 class NotSupportedForSparseNDArray(MXNetError):
     """A function that works on dense NDArrays only was given a sparse one.
 
-    This project has dense arrays only; the class exists so that
+    The sparse arrays of ``mx.nd.sparse`` raise their own errors (as mxnet's
+    ``__getitem__`` / ``__setitem__`` do); the class exists so that
     ``except NotSupportedForSparseNDArray`` in ported code still resolves.
     """
 

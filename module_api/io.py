@@ -13,6 +13,7 @@ import torch
 
 from runtime.data_desc import DataDesc, _mx_real_t
 from runtime.ndarray import as_ndarray
+from runtime.ndarray_sparse import BaseSparseNDArray, CSRNDArray
 
 from .data_iter import DataBatch, DataIter
 from .mnist_iter import MNISTIter
@@ -219,7 +220,12 @@ class PrefetchingIter(_BatchHolder):
 # --------------------------------------------------------------------------
 
 def _to_ndarray(value):
-    """torch tensors keep their dtype; anything else becomes float32 like ``mx.nd.array``."""
+    """torch tensors and csr arrays keep their dtype; anything else becomes float32 like
+    ``mx.nd.array``."""
+    if isinstance(value, CSRNDArray):
+        return value
+    if isinstance(value, BaseSparseNDArray):
+        raise TypeError("NDArrayIter takes dense or csr arrays, not %s" % value.stype)
     if isinstance(value, torch.Tensor):
         return as_ndarray(value)
     if hasattr(value, 'asnumpy'):
@@ -232,7 +238,7 @@ def _init_data(data, allow_empty, default_name):
     assert (data is not None) or allow_empty
     if data is None:
         data = []
-    if isinstance(data, (np.ndarray, torch.Tensor)):
+    if isinstance(data, (np.ndarray, torch.Tensor, BaseSparseNDArray)):
         data = [data]
     if isinstance(data, (list, tuple)):
         if not allow_empty:
@@ -289,6 +295,9 @@ def _take_rows(data, rows):
     """``(name, NDArray)`` pairs restricted to ``rows`` (axis 0), dtype kept."""
     out = []
     for k, v in data:
+        if isinstance(v, CSRNDArray):
+            out.append((k, v.take_rows(np.asarray(rows))))
+            continue
         index = torch.as_tensor(rows, dtype=torch.long, device=v.device)
         out.append((k, as_ndarray(v.index_select(0, index))))
     return out
@@ -298,6 +307,9 @@ def _getdata_by_idx(data, idx):
     """Reorder every array by ``idx``; like mxnet, the result is float32."""
     out = []
     for k, v in data:
+        if isinstance(v, CSRNDArray):      # mxnet: scipy's row indexing, dtype kept
+            out.append((k, v.take_rows(np.asarray(idx))))
+            continue
         index = torch.as_tensor(idx, dtype=torch.long, device=v.device)
         out.append((k, as_ndarray(v.index_select(0, index).to(torch.float32))))
     return out
@@ -344,6 +356,10 @@ class NDArrayIter(DataIter):
             "last_batch_handle must be 'pad', 'discard' or 'roll_over'"
         self.data = _init_data(data, allow_empty=False, default_name=data_name)
         self.label = _init_data(label, allow_empty=True, default_name=label_name)
+        if any(isinstance(v, CSRNDArray) for _, v in self.data + self.label) and \
+                last_batch_handle != 'discard':
+            raise NotImplementedError("`NDArrayIter` only supports ``CSRNDArray``"
+                                      " with `last_batch_handle` set to `discard`.")
         num_rows = self.data[0][1].shape[0]
         _check_parts(num_parts, part_index, num_rows, 'data rows')
         if num_parts > 1:
@@ -427,6 +443,9 @@ class NDArrayIter(DataIter):
         for _, arr in data_source:
             size = arr.shape[axis]
             lo, hi = min(max(start, 0), size), min(max(end, 0), size)
+            if isinstance(arr, CSRNDArray):     # mxnet's slice_axis: a dense result
+                out.append(arr.slice(lo, hi).tostype('default'))
+                continue
             out.append(as_ndarray(arr.narrow(axis, lo, max(hi - lo, 0)).clone()))
         return out
 

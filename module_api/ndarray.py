@@ -20,9 +20,12 @@ from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.ndarray import (NDArray, as_ndarray, check_stype, to_numpy_dtype,  # noqa: F401
                              to_torch_dtype)
 
+from . import ndarray_sparse as sparse  # noqa: E402  (mx.nd.sparse)
+from .ndarray_sparse import cast_storage  # noqa: F401
+
 __all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concat",
            "concatenate", "sum", "abs", "divide", "dot", "waitall", "save", "load",
-           "load_frombuffer", "random", "zeros_like", "ones_like"]
+           "load_frombuffer", "random", "zeros_like", "ones_like", "sparse", "cast_storage"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -67,6 +70,8 @@ def empty(shape, ctx=None, dtype=None, stype=None):
 
 
 def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
+    if stype in ("csr", "row_sparse"):
+        return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
     check_stype(stype)
     c = _ctx(ctx)
     return as_ndarray(torch.zeros(_shape(shape), dtype=to_torch_dtype(dtype),
@@ -90,6 +95,8 @@ def full(shape, val, ctx=None, dtype=np.float32, out=None):
 def array(source_array, ctx=None, dtype=None):
     """An NDArray copied from an array-like (float32 unless ``dtype`` is given,
     except that an NDArray / tensor source keeps its dtype, as in mxnet)."""
+    if isinstance(source_array, sparse.BaseSparseNDArray) or sparse._is_scipy_csr(source_array):
+        return sparse.array(source_array, ctx=ctx, dtype=dtype)
     c = _ctx(ctx)
     if isinstance(source_array, torch.Tensor):
         dt = source_array.dtype if dtype is None else to_torch_dtype(dtype)
@@ -202,6 +209,8 @@ def power(base, exp, out=None):
 def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=None):
     """mxnet's ``dot``: for N-d inputs, contracts the last axis of ``lhs``
     with the first axis of ``rhs``."""
+    if isinstance(lhs, sparse.BaseSparseNDArray) or isinstance(rhs, sparse.BaseSparseNDArray):
+        return sparse.dot(lhs, rhs, transpose_a, transpose_b, forward_stype, out)
     check_stype(forward_stype)
     a = lhs.T if transpose_a else lhs
     b = rhs.T if transpose_b else rhs
@@ -296,10 +305,11 @@ def waitall():
 def save(fname, data):
     """Save an NDArray, a list of them or a dict ``str -> NDArray`` in mxnet's
     binary format (readable by ``mxnet.nd.load``).  The write is atomic."""
+    arrays = (torch.Tensor, np.ndarray, sparse.BaseSparseNDArray)
     if isinstance(data, dict):
-        bad = [k for k, v in data.items() if not isinstance(v, (torch.Tensor, np.ndarray))]
+        bad = [k for k, v in data.items() if not isinstance(v, arrays)]
     elif isinstance(data, (list, tuple)):
-        bad = [i for i, v in enumerate(data) if not isinstance(v, (torch.Tensor, np.ndarray))]
+        bad = [i for i, v in enumerate(data) if not isinstance(v, arrays)]
     else:
         bad = []
     if bad:

@@ -31,6 +31,7 @@ from .data_desc import DataDesc
 from .binding import bind
 from .executor import placement
 from .ndarray import as_ndarray, empty
+from .ndarray_sparse import BaseSparseNDArray
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ def _batch_axis(layout):
 
 
 def _to_tensor(src):
+    if isinstance(src, BaseSparseNDArray):     # csr data: executors bind dense inputs
+        return src.tostype("default")
     if isinstance(src, torch.Tensor):
         return src.detach() if src.requires_grad else src
     return torch.as_tensor(np.asarray(src, dtype=np.float32))

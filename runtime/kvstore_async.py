@@ -60,6 +60,12 @@ _TAG_REQUEST, _TAG_PAYLOAD, _TAG_REPLY = 11, 12, 13
 _FAILING_JOIN_S = 5.0       # after a failure, how long close() waits for live peers
 
 
+def _refuse_sparse(key, values, what):
+    if any(getattr(v, "stype", "default") != "default" for v in values):
+        raise MXNetError(f"dist_async {what} of key {key!r}: row_sparse / csr values are not "
+                         f"supported by this store (dist_sync supports row_sparse)")
+
+
 class DistAsyncKVStore(KVStore):
     """Asynchronous updates on owner ranks (see the module docstring)."""
 
@@ -99,6 +105,7 @@ class DistAsyncKVStore(KVStore):
         fresh = []
         for k, vals in key_value_pairs(key, value, "init"):
             self._kind(k)
+            _refuse_sparse(k, vals, "init")
             if k in self._index:
                 raise MXNetError(f"dist_async: key {k!r} is already initialised")
             v = vals[0].detach()
@@ -201,6 +208,8 @@ class DistAsyncKVStore(KVStore):
 
     def push(self, key, value, priority=0):
         """Send each key's gradient to its owner, which updates at once."""
+        for k, vals in key_value_pairs(key, value, "push"):
+            _refuse_sparse(k, vals, "push")
         merged = self._pushed_sums(key, value)
         works = []
         with self._request(f"push of {len(merged)} keys"):
@@ -216,6 +225,9 @@ class DistAsyncKVStore(KVStore):
                                               tag=_TAG_PAYLOAD))
             for w in works:
                 w.wait()
+
+    def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
+        raise MXNetError("dist_async: row_sparse values are not supported (use dist_sync)")
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copy each key's value, as its owner has it now, into every array of ``out``."""

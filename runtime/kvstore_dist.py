@@ -26,6 +26,11 @@ all summaries are equal. A worker whose summary differs gets an error naming the
 difference instead of a reduction of mismatched buffers (its peers then fail at the
 next collective, naming it as lost). Float16 and bfloat16 pushes (and jobs of more
 than 8,192 workers) exchange the summary in an all-gather of its own first.
+
+row_sparse values (:mod:`runtime.kvstore_sparse`): ``init`` broadcasts rank 0's rows;
+a push all-gathers each worker's row count, then its rows and row ids (padded to the
+largest count), and every worker sums them in rank order; ``row_sparse_pull`` reads
+the local replica, so nothing crosses the network for it.
 """
 from __future__ import annotations
 
@@ -35,10 +40,16 @@ import zlib
 import torch
 
 from compiler.errors import MXNetError
+from . import kvstore_sparse as kvs
 from .dist_group import join
 from .kvstore_local import KVStore
 
 __all__ = ["DistSyncKVStore", "bucket_tensors"]
+
+
+def _sized(value):
+    """What the key checks count of a value: a row_sparse one by its full shape."""
+    return torch.empty(value.shape, device="meta") if kvs.is_sparse(value) else value
 
 
 def _bucket_bytes():
@@ -128,14 +139,23 @@ class DistSyncKVStore(KVStore):
         import torch.distributed as dist
         if self.num_workers == 1 or not pairs:
             return
-        self._check_same_keys([k for k, _ in pairs], [v for _, v in pairs], "init")
-        with self._group.collective(f"broadcast of {len(pairs)} initial values from rank 0"):
-            _flat_collective([v for _, v in pairs], lambda f: dist.broadcast(f, src=0),
-                             self._limit)
+        self._check_same_keys([k for k, _ in pairs], [_sized(v) for _, v in pairs], "init")
+        kvs.dist_broadcast(self._group, pairs)
+        dense = [v for _, v in pairs if not kvs.is_sparse(v)]
+        with self._group.collective(f"broadcast of {len(dense)} initial values from rank 0"):
+            _flat_collective(dense, lambda f: dist.broadcast(f, src=0), self._limit)
 
     def _combine(self, merged):
         import torch.distributed as dist
         if self.num_workers == 1 or not merged:
+            return
+        if any(kvs.is_sparse(m) for _, m in merged):
+            self._check_same_keys([k for k, _ in merged], [_sized(m) for _, m in merged],
+                                  "push")
+            kvs.dist_combine(self._group, merged)
+            dense = [(k, m) for k, m in merged if not kvs.is_sparse(m)]
+            if dense:
+                self._combine(dense)
             return
         keys, values = [k for k, _ in merged], [m for _, m in merged]
         carrier = _summary_carrier(values, self.num_workers)

@@ -28,6 +28,7 @@ import torch
 from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 
+from . import kvstore_sparse as kvs
 from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
@@ -124,6 +125,7 @@ class KVStore(KVStoreBase):
         self._str_updater_func = None
         self._compression = None
         self._sum_buffers: dict = {}     # key -> the one-device sum's buffer (_reduce)
+        self._pull_warned: set = set()   # keys whose sparse pull was skipped (said once)
 
     # -- properties ----------------------------------------------------------------
     @property
@@ -191,6 +193,9 @@ class KVStore(KVStoreBase):
             self._kind(k)
             v = vals[0]
             home = self._home(v)
+            if kvs.is_sparse(v):
+                fresh.append((k, kvs.stored_copy(k, v, home)))
+                continue
             stored = torch.empty(tuple(v.shape), dtype=v.dtype, device=home).as_subclass(NDArray)
             with torch.no_grad():
                 stored.copy_(v.detach())
@@ -212,6 +217,9 @@ class KVStore(KVStoreBase):
         """Each key's sum over its devices, compressed where mxnet compresses
         (see runtime/gradient_compression.py)."""
         pairs = key_value_pairs(key, value, "push")
+        if any(kvs.is_sparse(self._stored(k)) or any(kvs.is_sparse(v) for v in vals)
+               for k, vals in pairs):
+            return self._sparse_sums(pairs)
         comp = self._compression
         if comp is None:
             return [(k, self._reduce(k, vals)) for k, vals in pairs]
@@ -221,20 +229,54 @@ class KVStore(KVStoreBase):
             return [(k, self._reduce(k, vals)) for k, vals in pairs]
         return [(k, comp.quantize((k, "worker"), self._reduce(k, vals))) for k, vals in pairs]
 
+    def _sparse_sums(self, pairs):
+        """Pushes where a value or the stored value is row_sparse (kvstore_sparse)."""
+        if self._compression is not None:
+            raise MXNetError("gradient compression of row_sparse values is not supported")
+        out = []
+        for k, vals in pairs:
+            stored = self._stored(k)
+            if any(kvs.is_sparse(v) for v in vals):
+                out.append((k, kvs.reduce_rows(k, vals, stored)))
+                continue
+            acc = sum(v.detach().to(stored.device, stored.dtype) for v in vals)
+            out.append((k, acc.as_subclass(NDArray)))
+        return out
+
     def push(self, key, value, priority=0):
         """Sum the values of each key (in device order); store the sum, or update with it."""
         # NDArray's __torch_function__ re-wraps every result: tens of microseconds a key
         # on a step that is mostly this bookkeeping; the arithmetic here needs none of it
         with _plain_tensors():
             merged = self._pushed_sums(key, value)
+            sparse = any(kvs.is_sparse(m) or kvs.is_sparse(self._store[k]) for k, m in merged)
             self._combine(merged)
             if self._updater is None:
                 for k, m in merged:
-                    self._store[k].copy_(m)
+                    if sparse:      # the sum replaces the stored value, whatever its stype
+                        self._store[k] = m
+                    else:
+                        self._store[k].copy_(m)
                 return
+        if sparse:
+            self._update_sparse(merged)
+            return
         # outside: an updater may run the user's Python (a custom optimizer's update)
         keys = [k for k, _ in merged]
         self._updater.update_all(keys, [m for _, m in merged], [self._store[k] for k in keys])
+
+    def _update_sparse(self, merged):
+        """Updates where a gradient or a stored weight is row_sparse (sparse_update):
+        a plain ``f(key, grad, weight)`` updater gets the arrays as they are."""
+        for k, m in merged:
+            stored = self._store[k]
+            if isinstance(self._updater, _PerKeyUpdater):
+                self._updater(k, m, stored)
+            elif kvs.is_sparse(m):
+                self._updater.update_all([k], [m], [stored])
+            else:
+                raise MXNetError(f"kvstore push of key {k!r}: a dense gradient for a "
+                                 f"row_sparse weight is not supported with an optimizer")
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copy the stored value of each key into every array of ``out``."""
@@ -244,7 +286,10 @@ class KVStore(KVStoreBase):
             for k, outs in key_value_pairs(key, out, "pull"):
                 stored = self._stored(k)
                 for o in outs:
-                    o.copy_(stored)
+                    if kvs.is_sparse(stored) or kvs.is_sparse(o):
+                        kvs.pull_into(k, stored, o, ignore_sparse, self._pull_warned)
+                    else:
+                        o.copy_(stored)
 
     def pushpull(self, key, value, out=None, priority=0):
         """push then pull (into ``value`` itself when ``out`` is None)."""
@@ -257,7 +302,11 @@ class KVStore(KVStoreBase):
         self.pull(key, out, priority)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
-        raise MXNetError("row_sparse_pull: sparse storage is not supported by symtriton")
+        """Pull the rows ``row_ids`` of a row_sparse value into row_sparse ``out``
+        (one id list for every array of ``out``, or one per array); see
+        :mod:`runtime.kvstore_sparse`."""
+        with _plain_tensors():
+            kvs.row_sparse_pull(self, key, out, row_ids, key_value_pairs)
 
     def set_gradient_compression(self, compression_params):
         """2-bit gradient compression with error feedback, as mxnet 1.9.1 does it.

@@ -55,11 +55,15 @@ def to_numpy_dtype(dtype) -> np.dtype:
 
 
 def check_stype(stype):
-    """Only dense storage exists here; any other ``stype`` is a clear error."""
+    """Where only dense storage is supported, any other ``stype`` is a clear error."""
     if stype not in (None, "default"):
         from compiler.errors import MXNetError
-        raise MXNetError(f"storage type {stype!r} is not supported: only 'default' "
-                         "(dense) arrays exist in symtriton")
+        raise MXNetError(f"storage type {stype!r} is not supported here: only 'default' "
+                         "(csr and row_sparse arrays are made by mx.nd.sparse)")
+
+
+# 'csr' / 'row_sparse' -> cast of a dense array, registered by runtime.ndarray_sparse
+STORAGE_CASTS: dict = {}
 
 
 class _Size(int):
@@ -163,6 +167,8 @@ class NDArray(torch.Tensor):
         return out
 
     def tostype(self, stype):
+        if stype in STORAGE_CASTS:
+            return STORAGE_CASTS[stype](self, stype)
         check_stype(stype)
         return self.copy()
 
@@ -183,6 +189,9 @@ class NDArray(torch.Tensor):
                 out.copy_(self)
             out._mx_ctx = other
             return out
+        if getattr(other, "stype", "default") != "default":   # a sparse array: cast into it
+            other[:] = self
+            return other
         if tuple(other.shape) != tuple(self.shape):
             from compiler.errors import MXNetError
             raise MXNetError(f"copyto: shape mismatch {tuple(self.shape)} vs {tuple(other.shape)}")

@@ -11,9 +11,12 @@ The layout, little-endian, as mxnet 1.9.1 writes it::
 ``ndim`` 0 is a scalar, -1 an unknown shape).  Under V2 ``ndim`` 0 marks a
 "none" array and nothing follows the shape.  Older files are read too: V1
 (``0xF993FAC8``, no stype field) and the legacy layout whose first word is
-``ndim`` followed by ``u32`` dims.  Only dense storage (``stype`` 0) is
-supported.  A pickled mxnet NDArray's ``{'handle': raw}`` state is one
-``array`` record on its own: see :func:`decode_single_ndarray`.
+``ndim`` followed by ``u32`` dims.  Sparse records (``stype`` 1 row_sparse,
+2 csr) put the storage (values) shape before ``shape``, and after ``type_flag``
+one ``i32 aux_type_flag  shape`` per aux array, then the values, then each aux
+array (csr: indptr, indices; row_sparse: indices).  A pickled mxnet NDArray's
+``{'handle': raw}`` state is one ``array`` record on its own: see
+:func:`decode_single_ndarray`.
 
 Arrays are written with V2 magic, like mxnet outside numpy mode, except that
 a file holding a 0-d array is written all in V3 (mxnet refuses files mixing the
@@ -99,8 +102,10 @@ def _read_array(r: _Reader, ctx: Context):
     magic = r.u32("array magic")
     if magic in (V2_MAGIC, V3_MAGIC):
         stype = r.i32("storage type")
+        if stype in _SPARSE_NAUX:
+            return _read_sparse(r, magic, stype, ctx)
         if stype != 0:
-            raise _Corrupt(f"storage type {stype} (sparse) is not supported; only dense arrays")
+            raise _Corrupt(f"unknown storage type {stype} (0 dense, 1 row_sparse, 2 csr)")
     shape = _read_shape(r, magic)
     if shape is None or (shape == () and magic != V3_MAGIC):
         return as_ndarray(torch.empty((0,)), ctx)  # mxnet's "none" array
@@ -127,6 +132,48 @@ def _read_array(r: _Reader, ctx: Context):
     raw = r.take(dt.itemsize * count, f"{dt} data of shape {tuple(shape)}")
     arr = np.frombuffer(raw, dtype=dt.newbyteorder("<"), count=count).astype(dt).reshape(shape)
     return as_ndarray(torch.from_numpy(arr.copy()).to(ctx.torch_device), ctx)
+
+
+_SPARSE_NAUX = {1: 1, 2: 2}     # row_sparse: indices; csr: indptr, indices
+
+
+def _read_blob(r: _Reader, flag: int, shape, what: str) -> torch.Tensor:
+    if flag not in TYPE_FLAGS:
+        raise _Corrupt(f"unknown type flag {flag} for {what}")
+    if any(d < 0 for d in shape):
+        raise _Corrupt(f"negative dimension in {what} shape {tuple(shape)}")
+    dt, count = TYPE_FLAGS[flag], math.prod(shape)
+    raw = r.take(dt.itemsize * count, f"{dt} {what} of shape {tuple(shape)}")
+    arr = np.frombuffer(raw, dtype=dt.newbyteorder("<"), count=count).astype(dt)
+    return torch.from_numpy(arr.reshape(shape).copy())
+
+
+def _read_sparse(r: _Reader, magic: int, stype: int, ctx: Context):
+    """A row_sparse (1) or csr (2) record: storage shape, shape, context, type flag,
+    (aux type flag, aux shape) per aux array, the values, then each aux array."""
+    from .ndarray_sparse import CSRNDArray, RowSparseNDArray
+    storage_shape = _read_shape(r, magic)
+    shape = _read_shape(r, magic)
+    if not shape or storage_shape is None:
+        raise _Corrupt(f"sparse array (storage type {stype}) with no shape")
+    r.i32("context device type")
+    r.i32("context device id")
+    flag = r.i32("type flag")
+    aux_meta = [(r.i32("aux type flag"), _read_shape(r, magic))
+                for _ in range(_SPARSE_NAUX[stype])]
+    data = _read_blob(r, flag, storage_shape, "sparse values")
+    aux = [_read_blob(r, f, s or (0,), f"aux array {i}").to(torch.int64)
+           for i, (f, s) in enumerate(aux_meta)]
+    dev = ctx.torch_device
+    cls = RowSparseNDArray if stype == 1 else CSRNDArray
+    if stype == 2 and len(shape) != 2:
+        raise _Corrupt(f"csr array of shape {tuple(shape)} (csr is 2-D)")
+    out = cls(data.to(dev), [a.to(dev) for a in aux], shape, ctx)
+    try:
+        out.check_format(full_check=False)
+    except MXNetError as e:
+        raise _Corrupt(str(e)) from None
+    return out
 
 
 def _decode_list(buf, ctx: Context):
@@ -202,6 +249,8 @@ def encode_single_ndarray(arr, np_shape=None) -> bytes:
     """
     if isinstance(arr, np.ndarray):
         arr = torch.from_numpy(np.array(arr, order="C"))
+    if getattr(arr, "stype", "default") != "default":
+        return _encode_sparse(arr)
     if not isinstance(arr, torch.Tensor):
         raise TypeError(f"save only accepts arrays, got {type(arr).__name__}")
     shape = tuple(arr.shape)
@@ -224,9 +273,32 @@ def encode_single_ndarray(arr, np_shape=None) -> bytes:
     return head + struct.pack("<iii", dev_type, dev_id, flag) + data
 
 
+def _blob(t: torch.Tensor):
+    t = t.detach().cpu().contiguous()
+    dt = to_numpy_dtype(t.dtype)
+    return _FLAG_OF[dt], torch.Tensor.numpy(t).astype(dt.newbyteorder("<")).tobytes()
+
+
+def _shape_bytes(shape) -> bytes:
+    return struct.pack(f"<i{len(shape)}q", len(shape), *shape)
+
+
+def _encode_sparse(arr) -> bytes:
+    """A csr / row_sparse record as mxnet's ``NDArray::Save`` writes it (V2 magic)."""
+    code = 1 if arr.stype == "row_sparse" else 2
+    flag, data = _blob(arr._data_t)
+    ctx = arr.context
+    parts = [struct.pack("<Ii", V2_MAGIC, code), _shape_bytes(tuple(arr._data_t.shape)),
+             _shape_bytes(arr.shape), struct.pack("<iii", ctx.device_typeid, ctx.device_id, flag)]
+    blobs = [_blob(a) for a in arr._aux_t]
+    parts += [struct.pack("<i", f) + _shape_bytes(tuple(a.shape))
+              for (f, _), a in zip(blobs, arr._aux_t)]
+    return b"".join(parts + [data] + [b for _, b in blobs])
+
+
 def dumps(data) -> bytes:
     """Encode an array, a list of arrays or a dict ``str -> array``."""
-    if isinstance(data, (torch.Tensor, np.ndarray)):
+    if isinstance(data, (torch.Tensor, np.ndarray)) or hasattr(data, "_aux_t"):
         data = [data]
     if isinstance(data, dict):
         if any(not isinstance(k, str) for k in data):
@@ -239,11 +311,14 @@ def dumps(data) -> bytes:
                          "or a list of NDarrays.")
     arrays = [torch.from_numpy(np.array(a, order="C")) if isinstance(a, np.ndarray) else a
               for a in arrays]
-    bad = [a for a in arrays if not isinstance(a, torch.Tensor)]
+    bad = [a for a in arrays if not isinstance(a, torch.Tensor) and not hasattr(a, "_aux_t")]
     if bad:
         raise TypeError("save only accept dict str->NDArray or list of NDArray")
     # mxnet refuses files that mix V2 and V3 records: one 0-d array makes the whole file V3
-    np_shape = any(a.dim() == 0 for a in arrays)
+    np_shape = any(a.ndim == 0 for a in arrays)
+    if np_shape and any(getattr(a, "stype", "default") != "default" for a in arrays):
+        raise MXNetError("save: a file holding a 0-d array is written in numpy shape "
+                         "semantics, where mxnet allows no sparse arrays")
     parts = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
     parts += [encode_single_ndarray(a, np_shape) for a in arrays]
     parts.append(struct.pack("<Q", len(keys)))

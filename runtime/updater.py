@@ -19,6 +19,7 @@ from . import optimizer_states as _state_file
 from . import safe_unpickle as _safe_unpickle
 from .ndarray import NDArray
 from .optimizer_base import Optimizer
+from .sparse_update import sparse_update
 
 __all__ = ["Updater", "get_updater", "check_states", "load_states_file"]
 
@@ -71,6 +72,12 @@ class Updater:
         grads, weights = list(grads), list(weights)
         if len(indices) != len(grads) or len(indices) != len(weights):
             raise MXNetError("update_all needs as many grads and weights as indices")
+        sparse = [n for n, g in enumerate(grads) if getattr(g, "stype", "default") != "default"]
+        for n in sparse:        # row_sparse gradients: SGD's lazy update (sparse_update.py)
+            sparse_update(self, indices[n], grads[n], weights[n])
+        if sparse:
+            keep = [n for n in range(len(indices)) if n not in set(sparse)]
+            indices, grads, weights = ([seq[n] for n in keep] for seq in (indices, grads, weights))
         self._ensure_states(indices, weights)
         by_dev: dict = {}
         for i, g, w in zip(indices, grads, weights):

@@ -587,8 +587,15 @@ class Module(BaseModule):
         self._exec_group.update_metric(eval_metric, labels, pre_sliced)
 
     def _sync_params_from_devices(self):
-        """Copy the device parameters into ``_arg_params`` / ``_aux_params``."""
+        """Copy the device parameters into ``_arg_params`` / ``_aux_params``; with
+        updates on the kvstore, row_sparse parameters are pulled from it whole (the
+        devices hold only the rows the last ``prepare`` pulled)."""
         self._exec_group.get_params(self._arg_params, self._aux_params)
+        if self._kvstore and self._update_on_kvstore:
+            for param_name, param_val in sorted(self._arg_params.items()):
+                if getattr(param_val, "stype", "default") == "row_sparse":
+                    row_ids = nd.arange(0, param_val.shape[0], dtype="int64")
+                    self._kvstore.row_sparse_pull(param_name, param_val, row_ids=row_ids)
         self._params_dirty = False
 
     def save_optimizer_states(self, fname):
@@ -642,7 +649,9 @@ class Module(BaseModule):
         self._exec_group.install_monitor(mon)
 
     def prepare(self, data_batch, sparse_row_id_fn=None):
-        """Prepare for a batch; ``sparse_row_id_fn`` has nothing to pull (no row_sparse)."""
+        """Prepare for a batch: ``sparse_row_id_fn(data_batch)`` gives ``{name: row_ids}``,
+        and those rows of each row_sparse parameter are pulled from the kvstore onto
+        every device (mxnet 1.9.1's ``Module.prepare``)."""
         _require(self, "prepare", "binded")
         if sparse_row_id_fn is not None:
             if not self._kvstore or not self._update_on_kvstore:
@@ -651,9 +660,16 @@ class Module(BaseModule):
             else:
                 row_ids = sparse_row_id_fn(data_batch)
                 assert isinstance(row_ids, dict), "Expected dict output from sparse_row_id_fn"
-                for param_name in row_ids:
-                    warnings.warn(UserWarning("%s.stype is not 'row_sparse'. No need to "
-                                              "perform row_sparse_pull." % param_name))
+                for param_name, row_id in row_ids.items():
+                    param_idx = self._exec_group.param_names.index(param_name)
+                    param_val = self._exec_group.param_arrays[param_idx]
+                    assert isinstance(param_val, (tuple, list))
+                    if getattr(param_val[0], "stype", "default") != "row_sparse":
+                        warnings.warn(UserWarning("%s.stype is not 'row_sparse'. No need to "
+                                                  "perform row_sparse_pull." % param_name))
+                    else:
+                        self._kvstore.row_sparse_pull(param_name, param_val, row_ids=row_id,
+                                                      priority=-param_idx)
 
 
 def _check_ready(mod, what):

@@ -284,3 +284,24 @@ def test_create_outside_a_job_says_how_to_start_one(monkeypatch):
     monkeypatch.setattr(dist_group, "_GROUP", None)
     with pytest.raises(mx.MXNetError, match="torchrun --nproc_per_node"):
         mx.kv.create("dist_sync")
+
+
+def test_row_sparse_on_two_workers(tmp_path):
+    """row_sparse init / push / row_sparse_pull over dist_sync (worker.kv_sparse_job)."""
+    launch.run("kv_sparse_sync", 2, tmp_path)
+    want_first = np.zeros((6, 3), np.float32)
+    want_first[[0, 4]] = 10.0                       # rank 0's rows and values
+    want_after = np.zeros((6, 3), np.float32)
+    for r in range(2):
+        want_after[[r, r + 2]] += r + 1.0
+        want_after[5] += 1.0
+    for res in _load(tmp_path, 2):
+        np.testing.assert_array_equal(res["first"], want_first)
+        np.testing.assert_array_equal(res["after"], want_after)
+        assert res["rows_indices"].tolist() == [0, 1, 5]
+        np.testing.assert_array_equal(res["rows_data"], want_after[[0, 1, 5]])
+        # lazy SGD (lr 0.1, momentum 0.9, wd 0.01) of the summed rows 0 (1.0) and 1 (2.0)
+        want = np.ones((6, 3), np.float32)
+        for row, g in ((0, 1.0), (1, 2.0)):
+            want[row] = np.float32(1.0) + (-np.float32(0.1 * 0.01) - np.float32(0.1) * g)
+        np.testing.assert_allclose(res["updated"], want, rtol=1e-6)

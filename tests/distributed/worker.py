@@ -182,6 +182,38 @@ def kv_api_job(kv_type, out, compress=False):
              **{f"after:{k}": v.asnumpy() for k, v in zip(keys, after)})
 
 
+def kv_sparse_job(out):
+    """row_sparse values on dist_sync: init takes rank 0's rows; worker r's two devices
+    push rows [r, r+2] of value r+1 and row [5] of value 1; row_sparse_pull reads rows
+    [5, 1, 0, 5] of the sum; a dense pull reads all of it."""
+    kv = mx.kv.create("dist_sync")
+    r, n = kv.rank, kv.num_workers
+    init = mx.nd.sparse.row_sparse_array((np.full((2, 3), 10.0 * (r + 1), np.float32),
+                                          [r, 4]), shape=(6, 3))
+    kv.init("w", init)
+    first = mx.nd.zeros((6, 3))
+    kv.pull("w", out=first, ignore_sparse=False)
+    pushed = [mx.nd.sparse.row_sparse_array((np.full((2, 3), r + 1.0, np.float32), [r, r + 2]),
+                                            shape=(6, 3)),
+              mx.nd.sparse.row_sparse_array((np.ones((1, 3), np.float32), [5]), shape=(6, 3))]
+    kv.push("w", pushed)
+    rows = mx.nd.sparse.zeros("row_sparse", (6, 3))
+    kv.row_sparse_pull("w", out=rows, row_ids=mx.nd.array([5, 1, 0, 5], dtype="int64"))
+    after = mx.nd.zeros((6, 3))
+    kv.pull("w", out=after)
+    # SGD's lazy update on the store: worker r pushes row r of value r+1
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9, wd=0.01))
+    kv.init("v", mx.nd.ones((6, 3)))
+    kv.push("v", mx.nd.sparse.row_sparse_array((np.full((1, 3), r + 1.0, np.float32), [r]),
+                                               shape=(6, 3)))
+    updated = mx.nd.zeros((6, 3))
+    kv.pull("v", out=updated)
+    kv.barrier()
+    np.savez(os.path.join(out, f"rank{r}.npz"), rank=r, workers=n, first=first.asnumpy(),
+             after=after.asnumpy(), rows_indices=rows.indices.asnumpy(),
+             rows_data=rows.data.asnumpy(), updated=updated.asnumpy())
+
+
 def mismatched_keys_job(out):
     """Rank 1 pushes keys 'a' and 'c' where the others push 'a' and 'b', of the same
     sizes: the sums would mix 'b' and 'c' silently; the push must fail instead."""
@@ -266,6 +298,8 @@ def main(job, out):
                 kill_at=3 if os.environ["RANK"] == "1" else None, kill_signal=signal.SIGSTOP)
     elif job == "mlp_uneven":
         mlp_job("dist_sync", out, unsharded_steps=2 if os.environ["RANK"] == "1" else 6)
+    elif job == "kv_sparse_sync":
+        kv_sparse_job(out)
     elif job == "kv_mismatched_keys":
         mismatched_keys_job(out)
     elif job == "kv_api_compressed":

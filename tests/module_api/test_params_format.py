@@ -173,7 +173,7 @@ def test_every_truncation_is_an_mxnet_error(tmp_path):
     (lambda b: b"\x13" + b[1:], "header"),
     (lambda b: b + b"\0", "trailing"),
     (lambda b: b[:0x3c] + struct.pack("<i", 99) + b[0x40:], "type flag"),
-    (lambda b: b[:0x1c] + struct.pack("<i", 1) + b[0x20:], "storage type"),
+    (lambda b: b[:0x1c] + struct.pack("<i", 7) + b[0x20:], "storage type"),
     (lambda b: b[:0x18] + b"\x01\x02\x03\x04" + b[0x1c:], "magic"),
 ])
 def test_corrupt_files(mutate, reason, tmp_path):

@@ -1,0 +1,96 @@
+"""``+ - * /`` on sparse arrays, with the result storage mxnet 1.9.1 gives.
+
+* sparse (op) sparse of one storage type, op ``+ - *``: that storage type, storing
+  the union of both operands' rows (row_sparse, zero rows included) or the non-zero
+  entries of the result (csr; mxnet's columns within a row come unsorted, these
+  sorted);
+* row_sparse / csr ``*`` dense: the sparse operand's storage and pattern;
+* ``*`` and ``/`` by a scalar, and negation: the same storage and pattern;
+* everything else (``+ -`` with a dense array or a scalar, ``/`` of two arrays,
+  a dense left operand, mixed sparse types): a dense NDArray, as mxnet's storage
+  fallback computes it.
+"""
+from __future__ import annotations
+
+import numbers
+import operator
+
+import torch
+
+from compiler.errors import MXNetError
+
+from . import sparse_kernels as K
+from .ndarray import as_ndarray
+
+OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+       "div": operator.truediv}
+
+
+def _sparse(x):
+    return getattr(x, "stype", "default") in ("csr", "row_sparse") and hasattr(x, "_aux_t")
+
+
+def _dense(x):
+    return x._dense() if _sparse(x) else K._plain(x)
+
+
+def binary(name, lhs, rhs):
+    """``lhs (name) rhs`` where at least one operand is a sparse array."""
+    fn = OPS[name]
+    scalar_r = isinstance(rhs, numbers.Number)
+    scalar_l = isinstance(lhs, numbers.Number)
+    if scalar_r or scalar_l:
+        arr, s = (lhs, rhs) if scalar_r else (rhs, lhs)
+        keeps = name == "mul" or (name == "div" and scalar_r)
+        if keeps:
+            return arr._with(fn(arr._data_t, s) if scalar_r else fn(s, arr._data_t),
+                             [a.clone() for a in arr._aux_t])
+        return as_ndarray(fn(_dense(lhs), rhs) if scalar_r else fn(lhs, _dense(rhs)),
+                          arr.context)
+    if tuple(lhs.shape) != tuple(rhs.shape):
+        raise MXNetError(f"sparse {name}: shapes {tuple(lhs.shape)} and {tuple(rhs.shape)} "
+                         f"differ (sparse operands do not broadcast)")
+    if _sparse(lhs) and _sparse(rhs) and lhs.stype == rhs.stype and name != "div":
+        return _union(fn, lhs, rhs)
+    if _sparse(lhs) and not _sparse(rhs) and name == "mul":
+        return _times_dense(lhs, K._plain(rhs))
+    ctx = lhs.context if hasattr(lhs, "context") else None
+    return as_ndarray(fn(_dense(lhs), _dense(rhs)), ctx)
+
+
+def _union(fn, lhs, rhs):
+    if lhs.stype == "row_sparse":
+        rows = torch.unique(torch.cat([lhs._aux_t[0], rhs._aux_t[0].to(lhs.device)]))
+        left = K.retain_rows(lhs._data_t, lhs._aux_t[0], lhs.shape, rows)[0]
+        right = K.retain_rows(rhs._data_t.to(lhs.device), rhs._aux_t[0].to(lhs.device),
+                              rhs.shape, rows)[0]
+        return lhs._with(fn(left, right), [rows])
+    ncol = lhs.shape[1]
+    keys = [_csr_keys(x) for x in (lhs, rhs)]
+    uniq = torch.unique(torch.cat([keys[0], keys[1].to(lhs.device)]))
+    vals = []
+    for x, k in zip((lhs, rhs), keys):
+        v = torch.zeros(uniq.numel(), dtype=lhs.dtype, device=lhs.device)
+        v[torch.searchsorted(uniq, k.to(lhs.device))] = x._data_t.to(lhs.device, lhs.dtype)
+        vals.append(v)
+    res = fn(vals[0], vals[1])
+    keep = res != 0            # mxnet's csr (op) csr stores no zeros
+    res, uniq = res[keep], uniq[keep]
+    rows = uniq // ncol
+    indptr = torch.zeros(lhs.shape[0] + 1, dtype=K.IDX, device=lhs.device)
+    torch.cumsum(torch.bincount(rows, minlength=lhs.shape[0]), 0, out=indptr[1:])
+    return lhs._with(res, [indptr, (uniq % ncol).to(K.IDX)])
+
+
+def _csr_keys(x):
+    rows = K.csr_rows_of_entries(x._aux_t[0], x._data_t.numel())
+    return rows * x.shape[1] + x._aux_t[1].long()
+
+
+def _times_dense(sp, dense):
+    dense = dense.to(sp.device, sp.dtype)
+    if sp.stype == "row_sparse":
+        return sp._with(sp._data_t * dense[sp._aux_t[0]], [sp._aux_t[0].clone()])
+    rows = K.csr_rows_of_entries(sp._aux_t[0], sp._data_t.numel())
+    vals = sp._data_t * dense[rows, sp._aux_t[1]]
+    return sp._with(vals, [a.clone() for a in sp._aux_t])

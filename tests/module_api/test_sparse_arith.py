@@ -1,0 +1,47 @@
+"""``+ - * /`` on sparse arrays against mxnet 1.9.1 (make_sparse_fixtures.py, arith_cases):
+the result's storage type, its stored rows (row_sparse) or entry count (csr), values."""
+import os
+
+import numpy as np
+import pytest
+
+import module_api as mx
+from compiler.errors import MXNetError
+
+FIX = np.load(os.path.join(os.path.dirname(__file__), "..", "fixtures", "sparse_cases.npz"))
+
+
+def _cases():
+    a, b = FIX["arith/a"], FIX["arith/b"]
+    r1, r2 = mx.nd.array(a).tostype("row_sparse"), mx.nd.array(b).tostype("row_sparse")
+    c1, c2 = mx.nd.array(a).tostype("csr"), mx.nd.array(b).tostype("csr")
+    d = mx.nd.array(b)
+    return {"r+r": lambda: r1 + r2, "r-r": lambda: r1 - r2, "r*r": lambda: r1 * r2,
+            "c+c": lambda: c1 + c2, "c-c": lambda: c1 - c2, "c*c": lambda: c1 * c2,
+            "r+d": lambda: r1 + d, "c-d": lambda: c1 - d, "r*d": lambda: r1 * d,
+            "c*d": lambda: c1 * d, "d*c": lambda: d * c1, "r*2.5": lambda: r1 * 2.5,
+            "c/4": lambda: c1 / 4, "r+1": lambda: r1 + 1, "neg_c": lambda: -c1,
+            "r/r": lambda: r1 / r2}
+
+
+@pytest.mark.parametrize("name", sorted(_cases()))
+def test_arithmetic_matches_mxnet(name):
+    res = _cases()[name]()
+    pre = f"arith/{name}/"
+    assert res.stype == str(FIX[pre + "stype"])
+    np.testing.assert_allclose(res.asnumpy(), FIX[pre + "dense"], rtol=1e-6, atol=1e-7)
+    if res.stype == "row_sparse":
+        np.testing.assert_array_equal(res.indices.asnumpy(), FIX[pre + "indices"])
+    if res.stype == "csr":
+        assert int(res.indptr.asnumpy()[-1]) == int(FIX[pre + "nnz"])
+        res.check_format()
+
+
+def test_functions_and_refusals():
+    r = mx.nd.array(FIX["arith/a"]).tostype("row_sparse")
+    np.testing.assert_array_equal(mx.nd.sparse.add(r, r).asnumpy(), 2 * FIX["arith/a"])
+    np.testing.assert_array_equal(mx.nd.sparse.subtract(r, r).asnumpy(), 0 * FIX["arith/a"])
+    assert mx.nd.sparse.multiply(r, 3).stype == "row_sparse"
+    assert mx.nd.sparse.divide(r, 2).stype == "row_sparse"
+    with pytest.raises(MXNetError, match="broadcast"):
+        r + mx.nd.sparse.zeros("row_sparse", (2, 4))
