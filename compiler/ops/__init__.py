@@ -26,3 +26,4 @@ from . import scan  # noqa: F401
 from . import creation  # noqa: F401
 from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
+from . import special  # noqa: F401
