@@ -27,3 +27,4 @@ from . import creation  # noqa: F401
 from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import special  # noqa: F401
+from . import random_more  # noqa: F401
