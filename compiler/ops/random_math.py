@@ -90,6 +90,24 @@ def soft_lgamma(z):
     return ops.where(small, stirling - soft_log_any(ops.where(small, prod, 1.0)), stirling)
 
 
+_LGAMMA_INT = [math.lgamma(k + 1.0) for k in range(8)]
+
+
+def soft_lgamma_count(n):
+    """``lgamma(n + 1) = log(n!)`` for a whole number ``n >= 0``: a table below 8,
+    Stirling's series above."""
+    big = n >= 8.0
+    z = ops.where(big, n + 1.0, 9.0)
+    log_z = soft_log_any(z)
+    inv = 1.0 / z
+    w = inv * inv
+    tail = inv * (1.0 / 12.0 - w * (1.0 / 360.0 - w * (1.0 / 1260.0)))
+    out = plus(ops.neg(z), (z - 0.5) * log_z) + (_HALF_LOG_2PI + tail)
+    for k in range(8):
+        out = ops.where(ops.eq(n, float(k)), _LGAMMA_INT[k], out)
+    return out
+
+
 def _sin_cos(a):
     """Taylor series of ``sin(a)`` and ``cos(a)`` for ``|a| <= pi / 2``."""
     z = a * a
@@ -110,12 +128,16 @@ def tan_pi(u):
 
 # -- gamma: Marsaglia and Tsang ------------------------------------------------------------
 
-def gamma_round(prev, u1, u2, alpha):
-    """One try of Marsaglia and Tsang's method for Gamma(alpha, 1) (alpha < 1 tries
-    alpha + 1, as mxnet): ``d V`` where the try is accepted, else ``prev`` (the later
-    tries' result)."""
+def gamma_constants(alpha):
+    """Marsaglia and Tsang's ``d`` and ``c = 1 / sqrt(9 d)`` of Gamma(alpha, 1) (alpha < 1
+    is drawn as alpha + 1, as mxnet)."""
     d = ops.where(alpha < 1.0, alpha + 2.0 / 3.0, alpha - 1.0 / 3.0)
-    c = 1.0 / soft_sqrt_any(9.0 * d)
+    return d, 1.0 / soft_sqrt_any(9.0 * d)
+
+
+def gamma_round(prev, u1, u2, d, c):
+    """One try of Marsaglia and Tsang's method: ``d V`` where the try is accepted,
+    else ``prev`` (the later tries' result)."""
     z = _normal_math({}, u1)
     x = plus(1.0, c * z)
     v = x * x * x
@@ -152,18 +174,24 @@ def poisson_small(u, lam):
     return count
 
 
-def poisson_round(prev, u1, u2, lam):
+def poisson_constants(lam):
+    """``sqrt(2 lam)``, ``log(lam)`` and ``lam log(lam) - lgamma(lam + 1)`` of the
+    rejection method (lam raised to 12 where it is smaller: that branch is not taken)."""
+    lam = ops.maximum(lam, POISSON_SMALL)
+    log_lam = soft_log_any(lam)
+    return soft_sqrt_any(2.0 * lam), log_lam, plus(ops.neg(soft_lgamma(lam + 1.0)), lam * log_lam)
+
+
+def poisson_round(prev, u1, u2, lam, consts):
     """One try of the rejection method mxnet takes for ``lam >= 12`` (Numerical
     Recipes' ``poidev``: a Lorentzian envelope): the count where accepted, else
     ``prev``."""
+    sq, log_lam, g = consts
     lam = ops.maximum(lam, POISSON_SMALL)
-    sq = soft_sqrt_any(2.0 * lam)
-    log_lam = soft_log_any(lam)
-    g = plus(ops.neg(soft_lgamma(lam + 1.0)), lam * log_lam)
     y = tan_pi(u1)
     em = plus(lam, sq * y)
     ok = em >= 0.0
     em = ops.floor(ops.maximum(em, 0.0))
-    expo = plus(ops.neg(soft_lgamma(em + 1.0) + g), em * log_lam)
+    expo = plus(ops.neg(soft_lgamma_count(em) + g), em * log_lam)
     t = 0.9 * plus(1.0, y * y) * soft_exp(ops.minimum(expo, 80.0))
     return ops.where(ok & (u2 <= t), em, prev)

@@ -6,17 +6,18 @@ and the per-element ``_sample_*`` forms, with mxnet's aliases.
 As ``random.py``'s samplers, each is a ``Decompose`` around ``_philox_uniform`` draws
 of the step's seed, turned into the distribution by pointwise ops written with the
 deterministic math of ``random_math.py``, so the cpu and interpret targets give the
-same bits. A rejection sampler cannot loop in a kernel that must give every target the
-same numbers, so it makes a fixed number of tries, each from draws of its own stream:
-a try is an op ``(prev, u1, u2, parameter) -> accepted value, else prev``, chained from
-the last try to the first, so the first accepted try wins (the fallback after all
-tries is the distribution's mean, reached with probability below 1e-7):
+same bits. A rejection sampler cannot loop in a kernel that must give every target the same
+numbers, so it makes a fixed number of tries, each from draws of its own Philox stream,
+all in one pointwise op (``_gamma_draw``, ``_poisson_draw``: the op draws them itself).
+The tries are chained from the last to the first, ``accepted ? value : later tries'
+result``, so the first accepted try wins; after every try is rejected (probability below
+1e-7) the result is about the mean:
 
 * gamma: Marsaglia and Tsang, as mxnet (``alpha < 1`` through ``alpha + 1`` and
-  ``u**(1/alpha)``), 6 tries (each accepted with probability above 0.95);
-* poisson: ``lam < 12`` by inversion of one draw (mxnet multiplies draws, the same
+  ``u**(1/alpha)``), 6 tries (each accepted with probability above 0.9);
+* poisson: ``lam < 12`` by inversion of one draw (mxnet multiplies draws: the same
   distribution); ``lam >= 12`` by mxnet's rejection method (Numerical Recipes'
-  Lorentzian envelope), 12 tries;
+  Lorentzian envelope), 24 tries (each accepted with probability about 0.51);
 * negative binomial: Poisson(Gamma(k, (1 - p) / p)); generalized: Poisson(Gamma(1 / alpha,
   alpha mu)), Poisson(mu) where alpha is 0;
 * randint: ``low + floor(u (high - low))`` in float64 (24 bits of a draw).
@@ -29,58 +30,86 @@ import torch
 
 from ..ir.expr import ops
 from . import random_math as rm
+from .nn import seed_entry
 from .random import _FLOAT_DTYPE, _cast, _check, _draw, _out_dtype
-from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice, merge_shape,
-                       parse_float, parse_int, parse_optional_shape, parse_str, register,
-                       REQUIRED)
+from .registry import (REQUIRED, Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
+                       merge_shape, parse_float, parse_int, parse_optional_shape, parse_shape,
+                       parse_str, prod, register)
 
 GAMMA_TRIES = 6
-POISSON_TRIES = 12
+POISSON_TRIES = 24
 
 
-def _broadcast_shape(attrs, in_shapes):
-    known = [s for s in in_shapes if s is not None]
-    if len(known) < len(in_shapes):
-        return in_shapes, [None]
-    rank = max(len(s) for s in known)
-    padded = [(1,) * (rank - len(s)) + tuple(s) for s in known]
-    return in_shapes, [tuple(max(d) for d in zip(*padded))]
+def _streams(b, count: int) -> int:
+    """The first of ``count`` new consecutive stream numbers of the graph (numbered in
+    ``decompose``'s order, as ``random._draw``'s)."""
+    first = b.graph.meta.get("random_streams", 0)
+    b.graph.meta["random_streams"] = first + count
+    return first
 
 
-def _internal(name, args, fn, what):
-    register(OpDef(
-        name=name, pattern="broadcast", arguments=args, infer_shape=_broadcast_shape,
-        lowering=Pointwise(lambda attrs, *xs: fn(*xs)),
-        reference=lambda attrs, ins, is_train: [_torch_of(fn, ins)],
-        doc=what + " (operands broadcast; a step of the samplers in random_more.py)."))
+def _draws(attrs, seed, coords, count):
+    """``count`` U[0, 1) draws at each element's linear index in ``attrs['shape']``,
+    from streams ``attrs['stream']``, ``+ 1``, ...: the sampler draws them itself, so
+    its tries need no ops (and no fusion steps) of their own."""
+    shape = attrs["shape"]
+    offsets = [(c, prod(shape[j + 1:])) for j, c in enumerate(coords) if c is not None]
+    wide = prod(shape) > 2 ** 31
+    return [ops.philox_uniform(seed, offsets, attrs["stream"] + k, wide) for k in range(count)]
 
 
-_EAGER = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-          "neg": torch.neg, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
-          "eq": torch.eq, "ne": torch.ne, "and_": torch.logical_and, "or_": torch.logical_or,
-          "where": torch.where, "maximum": torch.maximum, "minimum": torch.minimum,
-          "floor": torch.floor, "abs": torch.abs}
+def _gamma_expr(attrs, seed, alpha, beta, *, coords):
+    u = _draws(attrs, seed, coords, 2 * GAMMA_TRIES + 1)
+    d, c = rm.gamma_constants(alpha)
+    x = alpha                           # after every try rejected: the mean
+    for k in reversed(range(GAMMA_TRIES)):
+        x = rm.gamma_round(x, u[2 * k], u[2 * k + 1], d, c)
+    return rm.gamma_finish(x, u[-1], alpha, beta)
 
 
-def _torch_of(fn, ins):
-    """The reference of an internal step: its math evaluated eagerly in float64 by torch
-    (each shared node once); the samplers' moments tests check the math itself."""
-    env = {f"a{i}": x.double() for i, x in enumerate(ins)}
-    memo = {}
-
-    def walk(e):
-        if id(e) not in memo:
-            if e.op == "value":
-                memo[id(e)] = env[e.params[0]]
-            elif e.op == "const":
-                memo[id(e)] = torch.tensor(float(e.params[0]), dtype=torch.float64)
-            else:
-                memo[id(e)] = _EAGER[e.op](*[walk(a) for a in e.args])
-        return memo[id(e)]
-    out = walk(fn(*[ops.value(f"a{i}") for i in range(len(ins))]))
-    return out.to(ins[0].dtype)
+def _poisson_expr(attrs, seed, lam, *, coords):
+    branch = attrs["branch"]
+    u = _draws(attrs, seed, coords, 2 * POISSON_TRIES + 1)
+    small = rm.poisson_small(u[0], lam) if branch != "large" else None
+    if branch == "small":
+        return small
+    consts = rm.poisson_constants(lam)
+    large = ops.floor(lam)              # after every try rejected: about the mean
+    for k in reversed(range(POISSON_TRIES)):
+        large = rm.poisson_round(large, u[2 * k + 1], u[2 * k + 2], lam, consts)
+    return large if branch == "large" else ops.where(lam < rm.POISSON_SMALL, small, large)
 
 
+def _draw_shape(attrs, in_shapes):
+    seed, *params = in_shapes
+    out = tuple(attrs["shape"])
+    return [merge_shape(seed, (1,), "sampler seed")] + params, [out]
+
+
+def _draw_ref(dist):
+    def ref(attrs, ins, is_train):
+        shape = tuple(attrs["shape"])
+        ps = [p.double().expand(shape) for p in ins[1:]]
+        return [_torch_dist(dist, ps).to(ins[1].dtype)]
+    return ref
+
+
+_DRAW_ATTRS = [Attr("shape", parse_shape), Attr("stream", parse_int)]
+register(OpDef(
+    name="_gamma_draw", pattern="broadcast", arguments=("seed", "alpha", "beta"),
+    attrs=_DRAW_ATTRS, needs_random=True, lowering=Pointwise(_gamma_expr),
+    infer_shape=_draw_shape, infer_type=lambda attrs, t: (t, [t[1]]),
+    reference=_draw_ref("gamma"),
+    doc=f"Gamma(alpha, beta) of `shape` (alpha and beta broadcast to it): Marsaglia and "
+        f"Tsang's method, {GAMMA_TRIES} tries from streams `stream`, `stream` + 1, ..."))
+register(OpDef(
+    name="_poisson_draw", pattern="broadcast", arguments=("seed", "lam"),
+    attrs=_DRAW_ATTRS + [Attr("branch", choice("both", "small", "large"), "both")],
+    needs_random=True, lowering=Pointwise(_poisson_expr),
+    infer_shape=_draw_shape, infer_type=lambda attrs, t: (t, [t[1]]),
+    reference=_draw_ref("poisson"),
+    doc=f"Poisson(lam) of `shape`: inversion below lam = 12, mxnet's rejection method "
+        f"({POISSON_TRIES} tries) above; `branch` builds one of them alone."))
 register(OpDef(
     name="_param_tensor", pattern="elemwise", arguments=("u",),
     attrs=[Attr("value", parse_float, REQUIRED)],
@@ -88,45 +117,31 @@ register(OpDef(
     infer_shape=lambda attrs, in_shapes: (in_shapes, [in_shapes[0]]),
     reference=lambda attrs, ins, is_train: [ins[0] * 0.0 + attrs["value"]],
     doc="out = 0 * u + value: a number as a tensor of u's shape and dtype."))
-
-_internal("_gamma_try", ("prev", "u1", "u2", "alpha"), rm.gamma_round,
-          "One Marsaglia-Tsang try for Gamma(alpha, 1): its value if accepted, else prev")
-_internal("_gamma_finish", ("x", "u", "alpha", "beta"), rm.gamma_finish,
-          "x * beta, times u**(1/alpha) where alpha < 1")
-_internal("_poisson_inversion", ("u", "lam"), rm.poisson_small,
-          "Poisson(lam) for lam < 12 by inverting its cdf at u")
-_internal("_poisson_try", ("prev", "u1", "u2", "lam"), rm.poisson_round,
-          "One rejection try for Poisson(lam), lam >= 12: its count if accepted, else prev")
-_internal("_poisson_select", ("lam", "small", "large"),
-          lambda lam, small, large: ops.where(lam < rm.POISSON_SMALL, small, large),
-          "small where lam < 12, else large")
-_internal("_gnb_rate", ("g", "mu", "alpha"),
-          lambda g, mu, alpha: ops.where(ops.eq(alpha, 0.0), mu, g),
-          "mu where alpha is 0, else g")
+register(OpDef(
+    name="_gnb_rate", pattern="broadcast", arguments=("g", "mu", "alpha"),
+    lowering=Pointwise(lambda attrs, g, mu, alpha: ops.where(ops.eq(alpha, 0.0), mu, g)),
+    infer_shape=lambda attrs, in_shapes: (in_shapes, [in_shapes[0]]),
+    reference=lambda attrs, ins, is_train: [torch.where(ins[2] == 0, ins[1], ins[0])],
+    doc="mu where alpha is 0, else g: the generalized negative binomial's Poisson rate."))
 
 
 # ------------------------------------------------------------------------------------
 # Builders: parameters are Refs that broadcast to the output shape
 
+def _seed(b):
+    return b.ref(seed_entry(b.graph))
+
+
 def _gamma(b, shape, alpha, beta):
-    x = alpha
-    for _ in range(GAMMA_TRIES):
-        x = b.op("_gamma_try", x, _draw(b, shape), _draw(b, shape), alpha)
-    return b.op("_gamma_finish", x, _draw(b, shape), alpha, beta)
+    return b.op("_gamma_draw", _seed(b), alpha, beta, shape=tuple(shape),
+                stream=_streams(b, 2 * GAMMA_TRIES + 1))
 
 
 def _poisson(b, shape, lam, static=None):
     """``static``: lam's value where it is one number (only its branch is built)."""
-    small = large = None
-    if static is None or static < rm.POISSON_SMALL:
-        small = b.op("_poisson_inversion", _draw(b, shape), lam)
-    if static is None or static >= rm.POISSON_SMALL:
-        large = lam
-        for _ in range(POISSON_TRIES):
-            large = b.op("_poisson_try", large, _draw(b, shape), _draw(b, shape), lam)
-    if static is not None:
-        return small if small is not None else large
-    return b.op("_poisson_select", lam, small, large)
+    branch = "both" if static is None else "small" if static < rm.POISSON_SMALL else "large"
+    return b.op("_poisson_draw", _seed(b), lam, shape=tuple(shape), branch=branch,
+                stream=_streams(b, 2 * POISSON_TRIES + 1))
 
 
 def _negative_binomial(b, shape, k, p):
