@@ -167,3 +167,22 @@ def test_samplers_have_zero_gradients():
     assert torch.equal(exe.grad_dict["a"], torch.zeros(3))
     assert torch.equal(exe.grad_dict["b"], torch.zeros(3))
     torch.testing.assert_close(exe.grad_dict["x"], outs[1])
+
+
+def test_mx_sym_random_wrappers():
+    """mxnet's python/mxnet/symbol/random.py: numbers give _random_*, Symbols _sample_*;
+    the _random_*_like operators appear as random.*_like."""
+    s = mx.sym.random.gamma(2, 3, shape=(4,))
+    assert '"_random_gamma"' in s.tojson() and '"alpha": "2"' in s.tojson()
+    a, b = sym.Variable("a"), sym.Variable("b")
+    assert '"_sample_poisson"' in mx.sym.random.poisson(a, shape=(2,)).tojson()
+    s = mx.sym.random.negative_binomial(a, b, shape=(2,), dtype="float64")
+    assert '"_sample_negative_binomial"' in s.tojson()
+    assert s.infer_shape(a=(3,), b=(3,))[1] == [(3, 2)]
+    s = mx.sym.random.generalized_negative_binomial(1.5, 0.2, shape=(5,))
+    assert '"_random_generalized_negative_binomial"' in s.tojson()
+    assert mx.sym.random.randint(0, 10, shape=(3,)).infer_type()[1] == [np.int32]
+    assert mx.sym.random.poisson_like(a, lam=2).infer_shape(a=(2, 2))[1] == [(2, 2)]
+    assert '"_random_gamma_like"' in mx.sym.random.gamma_like(a).tojson()
+    with pytest.raises(AssertionError, match="same type"):
+        mx.sym.random.gamma(a, 1.0)
