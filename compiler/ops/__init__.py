@@ -28,3 +28,4 @@ from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
 from . import special  # noqa: F401
 from . import random_more  # noqa: F401
+from . import pdf  # noqa: F401
