@@ -27,7 +27,8 @@ def make_namespace(symbol_cls, op_function) -> types.SimpleNamespace:
     -------
     types.SimpleNamespace
         ``uniform``, ``normal``, ``randn``, ``exponential``, ``gamma``, ``poisson``,
-        ``negative_binomial``, ``generalized_negative_binomial``, ``randint`` and the
+        ``negative_binomial``, ``generalized_negative_binomial``, ``randint``,
+        ``multinomial``, ``shuffle`` and the
         ``*_like`` operators (mxnet exposes ``_random_X_like`` as ``random.X_like``).
     """
     def helper(random, sampler, params, shape, dtype, kwargs):
@@ -102,6 +103,18 @@ def make_namespace(symbol_cls, op_function) -> types.SimpleNamespace:
         form)."""
         return helper("_random_randint", None, [low, high], shape, dtype, kwargs)
 
+    def multinomial(data, shape=None, get_prob=True, dtype="int32", **kwargs):
+        """Outcomes drawn from the categorical distributions in data's last axis; with
+        `get_prob` (the default here, as mxnet's wrapper) also their log probabilities."""
+        if shape is not None:
+            kwargs["shape"] = shape
+        return op_function("_sample_multinomial")(data, get_prob=get_prob, dtype=dtype,
+                                                  **kwargs)
+
+    def shuffle(data, **kwargs):
+        """data with its rows (first axis) in a random order."""
+        return op_function("_shuffle")(data, **kwargs)
+
     likes = {f"{d}_like": op_function(f"_random_{d}_like")
              for d in ("uniform", "normal", "gamma", "exponential", "poisson",
                        "negative_binomial", "generalized_negative_binomial")}
@@ -109,4 +122,5 @@ def make_namespace(symbol_cls, op_function) -> types.SimpleNamespace:
                                  exponential=exponential, gamma=gamma, poisson=poisson,
                                  negative_binomial=negative_binomial,
                                  generalized_negative_binomial=generalized_negative_binomial,
-                                 randint=randint, **likes, __doc__=__doc__)
+                                 randint=randint, multinomial=multinomial, shuffle=shuffle,
+                                 **likes, __doc__=__doc__)

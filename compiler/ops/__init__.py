@@ -29,3 +29,4 @@ from . import histogram  # noqa: F401
 from . import special  # noqa: F401
 from . import random_more  # noqa: F401
 from . import pdf  # noqa: F401
+from . import random_select  # noqa: F401

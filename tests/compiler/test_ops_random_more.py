@@ -186,3 +186,66 @@ def test_mx_sym_random_wrappers():
     assert '"_random_gamma_like"' in mx.sym.random.gamma_like(a).tojson()
     with pytest.raises(AssertionError, match="same type"):
         mx.sym.random.gamma(a, 1.0)
+
+
+# ---------------------------------------------------------------------------------------
+# sample_multinomial and shuffle
+
+PROBS = torch.tensor([[0.0, 0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1, 0.0]])
+
+
+def _multinomial(target, monkeypatch, seed, n):
+    monkeypatch.setenv("SYMTRITON_CPU_TARGET", target)
+    mx.random.seed(seed)
+    d, x = sym.Variable("d"), sym.Variable("x")
+    s = sym.Group(list(mx.sym.random.multinomial(d, shape=(n,))) + [mx.sym.random.shuffle(x)])
+    exe = s.simple_bind(cpu(), grad_req={"d": "write", "x": "null"}, d=(2, 5), x=(7, 3))
+    exe.arg_dict["d"][:] = PROBS
+    exe.arg_dict["x"][:] = torch.arange(21.0).reshape(7, 3)
+    return exe, [o.clone() for o in exe.forward(is_train=True)]
+
+
+def test_multinomial_frequencies_and_log_probs(monkeypatch):
+    """Each outcome's frequency within 5 standard errors of its probability; never an
+    outcome of probability 0; get_prob's output is log(p[outcome])."""
+    n = 4000
+    _, (idx, logp, _) = _multinomial("cpu", monkeypatch, seed=3, n=n)
+    assert idx.dtype == torch.int32 and idx.shape == (2, n)
+    for row, p in zip(idx.long(), PROBS):
+        freq = torch.bincount(row, minlength=5).double() / n
+        se = (p.double() * (1 - p.double()) / n).sqrt()
+        assert ((freq - p).abs() <= 5 * se + 1e-12).all(), (freq, p)
+    torch.testing.assert_close(logp, torch.log(torch.gather(PROBS, 1, idx.long())))
+
+
+def test_multinomial_gradient_and_shuffle(monkeypatch):
+    """get_prob's gradient is ograd / p added at each drawn outcome (mxnet's); shuffle
+    permutes whole rows; both targets draw the same bits."""
+    outs = {}
+    for target in ("cpu", "interpret"):
+        exe, outs[target] = _multinomial(target, monkeypatch, seed=8, n=6)
+        dy = torch.arange(12.0).reshape(2, 6)
+        exe.backward([torch.zeros(2, 6), dy, torch.zeros(7, 3)])
+        idx = outs[target][0].long()
+        want = torch.zeros(2, 5).scatter_add_(1, idx, dy / torch.gather(PROBS, 1, idx))
+        torch.testing.assert_close(exe.grad_dict["d"], want)
+    for a, b in zip(outs["cpu"], outs["interpret"]):
+        assert torch.equal(a, b)
+    rows = outs["cpu"][2]
+    assert sorted(rows[:, 0].tolist()) == list(range(0, 21, 3))
+    assert torch.equal(rows[:, 1:] - rows[:, :1], torch.tensor([[1.0, 2.0]] * 7))
+    assert not torch.equal(rows, torch.arange(21.0).reshape(7, 3))
+
+
+def test_multinomial_shapes_and_no_prob_gradient():
+    d = sym.Variable("d")
+    assert sym.sample_multinomial(d).infer_shape(d=(4,))[1] == [(1,)]
+    assert sym.sample_multinomial(d, shape=(2, 3)).infer_shape(d=(4,))[1] == [(2, 3)]
+    s = sym.sample_multinomial(d, shape=(2,), get_prob=True, dtype="float32")
+    assert s.infer_shape(d=(3, 4))[1] == [(3, 2), (3, 2)]
+    assert s.infer_type(d="float64")[1] == [np.float32, np.float64]
+    exe = sym.sample_multinomial(d, shape=(3,)).simple_bind(cpu(), d=(2, 4))
+    exe.arg_dict["d"][:] = 0.25
+    exe.forward(is_train=True)
+    exe.backward([torch.ones(2, 3)])
+    assert torch.equal(exe.grad_dict["d"], torch.zeros(2, 4))
