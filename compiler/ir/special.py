@@ -31,10 +31,32 @@ def _lanczos_lgamma(x):
     return _HALF_LOG_2PI + (z + 0.5) * ops.log(t) - t + ops.log(acc)
 
 
+_SIN = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(11, -1, -1)]
+_COS = [(-1.0) ** k / math.factorial(2 * k) for k in range(11, -1, -1)]
+
+
+def _sin_cos_pi(x):
+    """``sin(pi x)`` and ``cos(pi x)``: ``x`` reduced exactly to ``[-1, 1)`` (fmod by 2;
+    ``pi x`` itself loses the fraction of a large ``x``), folded to ``a`` in
+    ``[0, 1/2]`` by symmetry, then Taylor series in ``pi a`` (to ``(pi/2)**23``: below
+    float64's rounding). No ``sin`` / ``cos`` instruction: float64 ``sin`` on a GPU is
+    libdevice's, whose slow path keeps an array in local memory."""
+    r = _reduce2(x)
+    a = ops.abs(r)
+    far = a > 0.5
+    t = math.pi * ops.where(far, 1.0 - a, a)
+    z = t * t
+    sin, cos = _SIN[0], _COS[0]
+    for cs, cc in zip(_SIN[1:], _COS[1:]):
+        sin = sin * z + cs
+        cos = cos * z + cc
+    sin = sin * t
+    return ops.where(r < 0.0, -sin, sin), ops.where(far, -cos, cos)
+
+
 def _sin_pi(x):
-    """``sin(pi x)`` with the argument first reduced to ``[-1, 1)`` exactly (fmod by 2):
-    ``pi x`` itself loses the fraction of a large ``x``."""
-    return ops.sin(math.pi * _reduce2(x))
+    """``sin(pi x)`` (see :func:`_sin_cos_pi`)."""
+    return _sin_cos_pi(x)[0]
 
 
 def lgamma(x):
@@ -78,8 +100,7 @@ def digamma(x):
     """``psi(x)``, the derivative of ``lgamma``: the reflection
     ``psi(1 - x) - pi cos(pi x) / sin(pi x)`` for ``x <= 0``."""
     right = _digamma_positive(ops.where(x > 0.0, x, 1.0))
-    s = _sin_pi(x)
-    c = ops.cos(math.pi * _reduce2(x))
+    s, c = _sin_cos_pi(x)
     left = _digamma_positive(ops.maximum(1.0 - x, 1.0)) - math.pi * c / s
     return ops.where(x > 0.0, right, left)
 
