@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..ir.expr import ops
-from .random import _LN2_HI, _LN2_LO, _TWO_M32, _normal_math, soft_log, soft_sqrt
+from .random import _LN2_HI, _LN2_LO, _TWO_M32, _normal_math, soft_log
 
 _INV_LN2 = 1.0 / math.log(2.0)
 
