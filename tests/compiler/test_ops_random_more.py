@@ -74,11 +74,12 @@ def _run(target, monkeypatch, names, seed, n, steps=1, is_train=True):
 
 @pytest.mark.slow
 def test_moments(monkeypatch):
-    """Mean and variance of 8,000 draws per distribution within 5 standard errors
+    """Mean and variance of 5,000 draws per distribution within 5 standard errors
     (the variance's from the sample's fourth moment); counts are whole numbers."""
     names = sorted(_table(1))
-    n = 8_000
-    _, [outs] = _run("cpu", monkeypatch, names, seed=11, n=n)
+    n = 5_000
+    # one graph each: in one Group the fusion pass tries pairs across the samplers
+    outs = [_run("cpu", monkeypatch, [name], seed=11, n=n)[1][0][0] for name in names]
     for name, out in zip(names, outs):
         expected = _table(n)[name][1]
         rows = out.double().reshape(len(expected), -1)
