@@ -209,10 +209,10 @@ COMPOSITES = {
     "log1p": (1, lambda x: _log1p(x), "log(1 + a), accurate where a is tiny"),
     "expm1": (1, lambda x: _expm1(x), "exp(a) - 1, accurate where a is tiny"),
     # special functions: definitions in ir/special.py (imported when first expanded)
-    "lgamma": (1, lambda x: _special().lgamma(x), "log|Gamma(a)|"),
-    "digamma": (1, lambda x: _special().digamma(x), "psi(a), the derivative of lgamma"),
-    "gamma": (1, lambda x: _special().gamma(x), "Gamma(a)"),
-    "erfinv": (1, lambda x: _special().erfinv(x), "the inverse error function of a"),
+    "lgamma": (1, lambda x: _special().lgamma(ops, x), "log|Gamma(a)|"),
+    "digamma": (1, lambda x: _special().digamma(ops, x), "psi(a), the derivative of lgamma"),
+    "gamma": (1, lambda x: _special().gamma(ops, x), "Gamma(a)"),
+    "erfinv": (1, lambda x: _special().erfinv(ops, x), "the inverse error function of a"),
 }
 
 
