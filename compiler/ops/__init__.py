@@ -37,3 +37,4 @@ from . import detection_multibox  # noqa: F401
 from . import detection_rpn  # noqa: F401
 from . import custom  # noqa: F401
 from . import ctc  # noqa: F401
+from . import contrib_more  # noqa: F401

@@ -1,0 +1,176 @@
+"""mxnet's SyncBatchNorm, BatchNormWithReLU, fft, ifft and count_sketch
+(``compiler/ops/contrib_more.py``) through the full compile path on both cpu targets.
+
+``ROWS`` run ``tests/compiler/test_ops_compiled.check``: forward against an independent
+torch version in float64 (``F.batch_norm``, ``torch.fft``, a scatter-add written out),
+every gradient against torch autograd, a few entries against finite differences,
+inference with the moving statistics the step left; ``test_ops_after_views.py`` sweeps
+them after views. fft, ifft and count_sketch run only on GPUs in mxnet (its CPU build
+refuses them), so no mxnet fixture exists for them: their rows follow mxnet's documented
+layout (interleaved re/im, unnormalised transforms). SyncBatchNorm and BatchNormWithReLU
+also replay mxnet's numbers (``test_mxnet_fixtures_contrib_more.py``).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from compiler import symbol as sym
+from compiler.errors import MXNetError
+from runtime.context import cpu
+from tests.compiler.test_ops_compiled import Op, check
+from tests.conftest import assert_same_launches_on_cpu_targets
+
+C = sym.contrib
+AUX = {"bn_moving_mean": "randn", "bn_moving_var": "pos"}
+
+
+def _bn(x, gamma, beta, fix_gamma, eps=1e-3, mm=None, mv=None):
+    g = torch.ones_like(gamma) if fix_gamma else gamma
+    return F.batch_norm(x, mm, mv, g, beta, training=mm is None, eps=eps)
+
+
+def _sync_torch(fix_gamma, eps=1e-3, mean_var=False):
+    def f(x, gamma, beta, mm, mv):
+        out = _bn(x, gamma, beta, fix_gamma, eps)
+        if not mean_var:
+            return out
+        red = [i for i in range(x.dim()) if i != 1]
+        # mxnet's backward ignores the gradients of the mean / var outputs
+        return [out, x.mean(red).detach(), x.var(red, unbiased=False).detach()]
+    return f
+
+
+def _sync_infer(fix_gamma, eps=1e-3, mean_var=False):
+    def f(x, gamma, beta, mm, mv):
+        out = _bn(x, gamma, beta, fix_gamma, eps, mm, mv)
+        return [out, mm, mv] if mean_var else out
+    return f
+
+
+def _relu_torch(fix_gamma):
+    return lambda x, g, b, mm, mv: torch.relu(_bn(x, g, b, fix_gamma))
+
+
+def _relu_infer(fix_gamma):
+    return lambda x, g, b, mm, mv: torch.relu(_bn(x, g, b, fix_gamma, 1e-3, mm, mv))
+
+
+BN_SHAPES = [[(4, 3, 2, 2), (3,), (3,)], [(5, 2), (2,), (2,)], [(2, 3, 1, 5), (3,), (3,)],
+             [(3, 1, 7), (1,), (1,)]]
+BN4_SHAPES = [[(4, 3, 2, 2), (3,), (3,)], [(2, 3, 1, 5), (3,), (3,)], [(3, 1, 3, 3), (1,), (1,)]]
+
+ROWS = [
+    *[Op(f"SyncBatchNorm_fix_gamma_{fg}",
+         lambda x, g, b, fg=fg: C.SyncBatchNorm(x, g, b, fix_gamma=fg, key="k", name="bn"),
+         _sync_torch(fg), BN_SHAPES, inputs=("x", "g", "b"), aux=AUX,
+         infer_torch=_sync_infer(fg)) for fg in (True, False)],
+    Op("SyncBatchNorm_mean_var",
+       lambda x, g, b: C.SyncBatchNorm(x, g, b, fix_gamma=False, eps=1e-5, ndev=1, key="k",
+                                       output_mean_var=True, name="bn"),
+       _sync_torch(False, 1e-5, True), BN_SHAPES[:3], inputs=("x", "g", "b"), aux=AUX,
+       infer_torch=_sync_infer(False, 1e-5, True), fd=False),   # mxnet ignores d mean, d var
+    *[Op(f"BatchNormWithReLU_fix_gamma_{fg}",
+         lambda x, g, b, fg=fg: C.BatchNormWithReLU(x, g, b, fix_gamma=fg, name="bn"),
+         _relu_torch(fg), BN4_SHAPES, inputs=("x", "g", "b"), aux=AUX,
+         infer_torch=_relu_infer(fg)) for fg in (True, False)],
+    Op("fft", lambda x: C.fft(x),
+       lambda x: torch.view_as_real(torch.fft.fft(x.to(torch.complex128))).flatten(-2),
+       [[(3, 5)], [(1, 8)], [(2, 1, 3, 6)], [(1, 2, 2, 1)]]),
+    Op("ifft", lambda x: C.ifft(x, compute_size=4),
+       lambda z: (torch.fft.ifft(torch.complex(z[..., 0::2], z[..., 1::2])) *
+                  (z.shape[-1] // 2)).real,
+       [[(3, 10)], [(1, 8)], [(2, 1, 3, 6)], [(1, 2, 2, 2)]]),
+    Op("count_sketch", lambda x, h, s: C.count_sketch(x, h, s, out_dim=5),
+       lambda x, h, s: x @ (F.one_hot(h.reshape(-1).long(), 5).double() * s.reshape(-1, 1)),
+       [[(3, 7), (1, 7), (1, 7)], [(1, 4), (1, 4), (1, 4)], [(2, 1, 3, 6), (1, 6), (1, 6)]],
+       inputs=("x", "h", "s"), gen={"h": "index:5", "s": "cond"}, nograd=("h", "s")),
+]
+
+
+@pytest.mark.parametrize("op,shapes", [pytest.param(op, s, id=f"{op.name}-{i}")
+                                       for op in ROWS for i, s in enumerate(op.shapes)])
+def test_row(op, shapes, cpu_target):
+    exe = check(op, shapes)
+    if cpu_target == "interpret":
+        assert_same_launches_on_cpu_targets(exe)
+
+
+def test_sync_batch_norm_updates_moving_statistics():
+    """One training step: moving = moving * momentum + batch * (1 - momentum), the
+    variance biased, as mxnet's backward writes them."""
+    x = sym.Variable("x")
+    s = C.SyncBatchNorm(x, momentum=0.8, key="k", name="bn")
+    exe = s.simple_bind(cpu(), x=(6, 2, 3))
+    data = torch.randn(6, 2, 3)
+    exe.arg_dict["x"][:] = data
+    exe.arg_dict["bn_beta"][:] = 0
+    exe.aux_dict["bn_moving_mean"][:] = torch.tensor([1.0, -1.0])
+    exe.aux_dict["bn_moving_var"][:] = torch.tensor([2.0, 0.5])
+    exe.forward(is_train=True)
+    exe.backward([torch.ones(6, 2, 3)])
+    mean, var = data.mean((0, 2)), data.var((0, 2), unbiased=False)
+    torch.testing.assert_close(exe.aux_dict["bn_moving_mean"].clone(),
+                               torch.tensor([1.0, -1.0]) * 0.8 + mean * 0.2)
+    torch.testing.assert_close(exe.aux_dict["bn_moving_var"].clone(),
+                               torch.tensor([2.0, 0.5]) * 0.8 + var * 0.2)
+
+
+def test_sync_batch_norm_attributes_and_names():
+    x = sym.Variable("x")
+    s = C.SyncBatchNorm(x, ndev=4, key="layer1", name="sbn")
+    assert s.list_arguments() == ["x", "sbn_gamma", "sbn_beta"]
+    assert s.list_auxiliary_states() == ["sbn_moving_mean", "sbn_moving_var"]
+    assert s.list_outputs() == ["sbn_output"]
+    with pytest.raises(MXNetError, match="at least 2 dimensions"):
+        s.infer_shape(x=(5,))
+    with pytest.raises(MXNetError, match="key"):
+        C.SyncBatchNorm(x, name="nokey").infer_shape(x=(2, 3))
+
+
+def test_batch_norm_with_relu_shapes():
+    x = sym.Variable("x")
+    s = C.BatchNormWithReLU(x, output_mean_var=True, name="bnr")
+    assert s.list_outputs() == ["bnr_output", "bnr_mean", "bnr_var"]
+    _, outs, aux = s.infer_shape(x=(2, 3, 4, 5))
+    assert outs == [(2, 3, 4, 5), (3,), (3,)] and aux == [(3,), (3,)]
+    for bad, axis in (((2, 3), 1), ((2, 3, 4, 5), 3)):
+        with pytest.raises(MXNetError, match="4-D data with axis=1"):
+            C.BatchNormWithReLU(x, axis=axis).infer_shape(x=bad)
+
+
+def test_fft_shape_rules():
+    x = sym.Variable("x")
+    assert C.fft(x).infer_shape(x=(2, 3, 4, 5))[1] == [(2, 3, 4, 10)]
+    assert C.ifft(x).infer_shape(x=(3, 8))[1] == [(3, 4)]
+    for op, shape, msg in ((C.fft, (2, 3, 4), "2-D"), (C.ifft, (3, 7), "even")):
+        with pytest.raises(MXNetError, match=msg):
+            op(x).infer_shape(x=shape)
+
+
+def test_ifft_of_fft_is_d_times_the_signal():
+    """mxnet's transforms are unnormalised: ifft(fft(x)) = d * x."""
+    x = sym.Variable("x")
+    exe = C.ifft(C.fft(x)).simple_bind(cpu(), x=(2, 6))
+    data = torch.randn(2, 6)
+    exe.arg_dict["x"][:] = data
+    torch.testing.assert_close(exe.forward()[0].clone(), data * 6, rtol=1e-5, atol=1e-5)
+
+
+def test_count_sketch_h_and_s_get_zero_gradients():
+    x, h, s = sym.Variable("x"), sym.Variable("h"), sym.Variable("s")
+    exe = C.count_sketch(x, h, s, out_dim=3).simple_bind(cpu(), x=(2, 4))
+    assert exe.arg_dict["h"].shape == (1, 4) and exe.arg_dict["s"].shape == (1, 4)
+    exe.arg_dict["x"][:] = torch.randn(2, 4)
+    exe.arg_dict["h"][:] = torch.tensor([[0.0, 2.0, 2.0, 1.0]])
+    exe.arg_dict["s"][:] = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
+    out = exe.forward(is_train=True)[0].clone()
+    xv = exe.arg_dict["x"].clone()
+    want = torch.stack([xv[:, 0], -xv[:, 3], xv[:, 2] - xv[:, 1]], 1)
+    torch.testing.assert_close(out, want)
+    exe.backward([torch.ones(2, 3)])
+    assert float(exe.grad_dict["h"].abs().sum()) == 0.0
+    assert float(exe.grad_dict["s"].abs().sum()) == 0.0
+    torch.testing.assert_close(exe.grad_dict["x"].clone(),
+                               torch.tensor([[1.0, -1.0, 1.0, -1.0]]).expand(2, 4))
