@@ -36,7 +36,7 @@ import torch
 
 from . import nn as _nn
 from .contrib_common import gradient_of_decomposition
-from .registry import (Attr, Decompose, NodeView, OpDef, ShapeError, get_op, merge_shape,
+from .registry import (Attr, Decompose, Extern, NodeView, OpDef, ShapeError, get_op, merge_shape,
                        parse_bool, parse_float, parse_int, parse_positive_int, parse_str,
                        prod, register)
 
@@ -322,3 +322,112 @@ register(OpDef(
     attrs=[Attr("out_dim", parse_positive_int), Attr("processing_batch_size", parse_int, 32)],
     infer_shape=_cs_shape, reference=_cs_ref, gradient=_cs_gradient,
     doc="out[..., h[i]] += s[i] * data[..., i] over the last axis."))
+
+
+# -- hawkesll ----------------------------------------------------------------------------
+# The log likelihood of marked self-exciting (Hawkes) processes with exponential kernels,
+# one per sample: a recurrence over the events, so an extern launch. Vectorised over the
+# samples, one step per event position; events at or past ``valid_length`` change nothing.
+
+_HAWKES_ARGS = ("lda", "alpha", "beta", "state", "lags", "marks", "valid_length", "max_time")
+
+
+def _hawkes_shape(attrs, in_shapes):
+    if any(s is None for s in in_shapes):
+        return in_shapes, [None, None]
+    mu, alpha, beta, state, lags, marks, vl, mt = (tuple(s) for s in in_shapes)
+    ranks = (2, 1, 1, 2, 2, 2, 1, 1)
+    for name, s, r in zip(_HAWKES_ARGS, in_shapes, ranks):
+        if len(s) != r:
+            raise ShapeError(f"hawkesll: {name} of shape {tuple(s)} must have {r} dims")
+    n, t = lags
+    k = mu[1]
+    want = {"lda": (n, k), "alpha": (k,), "beta": (k,), "state": (n, k), "marks": (n, t),
+            "valid_length": (n,), "max_time": (n,)}
+    for name, s in zip(_HAWKES_ARGS, in_shapes):
+        if name in want and tuple(s) != want[name]:
+            raise ShapeError(f"hawkesll: {name} of shape {tuple(s)} must be {want[name]} "
+                             f"(N={n} samples of T={t} events, K={k} marks; lags {lags})")
+    return [tuple(s) for s in in_shapes], [(n,), (n, k)]
+
+
+def _hawkes_type(attrs, in_types):
+    known = [t for i, t in enumerate(in_types) if t is not None and i != 5]
+    t = known[0] if known else None
+    return [("int32" if i == 5 else t) for i in range(8)], [t, t]
+
+
+def _hawkes_walk(mu, alpha, beta, state, lags, marks, vl, grads=False):
+    """Run the recurrence; with ``grads``, also the derivatives of the log likelihood
+    with respect to mu (per sample), alpha and beta (per sample, then summed)."""
+    n, t_len = lags.shape
+    rows = torch.arange(n, device=mu.device)
+    t = torch.zeros(n, dtype=mu.dtype, device=mu.device)
+    last, phi = torch.zeros_like(state), state.clone()
+    ll = torch.zeros_like(t)
+    g = [torch.zeros_like(state) for _ in range(4)]   # d mu, d alpha, d beta, d phi/d beta
+    for j in range(t_len):
+        on = vl > j
+        c = marks[:, j].long().clamp(0, mu.shape[1] - 1)
+        t = torch.where(on, t + lags[:, j], t)
+        d = t - last[rows, c]
+        a, b, p, m = alpha[c], beta[c], phi[rows, c], mu[rows, c]
+        ed = torch.exp(-b * d)
+        lda = m + a * b * p * ed
+        ll = ll + torch.where(on, torch.log(lda) - (m * d + a * p * (1 - ed)), 0.0)
+        if grads:
+            dp = g[3][rows, c]
+            upd = [1 / lda - d, b * p * ed / lda - p * (1 - ed),
+                   a * ed * (p * (1 - b * d) + b * dp) / lda - a * (dp * (1 - ed) + p * d * ed),
+                   ed * (dp - d * p)]
+            for gi, u in zip(g, upd):
+                gi[rows, c] = torch.where(on, (gi[rows, c] + u) if gi is not g[3] else u,
+                                          gi[rows, c])
+        phi[rows, c] = torch.where(on, 1 + p * ed, p)
+        last[rows, c] = torch.where(on, t, last[rows, c])
+    return ll, phi, last, g
+
+
+def _hawkes_forward(attrs, ins):
+    mu, alpha, beta, state, lags, marks, vl, mt = ins
+    ll, phi, last, _ = _hawkes_walk(mu, alpha, beta, state, lags, marks, vl)
+    ed = torch.exp(-beta * (mt[:, None] - last))
+    rem = mu * (mt[:, None] - last) + alpha * phi * (1 - ed)
+    return [ll - rem.sum(1), ed * phi]
+
+
+def _hawkes_backward(attrs, ins):
+    """mxnet's ``_contrib_backward_hawkesll``: d mu ``(N, K)``, d alpha and d beta ``(K,)``
+    of the log likelihood, times its head gradient (the states' head gradient unused)."""
+    dll, mu, alpha, beta, state, lags, marks, vl, mt = ins
+    _, phi, last, (gmu, galpha, gbeta, gphi) = _hawkes_walk(mu, alpha, beta, state, lags,
+                                                            marks, vl, grads=True)
+    d = mt[:, None] - last
+    ed = torch.exp(-beta * d)
+    gmu = (gmu - d) * dll[:, None]
+    galpha = (galpha - phi * (1 - ed)) * dll[:, None]
+    gbeta = (gbeta - alpha * (gphi * (1 - ed) + phi * d * ed)) * dll[:, None]
+    return [gmu, galpha.sum(0), gbeta.sum(0)]
+
+
+def _hawkes_gradient(b, n):
+    dmu, dalpha, dbeta = b.op("_contrib_backward_hawkesll", n.ograds[0], *n.inputs)
+    return [dmu, dalpha, dbeta] + [b.zeros_like(r) for r in n.inputs[3:]]
+
+
+register(OpDef(
+    name="_contrib_hawkesll", pattern="opaque", lowering=Extern(_hawkes_forward),
+    arguments=_HAWKES_ARGS, outputs=("output", "out_state"),
+    infer_shape=_hawkes_shape, infer_type=_hawkes_type,
+    reference=lambda attrs, ins, is_train: _hawkes_forward(attrs, ins),
+    gradient=_hawkes_gradient,
+    doc="Log likelihood (N,) of marked Hawkes processes with exponential kernels and the "
+        "processes' states (N, K) at max_time."))
+
+register(OpDef(
+    name="_contrib_backward_hawkesll", pattern="opaque", lowering=Extern(_hawkes_backward),
+    arguments=("out_grad",) + _HAWKES_ARGS, outputs=("lda", "alpha", "beta"),
+    infer_shape=lambda attrs, s: (s, [s[1], s[2], s[3]]),
+    infer_type=lambda attrs, t: ([t[0]] + _hawkes_type(attrs, t[1:])[0], [t[0]] * 3),
+    reference=lambda attrs, ins, is_train: _hawkes_backward(attrs, ins),
+    doc="Gradients of hawkesll's log likelihood with respect to lda, alpha and beta."))

@@ -174,3 +174,60 @@ def test_count_sketch_h_and_s_get_zero_gradients():
     assert float(exe.grad_dict["s"].abs().sum()) == 0.0
     torch.testing.assert_close(exe.grad_dict["x"].clone(),
                                torch.tensor([[1.0, -1.0, 1.0, -1.0]]).expand(2, 4))
+
+
+# -- hawkesll: an independent event-by-event loop in float64, its autograd gradients -----
+
+def _hawkes_loop(mu, alpha, beta, state, lags, marks, vl, mt):
+    lls, states = [], []
+    for i in range(mu.shape[0]):
+        t, ll = 0.0, 0.0
+        last = [0.0] * mu.shape[1]
+        phi = list(state[i])
+        for j in range(lags.shape[1]):
+            if j >= float(vl[i]):
+                break
+            c = int(marks[i, j])
+            t = t + lags[i, j]
+            d = t - last[c]
+            ed = torch.exp(-beta[c] * d)
+            ll = ll + torch.log(mu[i, c] + alpha[c] * beta[c] * phi[c] * ed) \
+                - mu[i, c] * d - alpha[c] * phi[c] * (1 - ed)
+            phi[c], last[c] = 1 + phi[c] * ed, t
+        for c in range(mu.shape[1]):
+            d = mt[i] - last[c]
+            ed = torch.exp(-beta[c] * d)
+            ll = ll - mu[i, c] * d - alpha[c] * phi[c] * (1 - ed)
+            phi[c] = ed * phi[c]
+        lls.append(ll)
+        states.append(torch.stack([torch.as_tensor(p) for p in phi]))
+    return torch.stack(lls), torch.stack(states)
+
+
+def test_hawkesll_against_an_event_loop(cpu_target):
+    gen = torch.Generator().manual_seed(5)
+    n, k, t = 3, 2, 4
+    lags = torch.rand(n, t, generator=gen) + 0.1
+    vals = {"lda": torch.rand(n, k, generator=gen) + 0.5, "alpha": torch.rand(k, generator=gen),
+            "beta": torch.rand(k, generator=gen) + 0.5, "state": torch.rand(n, k, generator=gen),
+            "lags": lags, "marks": torch.randint(0, k, (n, t), generator=gen).int(),
+            "valid_length": torch.tensor([4.0, 1.0, 2.5]), "max_time": lags.sum(1) + 0.5}
+    names = list(vals)
+    s = C.hawkesll(*[sym.Variable(v) for v in names])
+    req = {v: "write" if v in names[:3] else "null" for v in names}
+    exe = s.simple_bind(cpu(), grad_req=req, type_dict={"marks": "int32"},
+                        **{v: tuple(x.shape) for v, x in vals.items()})
+    for v, x in vals.items():
+        exe.arg_dict[v][:] = x
+    outs = [o.clone() for o in exe.forward(is_train=True)]
+    xs = {v: x.double().requires_grad_(v in names[:3]) for v, x in vals.items()}
+    ll, st = _hawkes_loop(*[xs[v] for v in names])
+    torch.testing.assert_close(outs[0].double(), ll.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(outs[1].double(), st.detach(), rtol=1e-5, atol=1e-5)
+    og = torch.randn(n, generator=gen)
+    exe.backward([og, torch.randn(n, k, generator=gen)])   # the states' head is unused
+    want = torch.autograd.grad((ll * og.double()).sum(), [xs[v] for v in names[:3]])
+    for v, w in zip(names[:3], want):
+        torch.testing.assert_close(exe.grad_dict[v].double(), w, rtol=1e-4, atol=1e-5)
+    with pytest.raises(MXNetError, match="max_time of shape"):
+        s.infer_shape(**{**{v: tuple(x.shape) for v, x in vals.items()}, "max_time": (n + 1,)})
