@@ -231,3 +231,30 @@ def test_hawkesll_against_an_event_loop(cpu_target):
         torch.testing.assert_close(exe.grad_dict[v].double(), w, rtol=1e-4, atol=1e-5)
     with pytest.raises(MXNetError, match="max_time of shape"):
         s.infer_shape(**{**{v: tuple(x.shape) for v, x in vals.items()}, "max_time": (n + 1,)})
+
+
+# -- rand_zipfian: mxnet's Python composition over the Philox uniform sampler ------------
+
+def test_rand_zipfian_counts_and_distribution(cpu_target):
+    import math
+    t = sym.Variable("t")
+    n, rmax = 4000, 7
+    samples, ect, ecs = C.rand_zipfian(t, n, rmax)
+    exe = sym.Group([samples, ect, ecs]).simple_bind(cpu(), t=(2, 3))
+    classes = torch.tensor([[0.0, 1, 6], [3, 2, 0]])
+    exe.arg_dict["t"][:] = classes
+    s, ct, cs = [o.clone() for o in exe.forward(is_train=False)]
+    assert s.dtype == torch.int64 and ct.dtype == cs.dtype == torch.float64
+    prob = lambda c: torch.log((c + 2.0) / (c + 1.0)) / math.log(rmax + 1)   # noqa: E731
+    torch.testing.assert_close(ct, prob(classes.double()) * n)
+    torch.testing.assert_close(cs, prob(s.double()) * n)
+    assert int(s.min()) >= 0 and int(s.max()) < rmax
+    # (exp(U(0, log 8)) - 1) floored: class c with probability log((c+2)/(c+1)) / log 8
+    freq = torch.bincount(s, minlength=rmax).double() / n
+    want = prob(torch.arange(rmax).double())
+    sigma = (want * (1 - want) / n).sqrt()
+    assert bool(((freq - want).abs() < 5 * sigma).all()), (freq, want)
+    again = exe.forward(is_train=False)[0].clone()
+    assert not torch.equal(again, s), "a second draw repeats the first"
+    with pytest.raises(TypeError, match="unexpected type"):
+        C.rand_zipfian(classes, 3, 5)
