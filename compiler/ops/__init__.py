@@ -38,3 +38,4 @@ from . import detection_rpn  # noqa: F401
 from . import custom  # noqa: F401
 from . import ctc  # noqa: F401
 from . import contrib_more  # noqa: F401
+from . import quantization  # noqa: F401

@@ -1,8 +1,10 @@
 """mxnet 1.9.1's remaining contrib layers: ``_contrib_SyncBatchNorm``,
-``_contrib_BatchNormWithReLU``, ``_contrib_fft``, ``_contrib_ifft`` and
-``_contrib_count_sketch`` (``src/operator/contrib/sync_batch_norm*``, ``batch_norm_relu.cc``,
-``fft*``, ``ifft*``, ``count_sketch*``), ``mx.sym.contrib.X``. All are ``Decompose``
-rewrites into operators that already have kernels.
+``_contrib_BatchNormWithReLU``, ``_contrib_fft``, ``_contrib_ifft``,
+``_contrib_count_sketch`` and ``_contrib_hawkesll`` (``src/operator/contrib/sync_batch_norm*``,
+``batch_norm_relu.cc``, ``fft*``, ``ifft*``, ``count_sketch*``, ``hawkes_ll*``),
+``mx.sym.contrib.X``. All but hawkesll are ``Decompose`` rewrites into operators that
+already have kernels; hawkesll (a recurrence over events) and its gradient are extern
+launches.
 
 * ``SyncBatchNorm`` in one process is BatchNorm over axis 1 (``ndev`` and ``key`` are
   accepted and, with every device in one executor group's process, change nothing: the
@@ -27,6 +29,12 @@ rewrites into operators that already have kernels.
   with the ``(in_dim, out_dim)`` matrix ``one_hot(h) * s``. mxnet's backward writes only the
   data gradient; ``h`` and ``s`` get zeros here. An ``h`` outside ``[0, out_dim)`` adds
   nothing (mxnet's CUDA kernel would write out of bounds).
+* ``hawkesll`` returns the log likelihood ``(N,)`` and the states at ``max_time``; its
+  gradient (mxnet's ``_contrib_backward_hawkesll``) reaches ``lda`` (per sample), ``alpha``
+  and ``beta`` (summed over samples) and is the exact derivative; the states' head gradient
+  is unused and ``state`` gets zeros, as mxnet leaves it unwritten. mxnet stops when
+  ``lags``, ``marks``, ``valid_length`` or ``max_time`` ask for a gradient; here they get
+  zeros. A mark outside ``[0, K)`` is clamped (mxnet reads out of bounds).
 """
 from __future__ import annotations
 

@@ -258,3 +258,77 @@ def test_rand_zipfian_counts_and_distribution(cpu_target):
     assert not torch.equal(again, s), "a second draw repeats the first"
     with pytest.raises(TypeError, match="unexpected type"):
         C.rand_zipfian(classes, 3, 5)
+
+
+# -- quantization: mxnet's reference kernels, values worked out by hand ------------------
+
+def _run(s, cpu_target=None, types=None, **arrays):
+    exe = s.simple_bind(cpu(), grad_req="null", type_dict=types or {},
+                        **{n: tuple(v.shape) for n, v in arrays.items()})
+    for n, v in arrays.items():
+        exe.arg_dict[n][:] = v
+    return [o.clone() for o in exe.forward()]
+
+
+def _vars(*names):
+    return [sym.Variable(n) for n in names]
+
+
+def test_quantize_reference_values(cpu_target):
+    d, a, b = _vars("d", "a", "b")
+    lo, hi = torch.tensor([-3.0]), torch.tensor([4.0])
+    # uint8: (x - min) * fl32(255 / 7) + 0.5, truncated: 3.5 * 36.42857 is 127.49999 in
+    # float32, so 0.5 gives 127; 255.5 truncates to 255
+    q, qlo, qhi = _run(C.quantize(d, a, b), d=torch.tensor([-3.0, 0.5, 4.0]), a=lo, b=hi)
+    assert q.dtype == torch.uint8 and q.tolist() == [0, 127, 255]
+    assert qlo.tolist() == [-3.0] and qhi.tolist() == [4.0]
+    # int8: sign(x) * min(|x| * 127 / 4 + 0.5, 127), truncated, range (-4, 4)
+    q, qlo, qhi = _run(C.quantize(d, a, b, out_type="int8"),
+                       d=torch.tensor([-1.0, 0.26, 4.0, -3.99]), a=lo, b=hi)
+    assert q.dtype == torch.int8 and q.tolist() == [-32, 8, 127, -127]
+    assert qlo.tolist() == [-4.0] and qhi.tolist() == [4.0]
+
+
+def test_quantize_v2_reference_values(cpu_target):
+    (d,) = _vars("d")
+    x = torch.tensor([[-1.0, 0.26], [2.5, 0.0]])
+    q, qlo, qhi = _run(C.quantize_v2(d), d=x)         # the data's own range: R = 2.5
+    assert q.tolist() == [[-51, 13], [127, 0]] and (qlo.item(), qhi.item()) == (-2.5, 2.5)
+    q, qlo, qhi = _run(C.quantize_v2(d, out_type="auto", min_calib_range=0.0,
+                                     max_calib_range=5.1), d=x.abs())
+    assert q.dtype == torch.uint8 and q.tolist() == [[50, 13], [125, 0]]
+    q8 = torch.tensor([[3, -7]], dtype=torch.int8)
+    q, qlo, qhi = _run(C.quantize_v2(d), types={"d": "int8"}, d=q8)   # passes through
+    assert torch.equal(q, q8) and (qlo.item(), qhi.item()) == (-127.0, 127.0)
+
+
+def test_dequantize_reference_values(cpu_target):
+    d, a, b = _vars("d", "a", "b")
+    (x,) = _run(C.dequantize(d, a, b), types={"d": "int8"},
+                d=torch.tensor([-127, 0, 64], dtype=torch.int8), a=torch.tensor([-2.54]),
+                b=torch.tensor([1.0]))
+    torch.testing.assert_close(x, torch.tensor([-2.54, 0.0, 1.28]))
+    (x,) = _run(C.dequantize(d, a, b), types={"d": "uint8"},
+                d=torch.tensor([0, 255, 51], dtype=torch.uint8), a=torch.tensor([-1.0]),
+                b=torch.tensor([4.0]))
+    torch.testing.assert_close(x, torch.tensor([-1.0, 4.0, 0.0]))
+
+
+def test_quantize_round_trip_within_half_a_level(cpu_target):
+    (d,) = _vars("d")
+    x = torch.linspace(-2, 2, 37).reshape(1, 37)
+    s = C.dequantize(*C.quantize_v2(d, min_calib_range=-2.0, max_calib_range=2.0))
+    (back,) = _run(s, d=x)
+    assert float((back - x).abs().max()) <= 2.0 / 127 / 2 + 1e-6
+
+
+def test_quantization_dtype_rules():
+    d, a, b = _vars("d", "a", "b")
+    with pytest.raises(MXNetError, match="expected int8, got float32"):
+        C.dequantize(d, a, b).simple_bind(cpu(), type_dict={"d": "float32"}, d=(2, 3),
+                                          a=(1,), b=(1,))
+    with pytest.raises(MXNetError, match="MKLDNN"):
+        C.requantize(d, a, b, out_type="uint8").simple_bind(
+            cpu(), type_dict={"d": "int32"}, d=(2, 3), a=(1,), b=(1,))
+    _, outs, _ = C.quantized_flatten(d, a, b).infer_shape(d=(2, 3, 4))
+    assert outs == [(2, 12), (1,), (1,)]
