@@ -1,6 +1,7 @@
 """mxnet 1.9.1's quantization operators (``src/operator/quantization/``), as extern launches:
 ``_contrib_quantize``, ``_contrib_quantize_v2``, ``_contrib_dequantize``,
-``_contrib_requantize`` and ``_contrib_quantized_flatten`` (``mx.sym.contrib.X``).
+``_contrib_requantize``, ``_contrib_quantized_flatten``, ``_contrib_quantized_elemwise_mul``
+and ``_contrib_quantized_embedding`` (``mx.sym.contrib.X``).
 
 Integer kernels are not worth generating here: each operator is one extern launch of a few
 ATen calls that repeat, operation for operation, the float32 arithmetic of mxnet's CPU
@@ -26,8 +27,8 @@ import torch
 
 from ..errors import MXNetError
 from .contrib_common import zero_gradients
-from .registry import (Attr, Extern, OpDef, ShapeError, choice, parse_optional_float,
-                       register)
+from .registry import (Attr, Extern, OpDef, ShapeError, choice, get_op, parse_bool,
+                       parse_optional_float, register)
 
 _F32 = torch.float32
 _RANGE = (1,)
@@ -252,3 +253,104 @@ register(OpDef(
     reference=lambda attrs, ins, is_train: _flatten_run(attrs, ins),
     gradient=zero_gradients,
     doc="Flatten of int8/uint8 data to (N, rest); the range passes through."))
+
+
+# -- quantized_elemwise_mul --------------------------------------------------------------
+# mxnet's CPU kernel (no MKLDNN one): int8 * int8 products scaled in float32 and truncated;
+# int32 products over the product of the two ranges when uncalibrated, int8 over the
+# calibrated range, float32 with ``enable_float_output``. Its range constant is 127.5.
+
+def _calibrated(attrs):
+    return attrs["min_calib_range"] is not None and attrs["max_calib_range"] is not None
+
+
+def _mul_run(attrs, ins):
+    a, b, alo, ahi, blo, bhi = ins
+    prod = a.to(torch.int32) * b.to(torch.int32)
+    half = _f32(127.5, alo)
+    a_scale = half / _max_abs(alo.reshape(()), ahi.reshape(()))
+    b_scale = half / _max_abs(blo.reshape(()), bhi.reshape(()))
+    if attrs["enable_float_output"]:
+        scale = torch.tensor(1.0 / float(a_scale) / float(b_scale), dtype=_F32)
+        return [prod.to(_F32) * scale.to(a.device)]
+    if _calibrated(attrs):
+        lo, hi = attrs["min_calib_range"], attrs["max_calib_range"]
+        r = _f32(float(max(abs(np.float32(lo)), abs(np.float32(hi)))), a)
+        scale = half / r / a_scale / b_scale
+        # beyond int8 the cast is undefined in C++; mxnet's x86 build converts to int32 and
+        # keeps the low byte (148 becomes -108), as here
+        out = (prod.to(_F32) * scale).trunc().to(torch.int32).to(torch.int8)
+        return [out, _f32([lo], a), _f32([hi], a)]
+    level = (_max_abs(alo, ahi) / _f32(127.0, a)) * (_max_abs(blo, bhi) / _f32(127.0, a))
+    top = (level * _f32(2147483648.0, a)).reshape(_RANGE)
+    return [prod, -top, top]
+
+
+def _mul_outputs(attrs):
+    return ("output",) if attrs["enable_float_output"] else ("output", "min_output",
+                                                              "max_output")
+
+
+def _mul_shape(attrs, in_shapes):
+    lhs, rhs = in_shapes[:2]
+    if lhs is not None and rhs is not None and tuple(lhs) != tuple(rhs):
+        raise ShapeError(f"quantized_elemwise_mul: lhs {tuple(lhs)} and rhs {tuple(rhs)} "
+                         f"must have the same shape (no broadcasting)")
+    d = lhs if lhs is not None else rhs
+    n_out = len(_mul_outputs(attrs))
+    return ([d, d] + [_RANGE] * 4,
+            [None if d is None else tuple(d)] + [_RANGE] * (n_out - 1))
+
+
+def _mul_type(attrs, in_types):
+    if attrs["enable_float_output"]:
+        outs = ["float32"]
+    else:
+        outs = ["int8" if _calibrated(attrs) else "int32", "float32", "float32"]
+    return ["int8", "int8"] + ["float32"] * 4, outs
+
+
+register(OpDef(
+    name="_contrib_quantized_elemwise_mul", pattern="opaque", lowering=Extern(_mul_run),
+    arguments=("lhs", "rhs", "lhs_min", "lhs_max", "rhs_min", "rhs_max"),
+    outputs=_mul_outputs,
+    attrs=[Attr("min_calib_range", parse_optional_float, None),
+           Attr("max_calib_range", parse_optional_float, None),
+           Attr("enable_float_output", parse_bool, False)],
+    infer_shape=_mul_shape, infer_type=_mul_type,
+    reference=lambda attrs, ins, is_train: _mul_run(attrs, ins),
+    gradient=zero_gradients,
+    doc="Elementwise product of two int8 tensors: int32 (uncalibrated), int8 over the "
+        "calibrated range, or float32."))
+
+
+# -- quantized_embedding -----------------------------------------------------------------
+
+def _embedding_run(attrs, ins):
+    idx, w, lo, hi = ins
+    rows = idx.to(torch.int64).clamp(0, w.shape[0] - 1)
+    return [w[rows], lo.reshape(_RANGE).clone(), hi.reshape(_RANGE).clone()]
+
+
+def _embedding_shape(attrs, in_shapes):
+    d = in_shapes[0]
+    w = (attrs["input_dim"], attrs["output_dim"])
+    if in_shapes[1] is not None and tuple(in_shapes[1]) != w:
+        raise ShapeError(f"quantized_embedding: weight of shape {tuple(in_shapes[1])} must "
+                         f"be (input_dim, output_dim) = {w}")
+    return ([d, w, _RANGE, _RANGE],
+            [None if d is None else tuple(d) + (attrs["output_dim"],), _RANGE, _RANGE])
+
+
+register(OpDef(
+    name="_contrib_quantized_embedding", pattern="opaque", lowering=Extern(_embedding_run),
+    arguments=("data", "weight", "min_weight", "max_weight"),
+    outputs=("output", "min_output", "max_output"),
+    attrs=list(get_op("Embedding").attrs),
+    infer_shape=_embedding_shape,
+    infer_type=lambda attrs, t: ([t[0], "int8", "float32", "float32"],
+                                 ["int8", "float32", "float32"]),
+    reference=lambda attrs, ins, is_train: _embedding_run(attrs, ins),
+    gradient=zero_gradients,
+    doc="Rows of an int8 weight picked by (clipped) indices; the weight's range passes "
+        "through."))

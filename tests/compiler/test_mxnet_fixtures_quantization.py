@@ -16,7 +16,8 @@ against ``(x - min) * 255 / (max - min)``, dequantize divides by 127.5 / 255.5. 
 of MKLDNN is checked in ``test_mkldnn_dequantize_differs_by_its_range_constant``. The
 reference arithmetic itself is checked against an independent numpy transcription in
 ``test_ops_contrib_more.py``. ``quantize`` to int8 and ``requantize`` agree with MKLDNN on
-these data and are replayed; ``quantized_flatten`` has no MKLDNN kernel.
+these data and are replayed; ``quantized_flatten``, ``quantized_elemwise_mul`` and
+``quantized_embedding`` have no MKLDNN kernel: their cases are mxnet's reference numbers.
 """
 from __future__ import annotations
 
