@@ -1,7 +1,8 @@
 """mxnet 1.9.1's quantization operators (``src/operator/quantization/``), as extern launches:
 ``_contrib_quantize``, ``_contrib_quantize_v2``, ``_contrib_dequantize``,
-``_contrib_requantize``, ``_contrib_quantized_flatten``, ``_contrib_quantized_elemwise_mul``
-and ``_contrib_quantized_embedding`` (``mx.sym.contrib.X``).
+``_contrib_requantize``, ``_contrib_quantized_flatten``, ``_contrib_quantized_elemwise_mul``,
+``_contrib_quantized_embedding``, ``_contrib_quantized_act`` and ``_contrib_quantized_pooling``
+(``mx.sym.contrib.X``).
 
 Integer kernels are not worth generating here: each operator is one extern launch of a few
 ATen calls that repeat, operation for operation, the float32 arithmetic of mxnet's CPU
@@ -15,8 +16,12 @@ reference kernels (its non-MKLDNN ``FCompute``), so the integers come out the sa
   given); here it saturates;
 * int32 values (``requantize``) stand for ``q * (R / 2^31)``.
 
+quantized_act and quantized_pooling have no reference kernel on mxnet's CPU (MKLDNN only;
+cuDNN for pooling on GPUs), so they follow MKLDNN (see their section).
+
 Every range is a ``(1,)`` float32 array. None of these operators has a gradient in mxnet
-(``MakeZeroGradNodes``): every input gets zeros. ``requantize`` to uint8 is computed only by
+(``MakeZeroGradNodes``): every input gets zeros; quantized_act registers no gradient at
+all, so asking for one through it is an error, as in mxnet. ``requantize`` to uint8 is computed only by
 mxnet's MKLDNN kernel (its reference kernel writes int8 whatever ``out_type`` says and stops
 on a uint8 output), so it is refused at type inference.
 """
@@ -354,3 +359,89 @@ register(OpDef(
     gradient=zero_gradients,
     doc="Rows of an int8 weight picked by (clipped) indices; the weight's range passes "
         "through."))
+
+
+# -- quantized_act, quantized_pooling ----------------------------------------------------
+# mxnet's pip build computes both with MKLDNN only (their storage-type rules choose it on
+# every CPU; the reference pooling kernel is cuDNN's): relu and max pooling are exact on
+# integers, an average is rounded to nearest, ties to even, as MKLDNN's int8 pooling does.
+# The range passes through.
+
+def _act_run(attrs, ins):
+    q, lo, hi = ins
+    return [torch.clamp(q, min=0), lo.reshape(_RANGE).clone(), hi.reshape(_RANGE).clone()]
+
+
+def _act_type(attrs, in_types):
+    if attrs["act_type"] != "relu":
+        raise MXNetError(f"_contrib_quantized_act only supports act_type=relu for now, got "
+                         f"{attrs['act_type']!r}")
+    return ["int8", "float32", "float32"], ["int8", "float32", "float32"]
+
+
+register(OpDef(
+    name="_contrib_quantized_act", pattern="opaque", lowering=Extern(_act_run),
+    arguments=("data", "min_data", "max_data"),
+    outputs=("output", "min_output", "max_output"),
+    attrs=list(get_op("Activation").attrs),
+    infer_shape=_ranged_shape(), infer_type=_act_type,
+    reference=lambda attrs, ins, is_train: _act_run(attrs, ins),
+    doc="relu of int8 data; the range passes through (no gradient: mxnet registers "
+        "none)."))
+
+
+def _mkldnn_avg(attrs, x, out_shape):
+    """MKLDNN's average including padding: every window divided by the kernel's area, also
+    where the ``full`` convention runs it past the padded input (the float Pooling clips
+    the divisor there)."""
+    k, st = tuple(attrs["kernel"]), tuple(attrs["stride"]) or (1,) * len(attrs["kernel"])
+    pad = tuple(attrs["pad"]) or (0,) * len(k)
+    spatial = x.shape[2:]
+    widths = []
+    for i in reversed(range(len(k))):
+        extra = (out_shape[2 + i] - 1) * st[i] + k[i] - (spatial[i] + 2 * pad[i])
+        widths += [pad[i], pad[i] + max(extra, 0)]
+    xp = torch.nn.functional.pad(x, widths)
+    pool = torch.nn.functional.avg_pool2d if len(k) == 2 else torch.nn.functional.avg_pool3d
+    return pool(xp, k, st)
+
+
+def _pool_run(attrs, ins):
+    q, lo, hi = ins
+    x = q.to(_F32)
+    out = get_op("Pooling").reference(attrs, [x], False)[0]
+    if attrs["pool_type"] == "avg":
+        if attrs["count_include_pad"] is not False and not attrs["global_pool"]:
+            out = _mkldnn_avg(attrs, x, tuple(out.shape))
+        out = torch.round(out)
+    return [out.to(q.dtype), lo.reshape(_RANGE).clone(), hi.reshape(_RANGE).clone()]
+
+
+def _pool_shape(attrs, in_shapes):
+    d = in_shapes[0]
+    if d is not None and (len(d) not in (4, 5) or attrs["layout"] not in (None, "NCHW",
+                                                                          "NCDHW")):
+        raise ShapeError(f"quantized_pooling: data of shape {tuple(d)}: mxnet pools 4-D "
+                         f"(N, C, H, W) or 5-D (N, C, D, H, W) data only")
+    _, outs = get_op("Pooling").infer_shape(attrs, [d])
+    return [d, _RANGE, _RANGE], [outs[0], _RANGE, _RANGE]
+
+
+def _pool_type(attrs, in_types):
+    if attrs["pool_type"] not in ("max", "avg"):
+        raise MXNetError(f"QuantizedPoolingOp only supports pool_type=max/avg for now, got "
+                         f"{attrs['pool_type']!r}")
+    t = _expect(in_types[0], ("int8", "uint8"))
+    return [t, "float32", "float32"], [t, "float32", "float32"]
+
+
+register(OpDef(
+    name="_contrib_quantized_pooling", pattern="opaque", lowering=Extern(_pool_run),
+    arguments=("data", "min_data", "max_data"),
+    outputs=("output", "min_output", "max_output"),
+    attrs=list(get_op("Pooling").attrs),
+    infer_shape=_pool_shape, infer_type=_pool_type,
+    reference=lambda attrs, ins, is_train: _pool_run(attrs, ins),
+    gradient=zero_gradients,
+    doc="Max or average pooling of int8/uint8 data (averages rounded to nearest); the "
+        "range passes through."))

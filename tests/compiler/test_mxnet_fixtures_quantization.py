@@ -18,6 +18,9 @@ reference arithmetic itself is checked against an independent numpy transcriptio
 ``test_ops_contrib_more.py``. ``quantize`` to int8 and ``requantize`` agree with MKLDNN on
 these data and are replayed; ``quantized_flatten``, ``quantized_elemwise_mul`` and
 ``quantized_embedding`` have no MKLDNN kernel: their cases are mxnet's reference numbers.
+``quantized_act`` and ``quantized_pooling`` have only MKLDNN kernels on CPU, which the
+project follows for them (an average rounded to nearest, divided by the whole kernel's
+area): their cases are replayed.
 """
 from __future__ import annotations
 
