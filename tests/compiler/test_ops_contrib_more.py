@@ -332,3 +332,25 @@ def test_quantization_dtype_rules():
             cpu(), type_dict={"d": "int32"}, d=(2, 3), a=(1,), b=(1,))
     _, outs, _ = C.quantized_flatten(d, a, b).infer_shape(d=(2, 3, 4))
     assert outs == [(2, 12), (1,), (1,)]
+
+
+def test_quantized_fully_connected_reference_bias(cpu_target):
+    """The bias starts the int32 sum at trunc(b * (Rb / 127) / (Rout / (2^31 - 1))), with
+    Rout = (Rd / 127) * (Rw / 127) * 2^31, in float32 as mxnet's reference kernel."""
+    import numpy as np
+    gen = torch.Generator().manual_seed(3)
+    d = torch.randint(-127, 128, (2, 6), generator=gen, dtype=torch.int8)
+    w = torch.randint(-127, 128, (3, 6), generator=gen, dtype=torch.int8)
+    bias = torch.tensor([100, -77, 5], dtype=torch.int8)
+    r = {"dlo": -2.0, "dhi": 1.0, "wlo": -0.5, "whi": 0.3, "blo": -0.01, "bhi": 0.04}
+    names = ["d", "w", "bias"] + list(r)
+    s = C.quantized_fully_connected(*[sym.Variable(n) for n in names], num_hidden=3)
+    arrays = {"d": d, "w": w, "bias": bias, **{k: torch.tensor([v]) for k, v in r.items()}}
+    out, lo, hi = _run(s, types={"d": "int8", "w": "int8", "bias": "int8"}, **arrays)
+    f32 = np.float32
+    top = f32(f32(f32(2.0) / f32(127)) * f32(f32(0.5) / f32(127))) * f32(2147483648.0)
+    out_level, bias_level = f32(top / 2147483647.0), f32(f32(0.04) / 127.0)
+    start = [int(f32(f32(f32(b) * bias_level) / out_level)) for b in (100, -77, 5)]
+    want = d.long() @ w.long().t() + torch.tensor(start)
+    assert out.dtype == torch.int32 and torch.equal(out.long(), want)
+    assert hi.item() == pytest.approx(float(top)) and lo.item() == -hi.item()
