@@ -1,5 +1,13 @@
-"""mxnet 1.9.1's ``_contrib_calibrate_entropy`` (``src/operator/quantization/calibrate.cc``),
-``mx.sym.contrib.calibrate_entropy``: the threshold of a symmetric histogram whose int8
+"""mxnet 1.9.1's ``_contrib_quantize_asym`` (``quantize_asym-inl.h``) and
+``_contrib_calibrate_entropy`` (``src/operator/quantization/calibrate.cc``), as
+``mx.sym.contrib.X``.
+
+``quantize_asym`` maps float32 data onto uint8 with a scale and a shift,
+``q = trunc(x * scale + shift + 0.5)`` (the sum of 0.5 in double), ``scale = 255 / (max -
+min)`` and ``shift = 255 - max * scale`` in float32, over the calibrated range or the
+data's own extremes; outputs ``(q, scale, shift)``; zero gradients, as mxnet.
+
+``calibrate_entropy`` finds the threshold of a symmetric histogram whose int8
 quantization loses the least information (KL divergence), as an extern launch on a host
 copy of the histogram (a search over thresholds, run once per calibration).
 
@@ -24,7 +32,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .registry import Attr, Extern, OpDef, ShapeError, parse_int, register
+from .contrib_common import zero_gradients
+from .registry import (Attr, Extern, OpDef, ShapeError, parse_int, parse_optional_float,
+                       register)
 
 _EPS = np.float32(1e-4)
 
@@ -102,3 +112,31 @@ register(OpDef(
     reference=lambda attrs, ins, is_train: _calibrate(attrs, ins),
     doc="The threshold (and its KL divergence) of a symmetric histogram that int8 "
         "quantization with num_quantized_bins bins preserves best."))
+
+
+# -- quantize_asym -----------------------------------------------------------------------
+
+def _asym(attrs, ins):
+    x = ins[0].to(torch.float32)
+    lo, hi = attrs["min_calib_range"], attrs["max_calib_range"]
+    if lo is not None and hi is not None:
+        lo_t = torch.tensor(lo, dtype=torch.float32, device=x.device)
+        hi_t = torch.tensor(hi, dtype=torch.float32, device=x.device)
+    else:
+        lo_t, hi_t = x.min(), x.max()
+    scale = torch.tensor(255.0, dtype=torch.float32, device=x.device) / (hi_t - lo_t)
+    shift = 255.0 - hi_t * scale
+    q = ((x * scale + shift).double() + 0.5).trunc().clamp(0, 255).to(torch.uint8)
+    return [q, scale.reshape(1), shift.reshape(1)]
+
+
+register(OpDef(
+    name="_contrib_quantize_asym", pattern="opaque", lowering=Extern(_asym),
+    arguments=("data",), outputs=("output", "scale", "shift"),
+    attrs=[Attr("min_calib_range", parse_optional_float, None),
+           Attr("max_calib_range", parse_optional_float, None)],
+    infer_shape=lambda attrs, s: (s, [None if s[0] is None else tuple(s[0]), (1,), (1,)]),
+    infer_type=lambda attrs, t: (["float32"], ["uint8", "float32", "float32"]),
+    reference=lambda attrs, ins, is_train: _asym(attrs, ins),
+    gradient=zero_gradients,
+    doc="float32 data to uint8 with a scale and a shift (asymmetric quantization)."))

@@ -354,3 +354,16 @@ def test_quantized_fully_connected_reference_bias(cpu_target):
     want = d.long() @ w.long().t() + torch.tensor(start)
     assert out.dtype == torch.int32 and torch.equal(out.long(), want)
     assert hi.item() == pytest.approx(float(top)) and lo.item() == -hi.item()
+
+
+def test_quantize_asym_reference_values(cpu_target):
+    """scale = 255 / (max - min), shift = 255 - max * scale, q = trunc(x * scale + shift +
+    0.5) (no mxnet fixture: mxnet 1.9.1's pip build crashes in this operator)."""
+    (d,) = _vars("d")
+    x = torch.tensor([[-1.0, 0.0], [1.5, 3.0]])
+    q, scale, shift = _run(C.quantize_asym(d), d=x)       # the data's range [-1, 3]
+    assert q.dtype == torch.uint8 and q.tolist() == [[0, 64], [159, 255]]
+    assert (scale.item(), shift.item()) == (63.75, 63.75)
+    q, scale, shift = _run(C.quantize_asym(d, min_calib_range=0.0, max_calib_range=5.1),
+                           d=torch.tensor([[1.0, 2.0]]))
+    assert q.tolist() == [[50, 100]] and scale.item() == pytest.approx(50.0)
