@@ -40,3 +40,4 @@ from . import ctc  # noqa: F401
 from . import contrib_more  # noqa: F401
 from . import quantization  # noqa: F401
 from . import quantization_calib  # noqa: F401
+from . import quantization_conv  # noqa: F401

@@ -367,3 +367,25 @@ def test_quantize_asym_reference_values(cpu_target):
     q, scale, shift = _run(C.quantize_asym(d, min_calib_range=0.0, max_calib_range=5.1),
                            d=torch.tensor([[1.0, 2.0]]))
     assert q.tolist() == [[50, 100]] and scale.item() == pytest.approx(50.0)
+
+
+def test_quantized_conv_reference_bias(cpu_target):
+    """mxnet's reference bias add: trunc((v * f_out + b * f_bias) / f_out) in float32."""
+    import numpy as np
+    gen = torch.Generator().manual_seed(4)
+    d = torch.randint(-127, 128, (1, 2, 3, 3), generator=gen, dtype=torch.int8)
+    w = torch.randint(-127, 128, (2, 2, 2, 2), generator=gen, dtype=torch.int8)
+    bias = torch.tensor([90, -60], dtype=torch.int8)
+    r = {"dlo": -1.0, "dhi": 1.0, "wlo": -0.2, "whi": 0.2, "blo": -0.03, "bhi": 0.01}
+    names = ["d", "w", "bias"] + list(r)
+    s = C.quantized_conv(*[sym.Variable(n) for n in names], kernel=(2, 2), num_filter=2)
+    arrays = {"d": d, "w": w, "bias": bias, **{k: torch.tensor([v]) for k, v in r.items()}}
+    out, lo, hi = _run(s, types={"d": "int8", "w": "int8", "bias": "int8"}, **arrays)
+    f32 = np.float32
+    top = f32(f32(f32(1.0) / f32(127)) * f32(f32(0.2) / f32(127))) * f32(2147483648.0)
+    f_out, f_bias = f32(top / 2147483647.0), f32(f32(0.03) / 127.0)
+    v = torch.nn.functional.conv2d(d.double(), w.double()).long().numpy()
+    want = np.trunc((v.astype(f32) * f_out + bias.numpy().astype(f32).reshape(1, 2, 1, 1)
+                     * f_bias) / f_out).astype(np.int64)
+    assert out.dtype == torch.int32 and np.array_equal(out.long().numpy(), want)
+    assert hi.item() == pytest.approx(float(top))
