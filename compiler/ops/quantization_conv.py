@@ -1,5 +1,11 @@
-"""mxnet 1.9.1's ``_contrib_quantized_conv`` (``src/operator/quantization/quantized_conv*``),
-``mx.sym.contrib.quantized_conv``, as an extern launch.
+"""mxnet 1.9.1's ``_contrib_quantized_conv`` and ``_contrib_quantized_concat``
+(``src/operator/quantization/quantized_conv*``, ``quantized_concat.cc``),
+``mx.sym.contrib.X``, as extern launches.
+
+quantized_concat has only an MKLDNN kernel in mxnet, which this follows: the output range is
+``[min(0, min_i), max(0, max_i)]``, the output int8 if any input is (else uint8); an input
+whose scale (``127.5`` or ``255.5`` over ``max(|min|, |max|)``) differs from the output's is
+rescaled by the ratio, rounded to nearest even and saturated, before the concatenation.
 
 int8 weight, int8 data (mxnet's GPU kernel) or uint8 data (the only data its CPU MKLDNN
 kernel takes; the same sums and range here), ``num_group=1``, NCHW (or NCDHW) layout; the products are summed in
@@ -18,6 +24,8 @@ import torch
 from .contrib_common import zero_gradients
 from .quantization import _RANGE, _f32, _product_range
 from .registry import Extern, OpDef, ShapeError, get_op, register
+
+_LIMITS = {torch.int8: (-128, 127, 127.5), torch.uint8: (0, 255, 255.5)}
 
 
 def _arguments(attrs):
@@ -80,3 +88,54 @@ register(OpDef(
     gradient=zero_gradients,
     doc="int8 Convolution accumulated in int32, with the range of an int8 x int8 "
         "product."))
+
+
+# -- quantized_concat --------------------------------------------------------------------
+
+def _concat_run(attrs, ins):
+    n = attrs["num_args"]
+    data, ranges = ins[:n], [r.reshape(()).to(torch.float32) for r in ins[n:]]
+    zero = torch.zeros((), dtype=torch.float32, device=data[0].device)
+    out_lo = torch.minimum(zero, torch.stack(ranges[0::2]).min())
+    out_hi = torch.maximum(zero, torch.stack(ranges[1::2]).max())
+    out_t = torch.int8 if any(d.dtype == torch.int8 for d in data) else torch.uint8
+    lo_lim, hi_lim, width = _LIMITS[out_t]
+    out_scale = _f32(width, zero) / torch.maximum(out_lo.abs(), out_hi.abs())
+    parts = []
+    for d, lo, hi in zip(data, ranges[0::2], ranges[1::2]):
+        scale = _f32(_LIMITS[d.dtype][2], zero) / torch.maximum(lo.abs(), hi.abs())
+        if bool(scale == out_scale):
+            parts.append(d.to(out_t))
+            continue
+        v = torch.round(d.to(torch.float32) * (out_scale / scale))
+        parts.append(v.clamp(lo_lim, hi_lim).to(out_t))
+    return [torch.cat(parts, dim=attrs["dim"]), out_lo.reshape(_RANGE), out_hi.reshape(_RANGE)]
+
+
+def _concat_arguments(attrs):
+    n = attrs["num_args"]
+    return [f"arg{i}" for i in range(n)] + [f"arg{i}_{e}" for i in range(n)
+                                            for e in ("min", "max")]
+
+
+def _concat_shape(attrs, in_shapes):
+    n = attrs["num_args"]
+    shapes, outs = get_op("Concat").infer_shape(attrs, list(in_shapes[:n]))
+    return list(shapes) + [_RANGE] * (2 * n), [outs[0], _RANGE, _RANGE]
+
+
+def _concat_type(attrs, in_types):
+    n = attrs["num_args"]
+    data = [t if t in ("int8", "uint8") else "uint8" for t in in_types[:n]]
+    out = "int8" if "int8" in data else "uint8"
+    return data + ["float32"] * (2 * n), [out, "float32", "float32"]
+
+
+register(OpDef(
+    name="_contrib_quantized_concat", pattern="opaque", lowering=Extern(_concat_run),
+    arguments=_concat_arguments, outputs=("output", "min_output", "max_output"),
+    attrs=list(get_op("Concat").attrs),
+    infer_shape=_concat_shape, infer_type=_concat_type,
+    reference=lambda attrs, ins, is_train: _concat_run(attrs, ins),
+    gradient=zero_gradients,
+    doc="Concat of int8/uint8 tensors rescaled into the widest of their ranges."))
