@@ -1,6 +1,15 @@
-"""mxnet 1.9.1's ``_contrib_quantized_conv`` and ``_contrib_quantized_concat``
-(``src/operator/quantization/quantized_conv*``, ``quantized_concat.cc``),
-``mx.sym.contrib.X``, as extern launches.
+"""mxnet 1.9.1's ``_contrib_quantized_conv``, ``_contrib_quantized_concat`` and
+``_contrib_quantized_elemwise_add`` (``src/operator/quantization/quantized_conv*``,
+``quantized_concat.cc``, ``quantized_elemwise_add*``), ``mx.sym.contrib.X``, as extern
+launches.
+
+quantized_elemwise_add has only an MKLDNN kernel in mxnet (its reference one stops: "not
+supported without MKLDNN"), which this follows: ``out = s_a * a + s_b * b`` rounded to
+nearest even and saturated, into int32 over ``+-(R_a + R_b)`` when uncalibrated (``s`` =
+``R * 2^31 / ((R_a + R_b) * 127.5)`` with ``R`` the input's range, ``255.5`` for uint8
+``lhs``), or into the calibrated range (int8, or the inputs' dtype when both share one;
+``s = (width_out / R_out) / (width_in / R_in)``). A uint8 operand added to an int8 one is
+first reordered to int8 with its own scale, rounded and saturated.
 
 quantized_concat has only an MKLDNN kernel in mxnet, which this follows: the output range is
 ``[min(0, min_i), max(0, max_i)]``, the output int8 if any input is (else uint8); an input
@@ -139,3 +148,93 @@ register(OpDef(
     reference=lambda attrs, ins, is_train: _concat_run(attrs, ins),
     gradient=zero_gradients,
     doc="Concat of int8/uint8 tensors rescaled into the widest of their ranges."))
+
+
+# -- quantized_elemwise_add --------------------------------------------------------------
+
+def _calibrated(attrs):
+    return attrs["min_calib_range"] is not None and attrs["max_calib_range"] is not None
+
+
+def _width(t):
+    return _LIMITS[t][2] if t in _LIMITS else 2147483647.0
+
+
+def _reorder(x, scale, to):
+    lo, hi, _ = _LIMITS[to]
+    return torch.round(x.to(torch.float32) * scale).clamp(lo, hi)
+
+
+def _add_scales(attrs, a, b, ra, rb, out_t):
+    """``(scale_a, scale_b, b as float)``, b reordered to int8 first where the dtypes mix."""
+    f = lambda v: _f32(v, ra)          # noqa: E731
+    wa, wb = f(_width(a.dtype)), f(_width(b.dtype))
+    if _calibrated(attrs):
+        r_out = f(float(max(abs(np.float32(attrs["min_calib_range"])),
+                            abs(np.float32(attrs["max_calib_range"])))))
+        out_scale = f(_width(out_t)) / r_out
+        sa, sb = out_scale / (wa / ra), out_scale / (wb / rb)
+    else:
+        total, w_out = ra + rb, f(_width(out_t))
+        # the uncalibrated scales divide by lhs's width (int8 rhs: by 127.5 when mixed)
+        sa = ra * w_out / (total * wa)
+        sb = rb * w_out / (total * (f(127.5) if a.dtype != b.dtype else wa))
+    bf = b.to(torch.float32)
+    if a.dtype != b.dtype:              # the uint8 operand is reordered to int8 first
+        u8_is_b = b.dtype == torch.uint8
+        if not _calibrated(attrs):
+            u8_scale = (rb * f(_width(out_t)) / ((ra + rb) * f(255.5)) if u8_is_b
+                        else ra * f(_width(out_t)) / ((ra + rb) * wa))
+        else:
+            u8_scale = sb if u8_is_b else sa
+        if u8_is_b:
+            bf, sb = _reorder(b, u8_scale, torch.int8), f(1.0)
+        else:
+            a, sa = _reorder(a, u8_scale, torch.int8), f(1.0)
+    return sa, sb, a.to(torch.float32), bf
+
+
+def _add_run(attrs, ins):
+    a, b = ins[0], ins[1]
+    lo_a, hi_a, lo_b, hi_b = [r.reshape(()).to(torch.float32) for r in ins[2:]]
+    ra = torch.maximum(lo_a.abs(), hi_a.abs())
+    rb = torch.maximum(lo_b.abs(), hi_b.abs())
+    out_t = {"int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32}[
+        _add_type(attrs, [str(a.dtype)[6:], str(b.dtype)[6:]])[1][0]]
+    sa, sb, af, bf = _add_scales(attrs, a, b, ra, rb, out_t)
+    v = torch.round(af * sa + bf * sb)
+    lo, hi = (_LIMITS[out_t][:2] if out_t in _LIMITS else (-2147483648.0, 2147483647.0))
+    out = v.clamp(lo, hi).to(torch.int64).to(out_t)
+    if _calibrated(attrs):
+        rng = [_f32([attrs["min_calib_range"]], ra), _f32([attrs["max_calib_range"]], ra)]
+    else:
+        rng = [(-(ra + rb)).reshape(_RANGE), (ra + rb).reshape(_RANGE)]
+    return [out] + rng
+
+
+def _add_type(attrs, in_types):
+    ins = [t if t in ("int8", "uint8") else "int8" for t in in_types[:2]]
+    out = "int32"
+    if _calibrated(attrs):
+        out = ins[0] if ins[0] == ins[1] else "int8"
+    return ins + ["float32"] * 4, [out, "float32", "float32"]
+
+
+def _add_shape(attrs, in_shapes):
+    a, b = in_shapes[:2]
+    if a is not None and b is not None and tuple(a) != tuple(b):
+        raise ShapeError(f"quantized_elemwise_add: lhs {tuple(a)} and rhs {tuple(b)} must "
+                         f"have the same shape")
+    d = a if a is not None else b
+    return [d, d] + [_RANGE] * 4, [None if d is None else tuple(d), _RANGE, _RANGE]
+
+
+register(OpDef(
+    name="_contrib_quantized_elemwise_add", pattern="opaque", lowering=Extern(_add_run),
+    arguments=("lhs", "rhs", "lhs_min", "lhs_max", "rhs_min", "rhs_max"),
+    outputs=("output", "min_output", "max_output"),
+    attrs=list(get_op("_contrib_quantized_elemwise_mul").attrs)[:2],
+    infer_shape=_add_shape, infer_type=_add_type,
+    reference=lambda attrs, ins, is_train: _add_run(attrs, ins),
+    doc="(No gradient: mxnet registers none.) Sum of two int8/uint8 tensors rescaled into int32 (uncalibrated) or the "
+        "calibrated range."))

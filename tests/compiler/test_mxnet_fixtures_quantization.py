@@ -25,8 +25,8 @@ with MKLDNN on these data and are replayed; ``quantized_flatten``, ``quantized_e
 ``quantized_embedding`` have no MKLDNN kernel: their cases are mxnet's reference numbers.
 ``quantized_act`` and ``quantized_pooling`` have only MKLDNN kernels on CPU, which the
 project follows for them (an average rounded to nearest, divided by the whole kernel's
-area): their cases are replayed. ``calibrate_entropy`` (reference kernel only) is replayed, and ``quantized_concat`` (MKLDNN
-only, which the project follows).
+area): their cases are replayed. ``calibrate_entropy`` (reference kernel only) is replayed, and ``quantized_concat`` and ``quantized_elemwise_add`` (MKLDNN only, which the project
+follows for them).
 """
 from __future__ import annotations
 
