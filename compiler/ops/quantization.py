@@ -1,8 +1,8 @@
 """mxnet 1.9.1's quantization operators (``src/operator/quantization/``), as extern launches:
 ``_contrib_quantize``, ``_contrib_quantize_v2``, ``_contrib_dequantize``,
 ``_contrib_requantize``, ``_contrib_quantized_flatten``, ``_contrib_quantized_elemwise_mul``,
-``_contrib_quantized_embedding``, ``_contrib_quantized_act``, ``_contrib_quantized_pooling``
-and ``_contrib_quantized_fully_connected`` (``mx.sym.contrib.X``).
+``_contrib_quantized_embedding``, ``_contrib_quantized_act`` and ``_contrib_quantized_pooling``
+(``mx.sym.contrib.X``); the quantized layers summing in int32 are in ``quantization_conv.py``.
 
 Integer kernels are not worth generating here: each operator is one extern launch of a few
 ATen calls that repeat, operation for operation, the float32 arithmetic of mxnet's CPU
@@ -21,9 +21,9 @@ cuDNN for pooling on GPUs), so they follow MKLDNN (see their section).
 
 Every range is a ``(1,)`` float32 array. None of these operators has a gradient in mxnet
 (``MakeZeroGradNodes``): every input gets zeros; quantized_act registers no gradient at
-all, so asking for one through it is an error, as in mxnet. ``requantize`` to uint8 is computed only by
-mxnet's MKLDNN kernel (its reference kernel writes int8 whatever ``out_type`` says and stops
-on a uint8 output), so it is refused at type inference.
+all, so asking for one through it is an error, as in mxnet. ``requantize`` to uint8 is
+computed only by mxnet's MKLDNN kernel (its reference kernel writes int8 whatever
+``out_type`` says and stops on a uint8 output), so it is refused at type inference.
 """
 from __future__ import annotations
 
@@ -447,71 +447,10 @@ register(OpDef(
         "range passes through."))
 
 
-# -- quantized_fully_connected -----------------------------------------------------------
-# mxnet's reference CPU kernel (cblas_gemm_s8u8s32): int8 data times int8 weight summed in
-# int32 (here in float64, exact below 2^53), started from the int8 bias rescaled to the
-# output's level; the output range is that of an int8 x int8 product:
-# ``+-(R_data / 127) * (R_weight / 127) * 2^31``.
-
-def _fc_arguments(attrs):
-    if attrs["no_bias"]:
-        return ["data", "weight", "min_data", "max_data", "min_weight", "max_weight"]
-    return ["data", "weight", "bias", "min_data", "max_data", "min_weight", "max_weight",
-            "min_bias", "max_bias"]
-
+# -- shared with quantization_conv.py ----------------------------------------------------
 
 def _product_range(alo, ahi, blo, bhi):
+    """QuantizationRangeForMultiplication<int8, int8, int32>: the top of the range of an
+    int32 sum of int8 x int8 products, ``(R_a / 127) * (R_b / 127) * 2^31``."""
     level = (_max_abs(alo, ahi) / _f32(127.0, alo)) * (_max_abs(blo, bhi) / _f32(127.0, alo))
     return level * _f32(2147483648.0, alo)
-
-
-def _fc_run(attrs, ins):
-    n_in = 2 if attrs["no_bias"] else 3
-    data, weight = ins[0], ins[1]
-    ranges = [r.reshape(()).to(_F32) for r in ins[n_in:]]
-    top = _product_range(*ranges[:4])
-    rows = data.reshape(data.shape[0], -1) if attrs["flatten"] else \
-        data.reshape(-1, data.shape[-1])
-    acc = rows.to(torch.float64) @ weight.to(torch.float64).t()
-    if not attrs["no_bias"]:
-        out_level = float(np.float32(float(top) / 2147483647.0))
-        bias_level = float(np.float32(float(_max_abs(ranges[4], ranges[5])) / 127.0))
-        if out_level != 0:
-            start = (ins[2].to(_F32) * _f32(bias_level, top) / _f32(out_level, top)).trunc()
-            acc = acc + start.to(torch.float64)
-    out = acc.to(torch.int64).to(torch.int32)
-    shape = (data.shape[0], attrs["num_hidden"]) if attrs["flatten"] else \
-        tuple(data.shape[:-1]) + (attrs["num_hidden"],)
-    return [out.reshape(shape), (-top).reshape(_RANGE), top.reshape(_RANGE)]
-
-
-def _fc_shape(attrs, in_shapes):
-    d = in_shapes[0]
-    n_in = 2 if attrs["no_bias"] else 3
-    if d is None:
-        return in_shapes, [None, _RANGE, _RANGE]
-    k = int(np.prod(d[1:])) if attrs["flatten"] else d[-1]
-    h = attrs["num_hidden"]
-    want = [tuple(d), (h, k)] + ([] if attrs["no_bias"] else [(h,)])
-    for name, got, w in zip(("data", "weight", "bias"), in_shapes[:n_in], want):
-        if got is not None and tuple(got) != w:
-            raise ShapeError(f"quantized_fully_connected: {name} of shape {tuple(got)} must "
-                             f"be {w} (num_hidden={h}, data {tuple(d)})")
-    out = (d[0], h) if attrs["flatten"] else tuple(d[:-1]) + (h,)
-    return want + [_RANGE] * (2 * n_in), [out, _RANGE, _RANGE]
-
-
-def _fc_type(attrs, in_types):
-    n_in = 2 if attrs["no_bias"] else 3
-    return ["int8"] * n_in + ["float32"] * (2 * n_in), ["int32", "float32", "float32"]
-
-
-register(OpDef(
-    name="_contrib_quantized_fully_connected", pattern="opaque", lowering=Extern(_fc_run),
-    arguments=_fc_arguments, outputs=("output", "min_output", "max_output"),
-    attrs=list(get_op("FullyConnected").attrs),
-    infer_shape=_fc_shape, infer_type=_fc_type,
-    reference=lambda attrs, ins, is_train: _fc_run(attrs, ins),
-    gradient=zero_gradients,
-    doc="int8 FullyConnected accumulated in int32, with the range of an int8 x int8 "
-        "product."))

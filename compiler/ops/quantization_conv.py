@@ -1,7 +1,24 @@
-"""mxnet 1.9.1's ``_contrib_quantized_conv``, ``_contrib_quantized_concat`` and
-``_contrib_quantized_elemwise_add`` (``src/operator/quantization/quantized_conv*``,
+"""mxnet 1.9.1's ``_contrib_quantized_fully_connected``, ``_contrib_quantized_conv``,
+``_contrib_quantized_concat`` and ``_contrib_quantized_elemwise_add``
+(``src/operator/quantization/quantized_fully_connected.cc``, ``quantized_conv*``,
 ``quantized_concat.cc``, ``quantized_elemwise_add*``), ``mx.sym.contrib.X``, as extern
 launches.
+
+quantized_fully_connected and quantized_conv: int8 weight, int8 data (mxnet's reference
+kernels: cblas_gemm_s8u8s32 on CPU, cuDNN on GPU) or, for conv, uint8 data (the only data
+its CPU MKLDNN kernel takes; the same sums and range here); conv with ``num_group=1`` in
+NCHW (or NCDHW) layout. The products are summed in int32 (here in float64, exact below
+2^53) and the output range is that of an int8 x int8 product, ``+-(R_data / 127) *
+(R_weight / 127) * 2^31``. A bias enters as in mxnet's reference kernels, in float32 with
+``f_out = R_out / (2^31 - 1)`` and ``f_bias = R_bias / 127``: FullyConnected starts each
+sum at ``trunc(b * f_bias / f_out)``, conv turns each sum ``v`` into ``trunc((v * f_out +
+b * f_bias) / f_out)`` (MKLDNN, mxnet's only CPU kernel for both in its pip build, rescales
+the bias with other constants). Zero gradients, as mxnet (``MakeZeroGradNodes``).
+
+quantized_concat has only an MKLDNN kernel in mxnet, which this follows: the output range is
+``[min(0, min_i), max(0, max_i)]``, the output int8 if any input is (else uint8); an input
+whose scale (``127.5`` or ``255.5`` over ``max(|min|, |max|)``) differs from the output's is
+rescaled by the ratio, rounded to nearest even and saturated, before the concatenation.
 
 quantized_elemwise_add has only an MKLDNN kernel in mxnet (its reference one stops: "not
 supported without MKLDNN"), which this follows: ``out = s_a * a + s_b * b`` rounded to
@@ -9,21 +26,8 @@ nearest even and saturated, into int32 over ``+-(R_a + R_b)`` when uncalibrated 
 ``R * 2^31 / ((R_a + R_b) * 127.5)`` with ``R`` the input's range, ``255.5`` for uint8
 ``lhs``), or into the calibrated range (int8, or the inputs' dtype when both share one;
 ``s = (width_out / R_out) / (width_in / R_in)``). A uint8 operand added to an int8 one is
-first reordered to int8 with its own scale, rounded and saturated.
-
-quantized_concat has only an MKLDNN kernel in mxnet, which this follows: the output range is
-``[min(0, min_i), max(0, max_i)]``, the output int8 if any input is (else uint8); an input
-whose scale (``127.5`` or ``255.5`` over ``max(|min|, |max|)``) differs from the output's is
-rescaled by the ratio, rounded to nearest even and saturated, before the concatenation.
-
-int8 weight, int8 data (mxnet's GPU kernel) or uint8 data (the only data its CPU MKLDNN
-kernel takes; the same sums and range here), ``num_group=1``, NCHW (or NCDHW) layout; the products are summed in
-int32 (here a float64 convolution, exact below 2^53) and the output range is that of an
-int8 x int8 product, ``+-(R_data / 127) * (R_weight / 127) * 2^31``. With a bias, each int32
-value ``v`` becomes ``trunc((v * f_out + b * f_bias) / f_out)`` in float32, with
-``f_out = R_out / (2^31 - 1)`` and ``f_bias = R_bias / 127``: mxnet's reference kernel (its
-GPU one; on CPU mxnet has only MKLDNN's, which rescales the bias with other constants).
-Zero gradients, as mxnet (``MakeZeroGradNodes``).
+first reordered to int8 with its own scale, rounded and saturated. No gradient: mxnet
+registers none.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import numpy as np
 import torch
 
 from .contrib_common import zero_gradients
-from .quantization import _RANGE, _f32, _product_range
+from .quantization import _RANGE, _f32, _max_abs, _product_range
 from .registry import Extern, OpDef, ShapeError, get_op, register
 
 _LIMITS = {torch.int8: (-128, 127, 127.5), torch.uint8: (0, 255, 255.5)}
@@ -236,5 +240,70 @@ register(OpDef(
     attrs=list(get_op("_contrib_quantized_elemwise_mul").attrs)[:2],
     infer_shape=_add_shape, infer_type=_add_type,
     reference=lambda attrs, ins, is_train: _add_run(attrs, ins),
-    doc="(No gradient: mxnet registers none.) Sum of two int8/uint8 tensors rescaled into int32 (uncalibrated) or the "
-        "calibrated range."))
+    doc="Sum of two int8/uint8 tensors rescaled into int32 (uncalibrated) or the "
+        "calibrated range (no gradient: mxnet registers none)."))
+
+
+# -- quantized_fully_connected -----------------------------------------------------------
+# mxnet's reference CPU kernel (cblas_gemm_s8u8s32): int8 data times int8 weight summed in
+# int32 (here in float64, exact below 2^53), started from the int8 bias rescaled to the
+# output's level; the output range is that of an int8 x int8 product:
+# ``+-(R_data / 127) * (R_weight / 127) * 2^31``.
+
+def _fc_arguments(attrs):
+    if attrs["no_bias"]:
+        return ["data", "weight", "min_data", "max_data", "min_weight", "max_weight"]
+    return ["data", "weight", "bias", "min_data", "max_data", "min_weight", "max_weight",
+            "min_bias", "max_bias"]
+
+
+def _fc_run(attrs, ins):
+    n_in = 2 if attrs["no_bias"] else 3
+    data, weight = ins[0], ins[1]
+    ranges = [r.reshape(()).to(_F32) for r in ins[n_in:]]
+    top = _product_range(*ranges[:4])
+    rows = data.reshape(data.shape[0], -1) if attrs["flatten"] else \
+        data.reshape(-1, data.shape[-1])
+    acc = rows.to(torch.float64) @ weight.to(torch.float64).t()
+    if not attrs["no_bias"]:
+        out_level = float(np.float32(float(top) / 2147483647.0))
+        bias_level = float(np.float32(float(_max_abs(ranges[4], ranges[5])) / 127.0))
+        if out_level != 0:
+            start = (ins[2].to(_F32) * _f32(bias_level, top) / _f32(out_level, top)).trunc()
+            acc = acc + start.to(torch.float64)
+    out = acc.to(torch.int64).to(torch.int32)
+    shape = (data.shape[0], attrs["num_hidden"]) if attrs["flatten"] else \
+        tuple(data.shape[:-1]) + (attrs["num_hidden"],)
+    return [out.reshape(shape), (-top).reshape(_RANGE), top.reshape(_RANGE)]
+
+
+def _fc_shape(attrs, in_shapes):
+    d = in_shapes[0]
+    n_in = 2 if attrs["no_bias"] else 3
+    if d is None:
+        return in_shapes, [None, _RANGE, _RANGE]
+    k = int(np.prod(d[1:])) if attrs["flatten"] else d[-1]
+    h = attrs["num_hidden"]
+    want = [tuple(d), (h, k)] + ([] if attrs["no_bias"] else [(h,)])
+    for name, got, w in zip(("data", "weight", "bias"), in_shapes[:n_in], want):
+        if got is not None and tuple(got) != w:
+            raise ShapeError(f"quantized_fully_connected: {name} of shape {tuple(got)} must "
+                             f"be {w} (num_hidden={h}, data {tuple(d)})")
+    out = (d[0], h) if attrs["flatten"] else tuple(d[:-1]) + (h,)
+    return want + [_RANGE] * (2 * n_in), [out, _RANGE, _RANGE]
+
+
+def _fc_type(attrs, in_types):
+    n_in = 2 if attrs["no_bias"] else 3
+    return ["int8"] * n_in + ["float32"] * (2 * n_in), ["int32", "float32", "float32"]
+
+
+register(OpDef(
+    name="_contrib_quantized_fully_connected", pattern="opaque", lowering=Extern(_fc_run),
+    arguments=_fc_arguments, outputs=("output", "min_output", "max_output"),
+    attrs=list(get_op("FullyConnected").attrs),
+    infer_shape=_fc_shape, infer_type=_fc_type,
+    reference=lambda attrs, ins, is_train: _fc_run(attrs, ins),
+    gradient=zero_gradients,
+    doc="int8 FullyConnected accumulated in int32, with the range of an int8 x int8 "
+        "product."))

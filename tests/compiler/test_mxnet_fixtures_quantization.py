@@ -1,32 +1,32 @@
-"""mxnet 1.9.1's numbers for the quantization operators (``compiler/ops/quantization.py``),
+"""mxnet 1.9.1's numbers for the quantization operators (``compiler/ops/quantization*.py``),
 replayed through the full compile path on both cpu targets.
 
 ``tests/fixtures/make_quantization_fixtures.py`` recorded the cases (``case_quant_*``,
 indexed by ``cases_quantization_index.json``) in ``make_fixtures.py``'s format; each is
 replayed by ``test_mxnet_fixtures.test_mxnet_case``.
 
-mxnet's pip build dispatches ``quantize``, ``quantize_v2``, ``dequantize`` and
-``requantize`` to MKLDNN on every CPU (their storage-type rule picks ``FComputeEx`` whatever
-``MXNET_MKLDNN_ENABLED`` says), and MKLDNN quantizes with other constants than the
-reference kernels this project follows (mxnet's GPU kernels and its non-MKLDNN CPU build):
-the int8 scale is ``127.5 / R`` rounded to nearest (so -128 occurs) against ``127 / R``
-rounded half away from zero, uint8 is ``x * 255.5 / max(|min|, |max|)`` with no zero point
-against ``(x - min) * 255 / (max - min)``, dequantize divides by 127.5 / 255.5. The cases in
-``MKLDNN_DIFFERS`` are therefore not compared with their recorded outputs; what they show
-of MKLDNN is checked in ``test_mkldnn_dequantize_differs_by_its_range_constant``. The
-reference arithmetic itself is checked against an independent numpy transcription in
-``test_ops_contrib_more.py``. ``quantized_fully_connected`` runs only on MKLDNN in this build (the reference kernel
-needs MKL BLAS): without a bias the int32 products and ranges agree and are replayed; MKLDNN
-rescales an int8 bias to the output's level with other constants (results off by a few
-units), so ``quant_fc_bias`` is not compared. ``quantized_conv`` likewise (MKLDNN on CPU, cuDNN
-on GPUs, which is the reference this project follows): MKLDNN takes uint8 data only; the
-products and ranges agree, the bias term does not (``quant_conv_bias``). ``quantize`` to int8 and ``requantize`` agree
-with MKLDNN on these data and are replayed; ``quantized_flatten``, ``quantized_elemwise_mul`` and
-``quantized_embedding`` have no MKLDNN kernel: their cases are mxnet's reference numbers.
-``quantized_act`` and ``quantized_pooling`` have only MKLDNN kernels on CPU, which the
-project follows for them (an average rounded to nearest, divided by the whole kernel's
-area): their cases are replayed. ``calibrate_entropy`` (reference kernel only) is replayed, and ``quantized_concat`` and ``quantized_elemwise_add`` (MKLDNN only, which the project
-follows for them).
+Which of mxnet's kernels made each case, and what is compared:
+
+* reference kernels only (replayed): ``quantized_flatten``, ``quantized_elemwise_mul``,
+  ``quantized_embedding``, ``calibrate_entropy``;
+* MKLDNN only, which the project follows for these (replayed): ``quantized_act``,
+  ``quantized_pooling`` (an average rounded to nearest, divided by the whole kernel's
+  area), ``quantized_concat``, ``quantized_elemwise_add``;
+* MKLDNN, where the project follows the reference kernels instead: mxnet's pip build sends
+  ``quantize``, ``quantize_v2``, ``dequantize`` and ``requantize`` to MKLDNN on every CPU
+  (their storage-type rule picks ``FComputeEx`` whatever ``MXNET_MKLDNN_ENABLED`` says),
+  and MKLDNN quantizes with other constants: int8 is ``127.5 / R`` rounded to nearest (so
+  -128 occurs) against ``127 / R`` rounded half away from zero, uint8 is ``x * 255.5 /
+  max(|min|, |max|)`` with no zero point against ``(x - min) * 255 / (max - min)``,
+  dequantize divides by 127.5 / 255.5. ``quantize`` to int8 and ``requantize`` agree on
+  these data and are replayed; the cases in ``MKLDNN_DIFFERS`` are not compared with their
+  recorded outputs (``test_mkldnn_dequantize_differs_by_its_range_constant`` checks what
+  one shows), and the reference arithmetic is checked against values worked out by hand
+  in ``test_ops_contrib_more.py``. ``quantized_fully_connected`` and ``quantized_conv``
+  run only on MKLDNN in this build (the reference FullyConnected needs MKL BLAS; conv's is
+  cuDNN's): their int32 products and ranges agree and are replayed without a bias; MKLDNN
+  rescales an int8 bias with other constants (off by a few units), so the bias cases are
+  not compared.
 """
 from __future__ import annotations
 
