@@ -260,7 +260,7 @@ def _fc_arguments(attrs):
 def _fc_run(attrs, ins):
     n_in = 2 if attrs["no_bias"] else 3
     data, weight = ins[0], ins[1]
-    ranges = [r.reshape(()).to(_F32) for r in ins[n_in:]]
+    ranges = [r.reshape(()).to(torch.float32) for r in ins[n_in:]]
     top = _product_range(*ranges[:4])
     rows = data.reshape(data.shape[0], -1) if attrs["flatten"] else \
         data.reshape(-1, data.shape[-1])
@@ -269,7 +269,7 @@ def _fc_run(attrs, ins):
         out_level = float(np.float32(float(top) / 2147483647.0))
         bias_level = float(np.float32(float(_max_abs(ranges[4], ranges[5])) / 127.0))
         if out_level != 0:
-            start = (ins[2].to(_F32) * _f32(bias_level, top) / _f32(out_level, top)).trunc()
+            start = (ins[2].to(torch.float32) * _f32(bias_level, top) / _f32(out_level, top)).trunc()
             acc = acc + start.to(torch.float64)
     out = acc.to(torch.int64).to(torch.int32)
     shape = (data.shape[0], attrs["num_hidden"]) if attrs["flatten"] else \
