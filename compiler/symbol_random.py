@@ -124,3 +124,42 @@ def make_namespace(symbol_cls, op_function) -> types.SimpleNamespace:
                                  generalized_negative_binomial=generalized_negative_binomial,
                                  randint=randint, multinomial=multinomial, shuffle=shuffle,
                                  **likes, __doc__=__doc__)
+
+
+
+def make_rand_zipfian(symbol_cls, op_function, uniform):
+    """``mx.sym.contrib.rand_zipfian``: mxnet's Python composition
+    (``python/mxnet/symbol/contrib.py``), over this project's operators.
+
+    ``uniform`` is the ``random`` namespace's sampler (Philox, as every sampler here), so
+    the classes drawn differ from mxnet's generator's while following its distribution.
+    """
+    import math
+
+    def rand_zipfian(true_classes, num_sampled, range_max):
+        """Draw ``num_sampled`` classes in ``[0, range_max)`` from the approximately
+        log-uniform (Zipfian) distribution ``P(c) = log((c + 2) / (c + 1)) /
+        log(range_max + 1)``.
+
+        Returns
+        -------
+        (samples, expected_count_true, expected_count_sample)
+            int64 classes ``(num_sampled,)``; the expected counts (float64) of
+            ``true_classes`` and of the samples, ``P(c) * num_sampled``.
+        """
+        if not isinstance(true_classes, symbol_cls):
+            raise TypeError(f"rand_zipfian: unexpected type {type(true_classes)}")
+        log_range = math.log(range_max + 1)
+        rand = uniform(0, log_range, shape=(num_sampled,), dtype="float64")
+        shifted = op_function("_minus_scalar")(op_function("exp")(rand), scalar=1.0)
+        sampled = op_function("_mod_scalar")(op_function("Cast")(shifted, dtype="int64"),
+                                             scalar=range_max)
+
+        def expected(classes):
+            c = op_function("Cast")(classes, dtype="float64")
+            ratio = op_function("elemwise_div")(op_function("_plus_scalar")(c, scalar=2.0),
+                                                op_function("_plus_scalar")(c, scalar=1.0))
+            prob = op_function("_div_scalar")(op_function("log")(ratio), scalar=log_range)
+            return op_function("_mul_scalar")(prob, scalar=float(num_sampled))
+        return sampled, expected(true_classes), expected(sampled)
+    return rand_zipfian

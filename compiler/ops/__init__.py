@@ -46,3 +46,7 @@ from . import special  # noqa: F401
 from . import random_more  # noqa: F401
 from . import pdf  # noqa: F401
 from . import random_select  # noqa: F401
+from . import contrib_more  # noqa: F401
+from . import quantization  # noqa: F401
+from . import quantization_calib  # noqa: F401
+from . import quantization_conv  # noqa: F401

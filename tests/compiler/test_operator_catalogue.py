@@ -28,14 +28,10 @@ NOT_YET = {
 
     """.split(),
     "sym.contrib": """
-    BatchNormWithReLU SparseEmbedding SyncBatchNorm backward_hawkesll boolean_mask
-    calibrate_entropy check_call cond count_sketch dequantize dgl_adjacency
+    SparseEmbedding boolean_mask check_call cond dgl_adjacency
     dgl_csr_neighbor_non_uniform_sample dgl_csr_neighbor_uniform_sample
-    dgl_graph_compact dgl_subgraph edge_id fft foreach getnnz group_adagrad_update
-    hawkesll ifft quantize quantize_asym quantize_v2 quantized_act quantized_batch_norm
-    quantized_concat quantized_conv quantized_elemwise_add quantized_elemwise_mul
-    quantized_embedding quantized_flatten quantized_fully_connected quantized_pooling
-    quantized_rnn rand_zipfian requantize while_loop
+    dgl_graph_compact dgl_subgraph edge_id foreach getnnz group_adagrad_update
+    quantized_batch_norm quantized_rnn while_loop
     """.split(),
 }
 
