@@ -1,0 +1,211 @@
+"""Imperative calls of registry operators: what ``mx.nd.X`` runs.
+
+``invoke('FullyConnected', args, kwargs)`` runs the operator's registry entry
+through the same compile path as a bound symbol: a one-operator Symbol is
+compiled for the inputs' shapes, dtypes and context target (``cpu``'s ATen
+code, ``interpret``'s Triton kernels, ``cuda:<arch>``), bound once by an
+:class:`~runtime.executor.Executor`, and kept in a small LRU cache. A call
+that hits the cache copies its inputs into the bound arrays, runs the bound
+launches and returns fresh copies of the outputs: a few microseconds of
+Python above the kernels themselves (``benchmarks/nd_call_cost.py``).
+
+The signature is mxnet's generated one: positional NDArray inputs (arguments,
+then auxiliary states), the attributes by keyword or, after the inputs, in
+their declared order; ``out=`` receives the result; ``name`` is ignored;
+``ctx`` places an operator without inputs (``_zeros``, the samplers).
+"""
+from __future__ import annotations
+
+import collections
+import threading
+
+import torch
+
+from compiler.errors import MXNetError
+from compiler.ops import REGISTRY
+
+from . import launcher
+from .context import Context, current_context, device_guard
+from .ndarray import NDArray
+
+CACHE_SIZE = 512            # one-operator executors kept (each holds its arrays)
+_CACHE: "collections.OrderedDict" = collections.OrderedDict()
+_LOCK = threading.Lock()
+_NODE = "nd"                # every cached symbol's node name: one Program per signature
+
+
+def _hashable(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, (str, int, float, bool, type(None))):
+        return v
+    return repr(v)
+
+
+class _Call:
+    """One bound one-operator executor, reused while the signature repeats."""
+    __slots__ = ("exe", "prog", "launches", "dst", "outs", "ctx", "seeded", "fast")
+
+    def __init__(self, op_name, input_names, tensors, attr_args, attrs, ctx):
+        from compiler.symbol import Variable, _make_op_function
+        from .executor import Executor
+        variables = [Variable(n) for n in input_names]
+        sym = _make_op_function(op_name)(*variables, *attr_args, name=_NODE, **attrs)
+        arg_names = sym.list_arguments()
+        aux_names = sym.list_auxiliary_states()
+        given = dict(zip(input_names, tensors))
+        missing = [n for n in arg_names if n not in given]
+        if missing:
+            raise MXNetError(f"{op_name}: missing input(s) {missing}; the operator takes "
+                             f"{arg_names + aux_names}")
+        self.exe = Executor(sym, ctx, {n: given[n] for n in arg_names}, grad_req="null",
+                            aux_states={n: given[n] for n in aux_names if n in given})
+        self.prog = self.exe._infer_prog
+        self.launches = self.exe._launches(self.prog, "fwd")
+        bound = {**self.exe.arg_dict, **self.exe.aux_dict}
+        self.dst = [bound[n].as_subclass(torch.Tensor) for n in input_names]
+        self.outs = [o.as_subclass(torch.Tensor) for o in self.exe.outputs]
+        self.ctx = ctx
+        self.seeded = self.prog.seed_buffer is not None
+        self.fast = ctx.device_type == "cpu" and ctx.target == "cpu"
+
+    def run(self, tensors):
+        """Copy ``tensors`` in, launch, and return new NDArrays of the outputs."""
+        for dst, src in zip(self.dst, tensors):
+            dst.copy_(src)
+        if self.seeded:
+            self.exe._set_seed(self.prog)
+        if self.fast and not launcher.PROFILING:
+            # one small call: the thread policy's timing would cost more than the kernel
+            with torch.inference_mode():
+                for launch in self.launches:
+                    launch()
+            launcher.LaunchCounter.total += len(self.launches)
+        else:
+            with device_guard(self.ctx):
+                launcher.run_bound(self.launches)
+        ctx = self.ctx
+        return [_new(o.clone(), ctx) for o in self.outs]
+
+
+def _new(t, ctx):
+    out = t.as_subclass(NDArray)
+    out._mx_ctx = ctx
+    return out
+
+
+def _split(opdef, args, kwargs):
+    """(input names, tensors, positional attributes, attributes) of one call."""
+    n = 0
+    while n < len(args) and isinstance(args[n], torch.Tensor):
+        n += 1
+    if any(isinstance(a, torch.Tensor) for a in args[n:]):
+        raise MXNetError(f"{opdef.name}: positional arrays must come before the attributes")
+    tensors = list(args[:n])
+    names = [f"in{i}" for i in range(n)]
+    attrs = {}
+    declared = _declared_inputs(opdef)
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor):
+            names.append(k)
+            tensors.append(v)
+        elif v is not None or k in opdef._attr_index:
+            attrs[k] = v
+    if n and declared is not None:
+        if n > len(declared):
+            raise MXNetError(f"{opdef.name} takes {len(declared)} inputs ({', '.join(declared)}),"
+                             f" got {n} positional arrays")
+        names[:n] = declared[:n]
+    return names, tensors, tuple(args[n:]), attrs
+
+
+def _declared_inputs(opdef):
+    if callable(opdef.arguments) or opdef.variadic:
+        return None
+    return list(opdef.arguments) + list(opdef.aux)
+
+
+def _context_of(opdef, tensors, attrs) -> Context:
+    ctx = attrs.pop("ctx", None) if "ctx" not in opdef._attr_index else None
+    if tensors:
+        first = tensors[0]
+        ctx0 = first.context if isinstance(first, NDArray) else _ctx_of_device(first.device)
+        for t in tensors[1:]:
+            if t.device != first.device:
+                raise MXNetError(f"{opdef.name}: inputs on different devices "
+                                 f"({first.device} and {t.device})")
+        return ctx0
+    if ctx is None:
+        return current_context()
+    return ctx if isinstance(ctx, Context) else Context(ctx)
+
+
+def _ctx_of_device(dev) -> Context:
+    return Context("gpu", dev.index or 0) if dev.type == "cuda" else Context("cpu", 0)
+
+
+def invoke(op_name, args, kwargs):
+    """Run registry operator ``op_name`` on NDArrays, as mxnet's ``mx.nd.<op>``.
+
+    Parameters
+    ----------
+    op_name : str
+        A registry name or alias (``broadcast_add``, ``_contrib_div_sqrt_dim``).
+    args : tuple
+        The input arrays, then (optionally) attributes in declared order.
+    kwargs : dict
+        Attributes, inputs by name, ``out``, ``name`` (ignored) and ``ctx``.
+
+    Returns
+    -------
+    NDArray or list of NDArray
+        One array, or a list when the operator has several visible outputs.
+    """
+    with torch._C.DisableTorchFunctionSubclass():
+        return _invoke(REGISTRY[op_name], op_name, args, kwargs)
+
+
+def _invoke(opdef, op_name, args, kwargs):
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    kwargs.pop("name", None)
+    names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
+    ctx = _context_of(opdef, tensors, attrs)
+    key = (op_name, tuple(names), attr_args and _hashable(attr_args),
+           tuple(sorted((k, _hashable(v)) for k, v in attrs.items())),
+           tuple((tuple(t.shape), t.dtype) for t in tensors), ctx, ctx.target)
+    call = _CACHE.get(key)
+    if call is None:
+        call = _build(key, op_name, names, tensors, attr_args, attrs, ctx)
+    res = call.run(tensors)
+    if out is not None:
+        return _write_out(res, out, op_name)
+    return res[0] if len(res) == 1 else res
+
+
+def _build(key, op_name, names, tensors, attr_args, attrs, ctx):
+    call = _Call(op_name, names, tensors, attr_args, attrs, ctx)
+    with _LOCK:
+        _CACHE[key] = call
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return call
+
+
+def _write_out(res, out, op_name):
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(outs) != len(res):
+        raise MXNetError(f"{op_name}: out= has {len(outs)} arrays for {len(res)} outputs")
+    for o, r in zip(outs, res):
+        if tuple(o.shape) != tuple(r.shape):
+            raise MXNetError(f"{op_name}: out= has shape {tuple(o.shape)}, the result "
+                             f"{tuple(r.shape)}")
+        with torch.no_grad():
+            torch.Tensor.copy_(o, r)
+    return out
+
+
+def cache_clear():
+    """Forget every cached one-operator executor."""
+    with _LOCK:
+        _CACHE.clear()
