@@ -1,14 +1,15 @@
-"""``mx.nd`` / ``mx.ndarray``: imperative arrays, computed eagerly with torch.
+"""``mx.nd`` / ``mx.ndarray``: imperative arrays and operators.
 
-The arrays are :class:`runtime.ndarray.NDArray`, a ``torch.Tensor`` subclass.
-Functions follow mxnet 1.9.1's names, argument names and defaults
+The arrays are :class:`runtime.ndarray.NDArray` (a ``torch.Tensor`` subclass with
+mxnet's legacy NDArray semantics). Every registry operator is ``mx.nd.X``
+(``nd_ops``): it runs the same entry as ``mx.sym.X``, compiled for the inputs'
+context (``runtime/imperative.py``). Functions follow mxnet 1.9.1's names, argument names and defaults
 (``concat`` joins along ``dim=1``; ``array`` of a numpy array or list is
 float32 unless ``dtype`` says otherwise).  Every ``dtype`` argument accepts
 numpy dtypes, torch dtypes and strings; ``stype`` accepts only ``'default'``.
 """
 from __future__ import annotations
 
-import builtins
 import numbers
 
 import numpy as np
@@ -20,9 +21,8 @@ from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.ndarray import (NDArray, as_ndarray, check_stype, to_numpy_dtype,  # noqa: F401
                              to_torch_dtype)
 
-__all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concat",
-           "concatenate", "sum", "abs", "divide", "dot", "waitall", "save", "load",
-           "load_frombuffer", "random", "zeros_like", "ones_like"]
+__all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concatenate",
+           "waitall", "save", "load", "load_frombuffer", "random"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -116,174 +116,11 @@ def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None,
     return array(vals, ctx=ctx, dtype=dtype)
 
 
-def zeros_like(data, **kwargs):
-    return _wrap(torch.zeros_like(data), data)
-
-
-def ones_like(data, **kwargs):
-    return _wrap(torch.ones_like(data), data)
-
-
-# --------------------------------------------------------------- operators
-def _axes(axis, ndim):
-    if axis is None or axis == ():
-        return tuple(range(ndim))
-    return (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
-
-
-def _reduce(fn, data, axis, keepdims, exclude):
-    axes = tuple(a % builtins.max(data.dim(), 1) for a in _axes(axis, data.dim()))
-    if exclude:
-        axes = tuple(a for a in range(data.dim()) if a not in axes)
-    if data.dim() == 0 or not axes:
-        return _wrap(data.clone(), data)
-    res = fn(data, dim=axes, keepdim=keepdims)
-    if res.dim() == 0:
-        res = res.reshape(1)  # mxnet reductions to a scalar give shape (1,)
-    # torch sums integers as int64; mxnet keeps the input's dtype
-    return _wrap(res.to(data.dtype), data)
-
-
-def sum(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):  # noqa: A001
-    return _out(_reduce(torch.sum, data, axis, keepdims, exclude), out)
-
-
-def mean(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):
-    return _out(_reduce(torch.mean, data, axis, keepdims, exclude), out)
-
-
-def max(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):  # noqa: A001
-    return _out(_reduce(torch.amax, data, axis, keepdims, exclude), out)
-
-
-def min(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):  # noqa: A001
-    return _out(_reduce(torch.amin, data, axis, keepdims, exclude), out)
-
-
-def abs(data, out=None, **kwargs):  # noqa: A001
-    return _out(_wrap(torch.abs(data), data), out)
-
-
-def _binary(fn, lhs, rhs, out):
-    like = lhs if isinstance(lhs, torch.Tensor) else rhs
-    return _out(_wrap(fn(_t(lhs, like), _t(rhs, like)), like), out)
-
-
-def add(lhs, rhs, out=None):
-    return _binary(torch.add, lhs, rhs, out)
-
-
-def subtract(lhs, rhs, out=None):
-    return _binary(torch.sub, lhs, rhs, out)
-
-
-def multiply(lhs, rhs, out=None):
-    return _binary(torch.mul, lhs, rhs, out)
-
-
-def divide(lhs, rhs, out=None):
-    return _binary(torch.true_divide, lhs, rhs, out)
-
-
-def maximum(lhs, rhs, out=None):
-    return _binary(lambda a, b: torch.maximum(torch.as_tensor(a), torch.as_tensor(b)),
-                   lhs, rhs, out)
-
-
-def minimum(lhs, rhs, out=None):
-    return _binary(lambda a, b: torch.minimum(torch.as_tensor(a), torch.as_tensor(b)),
-                   lhs, rhs, out)
-
-
-def power(base, exp, out=None):
-    return _binary(torch.pow, base, exp, out)
-
-
-def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=None):
-    """mxnet's ``dot``: for N-d inputs, contracts the last axis of ``lhs``
-    with the first axis of ``rhs``."""
-    check_stype(forward_stype)
-    a = lhs.T if transpose_a else lhs
-    b = rhs.T if transpose_b else rhs
-    if a.dim() == 1 and b.dim() == 1:
-        res = torch.dot(a, b).reshape(1)
-    else:
-        res = torch.tensordot(a, b, dims=1)
-    return _out(_wrap(res, lhs), out)
-
-
-def concat(*data, dim=1, num_args=None, out=None, **kwargs):
-    if len(data) == 1 and isinstance(data[0], (list, tuple)):
-        data = tuple(data[0])
-    return _out(_wrap(torch.cat(list(data), dim=dim), data[0]), out)
-
-
-Concat = concat
-
-
 def concatenate(arrays, axis=0, always_copy=True):
-    """Deprecated mxnet helper: join ``arrays`` along ``axis``."""
+    """Deprecated mxnet helper: join ``arrays`` along ``axis`` (operator ``Concat``)."""
     if not always_copy and len(arrays) == 1:
         return arrays[0]
-    return _wrap(torch.cat(list(arrays), dim=axis), arrays[0])
-
-
-def stack(*data, axis=0, num_args=None, out=None):
-    if len(data) == 1 and isinstance(data[0], (list, tuple)):
-        data = tuple(data[0])
-    return _out(_wrap(torch.stack(list(data), dim=axis), data[0]), out)
-
-
-def clip(data, a_min, a_max, out=None):
-    return _out(_wrap(torch.clamp(data, a_min, a_max), data), out)
-
-
-def sqrt(data, out=None):
-    return _out(_wrap(torch.sqrt(data), data), out)
-
-
-def square(data, out=None):
-    return _out(_wrap(torch.square(data), data), out)
-
-
-def exp(data, out=None):
-    return _out(_wrap(torch.exp(data), data), out)
-
-
-def log(data, out=None):
-    return _out(_wrap(torch.log(data), data), out)
-
-
-def norm(data, ord=2, axis=None, keepdims=False, out=None):  # noqa: A002
-    dims = None if axis is None else _axes(axis, data.dim())
-    res = torch.linalg.vector_norm(data.float() if not data.is_floating_point() else data,
-                                   ord=ord, dim=dims, keepdim=keepdims)
-    return _out(_wrap(res.reshape(1) if res.dim() == 0 else res, data), out)
-
-
-def argmax(data, axis=None, keepdims=False, out=None):
-    res = torch.argmax(data) if axis is None else torch.argmax(data, dim=axis, keepdim=keepdims)
-    return _out(_wrap(res.to(data.dtype if data.is_floating_point() else torch.float32), data),
-                out)
-
-
-def reshape(data, shape, reverse=False, out=None, **kwargs):
-    return _out(_wrap(data.reshape(_shape(shape)), data), out)
-
-
-def transpose(data, axes=(), out=None):
-    axes = tuple(axes) or tuple(reversed(range(data.dim())))
-    return _out(_wrap(data.permute(*axes), data), out)
-
-
-def one_hot(indices, depth, on_value=1.0, off_value=0.0, dtype=np.float32, out=None):
-    idx = indices.long()
-    res = torch.full(tuple(idx.shape) + (int(depth),), off_value, dtype=to_torch_dtype(dtype),
-                     device=indices.device)
-    valid = (idx >= 0) & (idx < depth)
-    res[valid] = torch.nn.functional.one_hot(idx[valid], int(depth)).to(res.dtype) * \
-        (on_value - off_value) + off_value
-    return _out(_wrap(res, indices), out)
+    return Concat(*arrays, dim=axis)
 
 
 def waitall():
@@ -366,3 +203,20 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
 
 random_uniform = uniform = random.uniform
 random_normal = normal = random.normal
+
+
+# ------------------------------------------- every registry operator, generated
+def _export_operators():
+    """``mx.nd.X`` for each registry operator (mxnet's own Python functions above,
+    ``array`` ... ``random``, keep their names), the helpers over them and the
+    ``_internal`` / ``contrib`` / ``linalg`` namespaces."""
+    from . import nd_ops
+    module = globals()
+    for name, fn in nd_ops.public_functions().items():
+        module.setdefault(name, fn)
+    module.update(nd_ops.helpers())
+    return (nd_ops.internal_namespace(), nd_ops.operator_namespace("contrib"),
+            nd_ops.operator_namespace("linalg"))
+
+
+_internal, contrib, linalg = _export_operators()

@@ -126,7 +126,7 @@ def _declared_inputs(opdef):
 
 
 def _context_of(opdef, tensors, attrs) -> Context:
-    ctx = attrs.pop("ctx", None) if "ctx" not in opdef._attr_index else None
+    ctx = attrs.pop("ctx", None)      # where an operator without inputs runs
     if tensors:
         first = tensors[0]
         ctx0 = first.context if isinstance(first, NDArray) else _ctx_of_device(first.device)
