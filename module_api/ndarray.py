@@ -22,7 +22,8 @@ from runtime.ndarray import (NDArray, as_ndarray, check_stype, to_numpy_dtype,  
                              to_torch_dtype)
 
 __all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concatenate",
-           "waitall", "save", "load", "load_frombuffer", "random"]
+           "waitall", "save", "load", "load_frombuffer", "random", "from_numpy",
+           "from_dlpack", "to_dlpack_for_read", "to_dlpack_for_write", "onehot_encode"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -123,6 +124,42 @@ def concatenate(arrays, axis=0, always_copy=True):
     return Concat(*arrays, dim=axis)
 
 
+def from_numpy(ndarray, zero_copy=True, array_cls=None):
+    """An NDArray over a C-contiguous numpy array (sharing its memory when
+    ``zero_copy``; a copy otherwise)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(ndarray).__name__}")
+    if not ndarray.flags["C_CONTIGUOUS"]:
+        raise ValueError("Only c-contiguous arrays are supported for zero-copy")
+    t = torch.from_numpy(ndarray if zero_copy else ndarray.copy())
+    return as_ndarray(t, cpu(0))
+
+
+def from_dlpack(dlpack):
+    """An NDArray sharing the memory of a DLPack capsule (or of an object that
+    has ``__dlpack__``)."""
+    return as_ndarray(torch.utils.dlpack.from_dlpack(dlpack))
+
+
+def to_dlpack_for_read(data):
+    """A DLPack capsule of ``data`` (waits for pending writes first)."""
+    data.wait_to_read()
+    return torch.utils.dlpack.to_dlpack(data.as_subclass(torch.Tensor))
+
+
+def to_dlpack_for_write(data):
+    """A DLPack capsule of ``data`` for writing into it."""
+    data.wait_to_read()
+    return torch.utils.dlpack.to_dlpack(data.as_subclass(torch.Tensor))
+
+
+def onehot_encode(indices, out):
+    """Deprecated mxnet helper: one-hot rows of ``indices`` written into ``out``
+    (its second dim is the depth): operator ``one_hot``."""
+    depth = int(out.shape[1])
+    return one_hot(indices, depth=depth, dtype=out.dtype, out=out)
+
+
 def waitall():
     """Wait for all pending work (a CUDA synchronize when a GPU is present)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -174,16 +211,31 @@ def _sample(draw, shape, dtype, ctx, out):
     return _out(as_ndarray(res, c), out)
 
 
+def _registry_sample(op_name, inputs, shape, dtype, out, attrs):
+    from runtime.imperative import invoke
+    if shape is not None:
+        attrs["shape"] = _shape(shape)
+    if dtype is not None:
+        attrs["dtype"] = dtype
+    return invoke(op_name, inputs, dict(attrs, out=out))
+
+
 class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
     """``mx.nd.random``: samplers drawing from the generator ``mx.random.seed`` seeds."""
 
     @staticmethod
     def uniform(low=0, high=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """U[low, high) samples; NDArray ``low``/``high`` give ``_sample_uniform``."""
+        if isinstance(low, torch.Tensor):
+            return _registry_sample("_sample_uniform", (low, high), shape, dtype, out, kwargs)
         return _sample(lambda t, g: t.uniform_(float(low), float(high), generator=g),
                        shape, dtype, ctx, out)
 
     @staticmethod
     def normal(loc=0, scale=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """N(loc, scale**2) samples; NDArray ``loc``/``scale`` give ``_sample_normal``."""
+        if isinstance(loc, torch.Tensor):
+            return _registry_sample("_sample_normal", (loc, scale), shape, dtype, out, kwargs)
         return _sample(lambda t, g: t.normal_(float(loc), float(scale), generator=g),
                        shape, dtype, ctx, out)
 
@@ -192,6 +244,39 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
         res = _sample(lambda t, g: t.random_(int(low), int(high), generator=g),
                       shape, dtype or np.int32, ctx, out)
         return res
+
+    @staticmethod
+    def exponential(scale=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """Samples of the exponential distribution of mean ``scale`` (``_random_exponential``;
+        an NDArray ``scale`` gives ``_sample_exponential``, one draw set per element)."""
+        if isinstance(scale, torch.Tensor):
+            return _registry_sample("_sample_exponential", (1.0 / scale,), shape, dtype, out,
+                                    kwargs)
+        return _registry_sample("_random_exponential", (), shape, dtype, out,
+                                dict(kwargs, lam=1.0 / scale, ctx=ctx))
+
+    @staticmethod
+    def randn(*shape, **kwargs):
+        """``normal(loc, scale, shape)`` with the shape as positional ints."""
+        loc, scale = kwargs.pop("loc", 0), kwargs.pop("scale", 1)
+        return random.normal(loc, scale, shape or None, **kwargs)
+
+    @staticmethod
+    def uniform_like(data, low=0, high=1, out=None, **kwargs):
+        return _registry_sample("_random_uniform_like", (data,), None, None, out,
+                                dict(kwargs, low=low, high=high))
+
+    @staticmethod
+    def normal_like(data, loc=0, scale=1, out=None, **kwargs):
+        return _registry_sample("_random_normal_like", (data,), None, None, out,
+                                dict(kwargs, loc=loc, scale=scale))
+
+    @staticmethod
+    def exponential_like(data, lam=1, out=None, **kwargs):
+        return _registry_sample("_random_exponential_like", (data,), None, None, out,
+                                dict(kwargs, lam=lam))
+
+    current_context = staticmethod(current_context)
 
     @staticmethod
     def seed(seed_state, ctx="all"):

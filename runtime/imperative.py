@@ -49,8 +49,17 @@ class _Call:
     def __init__(self, op_name, input_names, tensors, attr_args, attrs, ctx):
         from compiler.symbol import Variable, _make_op_function
         from .executor import Executor
-        variables = [Variable(n) for n in input_names]
-        sym = _make_op_function(op_name)(*variables, *attr_args, name=_NODE, **attrs)
+        opdef = REGISTRY[op_name]
+        positional = [Variable(n) for n in input_names if n.startswith("_in")]
+        by_name = {n: Variable(n) for n in input_names if not n.startswith("_in")}
+        if attr_args:       # attributes after the inputs, in their declared order
+            slots = [a.name for a in opdef.attrs]
+            twice = [k for k in slots[:len(attr_args)] if k in attrs]
+            if twice or len(attr_args) > len(slots):
+                raise MXNetError(f"{op_name}: positional attributes {attr_args} do not fit "
+                                 f"its attributes {slots} (given twice: {twice})")
+            attrs = {**dict(zip(slots, attr_args)), **attrs}
+        sym = _make_op_function(op_name)(*positional, name=_NODE, **by_name, **attrs)
         arg_names = sym.list_arguments()
         aux_names = sym.list_auxiliary_states()
         given = dict(zip(input_names, tensors))
@@ -102,7 +111,7 @@ def _split(opdef, args, kwargs):
     if any(isinstance(a, torch.Tensor) for a in args[n:]):
         raise MXNetError(f"{opdef.name}: positional arrays must come before the attributes")
     tensors = list(args[:n])
-    names = [f"in{i}" for i in range(n)]
+    names = [f"_in{i}" for i in range(n)]
     attrs = {}
     declared = _declared_inputs(opdef)
     for k, v in kwargs.items():
