@@ -19,6 +19,7 @@ from runtime import ndarray_io as _io
 from runtime import random as _rt_random
 from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.ndarray import (NDArray, as_ndarray, check_stype, to_numpy_dtype,  # noqa: F401
+from runtime.ndarray import torch_dtype
                              to_torch_dtype)
 
 __all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concatenate",
@@ -93,7 +94,7 @@ def array(source_array, ctx=None, dtype=None):
     except that an NDArray / tensor source keeps its dtype, as in mxnet)."""
     c = _ctx(ctx)
     if isinstance(source_array, torch.Tensor):
-        dt = source_array.dtype if dtype is None else to_torch_dtype(dtype)
+        dt = torch_dtype(source_array) if dtype is None else to_torch_dtype(dtype)
         t = source_array.detach().to(device=c.torch_device, dtype=dt).clone()
         return as_ndarray(t, c)
     # numpy has no bfloat16: such arrays are made from float32 values, then rounded
@@ -205,7 +206,7 @@ def _sample(draw, shape, dtype, ctx, out):
     c = _ctx(ctx) if out is None else out.context
     shp = tuple(out.shape) if out is not None and shape is None else _rand_shape(shape)
     dt = to_torch_dtype(dtype) if dtype is not None else \
-        (out.dtype if out is not None else torch.float32)
+        (torch_dtype(out) if out is not None else torch.float32)
     gen = _rt_random.generator_for(c)
     res = draw(torch.empty(shp, dtype=torch.float32), gen).to(dtype=dt, device=c.torch_device)
     return _out(as_ndarray(res, c), out)

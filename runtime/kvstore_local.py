@@ -30,6 +30,7 @@ from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
 from .updater import load_states_file
+from .ndarray import torch_dtype
 
 __all__ = ["KVStoreBase", "KVStore", "key_value_pairs"]
 
@@ -156,12 +157,12 @@ class KVStore(KVStoreBase):
             if tuple(v.shape) != tuple(stored.shape):
                 raise MXNetError(f"kvstore key {k!r}: pushed shape {tuple(v.shape)} does not "
                                  f"match the stored shape {tuple(stored.shape)}")
-        acc_dtype = torch.float64 if stored.dtype == torch.float64 else (
-            torch.float32 if stored.dtype.is_floating_point else stored.dtype)
+        acc_dtype = torch.float64 if torch_dtype(stored) == torch.float64 else (
+            torch.float32 if torch_dtype(stored).is_floating_point else torch_dtype(stored))
         acc = values[0].detach().to(device=stored.device, dtype=acc_dtype).clone()
         for v in values[1:]:
             acc += v.detach().to(device=stored.device, dtype=acc_dtype)
-        return acc.to(stored.dtype).as_subclass(NDArray)
+        return acc.to(torch_dtype(stored)).as_subclass(NDArray)
 
     # -- API -----------------------------------------------------------------------
     def init(self, key, value):
@@ -171,7 +172,7 @@ class KVStore(KVStoreBase):
             self._kind(k)
             v = vals[0]
             home = self._home(v)
-            stored = torch.empty(tuple(v.shape), dtype=v.dtype, device=home).as_subclass(NDArray)
+            stored = torch.empty(tuple(v.shape), dtype=torch_dtype(v), device=home).as_subclass(NDArray)
             with torch.no_grad():
                 stored.copy_(v.detach())
             if home.type != "cpu" or (self._type == "device" and
