@@ -20,8 +20,8 @@ from runtime.context import Context
 
 from . import ndarray as _nd
 from .array_checks import (as_numpy, assert_almost_equal, check_stype, default_context,
-from runtime.ndarray import torch_dtype
                            default_dtype, default_numeric_eps, get_tolerance)
+from runtime.ndarray import torch_dtype
 
 def _check_dtype(dtype, what):
     if isinstance(dtype, str) and dtype == "asnumpy":

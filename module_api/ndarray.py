@@ -19,8 +19,8 @@ from runtime import ndarray_io as _io
 from runtime import random as _rt_random
 from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.ndarray import (NDArray, as_ndarray, check_stype, to_numpy_dtype,  # noqa: F401
-from runtime.ndarray import torch_dtype
                              to_torch_dtype)
+from runtime.ndarray import torch_dtype
 
 __all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concatenate",
            "waitall", "save", "load", "load_frombuffer", "random", "from_numpy",

@@ -27,8 +27,8 @@ from ..model_base import (_create_kvstore, _initialize_kvstore, _update_params,
                           _update_params_on_kvstore, checkpoint_files, checkpoint_writer,
                           load_checkpoint)
 from .base_module import (BaseModule, ModuleStateError, _check_input_names,  # noqa: F401
-from runtime.ndarray import torch_dtype
                           _parse_data_desc, _require, _require_input_grads)
+from runtime.ndarray import torch_dtype
 
 _LOG = logging.getLogger(__name__)
 
