@@ -17,6 +17,7 @@ from runtime.context import cpu
 from tests.compiler.test_ops_conv import CONV, DECONV, EPILOGUE
 from tests.compiler.test_ops_dtypes import TOLERANCE, check_dtype
 from tests.compiler.test_ops_pool import ROWS
+from runtime.ndarray import torch_dtype
 
 _CPU_ROWS = CONV + DECONV + EPILOGUE + ROWS
 # the interpreter is slow: one forward / transposed / epilogue convolution and the pools
@@ -67,7 +68,7 @@ def test_lenet_forward_backward(dtype, monkeypatch):
     vals = {}
     for n in names:
         a = exe.arg_dict[n]
-        assert a.dtype == getattr(torch, dtype), f"{n}: {a.dtype}"
+        assert torch_dtype(a) == getattr(torch, dtype), f"{n}: {a.dtype}"
         v = (torch.randn(tuple(a.shape), generator=gen) * 0.3).to(a.dtype)
         a[:] = v
         vals[n] = v.double().requires_grad_(n != "data")
@@ -76,14 +77,14 @@ def test_lenet_forward_backward(dtype, monkeypatch):
     (out,) = exe.forward(is_train=True)
     exe.backward()
     want = _lenet_torch(*(vals[n] for n in names))
-    assert out.dtype == getattr(torch, dtype)
+    assert torch_dtype(out) == getattr(torch, dtype)
     rtol, atol = TOLERANCE[dtype]
     assert float((out.double() - want.detach()).abs().max()) <= atol + rtol
     loss = -(want[torch.arange(4), label].log()).sum()
     grads = torch.autograd.grad(loss, [vals[n] for n in names[1:]])
     for n, g in zip(names[1:], grads):
         got = exe.grad_dict[n]
-        assert got.dtype == getattr(torch, dtype), n
+        assert torch_dtype(got) == getattr(torch, dtype), n
         scale = max(float(g.abs().max()), 1.0)
         err = float((got.double() - g).abs().max())
         # float16: a gradient goes through several kernels' stores of the dtype

@@ -28,6 +28,7 @@ import torch
 import module_api as mx
 from module_api.contrib import amp
 from tests.module_api.test_dtype_training import _markov_corpus
+from runtime.ndarray import torch_dtype
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "amp_convert.json")
 with open(FIXTURE) as _f:
@@ -59,7 +60,7 @@ def test_convert_model_casts_params_as_mxnet(case):
     aux = {n: mx.nd.ones((1,)) for n in sym.list_auxiliary_states()}
     kwargs = {k: v for k, v in case["kwargs"].items() if k != "data_names"}
     conv, args2, aux2 = amp.convert_model(sym, args, aux, **kwargs)
-    got = {k: str(v.dtype).replace("torch.", "") for k, v in {**args2, **aux2}.items()}
+    got = {k: str(torch_dtype(v)).replace("torch.", "") for k, v in {**args2, **aux2}.items()}
     assert got == case["param_dtypes"]
     nodes = json.loads(conv.tojson(remove_amp_cast=False))["nodes"]
     assert [(n["op"], n["name"], n.get("attrs", {})) for n in nodes] == \
