@@ -15,8 +15,8 @@ An NDArray is a ``torch.Tensor`` subclass, so two kinds of caller see it:
   any torch function.
 
 :func:`mxnet_caller` tells them apart: torch's handlers run with subclass
-dispatch disabled, and torch's own Python code lives in modules named
-``torch.*``. Project code that needs the torch dtype of an array (to allocate
+dispatch disabled, and torch's (and Triton's) own Python code lives in modules
+named ``torch.*`` (``triton.*``). Project code that needs the torch dtype of an array (to allocate
 with it, to compare it with ``torch.float16``) asks :func:`torch_dtype`.
 """
 from __future__ import annotations
@@ -38,6 +38,10 @@ _MX_TYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.float16
              torch.bfloat16: np.dtype([("bfloat16", np.uint16)])}
 
 
+# libraries whose Python code reads tensors (Triton's launcher reads ``arg.dtype``)
+_TENSOR_LIBRARIES = ("torch.", "triton.", "torch", "triton")
+
+
 def torch_dtype(t) -> torch.dtype:
     """The ``torch.dtype`` of a tensor or NDArray (an NDArray's ``dtype`` is numpy's)."""
     with _DISABLED():
@@ -49,7 +53,7 @@ def mxnet_caller(depth: int = 2) -> bool:
     if not _enabled():
         return False
     name = sys._getframe(depth).f_globals.get("__name__", "")
-    return not (name == "torch" or name.startswith("torch."))
+    return not name.startswith(_TENSOR_LIBRARIES)
 
 
 def _invoke(op_name, args, kwargs):

@@ -69,7 +69,7 @@ def test_lenet_forward_backward(dtype, monkeypatch):
     for n in names:
         a = exe.arg_dict[n]
         assert torch_dtype(a) == getattr(torch, dtype), f"{n}: {a.dtype}"
-        v = (torch.randn(tuple(a.shape), generator=gen) * 0.3).to(a.dtype)
+        v = (torch.randn(tuple(a.shape), generator=gen) * 0.3).to(torch_dtype(a))
         a[:] = v
         vals[n] = v.double().requires_grad_(n != "data")
     label = torch.tensor([0, 3, 1, 4])
@@ -109,9 +109,9 @@ def test_max_pool_gradient_routes_past_low_precision_integers(dtype, monkeypatch
     exe.arg_dict["x"][:] = x.to(getattr(torch, dtype))
     (y,) = exe.forward(is_train=True)
     dy = torch.rand(1, 2, 24, 24, generator=gen)
-    exe.backward([dy.to(y.dtype)])
+    exe.backward([dy.to(torch_dtype(y))])
     xr = x.clone().requires_grad_(True)
-    (want,) = torch.autograd.grad(F.max_pool2d(xr, 2, 2), xr, dy.to(y.dtype).double())
+    (want,) = torch.autograd.grad(F.max_pool2d(xr, 2, 2), xr, dy.to(torch_dtype(y)).double())
     assert torch.equal(exe.grad_dict["x"].double(), want)
     assert torch.equal(y.double(), F.max_pool2d(x, 2, 2))
 

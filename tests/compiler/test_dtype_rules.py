@@ -109,7 +109,7 @@ def test_amp_multicast_values_and_gradients():
     exe = s.simple_bind(mx.cpu(), a=(3,), b=(3,), type_dict={"a": "float16", "b": "float32"})
     x = torch.tensor([1.0, 2.5, -3.0])
     outs = exe.forward(is_train=True, a=x, b=x + 2 ** -20)
-    assert [o.dtype for o in outs] == [torch.float32, torch.float32]
+    assert [torch_dtype(o) for o in outs] == [torch.float32, torch.float32]
     exe.backward([torch.ones(3), torch.ones(3)])
     assert torch_dtype(exe.grad_dict["a"]) == torch.float16 and torch_dtype(exe.grad_dict["b"]) == torch.float32
 

@@ -102,7 +102,7 @@ def check_dtype(op, dtype):
         exe.backward()
         expected = op.mx_grad(*xs_list)
     else:
-        ograds = [torch.randn(tuple(o.shape), generator=gen).to(o.dtype) for o in outs]
+        ograds = [torch.randn(tuple(o.shape), generator=gen).to(torch_dtype(o)) for o in outs]
         exe.backward(ograds)
         objective = sum((w * g.double()).sum() for w, g in zip(want, ograds))
         grads = torch.autograd.grad(objective, [xs[n] for n in diff], allow_unused=True)

@@ -69,7 +69,7 @@ def test_float16_mlp_with_multi_precision_matches_float32_accuracy():
     out = mod16.get_outputs()[0]
     assert torch_dtype(out) == torch.float16
     args, _ = mod16.get_params()
-    assert {v.dtype for v in args.values()} == {torch.float16}
+    assert {torch_dtype(v) for v in args.values()} == {torch.float16}
     # the optimizer kept float32 master copies of the float16 weights
     states = mod16._updater.states
     assert states and all(torch_dtype(s[0]) == torch.float32 for s in states.values())
