@@ -73,7 +73,7 @@ def test_lenet_forward_backward(dtype, monkeypatch):
         a[:] = v
         vals[n] = v.double().requires_grad_(n != "data")
     label = torch.tensor([0, 3, 1, 4])
-    exe.arg_dict["softmax_label"][:] = label.to(exe.arg_dict["softmax_label"].dtype)
+    exe.arg_dict["softmax_label"][:] = label.to(torch_dtype(exe.arg_dict["softmax_label"]))
     (out,) = exe.forward(is_train=True)
     exe.backward()
     want = _lenet_torch(*(vals[n] for n in names))

@@ -85,7 +85,7 @@ def check_dtype(op, dtype):
     given = {first: dtype}
     exe = s.simple_bind(cpu(), grad_req=grad_req, type_dict=given,
                         **dict(zip(op.inputs, shapes)))
-    values = {n: _make(op.gen.get(n, "randn"), shp, gen).to(exe.arg_dict[n].dtype)
+    values = {n: _make(op.gen.get(n, "randn"), shp, gen).to(torch_dtype(exe.arg_dict[n]))
               for n, shp in zip(op.inputs, shapes)}
     aux_vals = _fill(exe, s, op, values, gen)
     xs = {n: v.double().requires_grad_(n in diff) for n, v in values.items()}

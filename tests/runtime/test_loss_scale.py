@@ -24,7 +24,7 @@ def _exe(dtype="float32"):
 
 def _grads(exe, og):
     exe.forward(is_train=True)
-    exe.backward([None, og.to(exe.outputs[1].dtype)])
+    exe.backward([None, og.to(torch_dtype(exe.outputs[1]))])
     return {k: v.double().clone() for k, v in exe.grad_dict.items() if k != "sm_label"}
 
 
