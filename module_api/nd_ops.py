@@ -23,6 +23,7 @@ import torch
 from compiler.ops import REGISTRY
 from compiler.ops.registry import namespace_members
 from runtime.imperative import invoke
+from runtime.ndarray import torch_dtype
 
 
 def make_function(op_name: str):
@@ -77,17 +78,22 @@ def _ufunc(lhs, rhs, array_op, scalar_op, pyfn, rscalar_op=None):
     if _is_number(lhs):
         if _is_number(rhs):
             return pyfn(lhs, rhs)
-        return invoke(rscalar_op or scalar_op, (rhs,), {"scalar": float(lhs)})
+        return invoke(rscalar_op or scalar_op, (rhs,), {"scalar": _scalar_for(rhs, lhs)})
     if _is_number(rhs):
-        return invoke(scalar_op, (lhs,), {"scalar": float(rhs)})
+        return invoke(scalar_op, (lhs,), {"scalar": _scalar_for(lhs, rhs)})
     if isinstance(lhs, torch.Tensor) and isinstance(rhs, torch.Tensor):
         return invoke(array_op, (lhs, rhs), {})
     raise TypeError(f"type {type(rhs if isinstance(lhs, torch.Tensor) else lhs)} "
                     f"not supported")
 
 
-def _rdiv(a, b):
-    return b / a
+def _scalar_for(array, number) -> float:
+    """The number as mxnet's scalar operators use it: cast to an integer array's dtype
+    (``int32 + 2.7`` adds 2)."""
+    if isinstance(array, torch.Tensor) and not torch_dtype(array).is_floating_point and \
+            torch_dtype(array) != torch.bool:
+        return float(int(number))
+    return float(number)
 
 
 _UFUNCS = {   # name: (array op, scalar op, python fn, reversed scalar op)

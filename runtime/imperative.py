@@ -80,8 +80,9 @@ class _Call:
 
     def run(self, tensors):
         """Copy ``tensors`` in, launch, and return new NDArrays of the outputs."""
-        for dst, src in zip(self.dst, tensors):
-            dst.copy_(src)
+        with torch.no_grad():       # an input with a gradient attached is only read
+            for dst, src in zip(self.dst, tensors):
+                dst.copy_(src)
         if self.seeded:
             self.exe._set_seed(self.prog)
         if self.fast and not launcher.PROFILING:

@@ -176,3 +176,18 @@ def test_attach_grad_gives_a_zero_gradient():
     y = mx.nd.array([1, 2])
     y.attach_grad()
     assert vals(y.grad) == [0, 0] and y.grad.dtype == np.float32
+
+
+def test_mxnets_helpers_cast_the_number_as_the_operators_do():
+    a = mx.nd.array([5, -7, 9], dtype="int32")
+    assert vals(mx.nd.add(a, 2.7)) == [7, -5, 11]
+    assert vals(mx.nd.divide(a, 2.5)) == [2, -3, 4]
+    assert vals(mx.nd.multiply(1.5, a)) == [5, -7, 9]
+    assert vals(mx.nd.subtract(10, mx.nd.array([1.5]))) == [8.5]
+
+
+def test_an_operator_reads_an_array_with_a_gradient_attached():
+    x = mx.nd.array([-1.0, 2.0])
+    x.attach_grad()
+    assert vals(mx.nd.relu(x)) == [0.0, 2.0]
+    assert vals(x * 2) == [-2.0, 4.0]
