@@ -123,7 +123,6 @@ class NDArray(torch.Tensor):
     __rmul__ = _mx._binary("__rmul__", torch.mul, reverse=True)
     __truediv__ = _mx._binary("__truediv__", _mx._truediv)
     __rtruediv__ = _mx._binary("__rtruediv__", _mx._truediv, reverse=True)
-    __div__ = __truediv__
     __mod__ = _mx._binary("__mod__", torch.remainder)
     __rmod__ = _mx._binary("__rmod__", torch.remainder, reverse=True)
     __pow__ = _mx._binary("__pow__", torch.pow)

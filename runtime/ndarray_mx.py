@@ -89,13 +89,17 @@ def _operand(self, other, what):
     return other
 
 
-def _binary(name, torch_fn, reverse=False):
+def _binary(name, mx_fn, reverse=False):
+    """An arithmetic operator: ``mx_fn`` with mxnet's dtype rules for user code,
+    torch's operator of the same name for torch's own callers."""
+    torch_op = getattr(torch.Tensor, name)
+
     def method(self, other):
         if not mxnet_caller():
-            return torch_fn(other, self) if reverse else torch_fn(self, other)
+            return torch_op(self, other)
         other = _operand(self, other, f"NDArray.{name}")
         with _DISABLED():
-            res = torch_fn(other, self) if reverse else torch_fn(self, other)
+            res = mx_fn(other, self) if reverse else mx_fn(self, other)
         return _like(res, self)
     method.__name__ = name
     return method
@@ -119,25 +123,19 @@ def _like(res, like):
     return res
 
 
-def _inplace(name, torch_fn):
+def _inplace(name, mx_fn):
+    """An in-place operator (``a /= 2``): the result of ``mx_fn`` written back."""
+    torch_op = getattr(torch.Tensor, name)
+
     def method(self, other):
         if not mxnet_caller():
-            return getattr(torch.Tensor, name)(self, other)
+            return torch_op(self, other)
         other = _operand(self, other, f"NDArray.{name}")
-        with _DISABLED(), torch.no_grad() if not self.requires_grad else _nullctx():
-            res = torch_fn(self, other)
-            self.copy_(res)
+        with _DISABLED():
+            self.copy_(mx_fn(self, other))
         return self
     method.__name__ = name
     return method
-
-
-class _nullctx:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _reshape_shape(in_shape, args, kwargs):
