@@ -40,21 +40,6 @@ def _shape(shape):
     return tuple(int(d) for d in shape)
 
 
-def _wrap(t: torch.Tensor, like=None, ctx=None) -> NDArray:
-    if ctx is None and isinstance(like, NDArray):
-        ctx = getattr(like, "_mx_ctx", None)
-    return as_ndarray(t, ctx)
-
-
-def _t(x, like=None):
-    """A tensor from an NDArray, tensor, numpy array or scalar."""
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(like, torch.Tensor) and isinstance(x, numbers.Number):
-        return x
-    return torch.as_tensor(np.asarray(x, dtype=np.float32) if not isinstance(x, np.ndarray) else x)
-
-
 def _out(result: NDArray, out):
     if out is None:
         return result
