@@ -139,6 +139,8 @@ class NDArray(torch.Tensor):
         and ``shape=`` as in mxnet; torch's own callers get torch's reshape."""
         if not _mx.mxnet_caller():
             return torch.Tensor.reshape(self, *shape, **kwargs)
+        if not kwargs and _mx.plain_shape(shape):
+            return torch.Tensor.reshape(self, *shape)
         out = _mx._reshape_shape(self.shape, shape, dict(kwargs))
         return torch.Tensor.reshape(self, out)
 

@@ -138,6 +138,13 @@ def _inplace(name, mx_fn):
     return method
 
 
+def plain_shape(args) -> bool:
+    """A shape torch and mxnet read alike: positive dims and at most one -1."""
+    dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    return all(isinstance(d, int) and (d > 0 or d == -1) for d in dims) and \
+        sum(1 for d in dims if d == -1) <= 1
+
+
 def _reshape_shape(in_shape, args, kwargs):
     """The output shape of mxnet's ``reshape`` (special codes 0, -1, -2, -3, -4 and
     ``reverse``), from the registry's ``Reshape`` rule."""
