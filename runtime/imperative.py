@@ -32,6 +32,9 @@ CACHE_SIZE = 512            # one-operator executors kept (each holds its arrays
 _CACHE: "collections.OrderedDict" = collections.OrderedDict()
 _LOCK = threading.Lock()
 _NODE = "nd"                # every cached symbol's node name: one Program per signature
+# torch's own getters (an NDArray's ``shape`` and ``dtype`` are mxnet's Python properties)
+_SHAPE = torch._C.TensorBase.shape.__get__
+_DTYPE = torch._C.TensorBase.dtype.__get__
 
 
 def _hashable(v):
@@ -80,20 +83,20 @@ class _Call:
 
     def run(self, tensors):
         """Copy ``tensors`` in, launch, and return new NDArrays of the outputs."""
-        with torch.no_grad():       # an input with a gradient attached is only read
-            for dst, src in zip(self.dst, tensors):
-                dst.copy_(src)
         if self.seeded:
             self.exe._set_seed(self.prog)
-        if self.fast and not launcher.PROFILING:
-            # one small call: the thread policy's timing would cost more than the kernel
-            with torch.inference_mode():
+        # inference mode: an input with a gradient attached is only read
+        with torch.inference_mode():
+            for dst, src in zip(self.dst, tensors):
+                dst.copy_(src)
+            if self.fast and not launcher.PROFILING:
+                # one small call: the thread policy's timing would cost more than the kernel
                 for launch in self.launches:
                     launch()
-            launcher.LaunchCounter.total += len(self.launches)
-        else:
-            with device_guard(self.ctx):
-                launcher.run_bound(self.launches)
+                launcher.LaunchCounter.total += len(self.launches)
+            else:
+                with device_guard(self.ctx):
+                    launcher.run_bound(self.launches)
         ctx = self.ctx
         return [_new(o.clone(), ctx) for o in self.outs]
 
@@ -129,17 +132,26 @@ def _split(opdef, args, kwargs):
     return names, tensors, tuple(args[n:]), attrs
 
 
+_DECLARED: dict = {}
+
+
 def _declared_inputs(opdef):
-    if callable(opdef.arguments) or opdef.variadic:
-        return None
-    return list(opdef.arguments) + list(opdef.aux)
+    """The operator's input names in order (arguments, then auxiliary states), or None
+    where they depend on the attributes."""
+    names = _DECLARED.get(opdef.name, False)
+    if names is False:
+        names = None if callable(opdef.arguments) or opdef.variadic else \
+            list(opdef.arguments) + list(opdef.aux)
+        _DECLARED[opdef.name] = names
+    return names
 
 
 def _context_of(opdef, tensors, attrs) -> Context:
     ctx = attrs.pop("ctx", None)      # where an operator without inputs runs
     if tensors:
         first = tensors[0]
-        ctx0 = first.context if isinstance(first, NDArray) else _ctx_of_device(first.device)
+        ctx0 = getattr(first, "_mx_ctx", None) or (
+            first.context if isinstance(first, NDArray) else _ctx_of_device(first.device))
         for t in tensors[1:]:
             if t.device != first.device:
                 raise MXNetError(f"{opdef.name}: inputs on different devices "
@@ -183,7 +195,8 @@ def _invoke(opdef, op_name, args, kwargs):
     ctx = _context_of(opdef, tensors, attrs)
     key = (op_name, tuple(names), attr_args and _hashable(attr_args),
            tuple(sorted((k, _hashable(v)) for k, v in attrs.items())),
-           tuple((tuple(t.shape), t.dtype) for t in tensors), ctx, ctx.target)
+           tuple((_SHAPE(t), _DTYPE(t)) for t in tensors), ctx.device_type, ctx.device_id,
+           ctx.target)
     call = _CACHE.get(key)
     if call is None:
         call = _build(key, op_name, names, tensors, attr_args, attrs, ctx)
