@@ -14,6 +14,7 @@ one line to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -118,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "by --shape, as Module.bind(for_training=True) does")
     p.add_argument("--inputs-need-grad", action="store_true",
                    help="with --train, also compute gradients for the inputs named by --shape")
+    p.add_argument("--import", dest="imports", metavar="MODULE", action="append", default=[],
+                   help="import a Python module first (repeatable): one that registers the "
+                        "CustomOpProp classes (mx.operator.register) of the symbol's Custom "
+                        "nodes")
     p.add_argument("--kernel", metavar="N", type=int, default=0,
                    help="index of the launch whose generated source is shown (default 0, the "
                         "first)")
@@ -403,6 +408,7 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
     """Compile and describe a model; the dict ``--json`` prints."""
     from .artifacts import cache
     from .artifacts.compile import compile_symbol
+    from .artifacts.segments import compile_segments, custom_node_ids
     from .errors import MXNetError
     symbol = _load_symbol(symbol_path)
     args = symbol.list_arguments()
@@ -426,42 +432,47 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
         grad_req = {a: ("write" if a not in shape_map or inputs_need_grad else "null")
                     for a in args}
     try:
-        prog = compile_symbol(symbol, shape_map, for_training=train, grad_req=grad_req,
-                              is_train=train, target=target, dtypes=dtype_map)
+        if custom_node_ids(symbol):      # Python operators: the Programs around them
+            parts = compile_segments(symbol, shape_map, train, grad_req, train, target,
+                                     dtype_map)
+        else:
+            parts = [(None, compile_symbol(symbol, shape_map, for_training=train,
+                                           grad_req=grad_req, is_train=train, target=target,
+                                           dtypes=dtype_map))]
     except MXNetError as exc:
         raise UsageError(_one_line(exc)) from None
-    if prog.launches and not 0 <= kernel < len(prog.launches):
+    progs = [p for _, p in parts if p is not None]
+    launches = [ln for p in progs for ln in p.launches]
+    if launches and not 0 <= kernel < len(launches):
         raise UsageError(f"--kernel {kernel}: the program has launches 0 to "
-                         f"{len(prog.launches) - 1}")
-    st = prog.stats
-    groups = []
-    for i, ln in enumerate(prog.launches):
-        groups.append({
-            "index": i, "phase": ln.phase, "kernel": ln.kernel, "summary": ln_summary(ln),
-            "ops": list(prog.groups[i]) if i < len(prog.groups) else [],
-            "config": dict(ln.config), "bytes_read": ln.bytes_read,
-            "bytes_written": ln.bytes_written})
+                         f"{len(launches) - 1}")
+    groups, custom = _inspect_groups(parts)
+    prog = progs[0] if progs else None
+    st = {k: sum(p.stats[k] for p in progs) for k in
+          ("forward_launches", "backward_launches", "unfused_forward_ops",
+           "unfused_backward_ops", "bytes_per_step", "unfused_bytes_per_step")}
     chosen = None
-    if prog.launches:
-        ln = prog.launches[kernel]
-        try:
-            with open(cache.kernel_path(ln.kernel), encoding="utf-8") as f:
-                source = f.read()
-        except OSError as exc:
-            source = None
-            note = f"source not on disk ({exc.strerror}); the cache directory may be read-only"
+    if launches:
+        ln = launches[kernel]
+        source, note = _launch_source(ln)
         chosen = {"index": kernel, "hash": ln.kernel, "source": source}
         if source is None:
             chosen["note"] = note
+    if len(parts) > 1 or prog is None:
+        dtypes = _symbol_dtypes(symbol, dtype_map)
+    else:
+        dtypes = {"arguments": dict(prog.arg_dtypes), "auxiliary": dict(prog.aux_dtypes),
+                  "outputs": list(prog.output_dtypes)}
     return {
         "symbol": os.fspath(symbol_path),
-        "target": prog.target,
+        "target": target if prog is None else prog.target,
         "mode": "training" if train else "inference",
         "inputs": {k: list(v) for k, v in shape_map.items()},
-        "dtypes": {"arguments": dict(prog.arg_dtypes), "auxiliary": dict(prog.aux_dtypes),
-                   "outputs": list(prog.output_dtypes)},
+        "dtypes": dtypes,
+        "custom_nodes": custom,
         "forward_launches": st["forward_launches"],
         "backward_launches": st["backward_launches"],
+        "extern_launches": sum(1 for ln in launches if ln.is_extern),
         "unfused_forward_ops": st["unfused_forward_ops"],
         "unfused_backward_ops": st["unfused_backward_ops"],
         "bytes_per_step": st["bytes_per_step"],
@@ -471,9 +482,57 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
     }
 
 
+def _launch_source(ln):
+    """``(source, note)`` of a launch's kernel file; an extern launch has none."""
+    from .artifacts import cache
+    if ln.is_extern:
+        return None, f"an extern launch: calls ATen ({ln.config['op']}), no kernel source"
+    try:
+        with open(cache.kernel_path(ln.kernel), encoding="utf-8") as f:
+            return f.read(), None
+    except OSError as exc:
+        return None, (f"source not on disk ({exc.strerror}); the cache directory may be "
+                      f"read-only")
+
+
+def _inspect_groups(parts) -> tuple:
+    """Every launch of the segments' Programs in run order (index counted across
+    them), and the Custom nodes that run in Python between them."""
+    groups, custom = [], []
+    for s, (seg, prog) in enumerate(parts):
+        if prog is None:
+            node = seg.symbol._outputs[0][0]
+            custom.append({"segment": s, "name": node.name, "op_type": node.attrs.get(
+                "op_type"), "inputs": [src.name for src, _ in node.inputs],
+                "outputs": seg.symbol.list_outputs()})
+            continue
+        for i, ln in enumerate(prog.launches):
+            groups.append({
+                "index": len(groups), "phase": ln.phase, "kind": ln.kind, "kernel": ln.kernel,
+                "summary": ln_summary(ln), "segment": s,
+                "ops": list(prog.groups[i]) if i < len(prog.groups) else [],
+                "config": dict(ln.config), "bytes_read": ln.bytes_read,
+                "bytes_written": ln.bytes_written})
+    return groups, custom
+
+
+def _symbol_dtypes(symbol, given) -> dict:
+    """The dtypes of a symbol's arguments, auxiliary states and outputs (mxnet's rules)."""
+    from .artifacts.compile import all_dtypes
+    from .ir.dtypes import dtype_name
+    found = all_dtypes(symbol, given)
+    _, outs, _ = symbol.infer_type(**found)
+    aux = set(symbol.list_auxiliary_states())
+    return {"arguments": {k: v for k, v in found.items() if k not in aux},
+            "auxiliary": {k: v for k, v in found.items() if k in aux},
+            "outputs": [dtype_name(t) for t in outs]}
+
+
 def ln_summary(ln) -> str:
     from .triton.cubin import summary_line
     from .artifacts import cache
+    if ln.is_extern:
+        return ln.summary
     # Launch.summary is the text after the source's second "# "; read the
     # kernel's own "# <kind> over domain" line instead where the file is there.
     try:
@@ -487,6 +546,8 @@ def ln_summary(ln) -> str:
 
 
 def _fmt_cfg(cfg: dict) -> str:
+    if "views" in cfg:        # an extern launch
+        return f"extern: ATen call of {cfg['op']} (no kernel)"
     if "BM" not in cfg:       # the cpu target: torch calls over whole arrays
         return "whole arrays (torch calls)"
     return (f"BM={cfg.get('BM')} BN={cfg.get('BN')} BK={cfg.get('BK')} "
@@ -508,16 +569,26 @@ def format_text(info: dict) -> str:
                + f"; outputs {', '.join(info['dtypes']['outputs'])}")
     out.append("")
     out.append(f"kernel groups ({len(info['groups'])} launches):")
+    python = {c["segment"]: c for c in info.get("custom_nodes", [])}
+    segment = None
     for g in info["groups"]:
+        if g.get("segment") != segment:
+            segment = g.get("segment")
+            out += _custom_lines([c for s, c in sorted(python.items()) if s < segment])
+            python = {s: c for s, c in python.items() if s > segment}
         out.append(f"  [{g['index']:>2}] {g['phase']}  {g['kernel']}  {g['summary']}")
         out.append(f"        ops: {', '.join(g['ops'])}")
         out.append(f"        tile: {_fmt_cfg(g['config'])}  "
                    f"bytes: {g['bytes_read']:,} read, {g['bytes_written']:,} written")
+    out += _custom_lines([c for _, c in sorted(python.items())])
     out.append("")
     f, b = info["forward_launches"], info["backward_launches"]
     uf, ub = info["unfused_forward_ops"], info["unfused_backward_ops"]
     out.append(f"forward launches:  {f:>6}   (unfused: {uf} ops, {_ratio(f, uf)})")
     out.append(f"backward launches: {b:>6}   (unfused: {ub} ops, {_ratio(b, ub)})")
+    if info.get("extern_launches"):
+        out.append(f"extern launches:   {info['extern_launches']:>6}   (ATen calls, counted "
+                   f"above)")
     bp, ubp = info["bytes_per_step"], info["unfused_bytes_per_step"]
     out.append(f"bytes per step:    {bp:>,}   (unfused: {ubp:,}, {_ratio(bp, ubp)})")
     k = info["kernel"]
@@ -526,6 +597,13 @@ def format_text(info: dict) -> str:
         out.append(f"kernel {k['index']} ({k['hash']}) source:")
         out.append(k["source"].rstrip("\n") if k["source"] is not None else f"  ({k['note']})")
     return "\n".join(out) + "\n"
+
+
+def _custom_lines(nodes) -> list:
+    """A Custom node between the kernel groups: Python, not a kernel."""
+    return [f"  [py] Custom '{c['name']}' (op_type {c['op_type']}): CustomOp.forward / "
+            f"backward in Python between compiled segments; inputs {', '.join(c['inputs'])}"
+            for c in nodes]
 
 
 def cmd_inspect(ns) -> int:
@@ -542,6 +620,10 @@ def cmd_inspect(ns) -> int:
         raise UsageError("give SYMBOL.json (or --from-cache DIR)")
     if not ns.shape:
         raise UsageError("the following arguments are required: --shape")
+    if ns.imports and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())   # a module beside the symbol file, as python -m does
+    for module in ns.imports:
+        importlib.import_module(module)
     info = inspect_model(ns.symbol, ns.shape, train=ns.train,
                          inputs_need_grad=ns.inputs_need_grad, target=ns.target,
                          kernel=ns.kernel, dtypes=ns.dtype)
@@ -576,9 +658,10 @@ def cmd_ops(ns) -> int:
         if ns.name and not any(ns.name.lower() in n.lower() for n in names):
             continue
         args = opdef.arguments if not callable(opdef.arguments) else ("...",)
+        aux = opdef.aux if not callable(opdef.aux) else ()
         triton, cpu = registry.how_it_runs(opdef)
         rows.append({"name": opdef.name, "aliases": list(opdef.aliases),
-                     "inputs": list(args) + list(opdef.aux), "pattern": opdef.pattern,
+                     "inputs": list(args) + list(aux), "pattern": opdef.pattern,
                      "triton": triton, "cpu": cpu})
     rows.sort(key=lambda r: r["name"].lstrip("_").lower())
     if ns.json:
@@ -596,14 +679,26 @@ def cmd_ops(ns) -> int:
     return 0
 
 
+def _public_names(names) -> list:
+    """The names users write: those without a leading underscore, then a namespace
+    member's ``linalg.syevd`` for ``_linalg_syevd`` (mxnet's operator namespaces)."""
+    from .ops.registry import NAMESPACE_PREFIXES
+    public = [n for n in names if not n.startswith("_")]
+    for space, prefix in NAMESPACE_PREFIXES.items():
+        public += [f"{space}.{n[len(prefix):]}" for n in names
+                   if n.startswith(prefix) and len(n) > len(prefix)]
+    return public
+
+
 def operator_table_markdown(rows) -> str:
-    """The public operators (no leading underscore) grouped by how they run: one
-    markdown row per (Triton, cpu) pair, its operators (aliases in parentheses)."""
+    """The public operators (no leading underscore, or members of an mxnet operator
+    namespace such as ``linalg.syevd``) grouped by how they run: one markdown row per
+    (Triton, cpu) pair, its operators (aliases in parentheses)."""
     groups = {}
     for r in rows:
-        if r["name"].startswith("_") and not any(not a.startswith("_") for a in r["aliases"]):
+        names = _public_names([r["name"], *r["aliases"]])
+        if not names:
             continue
-        names = [n for n in [r["name"], *r["aliases"]] if not n.startswith("_")]
         entry = names[0] + (f" ({', '.join(names[1:])})" if names[1:] else "")
         groups.setdefault((r["triton"], r["cpu"]), []).append(entry)
     out = ["| Triton (`interpret`, `cuda:<arch>`) | `cpu` | operators |", "| --- | --- | --- |"]

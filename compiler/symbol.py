@@ -270,7 +270,7 @@ class Symbol:
         """An uncomposed operator from :meth:`_gen_atomic_symbol`: no inputs yet."""
         node = self._outputs[0][0] if self._outputs else None
         return node is not None and node.op != "null" and not node.inputs and \
-            node.num_arguments() + len(node.opdef().aux) > 0 and \
+            node.num_arguments() + len(node.opdef().list_aux(node.parsed())) > 0 and \
             all(n is node for n, _ in self._outputs)
 
     def _set_attr(self, **kwargs):
@@ -323,6 +323,13 @@ class Symbol:
     def list_outputs(self):
         """Output names: ``{node}_output`` (``{node}_output0`` ...), a variable's own name."""
         return [node.output_names()[i] for node, i in self._outputs]
+
+    def debug_str(self):
+        """mxnet's text listing of the graph (``Symbol.debug_str``): outputs, variables
+        and every operator with its inputs and attributes; a ``Custom`` node says it
+        runs in Python."""
+        from .frontend.listing import debug_lines
+        return "\n".join(debug_lines(self, _topo)) + "\n"
 
     def get_internals(self):
         """A group of every output of every node, in topological order."""
@@ -492,9 +499,9 @@ class Symbol:
                 ids[id(node)] = graph.add_node("null", node.name, raw=node.attrs, role=role)
             else:
                 parsed = node.parsed()
-                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().aux)
+                expected = len(node.opdef().list_arguments(parsed)) + len(node.opdef().list_aux(parsed))
                 if len(node.inputs) != expected:
-                    names = node.opdef().list_arguments(parsed) + list(node.opdef().aux)
+                    names = node.opdef().list_arguments(parsed) + node.opdef().list_aux(parsed)
                     raise MXNetError(
                         f"operator {node.op} '{node.name}' takes {expected} inputs "
                         f"({', '.join(names)}), got {len(node.inputs)}")
@@ -561,6 +568,19 @@ class Symbol:
         complete = all(s is not None for s in arg_shapes + aux_shapes + out_shapes)
         if not complete and not partial:
             return None, None, None
+        if not complete:
+            # mxnet's partial answers: what is known of each shape, 0 for unknown dims
+            from .passes.infer_unknown_dims import partial_shapes
+            fresh = self.to_graph()         # infer_shapes filled ``graph`` in place
+            known = partial_shapes(fresh, shapes)
+            part = {fresh.node(e[0])["name"]: dims for e, dims in known.items()
+                    if fresh.node(e[0])["op"] == "null"}
+            arg_shapes = [s if s is not None else part.get(n)
+                          for n, s in zip(self.list_arguments(), arg_shapes)]
+            aux_shapes = [s if s is not None else part.get(n)
+                          for n, s in zip(self.list_auxiliary_states(), aux_shapes)]
+            out_shapes = [s if s is not None else known.get(h)
+                          for s, h in zip(out_shapes, fresh.heads)]
         fix = (lambda s: () if s is None else tuple(s))
         return [fix(s) for s in arg_shapes], [fix(s) for s in out_shapes], \
             [fix(s) for s in aux_shapes]
@@ -598,6 +618,14 @@ class Symbol:
         MXNetError
             Where an operator's inputs must share a dtype and do not.
         """
+        return self._infer_types(args, kwargs, partial=False)
+
+    def infer_type_partial(self, *args, **kwargs):
+        """As :meth:`infer_type`, with ``None`` for each dtype still unknown instead of
+        ``(None, None, None)``."""
+        return self._infer_types(args, kwargs, partial=True)
+
+    def _infer_types(self, args, kwargs, partial):
         from .passes.infer_types import infer_types
         names = self.list_arguments()
         given = {n: t for n, t in zip(names, args) if t is not None}
@@ -610,10 +638,33 @@ class Symbol:
         types = {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
         outs = [graph.dtype(h) for h in graph.heads]
         aux_names = self.list_auxiliary_states()
-        if any(types[n] is None for n in names + aux_names) or any(t is None for t in outs):
+        if not partial and (any(types[n] is None for n in names + aux_names) or
+                            any(t is None for t in outs)):
             return None, None, None
-        return ([_np_type(types[n]) for n in names], [_np_type(t) for t in outs],
-                [_np_type(types[n]) for n in aux_names])
+        np_type = (lambda t: None if t is None else _np_type(t))
+        return ([np_type(types[n]) for n in names], [np_type(t) for t in outs],
+                [np_type(types[n]) for n in aux_names])
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "Symbol":
+        """The symbol of an analysis graph (after passes such as ``simplify``).
+
+        A head that repeats an earlier head's value reads it through a ``_copy``, as
+        mxnet's executor keeps every output a value of its own.
+        """
+        nodes = {}
+        for n in graph.topo():
+            d = graph.node(n)
+            ins = [(nodes[src], i) for src, i in graph.inputs(n)]
+            nodes[n] = _Node(d["op"], d["name"], d["raw"], ins)
+        outputs, seen = [], set()
+        for k, (n, i) in enumerate(graph.heads):
+            entry = (nodes[n], i)
+            if (n, i) in seen:
+                entry = (_Node("_copy", f"{nodes[n].name}_copy{k}", {}, [entry]), 0)
+            seen.add((n, i))
+            outputs.append(entry)
+        return cls(outputs)
 
     # -- serialisation ------------------------------------------------------------------
     def tojson(self, remove_amp_cast=True):
@@ -677,8 +728,10 @@ class Symbol:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        fn = _METHOD_OPS.get(name)
-        if fn is None:
+        # mxnet's fluent methods call the function of their own name (``x.flip()`` is
+        # ``op.flip``: auto-named ``flip0``, not ``reverse0``)
+        fn = name if name in _METHOD_OPS and name in globals() else _METHOD_OPS.get(name)
+        if fn is None or fn not in globals():
             raise AttributeError(f"'Symbol' object has no attribute '{name}'")
         return lambda *args, **kwargs: globals()[fn](self, *args, **kwargs)
 
@@ -694,7 +747,16 @@ _METHOD_OPS = {"reshape": "Reshape", "flatten": "Flatten", "transpose": "transpo
                "slice": "slice", "squeeze": "squeeze", "tile": "tile", "repeat": "repeat",
                "flip": "reverse", "reshape_like": "reshape_like", "slice_like": "slice_like",
                "broadcast_like": "broadcast_like", "depth_to_space": "depth_to_space",
-               "space_to_depth": "space_to_depth", "split_v2": "split_v2"}
+               "space_to_depth": "space_to_depth", "split_v2": "split_v2", "cast": "Cast",
+               "astype": "Cast"}
+# the rest of mxnet 1.9.1's fluent methods (``python/mxnet/symbol/symbol.py``): the
+# operator of the same name
+_METHOD_OPS.update((name, name) for name in """
+    broadcast_axes pad take one_hot pick sort topk argsort argmax argmax_channel argmin
+    sign shape_array size_array broadcast_to diag nansum prod nanprod norm round rint fix
+    floor ceil trunc sin cos tan arcsin arccos arctan degrees radians sinh cosh arcsinh
+    arccosh arctanh expm1 log10 log2 log1p rsqrt cbrt rcbrt reciprocal softmin
+    """.split() if name not in _METHOD_OPS)
 
 _HINTS = {"elemwise_add": "_plus", "elemwise_sub": "_minus", "elemwise_mul": "_mul",
           "elemwise_div": "_div", "_power": "_power", "_plus_scalar": "_plusscalar",
@@ -775,6 +837,7 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     raw = {_hide_key(k, v, op_name, name): _normalize_attr(k, v) for k, v in attrs.items()}
     parsed = opdef.parse_attrs(raw, name)
     arg_names = opdef.list_arguments(parsed)
+    aux_names = opdef.list_aux(parsed)
     if len(args) > len(arg_names):
         raise MXNetError(f"operator {op_name} '{name}' takes {len(arg_names)} inputs "
                          f"({', '.join(arg_names)}), got {len(args)} positional symbols")
@@ -783,15 +846,15 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     node_attrs = {**hidden, **raw}
     given = dict(zip(arg_names, args))
     for k, v in sym_kwargs.items():
-        if k not in arg_names and k not in opdef.aux:
+        if k not in arg_names and k not in aux_names:
             raise MXNetError(f"operator {op_name} '{name}' has no input '{k}'; inputs are "
-                             f"{arg_names + list(opdef.aux)}")
+                             f"{arg_names + aux_names}")
         if k in given:
             raise MXNetError(f"operator {op_name} '{name}': input '{k}' given twice")
         given[k] = v
     inputs = []
     var_defaults = opdef.var_attrs(parsed) if opdef.var_attrs else {}
-    for arg in list(arg_names) + list(opdef.aux):
+    for arg in list(arg_names) + aux_names:
         sym = given.get(arg)
         if sym is None:
             sym = Symbol([(_Node("null", f"{name}_{arg}", node_attrs), 0)])
@@ -965,7 +1028,7 @@ def _node_from_json(i, entry, nodes):
     if op != "null":
         opdef = get_op(op, name)
         parsed = opdef.parse_attrs(attrs, name)
-        expected = len(opdef.list_arguments(parsed)) + len(opdef.aux)
+        expected = len(opdef.list_arguments(parsed)) + len(opdef.list_aux(parsed))
         if len(inputs) != expected:
             raise MXNetError(f"operator {op} '{name}' takes {expected} inputs, the JSON gives "
                              f"{len(inputs)}")
@@ -1038,7 +1101,7 @@ def load(fname):
         raise MXNetError(f"symbol file {path!r}: {exc}") from None
 
 
-def _make_op_function(op_name):
+def _make_op_function(op_name, hint=None):
     opdef = REGISTRY[op_name]
 
     def fn(*args, **kwargs):
@@ -1062,7 +1125,7 @@ def _make_op_function(op_name):
                 if k in kwargs:
                     raise MXNetError(f"{op_name}: attribute '{k}' given twice")
                 kwargs[k] = v
-        return _create(op_name, syms, kwargs, name, attr)
+        return _create(op_name, syms, kwargs, name, attr, hint=hint)
     fn.__name__ = op_name
     fn.__doc__ = opdef.doc or f"The mxnet operator ``{op_name}``."
     return fn
@@ -1177,7 +1240,9 @@ random = _random_namespace(Symbol, _make_op_function)      # mx.sym.random
 def _operator_namespace(namespace):
     import types
     members = namespace_members(namespace)
-    ns = types.SimpleNamespace(**{public: _make_op_function(op_name)
+    # mxnet names a namespace operator's node after its public name (``gemm20``,
+    # ``bilinearresize2d0``), not the registry's (``_linalg_gemm20``)
+    ns = types.SimpleNamespace(**{public: _make_op_function(op_name, hint=public.lower())
                                   for public, op_name in members.items()})
     ns.__doc__ = f"``mx.sym.{namespace}``: the registry's ``_{namespace}_*`` operators."
     return ns

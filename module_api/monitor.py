@@ -196,7 +196,7 @@ class _Tracer:
             for n in g.ops():
                 d = g.node(n)
                 if monitor_all:
-                    names = list(d["opdef"].list_arguments(d["attrs"])) + list(d["opdef"].aux)
+                    names = list(d["opdef"].list_arguments(d["attrs"])) + d["opdef"].list_aux(d["attrs"])
                     for e, in_name in zip(g.inputs(n), names):
                         src = g.node(e[0])
                         value = self._feeds()[src["name"]] if src["op"] == "null" else vals[e]

@@ -291,3 +291,5 @@ def _export_operators():
 
 
 _internal, contrib, linalg = _export_operators()
+
+from .operator import Custom  # noqa: E402,F401  (mx.nd.Custom: a Python operator, mx.operator)

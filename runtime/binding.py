@@ -1,8 +1,9 @@
 """Which executor a bind gets: ``Symbol.bind`` and ``Symbol.simple_bind`` end here.
 
-A graph that ``group2ctx`` spreads over several contexts runs as one sub-executor per
-context segment (:class:`~runtime.executor_partitioned.PartitionedExecutor`); every
-other graph as one :class:`~runtime.executor.Executor`. Importing this module registers
+A graph that ``group2ctx`` spreads over several contexts, or that holds ``Custom``
+nodes (Python operators), runs as one sub-executor per segment
+(:class:`~runtime.executor_partitioned.PartitionedExecutor`); every other graph as one
+:class:`~runtime.executor.Executor`. Importing this module registers
 :func:`bind` and :func:`simple_bind` with ``compiler.symbol`` (``import runtime`` does
 it): imports flow compiler -> runtime, never back.
 """
@@ -12,7 +13,7 @@ from compiler.symbol import register_runtime
 
 from .context import Context, current_context
 from .executor import Executor, allocate_arrays
-from .executor_partitioned import PartitionedExecutor, spans_contexts
+from .executor_partitioned import PartitionedExecutor, custom_nodes, spans_contexts
 
 
 def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
@@ -43,7 +44,7 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
     """
     ctx = ctx if isinstance(ctx, Context) else current_context()
     spans = bool(group2ctx) and spans_contexts(symbol, ctx, args, aux_states, group2ctx)
-    cls = PartitionedExecutor if spans else Executor
+    cls = PartitionedExecutor if spans or custom_nodes(symbol) else Executor
     return cls(symbol, ctx, args, args_grad, grad_req, aux_states, shared_exec, group2ctx)
 
 

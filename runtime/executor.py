@@ -358,7 +358,8 @@ class Executor:
         inferred, _, _ = self._symbol.infer_shape_partial(**kwargs)
         shapes = {}
         for name, s in zip(names, inferred):
-            shapes[name] = tuple(s) if s else tuple(self.arg_dict[name].shape)
+            # a partial answer (a 0 dim) is not known yet: the array's own shape
+            shapes[name] = tuple(s) if s and 0 not in s else tuple(self.arg_dict[name].shape)
         arg_shapes, out_shapes, aux_shapes = self._symbol.infer_shape(**shapes)
         if arg_shapes is None:
             raise MXNetError(f"reshape: cannot infer every shape from {kwargs}")
@@ -450,6 +451,19 @@ class Executor:
                 self.aux_dict[name].copy_(_to_tensor(value, self._ctx, name))
             elif not allow_extra_params:
                 raise MXNetError(f"copy_params_from: '{name}' is not an auxiliary state")
+
+    def get_optimized_symbol(self):
+        """The symbol this executor's forward computes after the compiler's graph
+        simplification: common subexpressions merged (always: symtriton does not read
+        ``MXNET_ELIMINATE_COMMON_EXPR``; the values are the same either way), ``x + 0``
+        folded, dead nodes removed.
+
+        Returns
+        -------
+        Symbol
+        """
+        from compiler.artifacts.compile import optimized_symbol
+        return optimized_symbol(self._symbol, self._input_shapes)
 
     @property
     def programs(self):
@@ -575,9 +589,8 @@ def allocate_arrays(symbol, ctx, type_dict=None, shapes=None, group2ctx=None):
                                  for n, t in (type_dict or {}).items()})
     arg_shapes, _, aux_shapes = symbol.infer_shape(**shapes)
     if arg_shapes is None:
-        _, _, _ = symbol.infer_shape_partial(**shapes)
         arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
-        missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s]
+        missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s or 0 in s]
         raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
                          f"as keyword arguments (name=shape)")
     ctx = ctx if isinstance(ctx, Context) else current_context()

@@ -18,6 +18,12 @@ class runs the segments in order and moves values across the cuts:
 
 Arrays (``arg_dict``, ``grad_dict``, ``aux_dict``) live on their variable's
 context, outputs on the context of the node that computes them, as in mxnet.
+
+A graph with ``Custom`` nodes (Python operators, ``mx.operator``) is cut the
+same way, with each Custom node a segment of its own: a
+``runtime/custom_op.py: CustomExecutor`` that calls the op's ``forward`` and
+``backward`` on the arrays of the cut, between the compiled segments. No
+Program ever holds a Custom node, so no fused kernel crosses one.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from compiler.ir.dtypes import dtype_name
 from compiler.errors import MXNetError
 
 from .context import Context, current_context
+from .custom_op import CustomExecutor
 from .executor import (Executor, _assign_inputs, _graph_lines, _normalize_grad_req, _to_tensor,
                        placement)
 from .ndarray import NDArray, empty
@@ -44,6 +51,11 @@ def variable_contexts(symbol, ctx, args, aux_states, group2ctx) -> dict:
             value = arrays.get(name)
             out[name] = value.context if isinstance(value, NDArray) else place.get(name, ctx)
     return out
+
+
+def custom_nodes(symbol) -> set:
+    """``id(node)`` of the ``Custom`` nodes of ``symbol`` (each runs as a segment of its own)."""
+    return {id(n) for n in symbol._nodes() if n.op == "Custom"}
 
 
 def spans_contexts(symbol, ctx, args, aux_states, group2ctx) -> bool:
@@ -95,8 +107,9 @@ class PartitionedExecutor(Executor):
         self.grad_dict = grads
         self._for_training = any(r != "null" for r in self._grad_req.values())
 
-        node_ctx = assign_contexts(symbol, where, group2ctx, ctx)
-        self._segments, self._output_at = partition_by_context(symbol, node_ctx)
+        node_ctx = assign_contexts(symbol, where, group2ctx or {}, ctx)
+        self._segments, self._output_at = partition_by_context(symbol, node_ctx,
+                                                               custom_nodes(symbol))
         entry_shapes = _entry_shapes(symbol, shapes)
         entry_dtypes = _entry_dtypes(symbol, given)
         shared = _segments_by_key(shared_exec)
@@ -151,8 +164,12 @@ class PartitionedExecutor(Executor):
                     aux_back.append((sub_aux[name], original))
                     self.copies.append((name, original.context, seg.context))
             trains.append(any(r != "null" for r in sub_req.values()))
-            exe = Executor(seg.symbol, seg.context, sub_args, sub_grads or None, sub_req, sub_aux,
-                           shared_exec=shared.get((seg.level, seg.context)))
+            if seg.isolated is not None:
+                exe = CustomExecutor(seg.symbol, seg.context, sub_args, sub_grads, sub_req,
+                                     sub_aux)
+            else:
+                exe = Executor(seg.symbol, seg.context, sub_args, sub_grads or None, sub_req,
+                               sub_aux, shared_exec=shared.get(_key(seg)))
             self.segment_executors.append(exe)
             self._copies_in.append(copies)
             self._aux_back.append(aux_back)
@@ -207,8 +224,7 @@ class PartitionedExecutor(Executor):
         for i, (s, pos) in enumerate(self._output_at):
             if s is None or not self._trains[s]:
                 continue
-            prog = self.segment_executors[s].programs[0]
-            if str(pos) not in {str(k) for k in prog.head_grads}:
+            if not _takes_head_grad(self.segment_executors[s], pos):
                 continue                             # a loss output: no head gradient
             if out_grads is None or i >= len(out_grads) or out_grads[i] is None:
                 raise MXNetError(
@@ -264,7 +280,8 @@ class PartitionedExecutor(Executor):
                       f"\tfrom {src} to {dst}"]
         for s, (seg, exe) in enumerate(zip(self._segments, self.segment_executors)):
             lines.append("====================")
-            lines.append(f"Segment {s} on {seg.context} (level {seg.level}): outputs "
+            kind = ", Python operator" if seg.isolated is not None else ""
+            lines.append(f"Segment {s} on {seg.context} (level {seg.level}{kind}): outputs "
                          f"{seg.symbol.list_outputs()}")
             sub = exe.debug_str().rstrip("\n").split("\n")
             lines += [ln for ln in sub if not ln.startswith("Total ") or "buffers" in ln]
@@ -292,9 +309,22 @@ def _entry_dtypes(symbol, given) -> dict:
     return {(id(n), i): dtype_name(t) for (n, i), t in zip(internals._outputs, out_types)}
 
 
+def _key(seg):
+    return seg.level, seg.context, seg.isolated
+
+
+def _takes_head_grad(exe, pos) -> bool:
+    """Whether output ``pos`` of a segment's executor needs a head gradient (a loss
+    output, or a Custom op that declares no need of one, does not)."""
+    if isinstance(exe, CustomExecutor):
+        return exe.takes_head_grad(pos)
+    return str(pos) in {str(k) for k in exe.programs[0].head_grads}
+
+
 def _segments_by_key(shared_exec) -> dict:
-    """The sub-executors of ``shared_exec`` by (level, context), to share memory pools with."""
+    """The sub-executors of ``shared_exec`` by (level, context, isolated node), to share
+    memory pools with."""
     if not isinstance(shared_exec, PartitionedExecutor):
         return {}
-    return {(seg.level, seg.context): exe
+    return {_key(seg): exe
             for seg, exe in zip(shared_exec._segments, shared_exec.segment_executors)}

@@ -17,10 +17,15 @@ Every worker holds the same full optimizer state, so the file any rank's
 ``save_optimizer_states`` writes is complete; write it from rank 0 only, so that
 workers do not race on one file.
 
-Each push first exchanges a three-number summary of what the worker pushes
-(key count, total elements, a hash of the key names): workers that push
-different parameters in the same step get an error naming both sides instead
-of a reduction of mismatched buffers.
+Each push checks that every worker pushes the same keys: a summary of what it
+pushes (key count, total elements, a hash of the key names) travels in the same
+all-reduce as the gradients, as small integers split into 11-bit pieces (their sums
+over up to 8,192 workers are exact in float32), and each worker compares the sum
+with its own summary times the worker count, which holds on every worker only when
+all summaries are equal. A worker whose summary differs gets an error naming the
+difference instead of a reduction of mismatched buffers (its peers then fail at the
+next collective, naming it as lost). Float16 and bfloat16 pushes (and jobs of more
+than 8,192 workers) exchange the summary in an all-gather of its own first.
 """
 from __future__ import annotations
 
@@ -76,6 +81,31 @@ def _flat_collective(tensors, op, limit_bytes):
                 offset += t.numel()
 
 
+_PIECE_BITS = 11                  # a piece < 2048; 8,192 workers' sum < 2**24 (exact)
+
+
+def _summary_carrier(values, workers):
+    """The tensor kind a summary rides with in the gradient all-reduce (dtype and
+    device of the first value), or None where its sums would not be exact."""
+    dtype = values[0].dtype
+    if dtype not in (torch.float32, torch.float64) or workers > 8192 or \
+            any(v.dtype != dtype or v.device != values[0].device for v in values):
+        return None
+    return dtype, values[0].device
+
+
+def _summary_pieces(keys, values, carrier):
+    """Key count, total elements and a hash of the key names, as 11-bit pieces."""
+    names = "\0".join(map(str, keys)).encode()
+    numbers = (len(keys), sum(v.numel() for v in values), zlib.crc32(names))
+    pieces = []
+    for x in numbers:
+        for _ in range(6):         # 66 bits: every count a process can hold
+            pieces.append(x & ((1 << _PIECE_BITS) - 1))
+            x >>= _PIECE_BITS
+    return torch.tensor(pieces, dtype=carrier[0], device=carrier[1])
+
+
 class DistSyncKVStore(KVStore):
     """Synchronous data parallelism across workers (see the module docstring)."""
 
@@ -108,9 +138,24 @@ class DistSyncKVStore(KVStore):
         import torch.distributed as dist
         if self.num_workers == 1 or not merged:
             return
-        self._check_same_keys([k for k, _ in merged], [m for _, m in merged], "push")
+        keys, values = [k for k, _ in merged], [m for _, m in merged]
+        carrier = _summary_carrier(values, self.num_workers)
+        if carrier is None:
+            self._check_same_keys(keys, values, "push")
+            summary = None
+        else:
+            summary = _summary_pieces(keys, values, carrier)
+            values = values + [summary]
         with self._group.collective(f"all-reduce of {len(merged)} pushed values"):
-            _flat_collective([m for _, m in merged], dist.all_reduce, self._limit)
+            _flat_collective(values, dist.all_reduce, self._limit)
+        if summary is not None:
+            mine = _summary_pieces(keys, values[:-1], carrier)
+            if not torch.equal(summary, mine * self.num_workers):
+                raise MXNetError(
+                    f"kvstore {self._type!r}: rank {self.rank} pushed {len(keys)} keys of "
+                    f"{sum(v.numel() for v in values[:-1])} values in this step, and the "
+                    f"other workers pushed different keys (or the same counts under other "
+                    f"names). Every worker must bind the same parameters and step together.")
 
     def _check_same_keys(self, keys, values, what):
         """Fail clearly when workers disagree on what they push in this step."""

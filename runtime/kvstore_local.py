@@ -21,6 +21,8 @@ updates them all with one launch per dtype and device through
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from compiler.artifacts.atomic import atomic_write_bytes
@@ -102,6 +104,15 @@ class KVStoreBase:
     OPTIMIZER = "optimizer"
 
 
+def _plain_tensors():
+    """Torch calls inside return plain tensors and skip NDArray's ``__torch_function__``
+    (and autograd's recording)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch._C.DisableTorchFunctionSubclass())
+    stack.enter_context(torch.no_grad())
+    return stack
+
+
 class KVStore(KVStoreBase):
     """A key-value store for data-parallel training in one process."""
 
@@ -113,6 +124,7 @@ class KVStore(KVStoreBase):
         self._updater_func = None
         self._str_updater_func = None
         self._compression = None
+        self._sum_buffers: dict = {}     # key -> the one-device sum's buffer (_reduce)
 
     # -- properties ----------------------------------------------------------------
     @property
@@ -159,6 +171,14 @@ class KVStore(KVStoreBase):
                                  f"match the stored shape {tuple(stored.shape)}")
         acc_dtype = torch.float64 if torch_dtype(stored) == torch.float64 else (
             torch.float32 if torch_dtype(stored).is_floating_point else torch_dtype(stored))
+        if len(values) == 1 and torch_dtype(values[0]) == torch_dtype(stored):
+            # one device: the sum is a copy, into a buffer kept per key (no allocation)
+            buf = self._sum_buffers.get(k)
+            if buf is None or buf.shape != stored.shape or buf.dtype != torch_dtype(stored) or \
+                    buf.device != stored.device:
+                buf = self._sum_buffers[k] = torch.empty_like(stored.as_subclass(torch.Tensor))
+            buf.copy_(values[0].detach())
+            return buf.as_subclass(NDArray)
         acc = values[0].detach().to(device=stored.device, dtype=acc_dtype).clone()
         for v in values[1:]:
             acc += v.detach().to(device=stored.device, dtype=acc_dtype)
@@ -204,22 +224,24 @@ class KVStore(KVStoreBase):
 
     def push(self, key, value, priority=0):
         """Sum the values of each key (in device order); store the sum, or update with it."""
-        merged = self._pushed_sums(key, value)
-        self._combine(merged)
-        if self._updater is not None:
-            keys = [k for k, _ in merged]
-            self._updater.update_all(keys, [m for _, m in merged],
-                                     [self._store[k] for k in keys])
-        else:
-            with torch.no_grad():
+        # NDArray's __torch_function__ re-wraps every result: tens of microseconds a key
+        # on a step that is mostly this bookkeeping; the arithmetic here needs none of it
+        with _plain_tensors():
+            merged = self._pushed_sums(key, value)
+            self._combine(merged)
+            if self._updater is None:
                 for k, m in merged:
                     self._store[k].copy_(m)
+                return
+        # outside: an updater may run the user's Python (a custom optimizer's update)
+        keys = [k for k, _ in merged]
+        self._updater.update_all(keys, [m for _, m in merged], [self._store[k] for k in keys])
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copy the stored value of each key into every array of ``out``."""
         if out is None:
             raise MXNetError("pull needs out=")
-        with torch.no_grad():
+        with _plain_tensors():
             for k, outs in key_value_pairs(key, out, "pull"):
                 stored = self._stored(k)
                 for o in outs:

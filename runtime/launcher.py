@@ -21,6 +21,10 @@ Two kinds of kernel:
 * cpu kernels (target ``cpu``): ``bind(*flat_buffers)`` makes the strided
   views of one launch once and returns ``run()``, a closure of torch calls.
 
+And extern launches (every target, ``Launch.kind == "extern"``): no kernel file; the
+operator's registry entry (``compiler.ops.registry.Extern``) is found by name and its
+``run`` called on views of the launch's buffers, on whatever device they live on.
+
 :func:`bind_launches` resolves every launch's buffers once (per executor and
 Program); :func:`run_bound` then costs one Python call per launch.
 """
@@ -162,6 +166,11 @@ def bind_launches(launches, resolve) -> list:
     bound.names = [launch_name(ln) for ln in launches]
     LAUNCH_NAMES.update(bound.names)
     for ln in launches:
+        if getattr(ln, "kind", "kernel") == "extern":
+            flat = [resolve(*arg).as_subclass(torch.Tensor) for arg in ln.args]
+            bound.append(_extern_launch(ln, flat))
+            bound.host_threads |= bool(flat) and flat[0].device.type == "cpu"
+            continue
         module = load_module(ln.kernel)
         flat = [resolve(*arg) for arg in ln.args]
         if hasattr(module, "bind"):
@@ -171,6 +180,45 @@ def bind_launches(launches, resolve) -> list:
         else:
             bound.append(_triton_launch(module.kernel, flat, ln.config))
     return bound
+
+
+_WIDEN = (torch.float16, torch.bfloat16)
+
+
+def _extern_launch(ln, flat):
+    """``run()`` of an extern launch: the registry entry's ``Extern.run`` over views of
+    the input buffers, each stored output copied into its planned array(s)."""
+    from compiler.ops.registry import Extern, get_op
+    cfg = ln.config
+    opdef = get_op(cfg["op"])
+    if not isinstance(opdef.lowering, Extern):
+        raise MXNetError(f"launch {launch_name(ln)}: operator {cfg['op']} is not an extern "
+                         f"operator in this version; recompile the program")
+    attrs = opdef.parse_attrs(cfg["attrs"], f"extern launch of {cfg['op']}")
+    views = [_strided(t, shape, strides) for t, (shape, strides) in zip(flat, cfg["views"])]
+    n_in = int(cfg["inputs"])
+    ins, outs = views[:n_in], list(zip(cfg["outputs"], views[n_in:]))
+    fn = opdef.lowering.run
+
+    def run():
+        try:
+            values = fn(attrs, [x.float() if x.dtype in _WIDEN else x for x in ins])
+        except RuntimeError as exc:    # torch.linalg.LinAlgError among them
+            shapes = ", ".join(str(tuple(x.shape)) for x in ins)
+            raise MXNetError(f"operator {cfg['op']} ({ln.phase} launch, attributes "
+                             f"{cfg['attrs']}), inputs of shapes {shapes}: {exc}") from None
+        for i, out in outs:
+            out.copy_(values[i])
+    return run
+
+
+def _strided(flat, shape, strides):
+    """The view ``(shape, strides)`` over a flat slice whose first element is the view's
+    first (coordinate 0); negative strides (``reverse``) read a flipped view."""
+    low = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+    flips = [i for i, (n, st) in enumerate(zip(shape, strides)) if st < 0 and n > 1]
+    view = flat.as_strided(shape, [abs(st) for st in strides], flat.storage_offset() + low)
+    return view.flip(flips) if flips else view
 
 
 def _triton_launch(kernel, ptrs, cfg):

@@ -480,13 +480,14 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
                               dtypes=dtypes, loss_scale=bool(rest and rest[0]))
         st = prog.stats
         param_dtypes.update(prog.arg_dtypes[n] for n in prog.grad_names)
-        job.update(kernels=list(dict.fromkeys(ln.kernel for ln in prog.launches)),
+        kernel_launches = prog.kernel_launches()     # extern launches: no file, no compile
+        job.update(kernels=list(dict.fromkeys(ln.kernel for ln in kernel_launches)),
                    launches=len(prog.launches), forward_launches=st["forward_launches"],
                    backward_launches=st["backward_launches"],
                    bytes_per_step=st["bytes_per_step"],
                    # one compile per kernel and pointer alignment: Triton specialises on it
                    _configs={(ln.kernel, cubin_mod.launch_alignment(ln)): dict(ln.config)
-                             for ln in prog.launches})
+                             for ln in kernel_launches})
         bar.update(1)
     bar.close()
     opt_kernels = (_optimizer_kernels(optimizer, optimizer_params, targets,

@@ -11,6 +11,7 @@ import time
 from . import cache
 from ..ir.dtypes import fp32_matmul_precision
 from ..errors import MXNetError
+from ..ops.custom import refuse_compile
 from ..passes.pipeline import run_passes
 from .program import Program, build_program
 
@@ -146,6 +147,7 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
 
 def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
                     loss_scale):
+    refuse_compile((n.op, n.name) for n in symbol._nodes())
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
     grad_req = dict(grad_req or {})
@@ -183,6 +185,24 @@ def all_argument_shapes(symbol, shapes: dict) -> dict:
         from ..passes.infer_shapes import infer_shapes
         infer_shapes(symbol.to_graph(), dict(shapes))  # raises, naming what is missing
     return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+
+
+def optimized_symbol(symbol, shapes: dict):
+    """The forward graph the compiler runs, as a Symbol (mxnet's
+    ``Executor.get_optimized_symbol``): ``simplify``'s merged common expressions,
+    folded ``x + 0`` and dead nodes gone; a repeated head reads its value through a
+    ``_copy``, as in mxnet.
+
+    Parameters
+    ----------
+    symbol : compiler.symbol.Symbol
+    shapes : dict of str -> tuple
+        The bound input shapes.
+    """
+    from ..passes.infer_shapes import infer_shapes
+    from ..passes.simplify import simplify
+    graph = infer_shapes(symbol.to_graph(), all_argument_shapes(symbol, shapes))
+    return type(symbol).from_graph(simplify(graph))
 
 
 def all_dtypes(symbol, dtypes: dict) -> dict:

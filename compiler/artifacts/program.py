@@ -22,6 +22,13 @@ from ..ops.registry import prod
 
 @dataclass
 class Launch:
+    """One launch: a generated kernel (``kind`` ``kernel``), or an ATen call (``kind``
+    ``extern``: ``kernel`` is ``extern:<operator>``, no source file exists, and
+    ``config`` holds what :func:`runtime.launcher.bind_launches` needs to call the
+    registry entry's ``Extern.run``: ``op``, ``attrs`` (mxnet's strings),
+    ``inputs`` (how many of ``args`` are inputs), ``outputs`` (the output index each
+    further arg receives) and ``views`` (``[shape, strides]`` of each arg over its flat
+    slice))."""
     kernel: str                  # sha256 of the source (first 24 hex digits)
     phase: str                   # fwd | bwd
     args: list                   # [[slot kind, slot name/index, element offset, numel], ...]
@@ -29,6 +36,11 @@ class Launch:
     summary: str = ""
     bytes_read: int = 0
     bytes_written: int = 0
+    kind: str = "kernel"         # kernel | extern
+
+    @property
+    def is_extern(self) -> bool:
+        return self.kind == "extern"
 
 
 @dataclass
@@ -56,6 +68,10 @@ class Program:
 
     def launches_in(self, phase):
         return [ln for ln in self.launches if ln.phase == phase]
+
+    def kernel_launches(self):
+        """The launches that run a generated kernel (every one but the extern launches)."""
+        return [ln for ln in self.launches if not ln.is_extern]
 
     def to_json(self) -> str:
         # the fields as they are (json writes lists, tuples and dicts alike): asdict's
@@ -87,6 +103,10 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
         strides = [[lay[3] for lay in layouts[e]] for e in prog.tensors]
         shapes = [layouts[e][0][2] for e in prog.tensors]
         slots = [[tuple(lay[0]) for lay in layouts[e]] for e in prog.tensors]
+        if prog.kind == "extern":
+            launches.append(_extern_launch(prog, layouts, grp["phase"]))
+            group_ops.append([graph.node(n)["op"] for n in grp["nodes"]])
+            continue
         rendered = _render_once(prog, strides, shapes, slots, target, fp32_dot)
         if prog.kind == "scatter":
             out = layouts[prog.tensors[2]][0]
@@ -164,6 +184,30 @@ def _launch(rendered, args, phase, target, sources, read, written, reduce_cols):
     sources[key] = rendered.source
     cfg = tile_config(rendered, target, reduce_cols)
     return Launch(key, phase, args, cfg, _summary_line(rendered.source), read, written)
+
+
+def _extern_launch(prog, layouts, phase) -> Launch:
+    """The launch of an extern group (``compiler/ir/extern.py``): every layout of each
+    stored output is written (a head stored to two arrays gets both)."""
+    extra = prog.instrs[0].extra
+    n_in = len(prog.instrs[0].args)
+    args, views, outputs = [], [], []
+    read = written = 0
+    for t, entry in enumerate(prog.tensors):
+        for slot, offset, shape, st in layouts[entry][:1 if t < n_in else None]:
+            args.append([slot[0], slot[1], int(offset), int(_extent(shape, st))])
+            views.append([[int(x) for x in shape], [int(x) for x in st]])
+            nbytes = ITEMSIZE[prog.dtypes[t]] * prod(shape)
+            if t < n_in:
+                read += nbytes
+            else:
+                outputs.append(int(extra["stored"][t - n_in]))
+                written += nbytes
+    config = {"op": extra["op"], "attrs": dict(extra["attrs"]), "inputs": n_in,
+              "outputs": outputs, "views": views}
+    shapes = ", ".join(str(tuple(v[0])) for v in views[:n_in])
+    return Launch(f"extern:{extra['op']}", phase, args, config,
+                  f"extern {extra['op']} (ATen) of {shapes}", read, written, kind="extern")
 
 
 def _summary_line(source: str) -> str:

@@ -198,7 +198,10 @@ class Lowering(MatmulLowering, ExprLowering):
         rows, cols = self.shapes[w]
         s0, s1 = self.strides[w][0]
         wname = self.view(w, 0, (rows, cols), (s0, s1), prefix="w")
-        shape = idx.shape[:-1] + (self.D[ins.extra["last"]],)
+        if idx.kind == "scalar":    # indices folded to one number: a 0-d tensor, one row
+            idx = self.const(idx.scalar)
+        lead = idx.shape[:-1] if idx.shape else (1,) * (len(self.D) - 1)
+        shape = lead + (self.D[ins.extra["last"]],)
         ix = f"{{a0}}.reshape(-1).to(torch.int64).clamp_(0, {rows - 1})"
         rows_of = self.widen(w, f"torch.index_select({wname}, 0, {ix})")
         return self.emit("gather", f"{rows_of}.view({shape})", [idx],

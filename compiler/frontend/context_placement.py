@@ -55,14 +55,14 @@ def assign_contexts(symbol, variable_contexts: dict, group2ctx: dict, default) -
             place[id(node)] = variable_contexts[node.name]
             continue
         group = node.attrs.get("__ctx_group__")
-        if group is not None:
+        if group is not None and group2ctx:     # no map (a plain bind): groups are ignored
             if group not in group2ctx:
                 raise MXNetError(
                     f"operator {node.op} '{node.name}' is in ctx_group '{group}', which "
                     f"group2ctx does not map (it maps {sorted(group2ctx)}); add the group "
                     f"to group2ctx (mxnet refuses this graph too)")
             place[id(node)] = group2ctx[group]
-        elif node.inputs:
+        elif node.inputs and id(node.inputs[0][0]) in place:   # else placed below
             place[id(node)] = place[id(node.inputs[0][0])]
     for node in reversed(nodes):
         if id(node) not in place:
@@ -92,15 +92,19 @@ class Segment:
     received : dict of str to (int, int)
         Each cut variable of ``symbol`` and the (segment index, output
         position) whose value it receives.
+    isolated : str or None
+        The name of the one node of a segment cut around a single node (a
+        ``Custom`` node, run in Python), else None.
     """
     context: object
     level: int
     symbol: Symbol
     entries: list = field(default_factory=list)
     received: dict = field(default_factory=dict)
+    isolated: object = None
 
 
-def partition_by_context(symbol, node_contexts: dict):
+def partition_by_context(symbol, node_contexts: dict, isolate=()):
     """Cut ``symbol`` into segments that each run on one context.
 
     Parameters
@@ -108,6 +112,10 @@ def partition_by_context(symbol, node_contexts: dict):
     symbol : Symbol
     node_contexts : dict
         ``id(node) -> context`` from :func:`assign_contexts`.
+    isolate : collection of int
+        ``id(node)`` of nodes that get a segment of their own (``Custom`` nodes,
+        which run in Python between compiled segments): an edge into or out of
+        one is a cut, as an edge across contexts is.
 
     Returns
     -------
@@ -119,10 +127,13 @@ def partition_by_context(symbol, node_contexts: dict):
     """
     nodes = _topo(symbol._outputs)
     ops = [n for n in nodes if n.op != "null"]
+    isolate = set(isolate)
+    # the key a segment is made of: the context, and the node itself where isolated
+    place = {id(n): (node_contexts[id(n)], id(n) if id(n) in isolate else None) for n in ops}
     level = {}
     for node in ops:
-        here = node_contexts[id(node)]
-        level[id(node)] = max([level[id(src)] + (node_contexts[id(src)] != here)
+        here = place[id(node)]
+        level[id(node)] = max([level[id(src)] + (place[id(src)] != here)
                                for src, _ in node.inputs if src.op != "null"], default=0)
     # then as late as the consumers allow, so that a value is computed in the
     # segment that reads it (a label's reshape joins the loss, not the input
@@ -135,18 +146,19 @@ def partition_by_context(symbol, node_contexts: dict):
     for node in reversed(ops):
         users = consumers.get(id(node))
         if users and id(node) not in {id(n) for n, _ in symbol._outputs}:
-            here = node_contexts[id(node)]
-            level[id(node)] = min(level[id(u)] - (node_contexts[id(u)] != here) for u in users)
+            here = place[id(node)]
+            level[id(node)] = min(level[id(u)] - (place[id(u)] != here) for u in users)
     order, key_of = [], {}
     for node in ops:
-        key = (level[id(node)], node_contexts[id(node)])
+        key = (level[id(node)], place[id(node)])
         if key not in key_of:
             key_of[key] = len(order)
             order.append(key)
     # levels first; within a level, the order the segments' first nodes come in
     rank = sorted(range(len(order)), key=lambda k: (order[k][0], k))
     index_of = {order[k]: i for i, k in enumerate(rank)}
-    segment_of = {id(n): index_of[(level[id(n)], node_contexts[id(n)])] for n in ops}
+    segment_of = {id(n): index_of[(level[id(n)], place[id(n)])] for n in ops}
+    names = {id(n): n.name for n in ops}
 
     # which entries each segment must output: read elsewhere, or graph outputs
     exported = [[] for _ in rank]
@@ -184,9 +196,10 @@ def partition_by_context(symbol, node_contexts: dict):
         outputs.append((None, node.name) if node.op == "null" else export((node, i)))
     segments = []
     for s, k in enumerate(rank):
-        lvl, ctx = order[k]
+        lvl, (ctx, alone) = order[k]
         sub = Symbol([(new_nodes[id(n)], i) for n, i in exported[s]])
-        segments.append(Segment(ctx, lvl, sub, list(exported[s]), received[s]))
+        segments.append(Segment(ctx, lvl, sub, list(exported[s]), received[s],
+                                names.get(alone)))
     return segments, outputs
 
 

@@ -298,7 +298,7 @@ def infer_node(graph: Graph, n):
     limit = max_elements()
 
     def input_text(i, src):
-        names = opdef.list_arguments(d["attrs"]) + list(opdef.aux)
+        names = opdef.list_arguments(d["attrs"]) + opdef.list_aux(d["attrs"])
         label = names[i] if i < len(names) else f"arg{i}"
         return f"{graph.describe(n)}: input {label} ('{graph.node(src)['name']}')"
 
@@ -342,7 +342,7 @@ def infer_node(graph: Graph, n):
 
 def _shape_message(graph: Graph, n, in_shapes, why: str) -> str:
     d = graph.g._node[n]
-    names = d["opdef"].list_arguments(d["attrs"]) + list(d["opdef"].aux)
+    names = d["opdef"].list_arguments(d["attrs"]) + d["opdef"].list_aux(d["attrs"])
     parts = []
     for i, (src, idx) in enumerate(graph.inputs(n)):
         label = names[i] if i < len(names) else f"arg{i}"

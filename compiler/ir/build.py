@@ -2,12 +2,13 @@
 
 :func:`build_tile_program` is the fusion pass's legality check: a convolution anchors
 an implicit GEMM with its epilogue (``conv.py``), a pooling node stands alone
-(``pool.py``), every other group is pointwise, a reduction, a matmul or a scatter
-(``tile_program.py``).
+(``pool.py``), so does an extern node (``extern.py``), every other group is pointwise,
+a reduction, a matmul or a scatter (``tile_program.py``).
 """
 from __future__ import annotations
 
 from .conv import conv_program
+from .extern import extern_program, is_extern
 from .pool import pool_program
 from .tile_program import TileProgram, build_fused_program, special_kind
 from ..ops.conv import CONV_KINDS
@@ -36,7 +37,9 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     NotFusable
         When the nodes cannot share one domain, or a store would be a race.
     """
-    if any(special_kind(graph, n) in CONV_KINDS for n in nodes):
+    if any(is_extern(graph, n) for n in nodes):
+        prog = extern_program(graph, nodes, outside_uses)
+    elif any(special_kind(graph, n) in CONV_KINDS for n in nodes):
         prog = conv_program(graph, nodes, outside_uses)
     elif any(special_kind(graph, n) in POOL_KINDS for n in nodes):
         prog = pool_program(graph, nodes, outside_uses)

@@ -80,6 +80,33 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOATS
 
 
+# the largest finite value of each float dtype
+FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+             "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
+def saturate_to_dtype(value, dtype):
+    """``value`` as mxnet's ``DType(scalar)`` sees it at its range: a number beyond
+    ``dtype``'s largest finite value is that sign's infinity (``1e39`` in float32).
+
+    Parameters
+    ----------
+    value : float
+        A scalar attribute.
+    dtype : str or torch.dtype
+        The operator's element type; integer types leave ``value`` as it is.
+
+    Returns
+    -------
+    float
+    """
+    limit = FLOAT_MAX.get(dtype_name(dtype))
+    if limit is None or not isinstance(value, float) or not abs(value) > limit or \
+            value != value:
+        return value
+    return float("inf") if value > 0 else float("-inf")
+
+
 def compute_dtype(dtypes) -> str:
     """The dtype a kernel touching tensors of ``dtypes`` computes in."""
     return "float64" if "float64" in dtypes else "float32"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .dtypes import compute_dtype
+from .dtypes import compute_dtype, saturate_to_dtype
 from .expr import Expr, coord_reads, ops, shared_nodes, substitute, value_reads
 from ..ops.matmul import dot_dims
 from ..ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
@@ -125,7 +125,9 @@ class ProgramBuilder:
             self.domain = tuple(shape)
             nd = len(shape)
             low = g.node(n)["opdef"].lowering
-            self.grid_pos = (0,) if low.batched else ()
+            # batch_dot: every leading axis is a batch axis (each selects other matrices
+            # of both operands), folded together into the grid
+            self.grid_pos = tuple(range(nd - 2)) if low.batched else ()
             self.row_pos = tuple(range(len(self.grid_pos), nd - 1))
             self.col_pos = (nd - 1,)
             if not low.batched:
@@ -353,7 +355,12 @@ class ProgramBuilder:
             # a random source draws at its own linear index; an index source is one
             kw["coords"], own = _own_coords(self.dimmap[(n, 0)], self.domain)
             varies = varies | own
-        expr = d["opdef"].lowering.expr(d["attrs"], *[ops.value(a) for a in args], **kw)
+        attrs = d["attrs"]
+        if d["opdef"].dtype_scalars:
+            dtype = self.graph.dtype((n, 0))
+            attrs = dict(attrs, **{k: saturate_to_dtype(attrs[k], dtype)
+                                   for k in d["opdef"].dtype_scalars if k in attrs})
+        expr = d["opdef"].lowering.expr(attrs, *[ops.value(a) for a in args], **kw)
         if not isinstance(expr, Expr):
             raise TypeError(f"{_origin(d)}: its Pointwise math returned "
                             f"{type(expr).__name__}, not an expression of compiler/ir/expr.py")

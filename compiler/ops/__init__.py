@@ -26,3 +26,13 @@ from . import scan  # noqa: F401
 from . import creation  # noqa: F401
 from . import indexing_more  # noqa: F401
 from . import histogram  # noqa: F401
+from . import linalg  # noqa: F401
+from . import linalg_factor  # noqa: F401
+from . import contrib_nn  # noqa: F401
+from . import contrib_math  # noqa: F401
+from . import contrib_attention  # noqa: F401
+from . import contrib_box  # noqa: F401
+from . import detection  # noqa: F401
+from . import detection_multibox  # noqa: F401
+from . import detection_rpn  # noqa: F401
+from . import custom  # noqa: F401

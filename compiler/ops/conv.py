@@ -116,6 +116,9 @@ def _conv_shape(attrs, in_shapes):
         shapes.append(merge_shape(in_shapes[2], (f,), "Convolution bias"))
     out = [dshape[0], f]
     for i in range(nd):
+        if dshape[2 + i] == 0:          # mxnet's unknown dim (partial inference) stays so
+            out.append(0)
+            continue
         padded = dshape[2 + i] + 2 * geo["pad"][i]
         if _dilated(geo, i) > padded:
             raise ShapeError(f"Convolution: kernel size exceeds input: dilated kernel "

@@ -15,6 +15,7 @@ import math
 
 import torch
 
+from ..ir.dtypes import saturate_to_dtype
 from ..ir.expr import ops
 from .registry import (Attr, OpDef, Pointwise, ShapeError, View, broadcast_shapes,
                        merge_shape, parse_float, parse_str, choice, register)
@@ -244,6 +245,12 @@ register(OpDef(
 # name -> (math(x, s), reference(x, s), gradient(b, x, y, dy, s), mxnet alias)
 
 def _power_scalar_math(x, s):
+    if not math.isfinite(s):
+        # C's pow: |x| == 1 gives 1 for any exponent; inf and -inf by |x| against 1
+        if math.isnan(s):
+            return ops.where(ops.eq(x, 1.0), 1.0, math.nan)
+        inf_pow = ops.exp(s * ops.log(ops.abs(x)))
+        return ops.where(ops.eq(ops.abs(x), 1.0), 1.0, inf_pow)
     if s == int(s) and 0 <= s <= 4:        # small integer powers: products, exact
         y = ops.const(1.0)
         for k in range(int(s)):
@@ -253,6 +260,29 @@ def _power_scalar_math(x, s):
         mag = ops.exp(s * ops.log(ops.abs(x)))
         return ops.where(x < 0, -mag, mag) if int(s) % 2 else mag
     return ops.exp(s * ops.log(x))
+
+
+def _log_or_nan(s):
+    """``log(s)`` as C computes it: -inf at 0, nan below (math.log raises)."""
+    if math.isnan(s) or s < 0:
+        return math.nan
+    return -math.inf if s == 0 else math.log(s)
+
+
+def _rpower_scalar_math(x, s):
+    """``s ** x`` as C's ``pow(s, x)``: 1 at x == 0 for every s, a negative base only
+    to integer powers (odd ones negative), -inf's signed limits."""
+    if math.isnan(s):
+        return ops.where(ops.eq(x, 0.0), 1.0, math.nan)
+    mag = ops.exp(x * _log_or_nan(abs(s)))       # |s| ** x; inf and 0 bases included
+    if s >= 0:
+        return ops.where(ops.eq(x, 0.0), 1.0, mag)
+    odd = ops.ne(ops.fmod(x, 2.0), 0.0)
+    integral = ops.eq(ops.floor(x), x)
+    signed = ops.where(integral & odd, -mag, mag)
+    if not math.isinf(s):                        # a finite negative base: nan off integers
+        signed = ops.where(integral, signed, math.nan)
+    return ops.where(ops.eq(x, 0.0), 1.0, signed)
 
 
 SCALAR = {
@@ -272,9 +302,10 @@ SCALAR = {
                       lambda b, x, y, dy, s: dy * b.op("_power_scalar", x, scalar=s - 1.0) * s,
                       "_PowerScalar"),
     # log(s) in double: float64 kernels
-    "_rpower_scalar": (lambda x, s: ops.exp(x * math.log(s)),
-                       lambda x, s: torch.pow(torch.tensor(s), x),
-                       lambda b, x, y, dy, s: dy * y * math.log(s),
+    "_rpower_scalar": (_rpower_scalar_math,
+                       lambda x, s: torch.pow(torch.tensor(s, dtype=x.dtype), x),
+                       lambda b, x, y, dy, s: b.op("_backward_rpower_scalar", dy, y,
+                                                   scalar=s),
                        "_RPowerScalar"),
     "_maximum_scalar": (ops.maximum, lambda x, s: torch.clamp(x, min=s),
                         lambda b, x, y, dy, s: dy * b.op("_greater_equal_scalar", x, scalar=s),
@@ -300,8 +331,19 @@ for _name, (_e, _ref, _g, _alias) in SCALAR.items():
         name=_name, pattern="elemwise", lowering=Pointwise(_scalar_expr(_name)),
         attrs=[Attr("scalar", parse_float), Attr("is_int", parse_str, "True")],
         infer_shape=same_shape,
-        reference=lambda attrs, ins, is_train, f=_ref: [f(ins[0], attrs["scalar"])],
+        reference=lambda attrs, ins, is_train, f=_ref: [
+            f(ins[0], saturate_to_dtype(attrs["scalar"], ins[0].dtype))],
         gradient=_scalar_gradient(_name), aliases=(_alias,)))
+
+
+# s ** x's gradient, dy * y * log(s), with s as the kernel's dtype holds it (an
+# entry of its own so that 1e39 is float32's inf here too, as mxnet computes it)
+register(OpDef(
+    name="_backward_rpower_scalar", pattern="elemwise", arguments=("ograd", "output"),
+    attrs=[Attr("scalar", parse_float)], infer_shape=same_shape,
+    lowering=Pointwise(lambda attrs, dy, y: dy * y * _log_or_nan(attrs["scalar"])),
+    reference=lambda attrs, ins, is_train: [
+        ins[0] * ins[1] * _log_or_nan(saturate_to_dtype(attrs["scalar"], ins[0].dtype))]))
 
 
 # -- clip, where, constants, identity -----------------------------------------------

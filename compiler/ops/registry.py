@@ -253,6 +253,28 @@ class Special:
     expr: Optional[Callable[..., Any]] = None
 
 
+@dataclass(frozen=True)
+class Extern:
+    """An operator no kernel is generated for: its launch calls ATen (torch) on the
+    context's device, inside the Program like any other launch.
+
+    ``run(attrs, inputs) -> list of tensors``: the operator's outputs (all of them,
+    in ``outputs`` order) from its input tensors (arguments then auxiliary states,
+    strided views of the planned buffers on the executor's device: never written)
+    and its parsed attributes. Inputs come in their storage dtype, float16 and
+    bfloat16 widened to float32; the launch copies each stored output into its
+    planned array (narrowing to the array's dtype). The function must give the same
+    result on every call (no random state) and may allocate temporaries.
+
+    An extern node is a launch of its own (fusion never joins it); the Program
+    records its operator name and mxnet attribute strings, and the runtime finds
+    ``run`` again in the registry by that name (``compiler/ir/extern.py``,
+    ``runtime/launcher.py``). Its gradient is graph ops as for any entry, often a
+    ``_backward_*`` entry that is itself extern.
+    """
+    run: Callable[..., list]
+
+
 # How each lowering kind runs on each target, for ``symtriton ops`` and the README's
 # operator table (the targets' own packages hold the code).
 _RUNS_ON = {
@@ -262,6 +284,7 @@ _RUNS_ON = {
     View: ("view of its input (no kernel; strided loads)", "view of its input (no kernel)"),
     Decompose: ("rewritten into other operators, fused as they are",
                 "rewritten into other operators"),
+    Extern: ("extern (ATen)", "extern (ATen)"),
 }
 _SPECIAL_RUNS_ON = {
     "concat": ("fused copy kernel", "torch.cat"),
@@ -272,6 +295,8 @@ _SPECIAL_RUNS_ON = {
     "pool": ("window-loop kernel", "ATen pooling"),
     "roi": ("window-loop kernel", "torch index math and masked max per bin"),
     "softmax_ce_grad": ("fused with its softmax", "ATen one-hot scatter"),
+    "custom": ("Python CustomOp between compiled segments (no kernel)",
+               "Python CustomOp between compiled segments (no kernel)"),
 }
 
 
@@ -319,7 +344,7 @@ class OpDef:
     arguments : list of str or callable(attrs) -> list of str
         Input argument names; missing ones become auto-named variables
         ``{node_name}_{arg}`` when built through the Symbol API.
-    aux : list of str
+    aux : list of str or callable(attrs) -> list of str
         Auxiliary state names (BatchNorm's moving statistics).
     outputs : list of str or callable(attrs) -> list of str
         Output names, as in ``list_outputs`` (``{node_name}_{out}``).
@@ -337,7 +362,7 @@ class OpDef:
     pattern : str
         ``elemwise``, ``broadcast``, ``injective``, ``reduce``, ``matmul``,
         ``opaque`` or ``composite`` (TVM's pattern kinds).
-    lowering : Pointwise | Reduction | MatMul | View | Decompose | Special
+    lowering : Pointwise | Reduction | MatMul | View | Decompose | Special | Extern
     dim_links : callable(attrs, in_ranks, out_ranks) -> list of groups, optional
         Dims that must be equal, as groups of ``(side, index, dim)`` with side
         ``"in"`` or ``"out"`` (ranks are None where unknown). mxnet's unknown
@@ -351,7 +376,7 @@ class OpDef:
     infer_shape: Callable
     reference: Callable
     arguments: Any = ("data",)
-    aux: Sequence[str] = ()
+    aux: Any = ()
     outputs: Any = ("output",)
     num_visible: Optional[Callable[[dict], int]] = None
     attrs: Sequence[Attr] = ()
@@ -363,6 +388,10 @@ class OpDef:
     variadic: Optional[str] = None   # attribute holding the input count
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
+    # attributes mxnet converts to the operator's element type before use
+    # (``DType(scalar)``): one beyond the type's range is an infinity there.
+    # None: the ``scalar`` attribute of the ``_*_scalar`` family, when the entry has one
+    dtype_scalars: Optional[Sequence[str]] = None
     # a Pointwise whose value depends on its own position: the tile IR passes its
     # ``expr`` a ``coords`` keyword (per dim, its coordinate ``ops.coord(P)`` or None)
     needs_coords: bool = False
@@ -380,6 +409,8 @@ class OpDef:
 
     def __post_init__(self):
         self._attr_index = {a.name: a for a in self.attrs}
+        if self.dtype_scalars is None:
+            self.dtype_scalars = ("scalar",) if "scalar" in self._attr_index else ()
 
     # -- attributes ---------------------------------------------------------
     def parse_attrs(self, raw: dict, node_name: str = "?") -> dict:
@@ -416,6 +447,10 @@ class OpDef:
     def list_arguments(self, attrs: dict) -> list:
         args = self.arguments(attrs) if callable(self.arguments) else self.arguments
         return list(args)
+
+    def list_aux(self, attrs: dict) -> list:
+        aux = self.aux(attrs) if callable(self.aux) else self.aux
+        return list(aux)
 
     def list_outputs(self, attrs: dict) -> list:
         outs = self.outputs(attrs) if callable(self.outputs) else self.outputs

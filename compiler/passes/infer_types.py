@@ -47,12 +47,16 @@ def infer_types(graph: Graph, dtypes: dict = None, partial: bool = False) -> Gra
     ops = graph.ops()
     _propagate(graph, ops, known)
     if not partial:
-        missing = [n for n in graph.variables() if (n, 0) not in known]
-        if missing:
-            for n in missing:
-                known[(n, 0)] = DEFAULT
-            after = graph.descendants(missing)
-            _propagate(graph, ops, known, [n for n in ops if n in after])
+        # arguments first, then what is still unknown (mxnet's simple_bind gives float32
+        # to arguments only, so an auxiliary state can still follow its operator's rule)
+        for aux_too in (False, True):
+            missing = [n for n in graph.variables() if (n, 0) not in known and
+                       (aux_too or graph.node(n).get("role") != "aux")]
+            if missing:
+                for n in missing:
+                    known[(n, 0)] = DEFAULT
+                after = graph.descendants(missing)
+                _propagate(graph, ops, known, [n for n in ops if n in after])
     for n in list(graph.variables()) + ops:
         d = graph.node(n)
         count = len(d["shapes"]) if d["shapes"] is not None else \
@@ -97,7 +101,7 @@ def _infer_node(graph, n, known) -> bool:
                 known[entry] = want
                 changed = True
         elif got != want:
-            names = d["opdef"].list_arguments(d["attrs"]) + list(d["opdef"].aux)
+            names = d["opdef"].list_arguments(d["attrs"]) + d["opdef"].list_aux(d["attrs"])
             label = names[i] if i < len(names) else f"input {i}"
             raise MXNetError(
                 f"Incompatible attr in node {d['name']} at {i}-th input: expected {want}, "

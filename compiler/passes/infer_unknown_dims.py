@@ -56,23 +56,9 @@ def infer_unknown_dims(graph: Graph, shapes: dict) -> dict:
     dict of str -> tuple
         ``shapes`` plus every variable whose shape became fully known here.
     """
-    known = {}                       # entry -> Partial
-    var_of = {}                      # entry of a variable -> its name
-    for n in graph.variables():
-        d = graph.node(n)
-        var_of[(n, 0)] = d["name"]
-        given = shapes.get(d["name"])
-        if given is None and d["raw"].get("__shape__"):
-            given = _hint(d["raw"]["__shape__"])
-        if given is not None:
-            known[(n, 0)] = [int(x) for x in given]
+    known = partial_shapes(graph, shapes)
+    var_of = {(n, 0): graph.node(n)["name"] for n in graph.variables()}
     ops = graph.ops()
-    for _ in range(2 * len(ops) + 2):
-        changed = False
-        for n in ops:
-            changed |= _visit(graph, n, known)
-        if not changed:
-            break
     out = dict(shapes)
     for entry, name in var_of.items():
         dims = known.get(entry)
@@ -88,6 +74,40 @@ def infer_unknown_dims(graph: Graph, shapes: dict) -> dict:
                 and 0 not in dims:
             d["attrs"] = dict(d["attrs"], shape=tuple(dims))
     return out
+
+
+def partial_shapes(graph: Graph, shapes: dict) -> dict:
+    """Every value's shape as far as it is known, 0 where a dim is not.
+
+    Parameters
+    ----------
+    graph : Graph
+    shapes : dict of str -> tuple
+        Shapes given for variables, possibly with 0 dims (``__shape__`` hints are
+        read for the others).
+
+    Returns
+    -------
+    dict
+        ``{(node, output index): [dims]}`` for the values whose rank is known
+        (mxnet's partial answers: ``infer_shape_partial`` gives ``(64, 0, 7, 7)``).
+    """
+    known = {}                       # entry -> Partial
+    for n in graph.variables():
+        d = graph.node(n)
+        given = shapes.get(d["name"])
+        if given is None and d["raw"].get("__shape__"):
+            given = _hint(d["raw"]["__shape__"])
+        if given is not None:
+            known[(n, 0)] = [int(x) for x in given]
+    ops = graph.ops()
+    for _ in range(2 * len(ops) + 2):
+        changed = False
+        for n in ops:
+            changed |= _visit(graph, n, known)
+        if not changed:
+            break
+    return known
 
 
 def _hint(text) -> tuple:
@@ -110,7 +130,7 @@ def _visit(graph: Graph, n, known: dict) -> bool:
     except (ShapeError, ZeroDivisionError, ValueError, TypeError, IndexError):
         new_in, outs = [None] * len(ins), []
     for e, s in zip(ins, new_in):
-        if s is not None and graph.node(e[0])["op"] == "null":
+        if s is not None:
             changed |= _merge(known, e, s)
     for i, s in enumerate(outs):
         if s is not None:
@@ -137,6 +157,10 @@ def _links(graph, n, ins, outs, known) -> list:
     opdef = d["opdef"]
     rank = lambda e: None if known.get(e) is None else len(known[e])  # noqa: E731
     if opdef.pattern == "elemwise":
+        if outs and rank(outs[0]) is not None:
+            for e in ins:           # an elemwise input has its output's shape
+                if known.get(e) is None:
+                    known[e] = [0] * rank(outs[0])
         same = [e for e in ins + outs[:1] if rank(e) is not None]
         ranks = {rank(e) for e in same}
         if outs and rank(outs[0]) is not None:

@@ -62,8 +62,14 @@ class KernelContext:
                                  if inner * size < self.total(positions) else
                                  f"{self.coord(pos)} = {expr}")
                 inner *= size
-        for pos in self.p.grid_pos:
-            lines.append(f"g{pos} = gb")   # the batch, folded into grid axis 0
+        inner = 1     # the batch axes, folded into grid axis 0 (the last varies fastest)
+        for pos in reversed(self.p.grid_pos):
+            size = self.p.domain[pos]
+            expr = f"gb // {inner}" if inner > 1 else "gb"
+            if size > 1:
+                lines.append(f"g{pos} = ({expr}) % {size}" if pos != self.p.grid_pos[0] else
+                             f"g{pos} = {expr}")
+            inner *= size
         return lines
 
     def col_coord_lines(self):
@@ -121,7 +127,7 @@ def render_tile(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = 
             for d, st_strides in enumerate(strides[st.tensor]):
                 body.extend(store_lines(ctx, st, d, st_strides, shapes[st.tensor]))
         head = ctx.coord_lines()
-    batch = int(prog.domain[prog.grid_pos[0]]) if prog.grid_pos else 1
+    batch = prod(int(prog.domain[pos]) for pos in prog.grid_pos)
     k = {"params": ", ".join(f"p{t}_{d}" for t, d in params), "M": M, "N": N,
          "batched": bool(prog.grid_pos), "coord_lines": head, "body_lines": body,
          "summary": _summary(prog), "pointers": " ".join(ctx.dtypes[t] for t, _ in params),
@@ -380,9 +386,9 @@ def _dot_lines(ctx: KernelContext, ins, acc=None, fresh=True):
     ta, tb, K = ins.extra["ta"], ins.extra["tb"], ins.extra["K"]
     sa, sb = ctx.strides[ta_i][0], ctx.strides[tb_i][0]
     batched = bool(p.grid_pos)
-    # A: [batch] x M dims x K (or K x M when transposed, 2-D/3-D only)
+    # A: [batch axes] x M x K (or K x M when transposed)
     a_nd = len(ins.extra["a_shape"])
-    lead = 1 if batched else 0
+    lead = len(p.grid_pos)
     if batched:
         if ta:
             sak = sa[lead]
@@ -402,11 +408,11 @@ def _dot_lines(ctx: KernelContext, ins, acc=None, fresh=True):
         n_dims = list(zip(p.col_pos, b_free))
     a_terms = [f"{ctx.coord(pos)} * {s}" for pos, s in m_dims if ctx.coord(pos) and s]
     b_terms = [f"{ctx.coord(pos)} * {s}" for pos, s in n_dims if ctx.coord(pos) and s]
-    if batched and ctx.coord(0):
-        if sa[0]:
-            a_terms.append(f"g0 * {sa[0]}")
-        if sb[0]:
-            b_terms.append(f"g0 * {sb[0]}")
+    for pos in p.grid_pos:
+        if ctx.coord(pos) and sa[pos]:
+            a_terms.append(f"g{pos} * {sa[pos]}")
+        if ctx.coord(pos) and sb[pos]:
+            b_terms.append(f"g{pos} * {sb[pos]}")
     a_off = " + ".join(a_terms) or "0"
     b_off = " + ".join(b_terms) or "0"
     v = acc or ins.out

@@ -164,7 +164,7 @@ def program_gpu_launches(program, target: str = "cuda:90"):
     re-derived from each kernel's source, exactly as ``tile_config`` would.
     """
     from ..artifacts import cache
-    for ln in program.launches:
+    for ln in program.kernel_launches():       # extern launches have no kernel
         if program.target == target:
             yield ln.kernel, dict(ln.config)
         else:

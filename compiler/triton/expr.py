@@ -26,8 +26,7 @@ _BINARY = {"add": ("+", _SUM), "sub": ("-", _SUM), "mul": ("*", _PRODUCT),
            # but no operator's math takes the remainder of two constants)
            "fmod": ("%", _PRODUCT)}
 _CALLS = {"exp": "tl.exp", "log": "tl.log", "abs": "tl.abs", "sqrt": "tl.sqrt",
-          "sigmoid": "tl.sigmoid", "erf": "tl.erf", "maximum": "tl.maximum",
-          "minimum": "tl.minimum", "where": "tl.where", "sin": "tl.sin", "cos": "tl.cos",
+          "sigmoid": "tl.sigmoid", "erf": "tl.erf", "where": "tl.where", "sin": "tl.sin", "cos": "tl.cos",
           "log2": "tl.log2", "floor": "tl.floor", "ceil": "tl.ceil",
           # arctangent without libdevice: templates/_macros.py.j2
           "atan": "_atan",
@@ -57,6 +56,13 @@ def _binary(symbol, prec):
 
 def _call(fn):
     return lambda self, *args: _Text(f"{fn}({', '.join(a.text for a in args)})")
+
+
+def _nan_propagating(fn):
+    # as ATen's maximum / clamp (the cpu target): a NaN on either side is the result;
+    # Triton's default keeps the other operand
+    return lambda self, a, b: _Text(f"{fn}({a.text}, {b.text}, "
+                                    f"propagate_nan=tl.PropagateNan.ALL)")
 
 
 class TritonOps:
@@ -112,6 +118,8 @@ for _op, (_symbol, _prec) in _BINARY.items():
     setattr(TritonOps, _op, _binary(_symbol, _prec))
 for _op, _fn in _CALLS.items():
     setattr(TritonOps, _op, _call(_fn))
+TritonOps.maximum = _nan_propagating("tl.maximum")
+TritonOps.minimum = _nan_propagating("tl.minimum")
 
 
 def triton_source(expr, coord_name, cdt: str, origin: str = "") -> str:

@@ -520,6 +520,11 @@ OPS = [
     Op("batch_dot_tt", lambda a, b: sym.batch_dot(a, b, transpose_a=True, transpose_b=True),
        lambda a, b: torch.bmm(a.transpose(1, 2), b.transpose(1, 2)),
        [[(2, 4, 3), (2, 5, 4)], [(1, 3, 1), (1, 1, 3)], [(3, 2, 5), (3, 6, 2)]], inputs=("a", "b")),
+    # every leading axis is a batch axis of both operands
+    Op("batch_dot_nd", lambda a, b: sym.batch_dot(a, b, transpose_a=True),
+       lambda a, b: torch.matmul(a.transpose(-1, -2), b),
+       [[(2, 2, 4, 3), (2, 2, 4, 5)], [(3, 2, 1, 3, 1), (3, 2, 1, 3, 2)],
+        [(1, 3, 2, 1), (1, 3, 2, 4)]], inputs=("a", "b")),
     # -- FullyConnected
     Op("FullyConnected", lambda x, w, b: sym.FullyConnected(x, w, b, num_hidden=3),
        lambda x, w, b: F.linear(x.reshape(x.shape[0], -1), w, b),

@@ -1,4 +1,7 @@
 """Symbol behaviour mxnet 1.9.1 defines (values recorded from mxnet 1.9.1)."""
+import json
+
+import numpy as np
 import pytest
 
 import module_api as mx
@@ -21,3 +24,101 @@ def test_bool_of_a_symbol_raises_as_in_mxnet(make):
                        match=r'Function __bool__ \(namely operator "bool"\) is not implemented '
                              r'for Symbol and only available in NDArray.'):
         bool(s)
+
+
+def test_infer_type_partial_leaves_unknown_arguments_none():
+    # mxnet 1.9.1's test_symbol_infer_type: Cast fixes fc1's dtype, not data's
+    data = mx.sym.Variable("data")
+    mlp = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Cast(data, dtype="float32"),
+                                                     name="fc1", num_hidden=8), name="softmax")
+    assert mlp.infer_type() == (None, None, None)
+    arg, out, aux = mlp.infer_type_partial()
+    assert arg == [None, np.float32, np.float32, np.float32]
+    assert out == [np.float32] and aux == []
+    arg, out, aux = mlp.infer_type(data=np.float16)
+    assert arg == [np.float16, np.float32, np.float32, np.float32]
+
+
+def _twice(head, a):
+    d = a + 1          # one node read by both heads
+    return mx.sym.Group([head(d), head(d)])
+
+
+# mxnet 1.9.1's test_eliminate_common_expr: symbol, its inputs, nodes merged
+CSE_CASES = [
+    ("(a+1)+(a+2)", lambda a, b, c: (a + 1) + (a + 2), 0, []),
+    ("(a+b)+(a+b)", lambda a, b, c: (a + b) + (a + b), 1, []),
+    ("((a+b)+c)+((a+b)+c)", lambda a, b, c: ((a + b) + c) + ((a + b) + c), 2, []),
+    # both heads are one value after merging: the second reads it through a _copy
+    ("Group(a*d, a*d)", lambda a, b, c: _twice(lambda d: a * d, a), 0, ["_copy"]),
+    ("Group(a*d+b, a*d+b)", lambda a, b, c: _twice(lambda d: a * d + b, a), 1, ["_copy"]),
+    # random draws are never merged
+    ("Dropout+Dropout", lambda a, b, c: mx.sym.Dropout(a) + mx.sym.Dropout(a), 0, []),
+]
+
+
+@pytest.mark.parametrize("label,make,saved,extra_ops", CSE_CASES, ids=[c[0] for c in CSE_CASES])
+def test_get_optimized_symbol_merges_common_expressions_as_mxnet(label, make, saved,
+                                                                  extra_ops):
+    a, b, c = (mx.sym.Variable(n) for n in "abc")
+    s = make(a, b, c)
+    ex = s.simple_bind(mx.cpu(), **{n: (3, 4) for n in s.list_arguments()})
+    opt = ex.get_optimized_symbol()
+    assert len(opt.get_internals()) + saved == len(s.get_internals())
+    assert len(opt.list_outputs()) == len(s.list_outputs())
+    ops = {n["op"] for n in json.loads(opt.tojson())["nodes"]}
+    assert set(extra_ops) <= ops
+    # the optimized symbol computes what the original does
+    inputs = {n: mx.nd.array(np.arange(12.0).reshape(3, 4) + k)
+              for k, n in enumerate(s.list_arguments())}
+    if label != "Dropout+Dropout":
+        for want, got in zip(s.eval(mx.cpu(), **inputs), opt.eval(mx.cpu(), **inputs)):
+            np.testing.assert_allclose(got.asnumpy(), want.asnumpy())
+
+
+FLUENT_UNARY = ["norm", "round", "rint", "fix", "floor", "ceil", "trunc", "sign", "sin",
+                "degrees", "expm1", "reciprocal", "argmax_channel", "shape_array",
+                "size_array", "rsqrt", "cbrt", "softmin", "log1p"]
+
+
+@pytest.mark.parametrize("func", FLUENT_UNARY)
+def test_fluent_methods_are_the_operator_of_their_name(func):
+    # mxnet 1.9.1's test_symbol_fluent: x.f() equals mx.sym.f(x), auto name included
+    x = np.linspace(0.1, 2.3, 12, dtype=np.float32).reshape(3, 4)
+    with mx.name.NameManager():
+        data = mx.sym.Variable("data")
+        regular = getattr(mx.sym, func)(data, name=func + "0")
+        fluent = getattr(data, func)()
+    assert regular.list_outputs() == fluent.list_outputs()
+    want = regular.eval(mx.cpu(), data=mx.nd.array(x))[0].asnumpy()
+    got = fluent.eval(mx.cpu(), data=mx.nd.array(x))[0].asnumpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fluent_flip_is_named_flip():
+    with mx.name.NameManager():
+        assert mx.sym.Variable("x").flip(axis=0).list_outputs() == ["flip0_output"]
+
+
+def test_infer_shape_partial_gives_mxnets_partial_answers():
+    # answers recorded from mxnet 1.9.1 (its test_symbol_infer_shape and two more)
+    prev = mx.sym.Variable("prevstate")
+    out = mx.sym.Activation(mx.sym.elemwise_add(
+        mx.sym.FullyConnected(mx.sym.Variable("data"), name="x2h", num_hidden=128),
+        mx.sym.FullyConnected(prev, name="h2h", num_hidden=128)), name="out", act_type="relu")
+    assert out.infer_shape(data=(10, 64)) == (None, None, None)
+    assert out.infer_shape_partial(data=(10, 64)) == (
+        [(10, 64), (128, 64), (128,), (), (), ()], [(10, 128)], [])
+
+    data = mx.sym.Variable("data", shape=(1, 0, 0, 0))
+    conv = mx.sym.Convolution(data=mx.sym.cast(data, dtype="float16"),
+                              weight=mx.sym.cast(mx.sym.Variable("weight"), dtype="float16"),
+                              pad=(3, 3), num_filter=64, stride=(2, 2), no_bias=True,
+                              kernel=(7, 7))
+    assert conv.infer_shape_partial() == ([(1, 0, 0, 0), (64, 0, 7, 7)], [(1, 64, 0, 0)], [])
+
+    a, b = mx.sym.Variable("a", shape=(0, 3)), mx.sym.Variable("b")
+    fc = mx.sym.FullyConnected(a, num_hidden=5, name="fc") + b
+    assert fc.infer_shape_partial() == ([(0, 3), (5, 3), (5,), (0, 5)], [(0, 5)], [])
+    assert mx.sym.Concat(a, b, dim=1).infer_shape_partial(b=(4, 2)) == (
+        [(4, 3), (4, 2)], [(4, 5)], [])

@@ -267,6 +267,16 @@ def test_a_worker_that_finishes_early_is_named(tmp_path):
     assert "num_parts=kv.num_workers" in out0
 
 
+def test_workers_pushing_different_keys_are_refused(tmp_path):
+    # the key summary rides in the gradients' all-reduce: no collective of its own
+    results = launch.finish(launch.start("kv_mismatched_keys", 2, tmp_path), timeout=120)
+    rc1, out1 = results[1]
+    assert rc1 != 0
+    assert "other workers pushed different keys" in out1, out1[-3000:]
+    assert "rank 1 pushed 2 keys of 7 values" in out1, out1[-3000:]
+    assert results[0][0] != 0, results[0][1][-2000:]      # its peer failed: it is told
+
+
 def test_create_outside_a_job_says_how_to_start_one(monkeypatch):
     for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(k, raising=False)

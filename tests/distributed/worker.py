@@ -182,6 +182,16 @@ def kv_api_job(kv_type, out, compress=False):
              **{f"after:{k}": v.asnumpy() for k, v in zip(keys, after)})
 
 
+def mismatched_keys_job(out):
+    """Rank 1 pushes keys 'a' and 'c' where the others push 'a' and 'b', of the same
+    sizes: the sums would mix 'b' and 'c' silently; the push must fail instead."""
+    kv = mx.kv.create("dist_sync")
+    kv.init(["a", "b", "c"], [mx.nd.zeros((3,)), mx.nd.zeros((4,)), mx.nd.zeros((4,))])
+    keys = ["a", "c"] if kv.rank == 1 else ["a", "b"]
+    kv.push(keys, [mx.nd.ones((3,)), mx.nd.ones((4,))])
+    kv.barrier()
+
+
 class _BusyStore:
     """A store client whose ``add`` calls into C++ for half a second (thousands of calls,
     each releasing and retaking the GIL), beating every millisecond: the heartbeat thread
@@ -256,6 +266,8 @@ def main(job, out):
                 kill_at=3 if os.environ["RANK"] == "1" else None, kill_signal=signal.SIGSTOP)
     elif job == "mlp_uneven":
         mlp_job("dist_sync", out, unsharded_steps=2 if os.environ["RANK"] == "1" else 6)
+    elif job == "kv_mismatched_keys":
+        mismatched_keys_job(out)
     elif job == "kv_api_compressed":
         kv_api_job("dist_sync", out, compress=True)
     elif job in ("kv_api_sync", "kv_api_async"):
