@@ -24,7 +24,7 @@ import torch
 from compiler.errors import MXNetError
 from compiler.ops import REGISTRY
 
-from . import launcher
+from . import launcher, ndarray_mx
 from .context import Context, current_context, device_guard
 from .ndarray import NDArray
 
@@ -232,3 +232,6 @@ def cache_clear():
     """Forget every cached one-operator executor."""
     with _LOCK:
         _CACHE.clear()
+
+
+ndarray_mx.register_engine(invoke)

@@ -56,9 +56,18 @@ def mxnet_caller(depth: int = 2) -> bool:
     return not name.startswith(_TENSOR_LIBRARIES)
 
 
+# ``runtime.imperative.invoke``, which registers itself when imported (it imports this
+# module's NDArray, so this module cannot import it)
+_ENGINE: list = []
+
+
+def register_engine(invoke) -> None:
+    """Make ``invoke(op_name, args, kwargs)`` run NDArray's operator methods."""
+    _ENGINE[:] = [invoke]
+
+
 def _invoke(op_name, args, kwargs):
-    from .imperative import invoke
-    return invoke(op_name, args, kwargs)
+    return _ENGINE[0](op_name, args, kwargs)
 
 
 def _is_scalar(x) -> bool:
@@ -114,9 +123,9 @@ def _truediv(a, b):
 
 
 def _like(res, like):
-    from .ndarray import NDArray
+    """``res`` as an NDArray (the class of ``like``) on ``like``'s context."""
     if isinstance(res, torch.Tensor):
-        res = res.as_subclass(NDArray)
+        res = res.as_subclass(type(like))
         ctx = getattr(like, "_mx_ctx", None)
         if ctx is not None:
             res._mx_ctx = ctx
