@@ -7,7 +7,8 @@
 (``runtime/imperative.py``): a cached one-operator Program whose bound launches
 are the generated ATen calls on the ``cpu`` target. Each row times one operator
 on small arrays (where the per-call cost shows) as the best over ``--rounds``
-(a shared machine only ever adds time) of the mean over ``--calls`` calls, after a warm-up call that compiles and binds:
+(a shared machine only ever adds time) of the mean over ``--calls`` calls, the
+``mx.nd`` and torch rounds alternating so that both meet the same load, after a warm-up call that compiles and binds:
 
 * ``mx.nd``: the ``mx.nd`` call, result included (a new NDArray each call);
 * ``torch``: the equivalent ATen call on plain tensors (eager PyTorch);
@@ -47,15 +48,26 @@ CASES = {
 }
 
 
+def _round(fn, calls):
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
 def _time(fn, calls, rounds):
     fn()
-    means = []
+    return min(_round(fn, calls) for _ in range(rounds))
+
+
+def _time_pair(fn_a, fn_b, calls, rounds):
+    """Best round of each, the rounds alternating so both sides meet the same load."""
+    fn_a(), fn_b()
+    a, b = [], []
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        means.append((time.perf_counter() - t0) / calls)
-    return min(means) * 1e6
+        a.append(_round(fn_a, calls))
+        b.append(_round(fn_b, calls))
+    return min(a), min(b)
 
 
 def _inputs(lib, shapes):
@@ -77,7 +89,7 @@ def measure_symtriton(calls, rounds):
         env_t = {"torch": torch, **dict(zip("abc", plain))}
         nd_fn = eval(f"lambda: {nd_src}", env_nd)          # noqa: S307 (fixed sources above)
         t_fn = eval(f"lambda: {torch_src}", env_t)          # noqa: S307
-        out[name] = (_time(nd_fn, calls, rounds), _time(t_fn, calls, rounds))
+        out[name] = _time_pair(nd_fn, t_fn, calls, rounds)
     return out
 
 

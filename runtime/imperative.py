@@ -85,8 +85,10 @@ class _Call:
         """Copy ``tensors`` in, launch, and return new NDArrays of the outputs."""
         if self.seeded:
             self.exe._set_seed(self.prog)
-        # inference mode: an input with a gradient attached is only read
-        with torch.inference_mode():
+        # inference mode (torch's guard object, without the context manager's Python):
+        # an input with a gradient attached is only read
+        guard = torch._C._InferenceMode(True)
+        try:
             for dst, src in zip(self.dst, tensors):
                 dst.copy_(src)
             if self.fast and not launcher.PROFILING:
@@ -97,6 +99,8 @@ class _Call:
             else:
                 with device_guard(self.ctx):
                     launcher.run_bound(self.launches)
+        finally:
+            del guard
         ctx = self.ctx
         return [_new(o.clone(), ctx) for o in self.outs]
 
@@ -109,6 +113,10 @@ def _new(t, ctx):
 
 def _split(opdef, args, kwargs):
     """(input names, tensors, positional attributes, attributes) of one call."""
+    declared = _declared_inputs(opdef)
+    if not kwargs and declared is not None and len(args) <= len(declared) and \
+            all(isinstance(a, torch.Tensor) for a in args):
+        return declared[:len(args)], args, (), {}       # inputs only, the common call
     n = 0
     while n < len(args) and isinstance(args[n], torch.Tensor):
         n += 1
@@ -117,7 +125,6 @@ def _split(opdef, args, kwargs):
     tensors = list(args[:n])
     names = [f"_in{i}" for i in range(n)]
     attrs = {}
-    declared = _declared_inputs(opdef)
     for k, v in kwargs.items():
         if isinstance(v, torch.Tensor):
             names.append(k)
@@ -188,9 +195,11 @@ def invoke(op_name, args, kwargs):
 
 
 def _invoke(opdef, op_name, args, kwargs):
-    kwargs = dict(kwargs)
-    out = kwargs.pop("out", None)
-    kwargs.pop("name", None)
+    out = None
+    if kwargs:
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out", None)
+        kwargs.pop("name", None)
     names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
     ctx = _context_of(opdef, tensors, attrs)
     key = (op_name, tuple(names), attr_args and _hashable(attr_args),
