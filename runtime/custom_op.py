@@ -22,7 +22,7 @@ from compiler.ops.registry import get_op
 from compiler.symbol import _normalize_attr
 
 from .context import current_context
-from .ndarray import NDArray, as_ndarray, empty
+from .ndarray import NDArray, as_ndarray, empty, torch_dtype
 
 # mxnet's dtype codes, which create_operator receives (mshadow's type flags)
 DTYPE_CODES = {"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4, "int8": 5,
@@ -54,7 +54,7 @@ class BoundCustomOp:
         self.prop = _custom.prop_of(attrs, name)
         self.nargs = len(opdef.list_arguments(attrs))
         shapes = [tuple(a.shape) for a in inputs]
-        dtypes = [_dtype_name(a.dtype) for a in inputs]
+        dtypes = [_dtype_name(torch_dtype(a)) for a in inputs]
         _, out_shapes = opdef.infer_shape(attrs, list(shapes))
         _, out_types = opdef.infer_type(attrs, list(dtypes))
         for i, s in enumerate(out_shapes):

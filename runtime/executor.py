@@ -23,6 +23,7 @@ from compiler.triton.mode import ensure_mode
 from .context import Context, current_context, device_guard
 from .launcher import bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
+from .ndarray import torch_dtype
 
 
 def _normalize_grad_req(grad_req, arg_names):
@@ -147,7 +148,7 @@ class Executor:
                 continue
             home = where[k] if where is not None else self._placement.get(k, self._ctx)
             t = _to_tensor(v, home if where is not None else self._ctx, f"{what}['{k}']")
-            check_dtype(k, t.dtype, f"bind {what}")
+            check_dtype(k, torch_dtype(t), f"bind {what}")
             if not t.is_contiguous():
                 t = t.contiguous()
             if not isinstance(t, NDArray):
@@ -518,7 +519,7 @@ class _BufferPool:
         # instead of scanning the whole pool for each of a Program's buffers.
         free = {}
         for i, t in enumerate(self.tensors):
-            free.setdefault((t.device, t.dtype), []).append((t.numel(), i))
+            free.setdefault((t.device, torch_dtype(t)), []).append((t.numel(), i))
         for entries in free.values():
             entries.sort()
         out = []
