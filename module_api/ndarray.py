@@ -214,6 +214,27 @@ def _registry_sample(op_name, inputs, shape, dtype, out, attrs):
     return invoke(op_name, inputs, dict(attrs, out=out))
 
 
+def _dispatch_sample(dist, names, params, shape, dtype, ctx, out, kwargs):
+    """mxnet's sampler dispatch: NDArray parameters give ``_sample_<dist>`` (one draw set
+    per element), numbers ``_random_<dist>`` with the parameters as attributes."""
+    if isinstance(params[0], torch.Tensor):
+        return _registry_sample(f"_sample_{dist}", params, shape, dtype, out, kwargs)
+    return _registry_sample(f"_random_{dist}", (), shape, dtype, out,
+                            dict(kwargs, ctx=ctx, **dict(zip(names, params))))
+
+
+def _like_sampler(dist, names, defaults):
+    def like(data, *args, out=None, **kwargs):
+        params = dict(zip(names, defaults))
+        params.update(zip(names, args))
+        params.update({k: kwargs.pop(k) for k in names if k in kwargs})
+        return _registry_sample(f"_random_{dist}_like", (data,), None, None, out,
+                                dict(kwargs, **params))
+    like.__name__ = f"{dist}_like"
+    like.__doc__ = f"Samples of ``{dist}`` of ``data``'s shape and dtype (``_random_{dist}_like``)."
+    return staticmethod(like)
+
+
 class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
     """``mx.nd.random``: samplers drawing from the generator ``mx.random.seed`` seeds."""
 
@@ -270,6 +291,44 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
         return _registry_sample("_random_exponential_like", (data,), None, None, out,
                                 dict(kwargs, lam=lam))
 
+    @staticmethod
+    def gamma(alpha=1, beta=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """Gamma(alpha, beta) samples (``_random_gamma``; NDArray parameters give
+        ``_sample_gamma``, one draw set per element)."""
+        return _dispatch_sample("gamma", ("alpha", "beta"), (alpha, beta), shape, dtype,
+                                ctx, out, kwargs)
+
+    @staticmethod
+    def poisson(lam=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """Poisson(lam) samples, dispatched as :meth:`gamma`."""
+        return _dispatch_sample("poisson", ("lam",), (lam,), shape, dtype, ctx, out, kwargs)
+
+    @staticmethod
+    def negative_binomial(k=1, p=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """NB(k, p) samples, dispatched as :meth:`gamma`."""
+        return _dispatch_sample("negative_binomial", ("k", "p"), (k, p), shape, dtype, ctx,
+                                out, kwargs)
+
+    @staticmethod
+    def generalized_negative_binomial(mu=1, alpha=1, shape=None, dtype=None, ctx=None,
+                                      out=None, **kwargs):
+        """GNB(mu, alpha) samples, dispatched as :meth:`gamma`."""
+        return _dispatch_sample("generalized_negative_binomial", ("mu", "alpha"),
+                                (mu, alpha), shape, dtype, ctx, out, kwargs)
+
+    @staticmethod
+    def multinomial(data, shape=None, get_prob=False, out=None, dtype="int32", **kwargs):
+        """Draws from the categorical distributions in ``data``'s last axis
+        (``_sample_multinomial``; with ``get_prob`` also their log-probabilities)."""
+        return _registry_sample("_sample_multinomial", (data,), shape, dtype, out,
+                                dict(kwargs, get_prob=get_prob))
+
+    @staticmethod
+    def shuffle(data, **kwargs):
+        """``data`` with its rows (first axis) in a random order (``_shuffle``)."""
+        return _registry_sample("_shuffle", (data,), None, None, kwargs.pop("out", None),
+                                kwargs)
+
     current_context = staticmethod(current_context)
 
     @staticmethod
@@ -279,6 +338,11 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
         torch.manual_seed(seed_state)
         _rt_random.seed(seed_state)
 
+
+for _dist, _names, _defaults in (("gamma", ("alpha", "beta"), (1, 1)), ("poisson", ("lam",), (1,)),
+                                 ("negative_binomial", ("k", "p"), (1, 1)),
+                                 ("generalized_negative_binomial", ("mu", "alpha"), (1, 1))):
+    setattr(random, f"{_dist}_like", _like_sampler(_dist, _names, _defaults))
 
 random_uniform = uniform = random.uniform
 random_normal = normal = random.normal
