@@ -66,6 +66,23 @@ def register_engine(invoke) -> None:
     _ENGINE[:] = [invoke]
 
 
+# ``runtime.autograd_tape``, which registers itself: while it records, arithmetic,
+# ``reshape`` and indexing run registry operators, so the tape sees them
+_TAPE: list = [None]
+
+
+def register_recorder(tape) -> None:
+    """Make ``tape`` (with ``STATE.recording`` and ``binary``/``reshape``/``getitem``)
+    record NDArray's arithmetic and views while it records."""
+    _TAPE[0] = tape
+
+
+def recording() -> bool:
+    """Whether ``mx.autograd`` is recording (NDArray methods then run operators)."""
+    tape = _TAPE[0]
+    return tape is not None and tape.STATE.recording
+
+
 def _invoke(op_name, args, kwargs):
     return _ENGINE[0](op_name, args, kwargs)
 
@@ -107,6 +124,8 @@ def _binary(name, mx_fn, reverse=False):
         if not mxnet_caller():
             return torch_op(self, other)
         other = _operand(self, other, f"NDArray.{name}")
+        if recording():
+            return _TAPE[0].binary(name, self, other)
         with _DISABLED():
             res = mx_fn(other, self) if reverse else mx_fn(self, other)
         return _like(res, self)
@@ -140,6 +159,8 @@ def _inplace(name, mx_fn):
         if not mxnet_caller():
             return torch_op(self, other)
         other = _operand(self, other, f"NDArray.{name}")
+        if recording():
+            _TAPE[0].refuse_inplace(name, self)
         with _DISABLED():
             self.copy_(mx_fn(self, other))
         return self
