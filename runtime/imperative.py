@@ -55,7 +55,11 @@ class _Call:
         sym = one_op_symbol(op_name, input_names, attr_args, attrs)
         arg_names = sym.list_arguments()
         aux_names = sym.list_auxiliary_states()
-        given = dict(zip(input_names, tensors))
+        # arrays of the executor's own: it binds contiguous NDArrays as they are, and
+        # later calls copy their inputs into the bound arrays
+        with torch.no_grad():
+            given = {n: t.detach().clone(memory_format=torch.contiguous_format)
+                     for n, t in zip(input_names, tensors)}
         missing = [n for n in arg_names if n not in given]
         if missing:
             raise MXNetError(f"{op_name}: missing input(s) {missing}; the operator takes "

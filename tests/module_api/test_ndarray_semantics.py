@@ -191,3 +191,13 @@ def test_an_operator_reads_an_array_with_a_gradient_attached():
     x.attach_grad()
     assert vals(mx.nd.relu(x)) == [0.0, 2.0]
     assert vals(x * 2) == [-2.0, 4.0]
+
+
+def test_an_operator_never_writes_into_its_inputs():
+    """The engine binds its own arrays: a later call of the same signature must not
+    write into the arrays of the first."""
+    a, b = mx.nd.array([1.0, 2.0, 3.0]), mx.nd.array([5.0, 6.0, 7.0])
+    assert vals(mx.nd.relu(a)) == [1.0, 2.0, 3.0]
+    assert vals(mx.nd.relu(b)) == [5.0, 6.0, 7.0]
+    assert vals(a) == [1.0, 2.0, 3.0] and vals(b) == [5.0, 6.0, 7.0]
+    assert vals(a.sum()) == [6.0] and vals(b.sum()) == [18.0] and vals(a) == [1.0, 2.0, 3.0]
