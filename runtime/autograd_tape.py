@@ -116,6 +116,11 @@ def _is_var(arr):
     return isinstance(arr, torch.Tensor) and getattr(arr, "_ag_req", "null") != "null"
 
 
+def tracked(arr) -> bool:
+    """Whether ``arr`` is on the tape: a marked variable or a recorded result."""
+    return _node(arr) is not None or _is_var(arr)
+
+
 def _entries_of(heads, check_freed=True):
     """The entries the heads depend on, latest first."""
     seen, stack = {}, [n[0] for n in map(_node, heads) if n is not None]
@@ -161,6 +166,14 @@ def run_backward(heads, head_grads, retain_graph):
         Keep the entries for another backward.
     """
     _check_heads(heads)
+    prev = set_recording(False)         # backward itself is not recorded
+    try:
+        return _run_backward(heads, head_grads, retain_graph)
+    finally:
+        set_recording(prev)
+
+
+def _run_backward(heads, head_grads, retain_graph):
     grads = {}
     for h, g in zip(heads, head_grads):
         g = torch.ones_like(h.as_subclass(torch.Tensor)) if g is None else \
@@ -349,7 +362,10 @@ class _GradCall:
         sym = one_op_symbol(e.op_name, e.names, e.attr_args, e.attrs)
         arg_names = sym.list_arguments()
         aux_names = sym.list_auxiliary_states()
-        given = dict(zip(e.names, tensors))
+        # copies: the executor binds (shares) what it is given, and later entries of this
+        # signature copy their inputs in
+        given = {n: t.detach().clone(memory_format=torch.contiguous_format)
+                 for n, t in zip(e.names, tensors)}
         req = {n: "write" if ndarray_mx.torch_dtype(given[n]).is_floating_point else "null"
                for n in arg_names}
         self.exe = Executor(sym, e.ctx, {n: given[n] for n in arg_names}, grad_req=req,

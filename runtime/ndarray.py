@@ -139,10 +139,10 @@ class NDArray(torch.Tensor):
         and ``shape=`` as in mxnet; torch's own callers get torch's reshape."""
         if not _mx.mxnet_caller():
             return torch.Tensor.reshape(self, *shape, **kwargs)
-        if not kwargs and _mx.plain_shape(shape) and not _mx.recording():
+        if not kwargs and _mx.plain_shape(shape) and not _mx.records(self):
             return torch.Tensor.reshape(self, *shape)
         out = _mx._reshape_shape(self.shape, shape, dict(kwargs))
-        if _mx.recording():
+        if _mx.records(self):
             return _mx._invoke("Reshape", (self,), {"shape": out})
         return torch.Tensor.reshape(self, out)
 
@@ -164,7 +164,7 @@ class NDArray(torch.Tensor):
 
     def __getitem__(self, key):
         flips = ()
-        if _mx.recording() and _mx.mxnet_caller():
+        if _mx.records(self) and _mx.mxnet_caller():
             return _mx._TAPE[0].getitem(self, key)
         if _mx.mxnet_caller():
             key, flips = _mx.normalize_key(key, self.shape)
@@ -187,13 +187,13 @@ class NDArray(torch.Tensor):
         return f"\n{self.asnumpy()}\n<{type(self).__name__} {shape} @{self.context}>"
 
     def __neg__(self):
-        if _mx.recording() and _mx.mxnet_caller():
+        if _mx.records(self) and _mx.mxnet_caller():
             return _mx._invoke("_mul_scalar", (self,), {"scalar": -1.0})
         return torch.Tensor.__neg__(self)
 
     @property
     def T(self):
-        if _mx.recording():
+        if _mx.records(self):
             return _mx._invoke("transpose", (self,), {})
         return self.t() if self.dim() == 2 else self.permute(*reversed(range(self.dim())))
 

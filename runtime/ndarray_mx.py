@@ -83,6 +83,14 @@ def recording() -> bool:
     return tape is not None and tape.STATE.recording
 
 
+def records(*arrays) -> bool:
+    """Whether an NDArray method on ``arrays`` is recorded: ``mx.autograd`` records and
+    one of them is on the tape (a marked variable or a recorded result). Views of the
+    others stay torch's views (the executor's own ``reshape(-1)`` of bound arrays)."""
+    tape = _TAPE[0]
+    return tape is not None and tape.STATE.recording and any(map(tape.tracked, arrays))
+
+
 def _invoke(op_name, args, kwargs):
     return _ENGINE[0](op_name, args, kwargs)
 
@@ -124,7 +132,7 @@ def _binary(name, mx_fn, reverse=False):
         if not mxnet_caller():
             return torch_op(self, other)
         other = _operand(self, other, f"NDArray.{name}")
-        if recording():
+        if records(self, other):
             return _TAPE[0].binary(name, self, other)
         with _DISABLED():
             res = mx_fn(other, self) if reverse else mx_fn(self, other)
@@ -159,7 +167,7 @@ def _inplace(name, mx_fn):
         if not mxnet_caller():
             return torch_op(self, other)
         other = _operand(self, other, f"NDArray.{name}")
-        if recording():
+        if records(self, other):
             _TAPE[0].refuse_inplace(name, self)
         with _DISABLED():
             self.copy_(mx_fn(self, other))
