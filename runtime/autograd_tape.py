@@ -204,7 +204,7 @@ def write_grads(grads):
         dst = arr.grad
         with torch.no_grad():
             if arr._ag_req == "add":
-                dst.as_subclass(torch.Tensor).add_(g.to(dst.dtype))
+                dst.as_subclass(torch.Tensor).add_(g.to(ndarray_mx.torch_dtype(dst)))
             else:
                 dst.as_subclass(torch.Tensor).copy_(g)
 
