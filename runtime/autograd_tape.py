@@ -41,6 +41,16 @@ GRAD_CACHE_SIZE = 256
 _GRAD_CACHE: "collections.OrderedDict" = collections.OrderedDict()
 
 
+# ``runtime.imperative`` (which imports this module) registers how a call becomes a
+# one-operator Symbol, and its attribute key
+_ENGINE: dict = {}
+
+
+def register_engine(one_op_symbol, hashable) -> None:
+    """Give the tape ``imperative``'s ``one_op_symbol`` and ``_hashable``."""
+    _ENGINE.update(symbol=one_op_symbol, hashable=hashable)
+
+
 def set_recording(flag: bool) -> bool:
     """Set whether operators are recorded; return the previous value."""
     prev, STATE.recording = STATE.recording, bool(flag)
@@ -99,13 +109,7 @@ def record_call(op_name, names, tensors, attr_args, attrs, ctx, is_train, seed, 
     return entry
 
 
-def mark_variable(arr, grad, grad_req="write"):
-    """Make ``arr`` a variable whose gradient goes into ``grad`` per ``grad_req``."""
-    if grad_req not in ("write", "add", "null"):
-        raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
-    arr._ag_req = grad_req
-    arr.__dict__.pop("_ag_node", None)      # a variable is a leaf of later recordings
-    arr.grad = grad
+mark_variable = ndarray_mx.mark_variable
 
 
 def _node(arr):
@@ -221,7 +225,6 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
          train_mode=True):
     """Gradients of ``heads`` with respect to ``variables``, returned as new arrays
     (mxnet's ``autograd.grad``); the variables' ``grad`` are left alone."""
-    from .ndarray import _keep_ctx
     if create_graph:
         raise MXNetError("autograd.grad: create_graph=True (higher-order gradients) is not "
                          "supported: the backward pass is not recorded")
@@ -236,7 +239,7 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
     out = []
     for v in variables:
         g = grads.get(id(v), (None, torch.zeros_like(v.as_subclass(torch.Tensor))))[1]
-        out.append(_keep_ctx(g.clone(), v))
+        out.append(ndarray_mx._like(g.clone(), v))
     return out[0] if single else out
 
 
@@ -258,7 +261,7 @@ def get_symbol(x):
     """The recorded computation of ``x`` as a Symbol; arrays it read that no recorded
     operator made are Variables ``var0``, ``var1`` ... in the order first read."""
     from compiler.symbol import Variable, _make_op_function
-    from .imperative import REGISTRY
+    from compiler.ops import REGISTRY
     if _node(x) is None:
         raise MXNetError("get_symbol: the array was not computed under autograd.record()")
     made, names = {}, {}
@@ -358,8 +361,7 @@ class _GradCall:
         from compiler.symbol import is_mode_dependent
         from compiler.artifacts.compile import compile_symbol
         from .executor import Executor
-        from .imperative import one_op_symbol
-        sym = one_op_symbol(e.op_name, e.names, e.attr_args, e.attrs)
+        sym = _ENGINE["symbol"](e.op_name, e.names, e.attr_args, e.attrs)
         arg_names = sym.list_arguments()
         aux_names = sym.list_auxiliary_states()
         # copies: the executor binds (shares) what it is given, and later entries of this
@@ -405,7 +407,7 @@ def _entry_grads(e, ograds):
     """The gradients of entry ``e``'s inputs (None where an input has none)."""
     if e.custom is not None:
         return e.custom(e, ograds)
-    from .imperative import _hashable
+    _hashable = _ENGINE["hashable"]
     tensors = [t.detach() for t in e.inputs]
     key = (e.op_name, tuple(e.names), _hashable(e.attr_args),
            tuple(sorted((k, _hashable(v)) for k, v in e.attrs.items())),

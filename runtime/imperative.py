@@ -277,3 +277,4 @@ def cache_clear():
 
 
 ndarray_mx.register_engine(invoke)
+autograd_tape.register_engine(one_op_symbol, _hashable)

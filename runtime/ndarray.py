@@ -256,11 +256,10 @@ class NDArray(torch.Tensor):
     def attach_grad(self, grad_req="write", stype=None):
         """Give the array a gradient buffer (zeros, read as ``grad``) that
         ``mx.autograd`` writes (``grad_req='write'``) or adds to (``'add'``)."""
-        from . import autograd_tape
         check_stype(stype)
         with torch.no_grad():
             grad = _keep_ctx(torch.zeros_like(self.as_subclass(torch.Tensor)), self)
-        autograd_tape.mark_variable(self, grad, grad_req)
+        _mx.mark_variable(self, grad, grad_req)
 
     def detach(self):
         """The same values, cut from the ``mx.autograd`` graph (a new array)."""
@@ -268,9 +267,8 @@ class NDArray(torch.Tensor):
 
     def backward(self, out_grad=None, retain_graph=False, train_mode=True):
         """``mx.autograd.backward`` of this array (with ``out_grad`` as its gradient)."""
-        from . import autograd_tape
-        autograd_tape.backward([self], None if out_grad is None else [out_grad],
-                               retain_graph, train_mode)
+        _mx.backward([self], None if out_grad is None else [out_grad], retain_graph,
+                     train_mode)
 
     def copyto(self, other):
         """Copy into an NDArray (returns it) or onto a Context (returns a new array)."""

@@ -83,6 +83,25 @@ def recording() -> bool:
     return tape is not None and tape.STATE.recording
 
 
+def mark_variable(arr, grad, grad_req="write"):
+    """Make ``arr`` an ``mx.autograd`` variable whose gradient goes into ``grad`` per
+    ``grad_req`` (``write``, ``add`` or ``null``)."""
+    if grad_req not in ("write", "add", "null"):
+        from compiler.errors import MXNetError
+        raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
+    arr._ag_req = grad_req
+    arr.__dict__.pop("_ag_node", None)      # a variable is a leaf of later recordings
+    arr.grad = grad
+
+
+def backward(heads, head_grads, retain_graph, train_mode):
+    """``mx.autograd.backward`` through the registered tape."""
+    if _TAPE[0] is None:
+        from compiler.errors import MXNetError
+        raise MXNetError("backward: nothing was recorded (mx.autograd.record())")
+    _TAPE[0].backward(heads, head_grads, retain_graph, train_mode)
+
+
 def records(*arrays) -> bool:
     """Whether an NDArray method on ``arrays`` is recorded: ``mx.autograd`` records and
     one of them is on the tape (a marked variable or a recorded result). Views of the
