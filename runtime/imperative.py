@@ -4,10 +4,11 @@
 through the same compile path as a bound symbol: a one-operator Symbol is
 compiled for the inputs' shapes, dtypes and context target (``cpu``'s ATen
 code, ``interpret``'s Triton kernels, ``cuda:<arch>``), bound once by an
-:class:`~runtime.executor.Executor`, and kept in a small LRU cache. A call
-that hits the cache copies its inputs into the bound arrays, runs the bound
-launches and returns fresh copies of the outputs: a few microseconds of
-Python above the kernels themselves (``benchmarks/nd_call_cost.py``).
+:class:`~runtime.executor.Executor`, and kept in a cache of ``CACHE_SIZE``
+signatures (the oldest leaves first). A call that hits the cache copies its
+inputs into the bound arrays (the executor's own, never the caller's), runs the
+bound launches and returns fresh copies of the outputs: 15-50 us of Python above
+the kernels themselves, with the machine's load (``benchmarks/nd_call_cost.py``).
 
 The signature is mxnet's generated one: positional NDArray inputs (arguments,
 then auxiliary states), the attributes by keyword or, after the inputs, in
