@@ -48,7 +48,7 @@ def _hashable(v):
 
 class _Call:
     """One bound one-operator executor, reused while the signature repeats."""
-    __slots__ = ("exe", "prog", "launches", "dst", "outs", "ctx", "seeded", "fast")
+    __slots__ = ("exe", "prog", "launches", "dst", "outs", "ctx", "seeded", "fast", "aux_back")
 
     def __init__(self, op_name, input_names, tensors, attr_args, attrs, ctx, is_train=False):
         from compiler.artifacts.compile import compile_symbol
@@ -76,6 +76,11 @@ class _Call:
         bound = {**self.exe.arg_dict, **self.exe.aux_dict}
         self.dst = [bound[n].as_subclass(torch.Tensor) for n in input_names]
         self.outs = [o.as_subclass(torch.Tensor) for o in self.exe.outputs]
+        # training mode updates auxiliary states (BatchNorm's moving statistics): they go
+        # back into the caller's arrays, as mxnet's imperative call updates them in place
+        self.aux_back = [(i, bound[n].as_subclass(torch.Tensor))
+                         for i, n in enumerate(input_names) if n in self.exe.aux_dict] \
+            if is_train else []
         self.ctx = ctx
         self.seeded = self.prog.seed_buffer is not None
         self.fast = ctx.device_type == "cpu" and ctx.target == "cpu"
@@ -100,6 +105,10 @@ class _Call:
                     launcher.run_bound(self.launches)
         finally:
             del guard
+        if self.aux_back:
+            with torch.no_grad():
+                for i, src in self.aux_back:
+                    torch.Tensor.copy_(tensors[i], src)
         ctx = self.ctx
         return [_new(o.clone(), ctx) for o in self.outs]
 
