@@ -303,6 +303,11 @@ for _name in _mx.OPERATOR_METHODS:
         setattr(NDArray, _name, _mx._operator_method(_name, _name,
                                                     getattr(torch.Tensor, _name, None)))
 
+for _name, _op in _mx.RECORDED_METHODS.items():
+    if _name not in _mx.OPERATOR_METHODS:
+        setattr(NDArray, _name, _mx._recorded_method(
+            _name, _op, NDArray.__dict__.get(_name) or getattr(torch.Tensor, _name)))
+
 
 def _keep_ctx(t: torch.Tensor, like) -> NDArray:
     out = t.as_subclass(NDArray)

@@ -272,6 +272,34 @@ OPERATOR_METHODS = (
 )
 
 
+# NDArray methods torch has too (or NDArray defines as torch's) that run mxnet's
+# operator instead while ``mx.autograd`` records an array on the tape, so they are
+# recorded: method name -> registry operator
+_UNARY_METHODS = (
+    "abs", "sign", "round", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin",
+    "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp",
+    "expm1", "log", "log10", "log2", "log1p", "sqrt", "rsqrt", "square", "reciprocal",
+    "relu", "sigmoid", "softmax", "log_softmax", "transpose", "clip", "expand_dims",
+    "squeeze", "split", "repeat", "swapaxes", "flip")
+RECORDED_METHODS = {**{n: n for n in _UNARY_METHODS},
+                    "flatten": "Flatten", "astype": "Cast", "copy": "_copy"}
+
+
+def _recorded_method(name, op_name, original):
+    """``original`` (torch's or NDArray's method), or registry operator ``op_name`` with
+    mxnet's signature while an array on the tape is recorded."""
+    def method(self, *args, **kwargs):
+        if records(self) and mxnet_caller():
+            if name == "transpose" and args and all(isinstance(a, int) for a in args):
+                args = (tuple(args),)       # x.transpose(1, 0) as x.transpose((1, 0))
+            kwargs.pop("copy" if name == "astype" else "inplace", None)
+            return _invoke(op_name, (self,) + args, kwargs)
+        return original(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = getattr(original, "__doc__", None)
+    return method
+
+
 def _key_part(k):
     """An index part as torch takes it: NDArray / float indices become int64."""
     if isinstance(k, torch.Tensor) and not (torch_dtype(k) in (torch.bool, torch.int64)):
