@@ -22,6 +22,7 @@ import itertools
 import sys
 import threading
 
+import numpy as np
 import torch
 
 from compiler.errors import MXNetError
@@ -322,35 +323,56 @@ def refuse_inplace(name, arr):
 
 
 def getitem(arr, key):
-    """``arr[key]`` while recording: basic indexing as ``slice`` (+ ``Reshape`` for the
-    integer parts), one array index on the first axis as ``take``."""
+    """``arr[key]`` while recording: basic indexing (integers, slices with steps,
+    ``None``, ``...``) as ``slice`` + ``Reshape``; one index array (an NDArray or a
+    list) on the first axis as ``take``."""
     if isinstance(key, (torch.Tensor, list)) or hasattr(key, "__array__"):
         idx = key if isinstance(key, torch.Tensor) else \
             ndarray_mx._invoke("_copy", (torch.as_tensor(key, dtype=torch.float32),), {})
         return ndarray_mx._invoke("take", (arr, idx), {"axis": 0})
-    parts = list(key) if isinstance(key, tuple) else [key]
-    if any(p is None or p is Ellipsis or not isinstance(p, (int, slice)) for p in parts) or \
-            len(parts) > arr.dim():
-        raise MXNetError(f"indexing an array of shape {tuple(arr.shape)} with {key!r} inside "
-                         f"autograd.record(): only integers, slices and one index array "
-                         f"on the first axis are recorded")
-    begin, end, step, keep = [], [], [], []
-    for d, p in enumerate(parts):
+    parts = _expand_key(arr, key)
+    begin, end, step, shape = [], [], [], []
+    d = 0
+    for p in parts:
+        if p is None:
+            shape.append(1)
+            continue
         size = arr.shape[d]
-        if isinstance(p, int):
-            i = p + size if p < 0 else p
-            if not 0 <= i < size:
-                raise IndexError(f"index {p} is out of bounds for axis {d} with size {size}")
-            begin.append(i), end.append(i + 1), step.append(1)
-        else:
+        if isinstance(p, slice):
             begin.append(p.start), end.append(p.stop), step.append(p.step)
-            keep.append(d)
+            shape.append(len(range(*p.indices(size))))
+        else:
+            i = int(p) + size if int(p) < 0 else int(p)
+            if not 0 <= i < size:
+                raise IndexError(f"index {int(p)} is out of bounds for axis {d} with size "
+                                 f"{size}")
+            begin.append(i), end.append(i + 1), step.append(1)
+        d += 1
     out = ndarray_mx._invoke("slice", (arr,), {"begin": tuple(begin), "end": tuple(end),
-                                               "step": tuple(step)})
-    shape = [out.shape[d] for d in keep] + list(out.shape[len(parts):])
-    if len(shape) != out.dim():
+                                               "step": tuple(step)}) if begin else arr
+    shape += list(arr.shape[d:])
+    if tuple(shape) != tuple(out.shape):
         out = ndarray_mx._invoke("Reshape", (out,), {"shape": tuple(shape) or (1,)})
     return out
+
+
+def _expand_key(arr, key):
+    """The parts of a basic index, ``...`` spelled out as full slices."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    basic = (int, slice, type(None), type(Ellipsis), np.integer)
+    if not all(isinstance(p, basic) and not isinstance(p, bool) for p in parts) or \
+            sum(p is Ellipsis for p in parts) > 1:
+        raise MXNetError(f"indexing an array of shape {tuple(arr.shape)} with {key!r} inside "
+                         f"autograd.record(): integers, slices, None, one '...' and one "
+                         f"index array on the first axis are recorded")
+    real = sum(p is not None and p is not Ellipsis for p in parts)
+    if real > arr.dim():
+        raise IndexError(f"too many indices ({real}) for an array of shape "
+                         f"{tuple(arr.shape)}")
+    if Ellipsis in parts:
+        i = parts.index(Ellipsis)
+        parts[i:i + 1] = [slice(None)] * (arr.dim() - real)
+    return parts
 
 
 # ------------------------------------------------------------ one entry's gradients
