@@ -25,7 +25,7 @@ import torch
 from compiler.errors import MXNetError
 from compiler.ops import REGISTRY
 
-from . import launcher, ndarray_mx
+from . import autograd_tape, launcher, ndarray_mx
 from .context import Context, current_context, device_guard
 from .ndarray import NDArray
 
@@ -48,22 +48,12 @@ def _hashable(v):
 
 class _Call:
     """One bound one-operator executor, reused while the signature repeats."""
-    __slots__ = ("exe", "prog", "launches", "dst", "outs", "ctx", "seeded", "fast")
+    __slots__ = ("exe", "prog", "launches", "dst", "outs", "ctx", "seeded", "fast", "aux_back")
 
-    def __init__(self, op_name, input_names, tensors, attr_args, attrs, ctx):
-        from compiler.symbol import Variable, _make_op_function
+    def __init__(self, op_name, input_names, tensors, attr_args, attrs, ctx, is_train=False):
+        from compiler.artifacts.compile import compile_symbol
         from .executor import Executor
-        opdef = REGISTRY[op_name]
-        positional = [Variable(n) for n in input_names if n.startswith("_in")]
-        by_name = {n: Variable(n) for n in input_names if not n.startswith("_in")}
-        if attr_args:       # attributes after the inputs, in their declared order
-            slots = [a.name for a in opdef.attrs]
-            twice = [k for k in slots[:len(attr_args)] if k in attrs]
-            if twice or len(attr_args) > len(slots):
-                raise MXNetError(f"{op_name}: positional attributes {attr_args} do not fit "
-                                 f"its attributes {slots} (given twice: {twice})")
-            attrs = {**dict(zip(slots, attr_args)), **attrs}
-        sym = _make_op_function(op_name)(*positional, name=_NODE, **by_name, **attrs)
+        sym = one_op_symbol(op_name, input_names, attr_args, attrs)
         arg_names = sym.list_arguments()
         aux_names = sym.list_auxiliary_states()
         # arrays of the executor's own: it binds contiguous NDArrays as they are, and
@@ -78,10 +68,19 @@ class _Call:
         self.exe = Executor(sym, ctx, {n: given[n] for n in arg_names}, grad_req="null",
                             aux_states={n: given[n] for n in aux_names if n in given})
         self.prog = self.exe._infer_prog
+        if is_train:
+            # training mode (mx.autograd.train_mode): Dropout draws its mask
+            self.prog = compile_symbol(sym, self.exe._input_shapes, False, {}, True,
+                                       ctx.target, self.exe._dtypes)
         self.launches = self.exe._launches(self.prog, "fwd")
         bound = {**self.exe.arg_dict, **self.exe.aux_dict}
         self.dst = [bound[n].as_subclass(torch.Tensor) for n in input_names]
         self.outs = [o.as_subclass(torch.Tensor) for o in self.exe.outputs]
+        # training mode updates auxiliary states (BatchNorm's moving statistics): they go
+        # back into the caller's arrays, as mxnet's imperative call updates them in place
+        self.aux_back = [(i, bound[n].as_subclass(torch.Tensor))
+                         for i, n in enumerate(input_names) if n in self.exe.aux_dict] \
+            if is_train else []
         self.ctx = ctx
         self.seeded = self.prog.seed_buffer is not None
         self.fast = ctx.device_type == "cpu" and ctx.target == "cpu"
@@ -106,8 +105,37 @@ class _Call:
                     launcher.run_bound(self.launches)
         finally:
             del guard
+        if self.aux_back:
+            with torch.no_grad():
+                for i, src in self.aux_back:
+                    torch.Tensor.copy_(tensors[i], src)
         ctx = self.ctx
         return [_new(o.clone(), ctx) for o in self.outs]
+
+
+    def seed(self):
+        """The int32 bits of the seed the last run's random kernels read (None if none)."""
+        if not self.seeded:
+            return None
+        buf = self.exe._buffers_for(self.prog)[int(self.prog.seed_buffer)]
+        return int(buf.reshape(-1)[:1].view(torch.int32)[0])
+
+
+def one_op_symbol(op_name, input_names, attr_args, attrs):
+    """The one-operator Symbol of a call: inputs as Variables named as ``input_names``
+    (``_in<i>`` positional), attributes by keyword (``attr_args`` in declared order)."""
+    from compiler.symbol import Variable, _make_op_function
+    opdef = REGISTRY[op_name]
+    positional = [Variable(n) for n in input_names if n.startswith("_in")]
+    by_name = {n: Variable(n) for n in input_names if not n.startswith("_in")}
+    if attr_args:       # attributes after the inputs, in their declared order
+        slots = [a.name for a in opdef.attrs]
+        twice = [k for k in slots[:len(attr_args)] if k in attrs]
+        if twice or len(attr_args) > len(slots):
+            raise MXNetError(f"{op_name}: positional attributes {attr_args} do not fit "
+                             f"its attributes {slots} (given twice: {twice})")
+        attrs = {**dict(zip(slots, attr_args)), **attrs}
+    return _make_op_function(op_name)(*positional, name=_NODE, **by_name, **attrs)
 
 
 def _new(t, ctx):
@@ -207,21 +235,31 @@ def _invoke(opdef, op_name, args, kwargs):
         kwargs.pop("name", None)
     names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
     ctx = _context_of(opdef, tensors, attrs)
+    # the training flag matters to Dropout, BatchNorm ... only (mx.autograd.train_mode)
+    is_train = bool(opdef.mode_dependent) and autograd_tape.STATE.training
     key = (op_name, tuple(names), attr_args and _hashable(attr_args),
            tuple(sorted((k, _hashable(v)) for k, v in attrs.items())),
            tuple((_SHAPE(t), _DTYPE(t)) for t in tensors), ctx.device_type, ctx.device_id,
-           ctx.target)
+           ctx.target, is_train)
     call = _CACHE.get(key)
     if call is None:
-        call = _build(key, op_name, names, tensors, attr_args, attrs, ctx)
+        call = _build(key, op_name, names, tensors, attr_args, attrs, ctx, is_train)
     res = call.run(tensors)
+    if autograd_tape.STATE.recording:
+        if out is not None:     # the tape's outputs are the arrays the caller holds
+            out = _write_out(res, out, op_name)
+            res = list(out) if isinstance(out, (list, tuple)) else [out]
+        autograd_tape.record_call(op_name, names, tensors, attr_args, attrs, ctx, is_train,
+                                  call.seed(), res)
+        if out is not None:
+            return out
     if out is not None:
         return _write_out(res, out, op_name)
     return res[0] if len(res) == 1 else res
 
 
-def _build(key, op_name, names, tensors, attr_args, attrs, ctx):
-    call = _Call(op_name, names, tensors, attr_args, attrs, ctx)
+def _build(key, op_name, names, tensors, attr_args, attrs, ctx, is_train=False):
+    call = _Call(op_name, names, tensors, attr_args, attrs, ctx, is_train)
     with _LOCK:
         _CACHE[key] = call
         while len(_CACHE) > CACHE_SIZE:
@@ -249,3 +287,4 @@ def cache_clear():
 
 
 ndarray_mx.register_engine(invoke)
+autograd_tape.register_engine(one_op_symbol, _hashable)

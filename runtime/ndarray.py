@@ -143,9 +143,11 @@ class NDArray(torch.Tensor):
         and ``shape=`` as in mxnet; torch's own callers get torch's reshape."""
         if not _mx.mxnet_caller():
             return torch.Tensor.reshape(self, *shape, **kwargs)
-        if not kwargs and _mx.plain_shape(shape):
+        if not kwargs and _mx.plain_shape(shape) and not _mx.records(self):
             return torch.Tensor.reshape(self, *shape)
         out = _mx._reshape_shape(self.shape, shape, dict(kwargs))
+        if _mx.records(self):
+            return _mx._invoke("Reshape", (self,), {"shape": out})
         return torch.Tensor.reshape(self, out)
 
     sum = _mx._reduction("sum", "sum")
@@ -166,6 +168,8 @@ class NDArray(torch.Tensor):
 
     def __getitem__(self, key):
         flips = ()
+        if _mx.records(self) and _mx.mxnet_caller():
+            return _mx._TAPE[0].getitem(self, key)
         if _mx.mxnet_caller():
             key, flips = _mx.normalize_key(key, self.shape)
         out = super().__getitem__(key)
@@ -186,8 +190,15 @@ class NDArray(torch.Tensor):
         shape = "x".join(str(d) for d in self.shape)
         return f"\n{self.asnumpy()}\n<{type(self).__name__} {shape} @{self.context}>"
 
+    def __neg__(self):
+        if _mx.records(self) and _mx.mxnet_caller():
+            return _mx._invoke("_mul_scalar", (self,), {"scalar": -1.0})
+        return torch.Tensor.__neg__(self)
+
     @property
     def T(self):
+        if _mx.records(self):
+            return _mx._invoke("transpose", (self,), {})
         return self.t() if self.dim() == 2 else self.permute(*reversed(range(self.dim())))
 
     def __setitem__(self, key, value):
@@ -249,11 +260,21 @@ class NDArray(torch.Tensor):
             torch.cuda.synchronize(self.device)
 
     def attach_grad(self, grad_req="write", stype=None):
-        """Give the array a gradient buffer (zeros, read as ``grad``)."""
+        """Give the array a gradient buffer (zeros, read as ``grad``) that
+        ``mx.autograd`` writes (``grad_req='write'``) or adds to (``'add'``)."""
         check_stype(stype)
-        self.requires_grad_(True)
         with torch.no_grad():
-            self.grad = _keep_ctx(torch.zeros_like(self.as_subclass(torch.Tensor)), self)
+            grad = _keep_ctx(torch.zeros_like(self.as_subclass(torch.Tensor)), self)
+        _mx.mark_variable(self, grad, grad_req)
+
+    def detach(self):
+        """The same values, cut from the ``mx.autograd`` graph (a new array)."""
+        return _keep_ctx(torch.Tensor.detach(self), self)
+
+    def backward(self, out_grad=None, retain_graph=False, train_mode=True):
+        """``mx.autograd.backward`` of this array (with ``out_grad`` as its gradient)."""
+        _mx.backward([self], None if out_grad is None else [out_grad], retain_graph,
+                     train_mode)
 
     def copyto(self, other):
         """Copy into an NDArray (returns it) or onto a Context (returns a new array)."""
@@ -290,6 +311,11 @@ for _name in _mx.OPERATOR_METHODS:
     if _name not in NDArray.__dict__:
         setattr(NDArray, _name, _mx._operator_method(_name, _name,
                                                     getattr(torch.Tensor, _name, None)))
+
+for _name, _op in _mx.RECORDED_METHODS.items():
+    if _name not in _mx.OPERATOR_METHODS:
+        setattr(NDArray, _name, _mx._recorded_method(
+            _name, _op, NDArray.__dict__.get(_name) or getattr(torch.Tensor, _name)))
 
 
 def _keep_ctx(t: torch.Tensor, like) -> NDArray:

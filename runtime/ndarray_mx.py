@@ -66,6 +66,50 @@ def register_engine(invoke) -> None:
     _ENGINE[:] = [invoke]
 
 
+# ``runtime.autograd_tape``, which registers itself: while it records, arithmetic,
+# ``reshape`` and indexing run registry operators, so the tape sees them
+_TAPE: list = [None]
+
+
+def register_recorder(tape) -> None:
+    """Make ``tape`` (with ``STATE.recording`` and ``binary``/``reshape``/``getitem``)
+    record NDArray's arithmetic and views while it records."""
+    _TAPE[0] = tape
+
+
+def recording() -> bool:
+    """Whether ``mx.autograd`` is recording (NDArray methods then run operators)."""
+    tape = _TAPE[0]
+    return tape is not None and tape.STATE.recording
+
+
+def mark_variable(arr, grad, grad_req="write"):
+    """Make ``arr`` an ``mx.autograd`` variable whose gradient goes into ``grad`` per
+    ``grad_req`` (``write``, ``add`` or ``null``)."""
+    if grad_req not in ("write", "add", "null"):
+        from compiler.errors import MXNetError
+        raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
+    arr._ag_req = grad_req
+    arr.__dict__.pop("_ag_node", None)      # a variable is a leaf of later recordings
+    arr.grad = grad
+
+
+def backward(heads, head_grads, retain_graph, train_mode):
+    """``mx.autograd.backward`` through the registered tape."""
+    if _TAPE[0] is None:
+        from compiler.errors import MXNetError
+        raise MXNetError("backward: nothing was recorded (mx.autograd.record())")
+    _TAPE[0].backward(heads, head_grads, retain_graph, train_mode)
+
+
+def records(*arrays) -> bool:
+    """Whether an NDArray method on ``arrays`` is recorded: ``mx.autograd`` records and
+    one of them is on the tape (a marked variable or a recorded result). Views of the
+    others stay torch's views (the executor's own ``reshape(-1)`` of bound arrays)."""
+    tape = _TAPE[0]
+    return tape is not None and tape.STATE.recording and any(map(tape.tracked, arrays))
+
+
 def _invoke(op_name, args, kwargs):
     return _ENGINE[0](op_name, args, kwargs)
 
@@ -110,6 +154,8 @@ def _binary(name, mx_fn, reverse=False):
                 not isinstance(other, torch.Tensor):
             return NotImplemented      # a sparse array's reflected method computes it
         other = _operand(self, other, f"NDArray.{name}")
+        if records(self, other):
+            return _TAPE[0].binary(name, self, other)
         with _DISABLED():
             res = mx_fn(other, self) if reverse else mx_fn(self, other)
         return _like(res, self)
@@ -146,6 +192,8 @@ def _inplace(name, mx_fn):
                 not isinstance(other, torch.Tensor):
             return NotImplemented      # a sparse array's reflected method computes it
         other = _operand(self, other, f"NDArray.{name}")
+        if records(self, other):
+            _TAPE[0].refuse_inplace(name, self)
         with _DISABLED():
             self.copy_(mx_fn(self, other))
         return self
@@ -228,6 +276,34 @@ OPERATOR_METHODS = (
     "zeros_like", "pad", "pick", "radians", "rcbrt", "reshape_like", "rint", "shape_array",
     "size_array", "slice_like", "softmin", "space_to_depth", "split_v2",
 )
+
+
+# NDArray methods torch has too (or NDArray defines as torch's) that run mxnet's
+# operator instead while ``mx.autograd`` records an array on the tape, so they are
+# recorded: method name -> registry operator
+_UNARY_METHODS = (
+    "abs", "sign", "round", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin",
+    "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp",
+    "expm1", "log", "log10", "log2", "log1p", "sqrt", "rsqrt", "square", "reciprocal",
+    "relu", "sigmoid", "softmax", "log_softmax", "transpose", "clip", "expand_dims",
+    "squeeze", "split", "repeat", "swapaxes", "flip")
+RECORDED_METHODS = {**{n: n for n in _UNARY_METHODS},
+                    "flatten": "Flatten", "astype": "Cast", "copy": "_copy"}
+
+
+def _recorded_method(name, op_name, original):
+    """``original`` (torch's or NDArray's method), or registry operator ``op_name`` with
+    mxnet's signature while an array on the tape is recorded."""
+    def method(self, *args, **kwargs):
+        if records(self) and mxnet_caller():
+            if name == "transpose" and args and all(isinstance(a, int) for a in args):
+                args = (tuple(args),)       # x.transpose(1, 0) as x.transpose((1, 0))
+            kwargs.pop("copy" if name == "astype" else "inplace", None)
+            return _invoke(op_name, (self,) + args, kwargs)
+        return original(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = getattr(original, "__doc__", None)
+    return method
 
 
 def _key_part(k):
