@@ -684,13 +684,16 @@ class Symbol:
         out_nodes, row_ptr = [], [0]
         for n in nodes:
             entry = {"op": n.op, "name": n.name}
-            if n.attrs:
-                entry["attrs"] = {k: str(v) for k, v in n.attrs.items()}
+            attrs = {k: str(v) for k, v in n.attrs.items() if k != "subgraphs"}
+            if attrs:
+                entry["attrs"] = attrs
             ins = inputs_of(n)
             if n.op != "null" and n.opdef().input_order:
                 ins = _reorder_inputs(n.opdef(), n.opdef().parse_attrs(n.attrs, n.name), ins,
                                       to_mxnet=True)
             entry["inputs"] = [[index[id(s)], i, 0] for s, i in ins]
+            if n.op != "null" and "subgraphs" in n.attrs:   # control flow: mxnet's own field
+                entry["subgraphs"] = json.loads(n.attrs["subgraphs"])
             out_nodes.append(entry)
             row_ptr.append(row_ptr[-1] + n.num_outputs())
         doc = {
@@ -1039,6 +1042,8 @@ def _node_from_json(i, entry, nodes):
     if not isinstance(attrs, dict):
         raise MXNetError(f"symbol JSON node {i} ('{name}'): attrs must be an object")
     attrs = {str(k): _attr_from_json(v, i, name) for k, v in attrs.items()}
+    if entry.get("subgraphs"):      # control flow's bodies (ops/control_flow.py)
+        attrs["subgraphs"] = json.dumps(entry["subgraphs"])
     raw_inputs = entry.get("inputs", [])
     if not isinstance(raw_inputs, list):
         raise MXNetError(f"symbol JSON node {i} ('{name}'): inputs must be a list")
@@ -1269,6 +1274,8 @@ def _operator_namespace(namespace):
 
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
+from . import symbol_control_flow as _control_flow  # noqa: E402  (needs Symbol, _create)
+contrib.foreach = _control_flow.foreach
 
 
 def _scaled_update(op_name, scale_slot):

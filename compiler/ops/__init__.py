@@ -41,3 +41,4 @@ from . import optimizer_ops  # noqa: F401
 from . import optimizer_multi  # noqa: F401
 from . import spatial_more  # noqa: F401
 from . import deformable  # noqa: F401
+from . import control_flow  # noqa: F401

@@ -1,0 +1,296 @@
+"""mxnet 1.9.1's symbolic control flow (``src/operator/control_flow.cc``): ``_foreach``,
+``_while_loop`` and ``_cond``, each holding its body as subgraphs.
+
+A subgraph is kept in the node's ``subgraphs`` attribute as the JSON text of mxnet's
+list of subgraph symbols (``{"nodes", "arg_nodes", "node_row_ptr", "heads"}`` each);
+``symbol.py`` moves it to and from the JSON node's own ``subgraphs`` field, so files move
+both ways with mxnet. Subgraph input ``k`` is bound to an operator input by the
+``*_locs`` attributes, as mxnet binds them.
+
+Shapes are known at bind, so every operator is a ``Decompose``: the body is inlined
+once per step into the graph, where the steps fuse and differentiate as any ops.
+
+* ``_foreach``: inputs ``data..., states..., remain...``; subgraph inputs
+  ``in_data_locs``, ``in_state_locs``, ``remain_locs``. Step ``t`` sees ``data[t]``;
+  outputs are the per-step outputs stacked on a new first axis, then the last states.
+* ``_while_loop``: ``max_iterations`` steps are inlined with a running "still looping"
+  flag: a step's new loop variables are taken only while the flag holds (``where``),
+  and the flag is the condition of the variables so far. Step outputs past the last
+  taken step are zeros, as mxnet fills them (its outputs have ``max_iterations`` rows).
+* ``_cond``: both branches are computed and the result is selected by ``pred``
+  (mxnet's result where the branches have no side effects); the gradient of ``where``
+  flows only into the taken branch.
+"""
+from __future__ import annotations
+
+import functools
+import json
+
+import torch
+
+from .chain_rule import differentiate_node, sum_refs
+from .registry import (Attr, Decompose, OpDef, ShapeError, get_op, parse_count, parse_int,
+                       parse_shape, parse_str, register)
+
+
+# -- subgraphs -------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def subgraphs(text: str) -> tuple:
+    """The subgraph documents held in a ``subgraphs`` attribute (parsed once per text)."""
+    docs = json.loads(text)
+    if not isinstance(docs, list) or not all(isinstance(d, dict) and "nodes" in d
+                                              and "heads" in d for d in docs):
+        raise ValueError("subgraphs must be a list of symbol JSON documents")
+    return tuple(docs)
+
+
+def subgraph_inputs(doc) -> list:
+    """Indices of a subgraph's variable nodes in ``list_inputs`` order (DFS from heads)."""
+    nodes, order, seen = doc["nodes"], [], set()
+
+    def visit(i):
+        stack = [(i, 0)]
+        while stack:
+            k, j = stack.pop()
+            if j == 0 and k in seen:
+                continue
+            ins = nodes[k].get("inputs", [])
+            if j < len(ins):
+                stack.append((k, j + 1))
+                if ins[j][0] not in seen:
+                    stack.append((ins[j][0], 0))
+            elif k not in seen:
+                seen.add(k)
+                order.append(k)
+    for h in doc["heads"]:
+        visit(h[0])
+    return [k for k in order if nodes[k]["op"] == "null"]
+
+
+def _node_attrs(node) -> dict:
+    attrs = dict(node.get("attrs", node.get("attr", node.get("param", {}))) or {})
+    if node.get("subgraphs"):
+        attrs["subgraphs"] = json.dumps(node["subgraphs"])
+    return attrs
+
+
+def _ordered(opdef, attrs, name, ins):
+    """A JSON node's inputs (mxnet's order) in the registry's order (arguments, aux)."""
+    if not opdef.input_order:
+        return ins
+    parsed = opdef.parse_attrs(attrs, name)
+    by_name = dict(zip(opdef.list_inputs(parsed), ins))
+    return [by_name[n] for n in opdef.list_arguments(parsed) + opdef.list_aux(parsed)]
+
+
+def inline(b, doc, inputs) -> list:
+    """Build a subgraph's ops with ``b``; ``inputs``: Refs in ``list_inputs`` order.
+    Returns the Refs of its heads."""
+    vals = {}
+    for k, ref in zip(subgraph_inputs(doc), inputs):
+        vals[(k, 0)] = ref
+    for k, node in enumerate(doc["nodes"]):
+        if node["op"] == "null":
+            continue
+        attrs = _node_attrs(node)
+        opdef = get_op(node["op"], node["name"])
+        ins = _ordered(opdef, attrs, node["name"], [vals[(e[0], e[1])] for e in node["inputs"]])
+        out = b.op(node["op"], *ins, **attrs)
+        for i, r in enumerate(out if isinstance(out, list) else [out]):
+            vals[(k, i)] = r
+    return [vals[(h[0], h[1])] for h in doc["heads"]]
+
+
+def evaluate(doc, inputs, is_train) -> list:
+    """Run a subgraph with each operator's torch reference (the oracle)."""
+    vals = {}
+    for k, t in zip(subgraph_inputs(doc), inputs):
+        vals[(k, 0)] = t
+    for k, node in enumerate(doc["nodes"]):
+        if node["op"] == "null":
+            continue
+        attrs = _node_attrs(node)
+        opdef = get_op(node["op"], node["name"])
+        ins = _ordered(opdef, attrs, node["name"], [vals[(e[0], e[1])] for e in node["inputs"]])
+        outs = opdef.reference(opdef.parse_attrs(attrs, node["name"]), ins, is_train)
+        for i, r in enumerate(outs):
+            vals[(k, i)] = r
+    return [vals[(h[0], h[1])] for h in doc["heads"]]
+
+
+def infer_subgraph(doc, shapes, dtypes=None):
+    """Shapes (and dtypes) through a subgraph from its input shapes (None: unknown).
+
+    Returns ``(input shapes, head shapes, head dtypes)``, input shapes completed where an
+    operator fixes them (a FullyConnected weight the body owns)."""
+    from ..frontend.graph import Builder, Graph
+    graph = Graph()
+    refs = []
+    dtypes = dtypes or [None] * len(shapes)
+    for k, (s, t) in enumerate(zip(shapes, dtypes)):
+        n = graph.add_node("null", f"in{k}", role="arg")
+        d = graph.node(n)
+        d["shapes"] = None if s is None else [tuple(s)]
+        d["dtypes"] = [t or "float32"]
+        refs.append((n, 0))
+    b = Builder(graph, "fwd", "subgraph")
+    heads = inline(b, doc, [b.ref(r) for r in refs])
+    ins = [None if graph.node(n)["shapes"] is None else graph.node(n)["shapes"][0]
+           for n, _ in refs]
+    return ins, [h.shape for h in heads], [h.dtype for h in heads]
+
+
+def _safe_infer(name, doc, shapes, dtypes=None):
+    try:
+        return infer_subgraph(doc, shapes, dtypes)
+    except (KeyError, IndexError, TypeError) as exc:
+        raise ShapeError(f"{name}: the subgraph is malformed ({exc!r})") from None
+
+
+def _locs(v):
+    return tuple(parse_shape(v))
+
+
+def differentiate_built(b, n, build):
+    """Rebuild a node's decomposition with ``build(b)`` (its output Refs) and differentiate
+    it op by op, as RNN's gradient does; the input gradients (zeros where none flows)."""
+    graph = b.graph
+    before = set(graph.g.nodes)
+    phase, b.phase = b.phase, "fwd"   # the forward's own ops: simplify merges them
+    try:
+        outs = build(b)
+    finally:
+        b.phase = phase
+    built = sorted(set(graph.g.nodes) - before)
+    contributions = {}
+    for ref, og in zip(outs, n.ograds):
+        contributions.setdefault(tuple(ref.entry), []).append(og)
+    for node in reversed(built):
+        differentiate_node(graph, b, node, contributions)
+    grads, seen = [], set()
+    for ref in n.inputs:
+        e = tuple(ref.entry)
+        g = None if e in seen else sum_refs(b, contributions.get(e, []))
+        if g is None and e not in seen:
+            g = b.zeros_like(ref)
+        seen.add(e)
+        grads.append(g)
+    return grads
+
+
+def _output_names(attrs):
+    k = attrs["num_outputs"]
+    return ["output"] if k == 1 else [f"output{i}" for i in range(k)]
+
+
+# -- _foreach --------------------------------------------------------------------------------
+
+def _fe_split(attrs):
+    nd, ns = len(attrs["in_data_locs"]), len(attrs["in_state_locs"])
+    return nd, ns
+
+
+def _fe_sub_order(attrs):
+    """Subgraph input position of each operator input (data, states, remain)."""
+    return list(attrs["in_data_locs"]) + list(attrs["in_state_locs"]) + list(attrs["remain_locs"])
+
+
+def _fe_to_sub(attrs, values):
+    order = _fe_sub_order(attrs)
+    out = [None] * len(order)
+    for pos, v in zip(order, values):
+        out[pos] = v
+    return out
+
+
+def _fe_check(attrs, name, in_shapes):
+    nd, _ = _fe_split(attrs)
+    if len(_fe_sub_order(attrs)) != attrs["num_args"] - 1:
+        raise ShapeError(f"{name}: num_args={attrs['num_args']} does not match "
+                         f"{len(_fe_sub_order(attrs))} located subgraph inputs plus the subgraph")
+    lens = {s[0] for s in in_shapes[:nd] if s is not None}
+    if any(s is not None and len(s) < 2 for s in in_shapes[:nd]):
+        # mxnet 1.x slices a 1-D input into a shape of no dims, which it reads as unknown
+        raise ShapeError(f"{name}: data inputs must have at least two dims, got "
+                         f"{in_shapes[:nd]}")
+    if len(lens) > 1:
+        raise ShapeError(f"{name}: data inputs have different lengths {in_shapes[:nd]}")
+    return lens.pop() if lens else None
+
+
+def _fe_shape(attrs, in_shapes):
+    nd, ns = _fe_split(attrs)
+    steps = _fe_check(attrs, "_foreach", in_shapes)
+    step_in = [None if s is None else tuple(s[1:]) for s in in_shapes[:nd]] + in_shapes[nd:]
+    doc = subgraphs(attrs["subgraphs"])[0]
+    sub_in, outs, _ = _safe_infer("_foreach", doc, _fe_to_sub(attrs, step_in))
+    order = _fe_sub_order(attrs)
+    new_in = list(in_shapes[:nd]) + [sub_in[p] for p in order[nd:]]
+    nod = attrs["num_out_data"]
+    for i in range(ns):
+        got, want = outs[nod + i], new_in[nd + i]
+        if got is not None and want is not None and tuple(got) != tuple(want):
+            raise ShapeError(f"_foreach: state {i} enters the body as {tuple(want)} and leaves "
+                             f"it as {tuple(got)}")
+    data_out = [None if s is None or steps is None else (steps,) + tuple(s) for s in outs[:nod]]
+    return new_in, data_out + list(outs[nod:])
+
+
+def _fe_type(attrs, in_types):
+    nd, _ = _fe_split(attrs)
+    doc = subgraphs(attrs["subgraphs"])[0]
+    sub = _fe_to_sub(attrs, list(in_types))
+    shapes = [None] * len(sub)
+    try:
+        _, _, out_types = infer_subgraph(doc, shapes, sub)
+    except Exception:   # shapes unknown here: the dtypes of the first known input
+        known = [t for t in in_types if t is not None]
+        out_types = [known[0] if known else None] * attrs["num_outputs"]
+    return list(in_types), list(out_types)
+
+
+def _fe_ref(attrs, ins, is_train):
+    nd, ns = _fe_split(attrs)
+    doc = subgraphs(attrs["subgraphs"])[0]
+    states, rest = list(ins[nd:nd + ns]), list(ins[nd + ns:])
+    outs = []
+    for t in range(ins[0].shape[0]):
+        res = evaluate(doc, _fe_to_sub(attrs, [x[t] for x in ins[:nd]] + states + rest),
+                       is_train)
+        outs.append(res[:attrs["num_out_data"]])
+        states = res[attrs["num_out_data"]:]
+    stacked = [torch.stack([o[i] for o in outs]) for i in range(attrs["num_out_data"])]
+    return stacked + states
+
+
+def _fe_unroll(b, n):
+    nd, ns = _fe_split(n.attrs)
+    doc = subgraphs(n.attrs["subgraphs"])[0]
+    nod = n.attrs["num_out_data"]
+    steps = n.in_shapes[0][0]
+    states, rest = list(n.inputs[nd:nd + ns]), list(n.inputs[nd + ns:])
+    outs = []
+    for t in range(steps):
+        xs = [b.op("Reshape", b.op("slice_axis", x, axis=0, begin=t, end=t + 1),
+                   shape=tuple(s[1:])) for x, s in zip(n.inputs[:nd], n.in_shapes)]
+        res = inline(b, doc, _fe_to_sub(n.attrs, xs + states + rest))
+        outs.append(res[:nod])
+        states = res[nod:]
+    stacked = [b.op("stack", *[o[i] for o in outs], axis=0, num_args=steps) for i in range(nod)]
+    return stacked + states
+
+
+_FE_ATTRS = [Attr("num_args", parse_count), Attr("num_outputs", parse_count),
+             Attr("num_out_data", parse_count), Attr("in_state_locs", _locs),
+             Attr("in_data_locs", _locs), Attr("remain_locs", _locs),
+             Attr("subgraphs", parse_str)]
+
+register(OpDef(
+    name="_foreach", pattern="composite",
+    lowering=Decompose(lambda b, n, is_train: _fe_unroll(b, n)),
+    arguments=lambda attrs: [f"data{i}" for i in range(attrs["num_args"] - 1)],
+    outputs=_output_names, attrs=_FE_ATTRS, infer_shape=_fe_shape, infer_type=_fe_type,
+    reference=_fe_ref, gradient=lambda b, n: differentiate_built(b, n, lambda b2: _fe_unroll(b2, n)),
+    doc="A for loop over the first axis of its data with the body subgraph; "
+        "outputs the stacked step outputs and the last states (mx.sym.contrib.foreach)."))
