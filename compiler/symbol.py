@@ -446,10 +446,13 @@ class Symbol:
     def _binary(self, other, op, scalar_op, reverse=False):
         if isinstance(other, Symbol):
             lhs, rhs = (other, self) if reverse else (self, other)
-            return _create(op, [lhs, rhs], {}, None, hint=_HINTS[op])
+            return _create(op, [lhs, rhs], {}, None, hint=_HINTS.get(op, op))
         if isinstance(other, (int, float, np.number)):
-            return _create(scalar_op, [self], {"scalar": float(other)}, None,
-                           hint=_HINTS[scalar_op])
+            # mxnet writes the number as given (``x * 2``: scalar "2") and names the node
+            # after its function (``_lesser_scalar0``)
+            scalar = other if type(other) is int else float(other)
+            return _create(scalar_op, [self], {"scalar": scalar}, None,
+                           hint=_HINTS.get(scalar_op, scalar_op))
         return NotImplemented
 
     def __add__(self, o): return self._binary(o, "elemwise_add", "_plus_scalar")
@@ -1275,7 +1278,8 @@ def _operator_namespace(namespace):
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
 from . import symbol_control_flow as _control_flow  # noqa: E402  (needs Symbol, _create)
-contrib.foreach = _control_flow.foreach
+contrib.foreach, contrib.while_loop, contrib.cond = (
+    _control_flow.foreach, _control_flow.while_loop, _control_flow.cond)
 
 
 def _scaled_update(op_name, scale_slot):

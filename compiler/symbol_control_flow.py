@@ -70,15 +70,17 @@ def _identity(s):
     return _create("_copy", [s], {}, None, hint="identity")
 
 
-def _construct_subgraph(outs, states, name):
+def _construct_subgraph(outs, states, name, apart=True):
     """The body's outputs then states as one group, with an ``identity`` where one is an
-    input, comes from outside the body, or repeats an output (as mxnet)."""
+    input, comes from outside the body, or (``apart``: foreach) repeats an output, as
+    mxnet builds them."""
     inputs = set(Group(outs + states).list_inputs())
     out_names = {o.name for o in outs}
     flat = [(_identity(o) if o.name in inputs or not _in_subgraph(o, name) else o)
             for o in outs]
     flat += [(_identity(s) if s.name in inputs or s.name in out_names
-              or not _in_subgraph(s, name) else s) for s in states]
+              or (apart and s.name in out_names) or not _in_subgraph(s, name) else s)
+             for s in states]
     return Group(flat)
 
 
@@ -178,3 +180,149 @@ def foreach(body, data, init_states, name="foreach"):
     outs, _ = _regroup([ret[i] for i in range(len(sym_out))], out_fmt)
     finals, _ = _regroup([ret[len(sym_out) + i] for i in range(len(sym_states))], state_fmt)
     return outs, finals
+
+
+def _traced(flat_vars, trace, name):
+    """Run ``trace(new_vars) -> (outputs, states, out_fmt)`` in a fresh subgraph scope on
+    variables named after ``flat_vars``; the subgraph cut, its outside entries, counts."""
+    name = _unique_subgraph_name(name)
+    with _attribute.AttrScope(subgraph_name=name):
+        outs, states, fmt = trace([Variable(_uniq_name(s)) for s in flat_vars])
+        g = _construct_subgraph(outs, states, name, apart=False)
+    g, cut = _cut_subgraph(g, name)
+    names = g.list_inputs()
+    if len(set(names)) != len(names):
+        raise MXNetError(f"the inputs of the subgraph don't have unique names: {names}")
+    return g, cut, len(outs), len(outs) + len(states), fmt
+
+
+def _union_inputs(graphs, named, by_name):
+    """The operator's inputs for several subgraphs and each subgraph's locations in them.
+
+    ``named``: loop variables by their in-body name (shared by every subgraph);
+    ``by_name``: an outside variable already taken is reused by name (``cond``)."""
+    inputs, locs, where = [], [], {}
+    for g, cut in graphs:
+        got = _outer_inputs(g, cut, named)
+        here = []
+        for in_name, s in zip(g.list_inputs(), got):
+            prior = {x.name: x for x in inputs} if by_name else {}
+            s = prior.get(in_name, s)
+            if id(s) not in where:
+                where[id(s)] = len(inputs)
+                inputs.append(s)
+            here.append(where[id(s)])
+        locs.append(here)
+    return inputs, locs
+
+
+def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
+    """Run ``func`` while ``cond`` holds, at most ``max_iterations`` times
+    (``mx.sym.contrib.while_loop``).
+
+    Parameters
+    ----------
+    cond : callable
+        ``cond(*loop_vars) -> Symbol`` of one element; the loop stops where it is zero.
+    func : callable
+        ``func(*loop_vars) -> (step_output, new_loop_vars)``; Symbols or nested lists.
+    loop_vars : Symbol or nested list of Symbols
+    max_iterations : int
+        The most steps taken; the step outputs have this many rows.
+    name : str
+
+    Returns
+    -------
+    outputs, loop_vars
+        The step outputs stacked (rows past the last step are zeros; mxnet leaves them
+        unwritten), and the final loop variables.
+    """
+    if max_iterations is None:
+        raise ValueError("max_iterations should be specified")
+    max_iterations = int(max_iterations)
+    flat_vars, var_fmt = _flatten(loop_vars, "while loop_vars")
+    if not flat_vars:
+        raise ValueError("loop_vars should contain at least one element")
+
+    def trace_cond(new_vars):
+        result = cond(*_regroup(new_vars, var_fmt)[0])
+        if not isinstance(result, Symbol):
+            raise ValueError("Return of cond must be a Symbol")
+        return [], [result], None
+
+    def trace_func(new_vars):
+        step, new = func(*_regroup(new_vars, var_fmt)[0])
+        step, out_fmt = _flatten(list(step) if isinstance(step, tuple) else
+                                 ([] if step is None else step), "while output")
+        new, _ = _flatten(list(new) if isinstance(new, tuple) else
+                          ([] if new is None else new), "while loop_vars")
+        if len(new) != len(flat_vars):
+            raise ValueError("The number of loop_vars should be consistent during the loop")
+        return step, new, out_fmt
+
+    cond_g, cond_cut, _, n_cond, _ = _traced(flat_vars, trace_cond, name + "_cond")
+    if n_cond != 1:
+        raise ValueError("cond must return one Symbol")
+    func_g, func_cut, nod, nout, out_fmt = _traced(flat_vars, trace_func, name + "_func")
+    named = {_uniq_name(s): s for s in flat_vars}
+    inputs, (cond_locs, func_locs) = _union_inputs(
+        [(cond_g, cond_cut), (func_g, func_cut)], named, by_name=False)
+    func_names = func_g.list_inputs()
+    var_locs = [func_names.index(_uniq_name(s)) if _uniq_name(s) in func_names else -1
+                for s in flat_vars]
+    for i, loc in enumerate(var_locs, 1):
+        if loc == -1:
+            raise ValueError(f"The {i}-th loop_var doesn't involve into the computation")
+    ret = _create("_while_loop", inputs, {
+        "num_args": len(inputs) + 2, "num_outputs": nout, "num_out_data": nod,
+        "max_iterations": max_iterations, "cond_input_locs": str(cond_locs),
+        "func_input_locs": str(func_locs), "func_var_locs": str(var_locs),
+        "subgraphs": json.dumps([_subgraph_json(cond_g), _subgraph_json(func_g)])},
+        None, hint="_while_loop")
+    outs, _ = _regroup([ret[i] for i in range(nod)], out_fmt)
+    finals, _ = _regroup([ret[i] for i in range(nod, nout)], var_fmt)
+    return outs, finals
+
+
+def cond(pred, then_func, else_func, name="cond"):
+    """``then_func()`` where ``pred`` is nonzero, else ``else_func()``
+    (``mx.sym.contrib.cond``).
+
+    Both branches are computed and the result selected (mxnet's result for branches
+    without side effects); gradients flow only into the branch taken.
+
+    Parameters
+    ----------
+    pred : Symbol
+        One element.
+    then_func, else_func : callable
+        ``() -> Symbol or nested list of Symbols``, of the same shapes and dtypes.
+    name : str
+
+    Returns
+    -------
+    Symbol or nested list of Symbols
+    """
+    def branch(fn, tag):
+        def trace(_):
+            outs, fmt = _flatten(fn(), "cond outputs")
+            return [], outs, fmt
+        return _traced([], trace, name + tag)
+
+    cond_g, cond_cut, _, n_pred, _ = branch(lambda: pred, "_pred")
+    if n_pred != 1:
+        raise ValueError("pred should always be a single output")
+    then_g, then_cut, _, n_then, then_fmt = branch(then_func, "_then")
+    else_g, else_cut, _, n_else, _ = branch(else_func, "_else")
+    if n_then != n_else:
+        raise ValueError("Number of outputs differs between then-branch and else-branch")
+    inputs, (c_locs, t_locs, e_locs) = _union_inputs(
+        [(cond_g, cond_cut), (then_g, then_cut), (else_g, else_cut)], {}, by_name=True)
+    ret = _create("_cond", inputs, {
+        "num_args": len(inputs) + 3, "num_outputs": n_then,
+        "cond_input_locs": str(c_locs), "then_input_locs": str(t_locs),
+        "else_input_locs": str(e_locs),
+        "subgraphs": json.dumps([_subgraph_json(g) for g in (cond_g, then_g, else_g)])},
+        None, hint="_cond")
+    outs, _ = _regroup([ret[i] for i in range(n_then)], then_fmt)
+    return outs

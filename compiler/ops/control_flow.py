@@ -294,3 +294,197 @@ register(OpDef(
     reference=_fe_ref, gradient=lambda b, n: differentiate_built(b, n, lambda b2: _fe_unroll(b2, n)),
     doc="A for loop over the first axis of its data with the body subgraph; "
         "outputs the stacked step outputs and the last states (mx.sym.contrib.foreach)."))
+
+
+# -- _while_loop -----------------------------------------------------------------------------
+
+# Every step up to max_iterations is inlined (the trip count is data): a bound on the
+# graph that makes.
+MAX_UNROLL = 4096
+
+
+def _wl_docs(attrs):
+    docs = subgraphs(attrs["subgraphs"])
+    if len(docs) != 2:
+        raise ShapeError(f"_while_loop: needs 2 subgraphs (cond, func), got {len(docs)}")
+    return docs
+
+
+def _wl_var_inputs(attrs):
+    """The operator input each loop variable starts from (and is replaced in)."""
+    return [attrs["func_input_locs"][k] for k in attrs["func_var_locs"]]
+
+
+def _wl_shape(attrs, in_shapes):
+    if attrs["max_iterations"] > MAX_UNROLL:
+        raise ShapeError(f"_while_loop: max_iterations={attrs['max_iterations']} is more "
+                         f"than the {MAX_UNROLL} steps symtriton inlines")
+    cond_doc, func_doc = _wl_docs(attrs)
+    fin = [in_shapes[k] for k in attrs["func_input_locs"]]
+    sub_in, outs, _ = _safe_infer("_while_loop", func_doc, fin)
+    new_in = list(in_shapes)
+    for k, s in zip(attrs["func_input_locs"], sub_in):
+        new_in[k] = new_in[k] if new_in[k] is not None else s
+    _safe_infer("_while_loop", cond_doc, [new_in[k] for k in attrs["cond_input_locs"]])
+    nod = attrs["num_out_data"]
+    for j, k in enumerate(_wl_var_inputs(attrs)):
+        got = outs[nod + j]
+        if got is not None and new_in[k] is not None and tuple(got) != tuple(new_in[k]):
+            raise ShapeError(f"_while_loop: loop_var {j} enters func as {tuple(new_in[k])} "
+                             f"and leaves it as {tuple(got)}")
+    data = [None if s is None else (attrs["max_iterations"],) + tuple(s) for s in outs[:nod]]
+    return new_in, data + [new_in[k] for k in _wl_var_inputs(attrs)]
+
+
+def _wl_type(attrs, in_types):
+    _, func_doc = _wl_docs(attrs)
+    sub = [in_types[k] for k in attrs["func_input_locs"]]
+    try:
+        _, _, out_types = infer_subgraph(func_doc, [None] * len(sub), sub)
+    except Exception:
+        known = [t for t in in_types if t is not None]
+        out_types = [known[0] if known else None] * attrs["num_outputs"]
+    nod = attrs["num_out_data"]
+    return list(in_types), list(out_types[:nod]) + [in_types[k] for k in _wl_var_inputs(attrs)]
+
+
+def _wl_ref(attrs, ins, is_train):
+    cond_doc, func_doc = _wl_docs(attrs)
+    vals, nod, steps = list(ins), attrs["num_out_data"], []
+    for _ in range(attrs["max_iterations"]):
+        c = evaluate(cond_doc, [vals[k] for k in attrs["cond_input_locs"]], is_train)[0]
+        if not bool(c.reshape(-1)[0] != 0):
+            break
+        res = evaluate(func_doc, [vals[k] for k in attrs["func_input_locs"]], is_train)
+        steps.append(res[:nod])
+        for j, k in enumerate(_wl_var_inputs(attrs)):
+            vals[k] = res[nod + j]
+    outs = []
+    for i in range(nod):
+        if not steps:
+            raise ShapeError("_while_loop: cond is false before the first step, so the "
+                             "step outputs' shapes are unknown to the reference")
+        rows = [s[i] for s in steps]
+        pad = [torch.zeros_like(rows[0])] * (attrs["max_iterations"] - len(rows))
+        outs.append(torch.stack(rows + pad))
+    return outs + [vals[k] for k in _wl_var_inputs(attrs)]
+
+
+def _mask_like(b, flag, like):
+    """The (1,)-shaped 0/1 ``flag`` broadcast to ``like``'s shape, for ``where``."""
+    flag = b.op("Cast", flag, dtype=like.dtype) if flag.dtype != like.dtype else flag
+    flag = b.op("Reshape", flag, shape=(1,) * max(len(like.shape), 1))
+    return b.op("broadcast_like", flag, like) if tuple(like.shape) != flag.shape else flag
+
+
+def _truth(b, value):
+    """1 where a one-element condition is nonzero (mxnet's as_bool_scalar), shape (1,)."""
+    if len(value.shape) != 1 or value.shape[0] != 1:
+        value = b.op("Reshape", value, shape=(1,))
+    return b.op("_not_equal_scalar", value, scalar=0.0)
+
+
+def _wl_unroll(b, n):
+    cond_doc, func_doc = _wl_docs(n.attrs)
+    attrs, vals, nod = n.attrs, list(n.inputs), n.attrs["num_out_data"]
+    active, rows = None, [[] for _ in range(nod)]
+    for _ in range(attrs["max_iterations"]):
+        c = _truth(b, inline(b, cond_doc, [vals[k] for k in attrs["cond_input_locs"]])[0])
+        active = c if active is None else b.op("elemwise_mul", active, c)
+        res = inline(b, func_doc, [vals[k] for k in attrs["func_input_locs"]])
+        for i in range(nod):
+            rows[i].append(b.op("where", _mask_like(b, active, res[i]), res[i],
+                                b.zeros_like(res[i])))
+        for j, k in enumerate(_wl_var_inputs(attrs)):
+            new = res[nod + j]
+            vals[k] = b.op("where", _mask_like(b, active, new), new, vals[k])
+    outs = [b.op("stack", *r, axis=0, num_args=len(r)) for r in rows]
+    return outs + [b.op("_copy", vals[k]) for k in _wl_var_inputs(attrs)]
+
+
+register(OpDef(
+    name="_while_loop", pattern="composite",
+    lowering=Decompose(lambda b, n, is_train: _wl_unroll(b, n)),
+    arguments=lambda attrs: [f"data{i}" for i in range(attrs["num_args"] - 2)],
+    outputs=_output_names,
+    attrs=[Attr("num_args", parse_count), Attr("num_outputs", parse_count),
+           Attr("num_out_data", parse_count), Attr("max_iterations", parse_int),
+           Attr("cond_input_locs", _locs), Attr("func_input_locs", _locs),
+           Attr("func_var_locs", _locs), Attr("subgraphs", parse_str)],
+    infer_shape=_wl_shape, infer_type=_wl_type, reference=_wl_ref,
+    gradient=lambda b, n: differentiate_built(b, n, lambda b2: _wl_unroll(b2, n)),
+    doc="A while loop of at most max_iterations steps (cond and func subgraphs); step "
+        "outputs stacked to max_iterations rows (zeros past the last step), then the "
+        "final loop variables (mx.sym.contrib.while_loop)."))
+
+
+# -- _cond -----------------------------------------------------------------------------------
+
+def _cd_docs(attrs):
+    docs = subgraphs(attrs["subgraphs"])
+    if len(docs) != 3:
+        raise ShapeError(f"_cond: needs 3 subgraphs (cond, then, else), got {len(docs)}")
+    return docs
+
+
+def _cd_pick(attrs, values, which):
+    return [values[k] for k in attrs[f"{which}_input_locs"]]
+
+
+def _cd_shape(attrs, in_shapes):
+    cond_doc, then_doc, else_doc = _cd_docs(attrs)
+    new_in = list(in_shapes)
+    branch_outs = []
+    for which, doc in (("cond", cond_doc), ("then", then_doc), ("else", else_doc)):
+        sub_in, outs, _ = _safe_infer("_cond", doc, _cd_pick(attrs, new_in, which))
+        for k, s in zip(attrs[f"{which}_input_locs"], sub_in):
+            new_in[k] = new_in[k] if new_in[k] is not None else s
+        branch_outs.append(outs)
+    pred, then_s, else_s = branch_outs
+    if pred[0] is not None and int(torch.Size(pred[0]).numel()) != 1:
+        raise ShapeError(f"_cond: the condition must have one element, got shape {pred[0]}")
+    for i, (t, e) in enumerate(zip(then_s, else_s)):
+        if t is not None and e is not None and tuple(t) != tuple(e):
+            raise ShapeError(f"_cond: output {i} is {tuple(t)} in then_func and {tuple(e)} "
+                             f"in else_func")
+    return new_in, [t if t is not None else e for t, e in zip(then_s, else_s)]
+
+
+def _cd_type(attrs, in_types):
+    _, then_doc, _ = _cd_docs(attrs)
+    sub = _cd_pick(attrs, list(in_types), "then")
+    try:
+        _, _, out_types = infer_subgraph(then_doc, [None] * len(sub), sub)
+    except Exception:
+        known = [t for t in in_types if t is not None]
+        out_types = [known[0] if known else None] * attrs["num_outputs"]
+    return list(in_types), list(out_types)
+
+
+def _cd_ref(attrs, ins, is_train):
+    cond_doc, then_doc, else_doc = _cd_docs(attrs)
+    c = evaluate(cond_doc, _cd_pick(attrs, ins, "cond"), is_train)[0]
+    which, doc = ("then", then_doc) if bool(c.reshape(-1)[0] != 0) else ("else", else_doc)
+    return evaluate(doc, _cd_pick(attrs, ins, which), is_train)
+
+
+def _cd_build(b, n):
+    cond_doc, then_doc, else_doc = _cd_docs(n.attrs)
+    c = _truth(b, inline(b, cond_doc, _cd_pick(n.attrs, n.inputs, "cond"))[0])
+    then_v = inline(b, then_doc, _cd_pick(n.attrs, n.inputs, "then"))
+    else_v = inline(b, else_doc, _cd_pick(n.attrs, n.inputs, "else"))
+    return [b.op("where", _mask_like(b, c, t), t, e) for t, e in zip(then_v, else_v)]
+
+
+register(OpDef(
+    name="_cond", pattern="composite",
+    lowering=Decompose(lambda b, n, is_train: _cd_build(b, n)),
+    arguments=lambda attrs: [f"data{i}" for i in range(attrs["num_args"] - 3)],
+    outputs=_output_names,
+    attrs=[Attr("num_args", parse_count), Attr("num_outputs", parse_count),
+           Attr("cond_input_locs", _locs), Attr("then_input_locs", _locs),
+           Attr("else_input_locs", _locs), Attr("subgraphs", parse_str)],
+    infer_shape=_cd_shape, infer_type=_cd_type, reference=_cd_ref,
+    gradient=lambda b, n: differentiate_built(b, n, lambda b2: _cd_build(b2, n)),
+    doc="If-then-else on a one-element condition (cond, then and else subgraphs); both "
+        "branches are computed and the taken one selected (mx.sym.contrib.cond)."))
