@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -101,15 +102,24 @@ def _multi():
     return S.Group(outs + states)
 
 
+def _nested():
+    x, s = S.var("x"), S.var("s")
+
+    def outer(xt, st):
+        inner_out, inner_st = S.contrib.foreach(lambda r, q: (r * q[0], [q[0] + r]), xt,
+                                                [st[0]])
+        return S.sum(inner_out, axis=0), [inner_st[0]]
+    outs, states = S.contrib.foreach(outer, x, [s])
+    return S.Group([outs, states[0]])
+
+
 def _canonical(doc):
-    """A symbol JSON document with the subgraph names' counters and formatting dropped."""
-    text = json.dumps(doc, sort_keys=True)
-    for k in range(4):
-        text = text.replace(f'"foreach{k}"', '"foreach"')
-    return json.loads(text)
+    """A symbol JSON document with the subgraph names' counters dropped."""
+    return json.loads(re.sub(r"foreach\d+", "foreach", json.dumps(doc, sort_keys=True)))
 
 
-@pytest.mark.parametrize("case,build", [("cf_foreach_rnn", _rnn), ("cf_foreach_multi", _multi)])
+@pytest.mark.parametrize("case,build", [("cf_foreach_rnn", _rnn), ("cf_foreach_multi", _multi),
+                                        ("cf_foreach_nested", _nested)])
 def test_foreach_builds_mxnets_json(case, build):
     with _name.NameManager():
         s = build()
@@ -235,9 +245,9 @@ def test_while_and_cond_build_mxnets_json(case, build):
         s = build()
     with open(os.path.join(replay.FIXTURES, BIND_CASES[case]["symbol"])) as f:
         want = json.load(f)
-    strip = (lambda d: json.loads(__import__("re").sub(r'(while_loop_cond|while_loop_func|'
-                                                       r'cond_pred|cond_then|cond_else)\d+',
-                                                       r"\1", json.dumps(d, sort_keys=True))))
+    strip = (lambda d: json.loads(re.sub(r"(while_loop_cond|while_loop_func|cond_pred|"
+                                         r"cond_then|cond_else)\d+", r"\1",
+                                         json.dumps(d, sort_keys=True))))
     assert strip(json.loads(s.tojson())) == strip(want)
 
 
