@@ -28,7 +28,7 @@ import json
 
 import torch
 
-from .chain_rule import differentiate_node, sum_refs
+from .contrib_common import gradient_of_decomposition
 from .registry import (Attr, Decompose, OpDef, ShapeError, get_op, parse_count, parse_int,
                        parse_shape, parse_str, register)
 
@@ -152,33 +152,6 @@ def _locs(v):
     return tuple(parse_shape(v))
 
 
-def differentiate_built(b, n, build):
-    """Rebuild a node's decomposition with ``build(b)`` (its output Refs) and differentiate
-    it op by op, as RNN's gradient does; the input gradients (zeros where none flows)."""
-    graph = b.graph
-    before = set(graph.g.nodes)
-    phase, b.phase = b.phase, "fwd"   # the forward's own ops: simplify merges them
-    try:
-        outs = build(b)
-    finally:
-        b.phase = phase
-    built = sorted(set(graph.g.nodes) - before)
-    contributions = {}
-    for ref, og in zip(outs, n.ograds):
-        contributions.setdefault(tuple(ref.entry), []).append(og)
-    for node in reversed(built):
-        differentiate_node(graph, b, node, contributions)
-    grads, seen = [], set()
-    for ref in n.inputs:
-        e = tuple(ref.entry)
-        g = None if e in seen else sum_refs(b, contributions.get(e, []))
-        if g is None and e not in seen:
-            g = b.zeros_like(ref)
-        seen.add(e)
-        grads.append(g)
-    return grads
-
-
 def _output_names(attrs):
     k = attrs["num_outputs"]
     return ["output"] if k == 1 else [f"output{i}" for i in range(k)]
@@ -264,7 +237,7 @@ def _fe_ref(attrs, ins, is_train):
     return stacked + states
 
 
-def _fe_unroll(b, n):
+def _fe_unroll(b, n, is_train=True):
     nd, ns = _fe_split(n.attrs)
     doc = subgraphs(n.attrs["subgraphs"])[0]
     nod = n.attrs["num_out_data"]
@@ -288,10 +261,10 @@ _FE_ATTRS = [Attr("num_args", parse_count), Attr("num_outputs", parse_count),
 
 register(OpDef(
     name="_foreach", pattern="composite",
-    lowering=Decompose(lambda b, n, is_train: _fe_unroll(b, n)),
+    lowering=Decompose(_fe_unroll),
     arguments=lambda attrs: [f"data{i}" for i in range(attrs["num_args"] - 1)],
     outputs=_output_names, attrs=_FE_ATTRS, infer_shape=_fe_shape, infer_type=_fe_type,
-    reference=_fe_ref, gradient=lambda b, n: differentiate_built(b, n, lambda b2: _fe_unroll(b2, n)),
+    reference=_fe_ref, gradient=gradient_of_decomposition(_fe_unroll),
     doc="A for loop over the first axis of its data with the body subgraph; "
         "outputs the stacked step outputs and the last states (mx.sym.contrib.foreach)."))
 
@@ -384,7 +357,7 @@ def _truth(b, value):
     return b.op("_not_equal_scalar", value, scalar=0.0)
 
 
-def _wl_unroll(b, n):
+def _wl_unroll(b, n, is_train=True):
     cond_doc, func_doc = _wl_docs(n.attrs)
     attrs, vals, nod = n.attrs, list(n.inputs), n.attrs["num_out_data"]
     active, rows = None, [[] for _ in range(nod)]
@@ -404,7 +377,7 @@ def _wl_unroll(b, n):
 
 register(OpDef(
     name="_while_loop", pattern="composite",
-    lowering=Decompose(lambda b, n, is_train: _wl_unroll(b, n)),
+    lowering=Decompose(_wl_unroll),
     arguments=lambda attrs: [f"data{i}" for i in range(attrs["num_args"] - 2)],
     outputs=_output_names,
     attrs=[Attr("num_args", parse_count), Attr("num_outputs", parse_count),
@@ -412,7 +385,7 @@ register(OpDef(
            Attr("cond_input_locs", _locs), Attr("func_input_locs", _locs),
            Attr("func_var_locs", _locs), Attr("subgraphs", parse_str)],
     infer_shape=_wl_shape, infer_type=_wl_type, reference=_wl_ref,
-    gradient=lambda b, n: differentiate_built(b, n, lambda b2: _wl_unroll(b2, n)),
+    gradient=gradient_of_decomposition(_wl_unroll),
     doc="A while loop of at most max_iterations steps (cond and func subgraphs); step "
         "outputs stacked to max_iterations rows (zeros past the last step), then the "
         "final loop variables (mx.sym.contrib.while_loop)."))
@@ -468,7 +441,7 @@ def _cd_ref(attrs, ins, is_train):
     return evaluate(doc, _cd_pick(attrs, ins, which), is_train)
 
 
-def _cd_build(b, n):
+def _cd_build(b, n, is_train=True):
     cond_doc, then_doc, else_doc = _cd_docs(n.attrs)
     c = _truth(b, inline(b, cond_doc, _cd_pick(n.attrs, n.inputs, "cond"))[0])
     then_v = inline(b, then_doc, _cd_pick(n.attrs, n.inputs, "then"))
@@ -478,13 +451,13 @@ def _cd_build(b, n):
 
 register(OpDef(
     name="_cond", pattern="composite",
-    lowering=Decompose(lambda b, n, is_train: _cd_build(b, n)),
+    lowering=Decompose(_cd_build),
     arguments=lambda attrs: [f"data{i}" for i in range(attrs["num_args"] - 3)],
     outputs=_output_names,
     attrs=[Attr("num_args", parse_count), Attr("num_outputs", parse_count),
            Attr("cond_input_locs", _locs), Attr("then_input_locs", _locs),
            Attr("else_input_locs", _locs), Attr("subgraphs", parse_str)],
     infer_shape=_cd_shape, infer_type=_cd_type, reference=_cd_ref,
-    gradient=lambda b, n: differentiate_built(b, n, lambda b2: _cd_build(b2, n)),
+    gradient=gradient_of_decomposition(_cd_build),
     doc="If-then-else on a one-element condition (cond, then and else subgraphs); both "
         "branches are computed and the taken one selected (mx.sym.contrib.cond)."))
