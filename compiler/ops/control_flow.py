@@ -28,6 +28,7 @@ import json
 
 import torch
 
+from ..errors import MXNetError
 from .contrib_common import gradient_of_decomposition
 from .registry import (Attr, Decompose, OpDef, ShapeError, get_op, parse_count, parse_int,
                        parse_shape, parse_str, register)
@@ -148,6 +149,16 @@ def _safe_infer(name, doc, shapes, dtypes=None):
         raise ShapeError(f"{name}: the subgraph is malformed ({exc!r})") from None
 
 
+def _head_types(doc, in_types, count):
+    """A subgraph's head dtypes from its input dtypes (shapes unknown, so an operator
+    whose shape rule cannot run without them leaves the first known input dtype)."""
+    try:
+        return list(infer_subgraph(doc, [None] * len(in_types), in_types)[2])
+    except (MXNetError, TypeError, ValueError, KeyError, IndexError):
+        known = [t for t in in_types if t is not None]
+        return [known[0] if known else None] * count
+
+
 def _locs(v):
     return tuple(parse_shape(v))
 
@@ -211,16 +222,9 @@ def _fe_shape(attrs, in_shapes):
 
 
 def _fe_type(attrs, in_types):
-    nd, _ = _fe_split(attrs)
     doc = subgraphs(attrs["subgraphs"])[0]
-    sub = _fe_to_sub(attrs, list(in_types))
-    shapes = [None] * len(sub)
-    try:
-        _, _, out_types = infer_subgraph(doc, shapes, sub)
-    except Exception:   # shapes unknown here: the dtypes of the first known input
-        known = [t for t in in_types if t is not None]
-        out_types = [known[0] if known else None] * attrs["num_outputs"]
-    return list(in_types), list(out_types)
+    return list(in_types), _head_types(doc, _fe_to_sub(attrs, list(in_types)),
+                                       attrs["num_outputs"])
 
 
 def _fe_ref(attrs, ins, is_train):
@@ -312,11 +316,7 @@ def _wl_shape(attrs, in_shapes):
 def _wl_type(attrs, in_types):
     _, func_doc = _wl_docs(attrs)
     sub = [in_types[k] for k in attrs["func_input_locs"]]
-    try:
-        _, _, out_types = infer_subgraph(func_doc, [None] * len(sub), sub)
-    except Exception:
-        known = [t for t in in_types if t is not None]
-        out_types = [known[0] if known else None] * attrs["num_outputs"]
+    out_types = _head_types(func_doc, sub, attrs["num_outputs"])
     nod = attrs["num_out_data"]
     return list(in_types), list(out_types[:nod]) + [in_types[k] for k in _wl_var_inputs(attrs)]
 
@@ -425,13 +425,8 @@ def _cd_shape(attrs, in_shapes):
 
 def _cd_type(attrs, in_types):
     _, then_doc, _ = _cd_docs(attrs)
-    sub = _cd_pick(attrs, list(in_types), "then")
-    try:
-        _, _, out_types = infer_subgraph(then_doc, [None] * len(sub), sub)
-    except Exception:
-        known = [t for t in in_types if t is not None]
-        out_types = [known[0] if known else None] * attrs["num_outputs"]
-    return list(in_types), list(out_types)
+    return list(in_types), _head_types(then_doc, _cd_pick(attrs, list(in_types), "then"),
+                                       attrs["num_outputs"])
 
 
 def _cd_ref(attrs, ins, is_train):
