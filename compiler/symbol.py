@@ -67,6 +67,14 @@ class _Node:
         return len(self.opdef().list_arguments(self.parsed()))
 
 
+def _listed_attrs(node) -> dict:
+    """The attributes mxnet lists for a node: a control-flow operator's subgraphs are not
+    attributes there (its JSON holds them in the node's ``subgraphs`` field)."""
+    if node.op != "null" and "subgraphs" in node.attrs:
+        return {k: v for k, v in node.attrs.items() if k != "subgraphs"}
+    return dict(node.attrs)
+
+
 def _inputs_before_amp_casts(node) -> list:
     """``node``'s inputs with AMP's casts skipped (a chain of them too): an
     ``amp_cast``'s value is its input's, output ``i`` of ``amp_multicast`` its input
@@ -213,7 +221,7 @@ class Symbol:
         if recursive:
             raise MXNetError("list_attr(recursive=True) is deprecated in mxnet; use attr_dict()")
         node = self._single("list_attr")
-        return dict(node.attrs)
+        return _listed_attrs(node)
 
     def attr_dict(self):
         """Every attribute of every node, as ``{node name: {key: value}}``.
@@ -232,9 +240,9 @@ class Symbol:
         """
         out = {}
         for node in self._nodes():
-            if node.attrs:
+            if _listed_attrs(node):
                 attrs = {}
-                for key, value in node.attrs.items():
+                for key, value in _listed_attrs(node).items():
                     attrs[key] = value
                     if key in _REPLACED_HIDDEN_KEYS:
                         attrs[key[2:-2]] = value

@@ -259,3 +259,12 @@ def test_while_loop_limits():
                                    max_iterations=5000)
     with pytest.raises(MXNetError, match="more than the 4096 steps"):
         outs.infer_shape(x=(2,))
+
+
+def test_subgraphs_are_not_listed_as_attributes():
+    """As mxnet's: ``list_attr`` / ``attr_dict`` give the loop's parameters only."""
+    o, _ = S.contrib.foreach(lambda x, st: (x + st[0], [st[0] * 2]), S.var("d"), [S.var("h")])
+    want = {"num_args": "3", "remain_locs": "[]", "in_data_locs": "[0]",
+            "in_state_locs": "[1]", "num_out_data": "1", "num_outputs": "2"}
+    assert o.list_attr() == want
+    assert o.attr_dict() == {o.name: want}
