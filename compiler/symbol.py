@@ -26,6 +26,7 @@ from .frontend.graph import Graph, _raw
 from .ops import REGISTRY, get_op
 from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
+from . import symbol_control_flow as _control_flow
 
 MXNET_VERSION = 10901
 
@@ -1285,7 +1286,8 @@ def _operator_namespace(namespace):
 
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
-from . import symbol_control_flow as _control_flow  # noqa: E402  (needs Symbol, _create)
+_control_flow.install(Symbol=Symbol, Group=Group, Variable=Variable, create=_create,
+                      Node=_Node, topo=_topo)
 contrib.foreach, contrib.while_loop, contrib.cond = (
     _control_flow.foreach, _control_flow.while_loop, _control_flow.cond)
 

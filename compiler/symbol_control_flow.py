@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import collections
 import json
+import types
 
 from .errors import MXNetError
 from .frontend import attribute as _attribute
-from .symbol import Group, Symbol, Variable, _create, _Node, _topo
 
 _SUBGRAPH_NAMES = collections.Counter()
+
+# What this module uses of ``symbol.py``, which installs it (``install``) after defining
+# it: symbol.py imports this module, never the other way round.
+_S = types.SimpleNamespace()
+
+
+def install(**names):
+    """Called by ``symbol.py`` with ``Symbol``, ``Group``, ``Variable``, ``create``,
+    ``Node`` and ``topo``."""
+    _S.__dict__.update(names)
 
 
 def _unique_subgraph_name(name):
@@ -31,7 +41,7 @@ def _unique_subgraph_name(name):
 
 def _flatten(args, what):
     """Nested lists of Symbols -> (flat list, format), mxnet's ``_flatten``."""
-    if isinstance(args, Symbol):
+    if isinstance(args, _S.Symbol):
         k = len(args.list_outputs())
         return [args], (k if k > 1 else 0)
     if not isinstance(args, (list, tuple)):
@@ -67,21 +77,21 @@ def _in_subgraph(sym, name):
 
 def _identity(s):
     """mxnet's ``symbol.op.identity``: a ``_copy`` node named ``identity<k>``."""
-    return _create("_copy", [s], {}, None, hint="identity")
+    return _S.create("_copy", [s], {}, None, hint="identity")
 
 
 def _construct_subgraph(outs, states, name, apart=True):
     """The body's outputs then states as one group, with an ``identity`` where one is an
     input, comes from outside the body, or (``apart``: foreach) repeats an output, as
     mxnet builds them."""
-    inputs = set(Group(outs + states).list_inputs())
+    inputs = set(_S.Group(outs + states).list_inputs())
     out_names = {o.name for o in outs}
     flat = [(_identity(o) if o.name in inputs or not _in_subgraph(o, name) else o)
             for o in outs]
     flat += [(_identity(s) if s.name in inputs or s.name in out_names
               or (apart and s.name in out_names) or not _in_subgraph(s, name) else s)
              for s in states]
-    return Group(flat)
+    return _S.Group(flat)
 
 
 def _cut_subgraph(g, name):
@@ -89,7 +99,7 @@ def _cut_subgraph(g, name):
 
     Returns ``(subgraph, {variable name: outside entry})``."""
     cut, made = {}, {}
-    for node in _topo(g._outputs):
+    for node in _S.topo(g._outputs):
         if node.attrs.get("__subgraph_name__", "") != name:
             continue
         for j, (src, i) in enumerate(node.inputs):
@@ -97,10 +107,10 @@ def _cut_subgraph(g, name):
                 continue
             key = (id(src), i)
             if key not in made:
-                made[key] = _Node("null", src.output_names()[i])
+                made[key] = _S.Node("null", src.output_names()[i])
                 cut.setdefault(made[key].name, (src, i))
             node.inputs[j] = (made[key], 0)
-    return Symbol(list(g._outputs)), cut
+    return _S.Symbol(list(g._outputs)), cut
 
 
 def _subgraph_json(g) -> dict:
@@ -118,10 +128,10 @@ def _outer_inputs(g, cut, named):
         if in_name in named:
             out.append(named[in_name])
         elif in_name in cut:
-            out.append(Symbol([cut[in_name]]))
+            out.append(_S.Symbol([cut[in_name]]))
         else:   # a variable made inside the body: the operator's own copy of it
             v = vars_by_name[in_name]
-            out.append(Symbol([(_Node("null", v.name, dict(v.attrs)), 0)]))
+            out.append(_S.Symbol([(_S.Node("null", v.name, dict(v.attrs)), 0)]))
     return out
 
 
@@ -149,8 +159,8 @@ def foreach(body, data, init_states, name="foreach"):
     flat_states, state_fmt = _flatten(init_states, "foreach states")
     name = _unique_subgraph_name(name)
     with _attribute.AttrScope(subgraph_name=name):
-        in_eles, _ = _regroup([Variable(_uniq_name(s)) for s in flat_data], data_fmt)
-        states, _ = _regroup([Variable(_uniq_name(s)) for s in flat_states], state_fmt)
+        in_eles, _ = _regroup([_S.Variable(_uniq_name(s)) for s in flat_data], data_fmt)
+        states, _ = _regroup([_S.Variable(_uniq_name(s)) for s in flat_states], state_fmt)
         sym_out, sym_states = body(in_eles, states)
         sym_out, out_fmt = _flatten(sym_out, "foreach output")
         sym_states, new_fmt = _flatten(sym_states, "foreach loop_vars")
@@ -170,7 +180,7 @@ def foreach(body, data, init_states, name="foreach"):
     outer = _outer_inputs(g, cut, {})
     ordered = flat_data + flat_states + [outer[k] for k in remain]
     num_outputs = len(sym_out) + len(sym_states)
-    ret = _create("_foreach", ordered, {
+    ret = _S.create("_foreach", ordered, {
         "num_args": len(ordered) + 1, "num_outputs": num_outputs,
         "num_out_data": len(sym_out),
         "in_state_locs": str([names.index(n) for n in state_names]),
@@ -187,7 +197,7 @@ def _traced(flat_vars, trace, name):
     variables named after ``flat_vars``; the subgraph cut, its outside entries, counts."""
     name = _unique_subgraph_name(name)
     with _attribute.AttrScope(subgraph_name=name):
-        outs, states, fmt = trace([Variable(_uniq_name(s)) for s in flat_vars])
+        outs, states, fmt = trace([_S.Variable(_uniq_name(s)) for s in flat_vars])
         g = _construct_subgraph(outs, states, name, apart=False)
     g, cut = _cut_subgraph(g, name)
     names = g.list_inputs()
@@ -246,7 +256,7 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
 
     def trace_cond(new_vars):
         result = cond(*_regroup(new_vars, var_fmt)[0])
-        if not isinstance(result, Symbol):
+        if not isinstance(result, _S.Symbol):
             raise ValueError("Return of cond must be a Symbol")
         return [], [result], None
 
@@ -273,7 +283,7 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
     for i, loc in enumerate(var_locs, 1):
         if loc == -1:
             raise ValueError(f"The {i}-th loop_var doesn't involve into the computation")
-    ret = _create("_while_loop", inputs, {
+    ret = _S.create("_while_loop", inputs, {
         "num_args": len(inputs) + 2, "num_outputs": nout, "num_out_data": nod,
         "max_iterations": max_iterations, "cond_input_locs": str(cond_locs),
         "func_input_locs": str(func_locs), "func_var_locs": str(var_locs),
@@ -318,7 +328,7 @@ def cond(pred, then_func, else_func, name="cond"):
         raise ValueError("Number of outputs differs between then-branch and else-branch")
     inputs, (c_locs, t_locs, e_locs) = _union_inputs(
         [(cond_g, cond_cut), (then_g, then_cut), (else_g, else_cut)], {}, by_name=True)
-    ret = _create("_cond", inputs, {
+    ret = _S.create("_cond", inputs, {
         "num_args": len(inputs) + 3, "num_outputs": n_then,
         "cond_input_locs": str(c_locs), "then_input_locs": str(t_locs),
         "else_input_locs": str(e_locs),

@@ -121,25 +121,37 @@ def evaluate(doc, inputs, is_train) -> list:
 
 
 def infer_subgraph(doc, shapes, dtypes=None):
-    """Shapes (and dtypes) through a subgraph from its input shapes (None: unknown).
+    """Shapes and dtypes through a subgraph from its inputs' (None: unknown), each
+    operator's rules run once in order, as ``frontend.graph.infer_node`` runs them.
 
     Returns ``(input shapes, head shapes, head dtypes)``, input shapes completed where an
     operator fixes them (a FullyConnected weight the body owns)."""
-    from ..frontend.graph import Builder, Graph
-    graph = Graph()
-    refs = []
-    dtypes = dtypes or [None] * len(shapes)
-    for k, (s, t) in enumerate(zip(shapes, dtypes)):
-        n = graph.add_node("null", f"in{k}", role="arg")
-        d = graph.node(n)
-        d["shapes"] = None if s is None else [tuple(s)]
-        d["dtypes"] = [t or "float32"]
-        refs.append((n, 0))
-    b = Builder(graph, "fwd", "subgraph")
-    heads = inline(b, doc, [b.ref(r) for r in refs])
-    ins = [None if graph.node(n)["shapes"] is None else graph.node(n)["shapes"][0]
-           for n, _ in refs]
-    return ins, [h.shape for h in heads], [h.dtype for h in heads]
+    dtypes = list(dtypes or [None] * len(shapes))
+    inputs = subgraph_inputs(doc)
+    shape = {(k, 0): None if s is None else tuple(s) for k, s in zip(inputs, shapes)}
+    dtype = {(k, 0): t or "float32" for k, t in zip(inputs, dtypes)}
+    for k, node in enumerate(doc["nodes"]):
+        if node["op"] == "null":
+            continue
+        attrs = _node_attrs(node)
+        opdef = get_op(node["op"], node["name"])
+        parsed = opdef.parse_attrs(attrs, node["name"])
+        ins = _ordered(opdef, attrs, node["name"], [(e[0], e[1]) for e in node["inputs"]])
+        try:
+            new_in, outs = opdef.infer_shape(parsed, [shape[e] for e in ins])
+        except ShapeError as exc:
+            raise ShapeError(f"in the subgraph, {node['op']} '{node['name']}': {exc}") from None
+        for e, s in zip(ins, new_in):
+            if s is not None and shape[e] is None and doc["nodes"][e[0]]["op"] == "null":
+                shape[e] = tuple(s)
+        _, types = opdef.infer_type(parsed, [dtype[e] for e in ins])
+        types = list(types) + [types[-1] if types else None] * len(outs)
+        for i, s in enumerate(outs):
+            shape[(k, i)] = None if s is None else tuple(s)
+            dtype[(k, i)] = types[i] or "float32"
+    heads = [(h[0], h[1]) for h in doc["heads"]]
+    return ([shape[(k, 0)] for k in inputs], [shape[h] for h in heads],
+            [dtype[h] for h in heads])
 
 
 def _safe_infer(name, doc, shapes, dtypes=None):
