@@ -206,19 +206,24 @@ def _fe_check(attrs, name, in_shapes):
         raise ShapeError(f"{name}: num_args={attrs['num_args']} does not match "
                          f"{len(_fe_sub_order(attrs))} located subgraph inputs plus the subgraph")
     lens = {s[0] for s in in_shapes[:nd] if s is not None}
-    if any(s is not None and len(s) < 2 for s in in_shapes[:nd]):
-        # mxnet 1.x slices a 1-D input into a shape of no dims, which it reads as unknown
-        raise ShapeError(f"{name}: data inputs must have at least two dims, got "
+    if any(s is not None and len(s) < 1 for s in in_shapes[:nd]):
+        raise ShapeError(f"{name}: data inputs must have at least one dim, got "
                          f"{in_shapes[:nd]}")
     if len(lens) > 1:
         raise ShapeError(f"{name}: data inputs have different lengths {in_shapes[:nd]}")
     return lens.pop() if lens else None
 
 
+def _step_shape(shape):
+    """One step's slice of a data input: its shape without the first dim, and (1,) for
+    1-D data (mxnet 1.x's ``NDArray::At`` keeps one element as a (1,) slice)."""
+    return tuple(shape[1:]) or (1,)
+
+
 def _fe_shape(attrs, in_shapes):
     nd, ns = _fe_split(attrs)
     steps = _fe_check(attrs, "_foreach", in_shapes)
-    step_in = [None if s is None else tuple(s[1:]) for s in in_shapes[:nd]] + in_shapes[nd:]
+    step_in = [None if s is None else _step_shape(s) for s in in_shapes[:nd]] + in_shapes[nd:]
     doc = subgraphs(attrs["subgraphs"])[0]
     sub_in, outs, _ = _safe_infer("_foreach", doc, _fe_to_sub(attrs, step_in))
     order = _fe_sub_order(attrs)
@@ -245,7 +250,8 @@ def _fe_ref(attrs, ins, is_train):
     states, rest = list(ins[nd:nd + ns]), list(ins[nd + ns:])
     outs = []
     for t in range(ins[0].shape[0]):
-        res = evaluate(doc, _fe_to_sub(attrs, [x[t] for x in ins[:nd]] + states + rest),
+        xs = [x[t].reshape(_step_shape(tuple(x.shape))) for x in ins[:nd]]
+        res = evaluate(doc, _fe_to_sub(attrs, xs + states + rest),
                        is_train)
         outs.append(res[:attrs["num_out_data"]])
         states = res[attrs["num_out_data"]:]
@@ -262,7 +268,7 @@ def _fe_unroll(b, n, is_train=True):
     outs = []
     for t in range(steps):
         xs = [b.op("Reshape", b.op("slice_axis", x, axis=0, begin=t, end=t + 1),
-                   shape=tuple(s[1:])) for x, s in zip(n.inputs[:nd], n.in_shapes)]
+                   shape=_step_shape(s)) for x, s in zip(n.inputs[:nd], n.in_shapes)]
         res = inline(b, doc, _fe_to_sub(n.attrs, xs + states + rest))
         outs.append(res[:nod])
         states = res[nod:]

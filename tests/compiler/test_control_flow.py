@@ -149,11 +149,27 @@ def test_reference_matches_fixture():
         np.testing.assert_allclose(o.numpy(), arrays[f"out{i}_infer"], rtol=1e-5, atol=1e-6)
 
 
+def test_foreach_over_1d_data_steps_through_one_element_slices(cpu_target):
+    """mxnet 1.9.1 runs this with steps of shape (1,): outputs [[1], [3], [6], [10]], [10]."""
+    from runtime.context import cpu
+    d, h = S.var("d"), S.var("h")
+    o, s = S.contrib.foreach(lambda x, st: (x + st[0], [st[0] + x]), d, [h])
+    g = S.Group([o, s[0]])
+    assert g.infer_shape(d=(4,), h=(1,))[1] == [(4, 1), (1,)]
+    exe = g.simple_bind(cpu(), d=(4,), h=(1,))
+    exe.arg_dict["d"][:] = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    exe.arg_dict["h"][:] = 0
+    outs = exe.forward()
+    np.testing.assert_allclose(outs[0].numpy()[:, 0], [1, 3, 6, 10])
+    np.testing.assert_allclose(outs[1].numpy(), [10])
+
+
 def test_foreach_shape_errors():
     data, h = S.var("data"), S.var("h")
     outs, st = S.contrib.foreach(lambda x, s: (x + s[0], [s[0] * 2]), data, [h])
-    with pytest.raises(MXNetError, match="at least two dims"):
-        outs.infer_shape(data=(3,), h=(3,))
+    with pytest.raises(MXNetError, match="in the subgraph, elemwise_add .* expected shape "
+                                         r"\(1,\), got \(3,\)"):
+        outs.infer_shape(data=(3,), h=(3,))     # a step of 1-D data is (1,), as in mxnet
     with pytest.raises(MXNetError, match="state 0 enters the body as"):
         S.contrib.foreach(lambda x, s: (x, [S.sum(s[0], axis=1)]), data, [h])[0] \
             .infer_shape(data=(3, 2, 4), h=(2, 4))
