@@ -350,14 +350,16 @@ def _wl_ref(attrs, ins, is_train):
         steps.append(res[:nod])
         for j, k in enumerate(_wl_var_inputs(attrs)):
             vals[k] = res[nod + j]
+    if not steps and nod:   # no step taken: the outputs are zeros of the steps' shapes
+        fin = [ins[k] for k in attrs["func_input_locs"]]
+        _, shapes, types = infer_subgraph(func_doc, [tuple(t.shape) for t in fin],
+                                          [str(t.dtype).replace("torch.", "") for t in fin])
+        zeros = [torch.zeros(shapes[i], dtype=getattr(torch, types[i])) for i in range(nod)]
     outs = []
     for i in range(nod):
-        if not steps:
-            raise ShapeError("_while_loop: cond is false before the first step, so the "
-                             "step outputs' shapes are unknown to the reference")
-        rows = [s[i] for s in steps]
+        rows = [s[i] for s in steps] or [zeros[i]]
         pad = [torch.zeros_like(rows[0])] * (attrs["max_iterations"] - len(rows))
-        outs.append(torch.stack(rows + pad))
+        outs.append(torch.stack((rows + pad) if steps else pad + rows))
     return outs + [vals[k] for k in _wl_var_inputs(attrs)]
 
 

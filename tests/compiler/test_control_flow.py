@@ -284,3 +284,21 @@ def test_subgraphs_are_not_listed_as_attributes():
             "in_state_locs": "[1]", "num_out_data": "1", "num_outputs": "2"}
     assert o.list_attr() == want
     assert o.attr_dict() == {o.name: want}
+
+
+def test_while_loop_that_never_steps(cpu_target):
+    """cond false at once: the final loop variables are the initial ones and the step
+    output is zeros (mxnet leaves it unwritten); the torch reference agrees."""
+    from runtime.context import cpu
+    x = S.var("x")
+    outs, final = S.contrib.while_loop(lambda v: S.sum(v) < -100.0, lambda v: (v * 2, [v + 1]),
+                                       [x], max_iterations=3)
+    g = S.Group([outs, final[0]])
+    exe = g.simple_bind(cpu(), x=(2,))
+    exe.arg_dict["x"][:] = torch.tensor([1.0, 2.0])
+    got = exe.forward()
+    assert got[0].numpy().tolist() == [[0, 0]] * 3
+    assert got[1].numpy().tolist() == [1, 2]
+    node = g._outputs[0][0]
+    ref = get_op("_while_loop").reference(node.parsed(), [torch.tensor([1.0, 2.0])], False)
+    assert ref[0].tolist() == [[0, 0]] * 3 and ref[1].tolist() == [1, 2]
