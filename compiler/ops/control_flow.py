@@ -8,15 +8,19 @@ both ways with mxnet. Subgraph input ``k`` is bound to an operator input by the
 ``*_locs`` attributes, as mxnet binds them.
 
 Shapes are known at bind, so every operator is a ``Decompose``: the body is inlined
-once per step into the graph, where the steps fuse and differentiate as any ops.
+once per step into the graph, where the steps fuse as any ops; the gradient is that of
+the rebuilt decomposition, which the forward's readers then read too (one unrolled
+body for both: ``gradient_sharing_forward``).
 
 * ``_foreach``: inputs ``data..., states..., remain...``; subgraph inputs
-  ``in_data_locs``, ``in_state_locs``, ``remain_locs``. Step ``t`` sees ``data[t]``;
-  outputs are the per-step outputs stacked on a new first axis, then the last states.
-* ``_while_loop``: ``max_iterations`` steps are inlined with a running "still looping"
-  flag: a step's new loop variables are taken only while the flag holds (``where``),
-  and the flag is the condition of the variables so far. Step outputs past the last
-  taken step are zeros, as mxnet fills them (its outputs have ``max_iterations`` rows).
+  ``in_data_locs``, ``in_state_locs``, ``remain_locs``. Step ``t`` sees ``data[t]``
+  (a (1,) slice of 1-D data, as mxnet's ``NDArray::At``); outputs are the per-step
+  outputs stacked on a new first axis, then the last states.
+* ``_while_loop``: ``max_iterations`` steps (at most ``MAX_UNROLL``) are inlined with a
+  running "still looping" flag: a step's new loop variables are taken only while the
+  flag holds (``where``), and the flag is the condition of the variables so far. The
+  step outputs have ``max_iterations`` rows, as mxnet's; rows past the last step taken
+  are zeros here (mxnet leaves them unwritten).
 * ``_cond``: both branches are computed and the result is selected by ``pred``
   (mxnet's result where the branches have no side effects); the gradient of ``where``
   flows only into the taken branch.
@@ -29,7 +33,7 @@ import json
 import torch
 
 from ..errors import MXNetError
-from .contrib_common import gradient_of_decomposition
+from .chain_rule import differentiate_node, sum_refs
 from .registry import (Attr, Decompose, OpDef, ShapeError, get_op, parse_count, parse_int,
                        parse_shape, parse_str, register)
 
@@ -171,6 +175,44 @@ def _head_types(doc, in_types, count):
         return [known[0] if known else None] * count
 
 
+def gradient_sharing_forward(build):
+    """A ``gradient`` rule for a control-flow operator lowered as ``Decompose(build)``.
+
+    As ``contrib_common.gradient_of_decomposition`` (the rebuilt decomposition
+    differentiated op by op), and then the node's readers (its heads, its consumers and
+    their gradients) read the rebuilt outputs instead: forward and backward share one
+    unrolled body, so a random operator in it (Dropout) draws one mask for both."""
+    def gradient(b, n):
+        graph = b.graph
+        before = set(graph.g.nodes)
+        phase, b.phase = b.phase, "fwd"
+        try:
+            outs = build(b, n, True)
+        finally:
+            b.phase = phase
+        built = sorted(set(graph.g.nodes) - before)
+        live = {tuple(r.entry)[0] for r in n.inputs}
+        for node in built:      # nodes no input reaches (constants) pass no gradient
+            if any(src in live for src, _ in graph.inputs(node)):
+                live.add(node)
+        contributions = {}
+        for ref, og in zip(outs, n.ograds):
+            contributions.setdefault(tuple(ref.entry), []).append(og)
+        for node in reversed(built):
+            if node in live:
+                differentiate_node(graph, b, node, contributions)
+        for old, new in zip(n.outputs, outs):
+            graph.replace_entry(tuple(old.entry), tuple(new.entry))
+        grads, seen = [], set()
+        for ref in n.inputs:
+            e = tuple(ref.entry)
+            g = None if e in seen else sum_refs(b, contributions.get(e, []))
+            grads.append(b.zeros_like(ref) if g is None and e not in seen else g)
+            seen.add(e)
+        return grads
+    return gradient
+
+
 def _locs(v):
     return tuple(parse_shape(v))
 
@@ -286,7 +328,7 @@ register(OpDef(
     lowering=Decompose(_fe_unroll),
     arguments=lambda attrs: [f"data{i}" for i in range(attrs["num_args"] - 1)],
     outputs=_output_names, attrs=_FE_ATTRS, infer_shape=_fe_shape, infer_type=_fe_type,
-    reference=_fe_ref, gradient=gradient_of_decomposition(_fe_unroll),
+    reference=_fe_ref, gradient=gradient_sharing_forward(_fe_unroll),
     doc="A for loop over the first axis of its data with the body subgraph; "
         "outputs the stacked step outputs and the last states (mx.sym.contrib.foreach)."))
 
@@ -405,7 +447,7 @@ register(OpDef(
            Attr("cond_input_locs", _locs), Attr("func_input_locs", _locs),
            Attr("func_var_locs", _locs), Attr("subgraphs", parse_str)],
     infer_shape=_wl_shape, infer_type=_wl_type, reference=_wl_ref,
-    gradient=gradient_of_decomposition(_wl_unroll),
+    gradient=gradient_sharing_forward(_wl_unroll),
     doc="A while loop of at most max_iterations steps (cond and func subgraphs); step "
         "outputs stacked to max_iterations rows (zeros past the last step), then the "
         "final loop variables (mx.sym.contrib.while_loop)."))
@@ -473,6 +515,6 @@ register(OpDef(
            Attr("cond_input_locs", _locs), Attr("then_input_locs", _locs),
            Attr("else_input_locs", _locs), Attr("subgraphs", parse_str)],
     infer_shape=_cd_shape, infer_type=_cd_type, reference=_cd_ref,
-    gradient=gradient_of_decomposition(_cd_build),
+    gradient=gradient_sharing_forward(_cd_build),
     doc="If-then-else on a one-element condition (cond, then and else subgraphs); both "
         "branches are computed and the taken one selected (mx.sym.contrib.cond)."))

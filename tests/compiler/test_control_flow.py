@@ -302,3 +302,17 @@ def test_while_loop_that_never_steps(cpu_target):
     node = g._outputs[0][0]
     ref = get_op("_while_loop").reference(node.parsed(), [torch.tensor([1.0, 2.0])], False)
     assert ref[0].tolist() == [[0, 0]] * 3 and ref[1].tolist() == [1, 2]
+
+
+def test_dropout_in_a_body_has_one_mask_for_forward_and_backward(cpu_target):
+    """The gradient reads the forward's unrolled body: a Dropout inside draws one mask."""
+    from runtime.context import cpu
+    o, _ = S.contrib.foreach(lambda xt, st: (S.Dropout(xt, p=0.5), [st[0]]), S.var("x"),
+                             [S.var("h")])
+    exe = o.simple_bind(cpu(), x=(3, 40), h=(1,))
+    exe.arg_dict["x"][:] = torch.ones(3, 40)
+    exe.arg_dict["h"][:] = 0
+    out = exe.forward(is_train=True)[0].numpy().copy()
+    exe.backward([torch.ones(3, 40)])
+    np.testing.assert_allclose(exe.grad_dict["x"].numpy(), out)   # mask / (1 - p), twice
+    assert 0 < (out == 0).mean() < 1
