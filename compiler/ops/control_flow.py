@@ -27,136 +27,16 @@ body for both: ``gradient_sharing_forward``).
 """
 from __future__ import annotations
 
-import functools
-import json
-
 import torch
 
 from ..errors import MXNetError
-from .chain_rule import differentiate_node, sum_refs
-from .registry import (Attr, Decompose, OpDef, ShapeError, get_op, parse_count, parse_int,
-                       parse_shape, parse_str, register)
+from .registry import (Attr, Decompose, OpDef, ShapeError, parse_count, parse_int,
+                       parse_shape, register)
+from .subgraph import (check_locs, evaluate, gradient_sharing_forward, infer_subgraph,
+                       inline, parse_subgraphs, subgraphs)
 
 
-# -- subgraphs -------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=256)
-def subgraphs(text: str) -> tuple:
-    """The subgraph documents held in a ``subgraphs`` attribute (parsed once per text)."""
-    docs = json.loads(text)
-    if not isinstance(docs, list) or not all(isinstance(d, dict) and "nodes" in d
-                                              and "heads" in d for d in docs):
-        raise ValueError("subgraphs must be a list of symbol JSON documents")
-    return tuple(docs)
-
-
-def subgraph_inputs(doc) -> list:
-    """Indices of a subgraph's variable nodes in ``list_inputs`` order (DFS from heads)."""
-    nodes, order, seen = doc["nodes"], [], set()
-
-    def visit(i):
-        stack = [(i, 0)]
-        while stack:
-            k, j = stack.pop()
-            if j == 0 and k in seen:
-                continue
-            ins = nodes[k].get("inputs", [])
-            if j < len(ins):
-                stack.append((k, j + 1))
-                if ins[j][0] not in seen:
-                    stack.append((ins[j][0], 0))
-            elif k not in seen:
-                seen.add(k)
-                order.append(k)
-    for h in doc["heads"]:
-        visit(h[0])
-    return [k for k in order if nodes[k]["op"] == "null"]
-
-
-def _node_attrs(node) -> dict:
-    attrs = dict(node.get("attrs", node.get("attr", node.get("param", {}))) or {})
-    if node.get("subgraphs"):
-        attrs["subgraphs"] = json.dumps(node["subgraphs"])
-    return attrs
-
-
-def _ordered(opdef, attrs, name, ins):
-    """A JSON node's inputs (mxnet's order) in the registry's order (arguments, aux)."""
-    if not opdef.input_order:
-        return ins
-    parsed = opdef.parse_attrs(attrs, name)
-    by_name = dict(zip(opdef.list_inputs(parsed), ins))
-    return [by_name[n] for n in opdef.list_arguments(parsed) + opdef.list_aux(parsed)]
-
-
-def inline(b, doc, inputs) -> list:
-    """Build a subgraph's ops with ``b``; ``inputs``: Refs in ``list_inputs`` order.
-    Returns the Refs of its heads."""
-    vals = {}
-    for k, ref in zip(subgraph_inputs(doc), inputs):
-        vals[(k, 0)] = ref
-    for k, node in enumerate(doc["nodes"]):
-        if node["op"] == "null":
-            continue
-        attrs = _node_attrs(node)
-        opdef = get_op(node["op"], node["name"])
-        ins = _ordered(opdef, attrs, node["name"], [vals[(e[0], e[1])] for e in node["inputs"]])
-        out = b.op(node["op"], *ins, **attrs)
-        for i, r in enumerate(out if isinstance(out, list) else [out]):
-            vals[(k, i)] = r
-    return [vals[(h[0], h[1])] for h in doc["heads"]]
-
-
-def evaluate(doc, inputs, is_train) -> list:
-    """Run a subgraph with each operator's torch reference (the oracle)."""
-    vals = {}
-    for k, t in zip(subgraph_inputs(doc), inputs):
-        vals[(k, 0)] = t
-    for k, node in enumerate(doc["nodes"]):
-        if node["op"] == "null":
-            continue
-        attrs = _node_attrs(node)
-        opdef = get_op(node["op"], node["name"])
-        ins = _ordered(opdef, attrs, node["name"], [vals[(e[0], e[1])] for e in node["inputs"]])
-        outs = opdef.reference(opdef.parse_attrs(attrs, node["name"]), ins, is_train)
-        for i, r in enumerate(outs):
-            vals[(k, i)] = r
-    return [vals[(h[0], h[1])] for h in doc["heads"]]
-
-
-def infer_subgraph(doc, shapes, dtypes=None):
-    """Shapes and dtypes through a subgraph from its inputs' (None: unknown), each
-    operator's rules run once in order, as ``frontend.graph.infer_node`` runs them.
-
-    Returns ``(input shapes, head shapes, head dtypes)``, input shapes completed where an
-    operator fixes them (a FullyConnected weight the body owns)."""
-    dtypes = list(dtypes or [None] * len(shapes))
-    inputs = subgraph_inputs(doc)
-    shape = {(k, 0): None if s is None else tuple(s) for k, s in zip(inputs, shapes)}
-    dtype = {(k, 0): t or "float32" for k, t in zip(inputs, dtypes)}
-    for k, node in enumerate(doc["nodes"]):
-        if node["op"] == "null":
-            continue
-        attrs = _node_attrs(node)
-        opdef = get_op(node["op"], node["name"])
-        parsed = opdef.parse_attrs(attrs, node["name"])
-        ins = _ordered(opdef, attrs, node["name"], [(e[0], e[1]) for e in node["inputs"]])
-        try:
-            new_in, outs = opdef.infer_shape(parsed, [shape[e] for e in ins])
-        except ShapeError as exc:
-            raise ShapeError(f"in the subgraph, {node['op']} '{node['name']}': {exc}") from None
-        for e, s in zip(ins, new_in):
-            if s is not None and shape[e] is None and doc["nodes"][e[0]]["op"] == "null":
-                shape[e] = tuple(s)
-        _, types = opdef.infer_type(parsed, [dtype[e] for e in ins])
-        types = list(types) + [types[-1] if types else None] * len(outs)
-        for i, s in enumerate(outs):
-            shape[(k, i)] = None if s is None else tuple(s)
-            dtype[(k, i)] = types[i] or "float32"
-    heads = [(h[0], h[1]) for h in doc["heads"]]
-    return ([shape[(k, 0)] for k in inputs], [shape[h] for h in heads],
-            [dtype[h] for h in heads])
-
+# -- helpers ---------------------------------------------------------------------------------
 
 def _safe_infer(name, doc, shapes, dtypes=None):
     try:
@@ -173,44 +53,6 @@ def _head_types(doc, in_types, count):
     except (MXNetError, TypeError, ValueError, KeyError, IndexError):
         known = [t for t in in_types if t is not None]
         return [known[0] if known else None] * count
-
-
-def gradient_sharing_forward(build):
-    """A ``gradient`` rule for a control-flow operator lowered as ``Decompose(build)``.
-
-    As ``contrib_common.gradient_of_decomposition`` (the rebuilt decomposition
-    differentiated op by op), and then the node's readers (its heads, its consumers and
-    their gradients) read the rebuilt outputs instead: forward and backward share one
-    unrolled body, so a random operator in it (Dropout) draws one mask for both."""
-    def gradient(b, n):
-        graph = b.graph
-        before = set(graph.g.nodes)
-        phase, b.phase = b.phase, "fwd"
-        try:
-            outs = build(b, n, True)
-        finally:
-            b.phase = phase
-        built = sorted(set(graph.g.nodes) - before)
-        live = {tuple(r.entry)[0] for r in n.inputs}
-        for node in built:      # nodes no input reaches (constants) pass no gradient
-            if any(src in live for src, _ in graph.inputs(node)):
-                live.add(node)
-        contributions = {}
-        for ref, og in zip(outs, n.ograds):
-            contributions.setdefault(tuple(ref.entry), []).append(og)
-        for node in reversed(built):
-            if node in live:
-                differentiate_node(graph, b, node, contributions)
-        for old, new in zip(n.outputs, outs):
-            graph.replace_entry(tuple(old.entry), tuple(new.entry))
-        grads, seen = [], set()
-        for ref in n.inputs:
-            e = tuple(ref.entry)
-            g = None if e in seen else sum_refs(b, contributions.get(e, []))
-            grads.append(b.zeros_like(ref) if g is None and e not in seen else g)
-            seen.add(e)
-        return grads
-    return gradient
 
 
 def _locs(v):
@@ -247,6 +89,13 @@ def _fe_check(attrs, name, in_shapes):
     if len(_fe_sub_order(attrs)) != attrs["num_args"] - 1:
         raise ShapeError(f"{name}: num_args={attrs['num_args']} does not match "
                          f"{len(_fe_sub_order(attrs))} located subgraph inputs plus the subgraph")
+    order = _fe_sub_order(attrs)
+    if len(attrs["in_state_locs"]) != attrs["num_outputs"] - attrs["num_out_data"]:
+        raise ShapeError(f"{name}: {len(attrs['in_state_locs'])} states for "
+                         f"{attrs['num_outputs'] - attrs['num_out_data']} final outputs")
+    if sorted(order) != list(range(len(order))):
+        raise ShapeError(f"{name}: the *_locs {order} must place each subgraph input once")
+    check_locs(name, "the *_locs", order, len(order), subgraphs(attrs["subgraphs"])[0])
     lens = {s[0] for s in in_shapes[:nd] if s is not None}
     if any(s is not None and len(s) < 1 for s in in_shapes[:nd]):
         raise ShapeError(f"{name}: data inputs must have at least one dim, got "
@@ -321,7 +170,7 @@ def _fe_unroll(b, n, is_train=True):
 _FE_ATTRS = [Attr("num_args", parse_count), Attr("num_outputs", parse_count),
              Attr("num_out_data", parse_count), Attr("in_state_locs", _locs),
              Attr("in_data_locs", _locs), Attr("remain_locs", _locs),
-             Attr("subgraphs", parse_str)]
+             Attr("subgraphs", parse_subgraphs)]
 
 register(OpDef(
     name="_foreach", pattern="composite",
@@ -357,6 +206,14 @@ def _wl_shape(attrs, in_shapes):
         raise ShapeError(f"_while_loop: max_iterations={attrs['max_iterations']} is more "
                          f"than the {MAX_UNROLL} steps symtriton inlines")
     cond_doc, func_doc = _wl_docs(attrs)
+    n = len(in_shapes)
+    check_locs("_while_loop", "cond_input_locs", attrs["cond_input_locs"], n, cond_doc)
+    check_locs("_while_loop", "func_input_locs", attrs["func_input_locs"], n, func_doc)
+    check_locs("_while_loop", "func_var_locs", attrs["func_var_locs"],
+               len(attrs["func_input_locs"]))
+    if len(attrs["func_var_locs"]) != attrs["num_outputs"] - attrs["num_out_data"]:
+        raise ShapeError(f"_while_loop: {len(attrs['func_var_locs'])} loop variables for "
+                         f"{attrs['num_outputs'] - attrs['num_out_data']} final outputs")
     fin = [in_shapes[k] for k in attrs["func_input_locs"]]
     sub_in, outs, _ = _safe_infer("_while_loop", func_doc, fin)
     new_in = list(in_shapes)
@@ -445,7 +302,7 @@ register(OpDef(
     attrs=[Attr("num_args", parse_count), Attr("num_outputs", parse_count),
            Attr("num_out_data", parse_count), Attr("max_iterations", parse_int),
            Attr("cond_input_locs", _locs), Attr("func_input_locs", _locs),
-           Attr("func_var_locs", _locs), Attr("subgraphs", parse_str)],
+           Attr("func_var_locs", _locs), Attr("subgraphs", parse_subgraphs)],
     infer_shape=_wl_shape, infer_type=_wl_type, reference=_wl_ref,
     gradient=gradient_sharing_forward(_wl_unroll),
     doc="A while loop of at most max_iterations steps (cond and func subgraphs); step "
@@ -468,6 +325,9 @@ def _cd_pick(attrs, values, which):
 
 def _cd_shape(attrs, in_shapes):
     cond_doc, then_doc, else_doc = _cd_docs(attrs)
+    for which, doc in (("cond", cond_doc), ("then", then_doc), ("else", else_doc)):
+        check_locs("_cond", f"{which}_input_locs", attrs[f"{which}_input_locs"],
+                   len(in_shapes), doc)
     new_in = list(in_shapes)
     branch_outs = []
     for which, doc in (("cond", cond_doc), ("then", then_doc), ("else", else_doc)):
@@ -513,7 +373,7 @@ register(OpDef(
     outputs=_output_names,
     attrs=[Attr("num_args", parse_count), Attr("num_outputs", parse_count),
            Attr("cond_input_locs", _locs), Attr("then_input_locs", _locs),
-           Attr("else_input_locs", _locs), Attr("subgraphs", parse_str)],
+           Attr("else_input_locs", _locs), Attr("subgraphs", parse_subgraphs)],
     infer_shape=_cd_shape, infer_type=_cd_type, reference=_cd_ref,
     gradient=gradient_sharing_forward(_cd_build),
     doc="If-then-else on a one-element condition (cond, then and else subgraphs); both "

@@ -316,3 +316,21 @@ def test_dropout_in_a_body_has_one_mask_for_forward_and_backward(cpu_target):
     exe.backward([torch.ones(3, 40)])
     np.testing.assert_allclose(exe.grad_dict["x"].numpy(), out)   # mask / (1 - p), twice
     assert 0 < (out == 0).mean() < 1
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("in_data_locs", "[5]", "must place each subgraph input once"),
+    ("in_state_locs", "[]", "num_args=6 does not match 4 located"),
+    ("num_out_data", "2", "0 final outputs"),
+    ("subgraphs", "[{\"nodes\": 1}]", "attribute .subgraphs.*is invalid"),
+])
+def test_a_damaged_foreach_json_is_refused_with_its_reason(key, value, match):
+    doc = _fixture_doc("cf_foreach_rnn")
+    node = next(n for n in doc["nodes"] if n["op"] == "_foreach")
+    if key == "subgraphs":
+        node["subgraphs"] = json.loads(value)
+    else:
+        node["attrs"][key] = value
+    with pytest.raises(MXNetError, match=match):
+        sym.load_json(json.dumps(doc)).infer_shape(data=(4, 2, 3), h0=(2, 5), wx=(5, 3),
+                                                   wh=(5, 5), b=(5,))
