@@ -88,9 +88,8 @@ def _construct_subgraph(outs, states, name, apart=True):
     out_names = {o.name for o in outs}
     flat = [(_identity(o) if o.name in inputs or not _in_subgraph(o, name) else o)
             for o in outs]
-    flat += [(_identity(s) if s.name in inputs or s.name in out_names
-              or (apart and s.name in out_names) or not _in_subgraph(s, name) else s)
-             for s in states]
+    flat += [(_identity(s) if s.name in inputs or (apart and s.name in out_names)
+              or not _in_subgraph(s, name) else s) for s in states]
     return _S.Group(flat)
 
 

@@ -334,3 +334,24 @@ def test_a_damaged_foreach_json_is_refused_with_its_reason(key, value, match):
     with pytest.raises(MXNetError, match=match):
         sym.load_json(json.dumps(doc)).infer_shape(data=(4, 2, 3), h0=(2, 5), wx=(5, 3),
                                                    wh=(5, 5), b=(5,))
+
+
+def test_while_func_returning_one_value_twice(cpu_target):
+    """A value that is both the step output and the new loop variable is one head twice in
+    func's subgraph (mxnet adds no identity there, unlike foreach)."""
+    from runtime.context import cpu
+
+    def func(v):
+        t = v * 2
+        return t, [t]
+    o, fin = S.contrib.while_loop(lambda v: S.sum(v) < 10, func, [S.var("v")],
+                                  max_iterations=4)
+    g = S.Group([o, fin[0]])
+    node = json.loads(g.tojson())["nodes"][-1]
+    heads = node["subgraphs"][1]["heads"]
+    assert heads[0] == heads[1]
+    exe = g.simple_bind(cpu(), v=(2,))
+    exe.arg_dict["v"][:] = torch.tensor([1.0, 1.0])
+    outs = exe.forward()
+    assert outs[0].numpy().tolist() == [[2, 2], [4, 4], [8, 8], [0, 0]]
+    assert outs[1].numpy().tolist() == [8, 8]
