@@ -27,6 +27,7 @@ from .ops import REGISTRY, get_op
 from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
 from .symbol_random import make_rand_zipfian as _make_rand_zipfian
+from . import symbol_control_flow as _control_flow
 
 MXNET_VERSION = 10901
 
@@ -66,6 +67,14 @@ class _Node:
 
     def num_arguments(self):
         return len(self.opdef().list_arguments(self.parsed()))
+
+
+def _listed_attrs(node) -> dict:
+    """The attributes mxnet lists for a node: a control-flow operator's subgraphs are not
+    attributes there (its JSON holds them in the node's ``subgraphs`` field)."""
+    if node.op != "null" and "subgraphs" in node.attrs:
+        return {k: v for k, v in node.attrs.items() if k != "subgraphs"}
+    return dict(node.attrs)
 
 
 def _inputs_before_amp_casts(node) -> list:
@@ -214,7 +223,7 @@ class Symbol:
         if recursive:
             raise MXNetError("list_attr(recursive=True) is deprecated in mxnet; use attr_dict()")
         node = self._single("list_attr")
-        return dict(node.attrs)
+        return _listed_attrs(node)
 
     def attr_dict(self):
         """Every attribute of every node, as ``{node name: {key: value}}``.
@@ -233,9 +242,9 @@ class Symbol:
         """
         out = {}
         for node in self._nodes():
-            if node.attrs:
+            if _listed_attrs(node):
                 attrs = {}
-                for key, value in node.attrs.items():
+                for key, value in _listed_attrs(node).items():
                     attrs[key] = value
                     if key in _REPLACED_HIDDEN_KEYS:
                         attrs[key[2:-2]] = value
@@ -447,10 +456,13 @@ class Symbol:
     def _binary(self, other, op, scalar_op, reverse=False):
         if isinstance(other, Symbol):
             lhs, rhs = (other, self) if reverse else (self, other)
-            return _create(op, [lhs, rhs], {}, None, hint=_HINTS[op])
+            return _create(op, [lhs, rhs], {}, None, hint=_HINTS.get(op, op))
         if isinstance(other, (int, float, np.number)):
-            return _create(scalar_op, [self], {"scalar": float(other)}, None,
-                           hint=_HINTS[scalar_op])
+            # mxnet writes the number as given (``x * 2``: scalar "2") and names the node
+            # after its function (``_lesser_scalar0``)
+            scalar = other if type(other) is int else float(other)
+            return _create(scalar_op, [self], {"scalar": scalar}, None,
+                           hint=_HINTS.get(scalar_op, scalar_op))
         return NotImplemented
 
     def __add__(self, o): return self._binary(o, "elemwise_add", "_plus_scalar")
@@ -685,13 +697,16 @@ class Symbol:
         out_nodes, row_ptr = [], [0]
         for n in nodes:
             entry = {"op": n.op, "name": n.name}
-            if n.attrs:
-                entry["attrs"] = {k: str(v) for k, v in n.attrs.items()}
+            attrs = {k: str(v) for k, v in n.attrs.items() if k != "subgraphs"}
+            if attrs:
+                entry["attrs"] = attrs
             ins = inputs_of(n)
             if n.op != "null" and n.opdef().input_order:
                 ins = _reorder_inputs(n.opdef(), n.opdef().parse_attrs(n.attrs, n.name), ins,
                                       to_mxnet=True)
             entry["inputs"] = [[index[id(s)], i, 0] for s, i in ins]
+            if n.op != "null" and "subgraphs" in n.attrs:   # control flow: mxnet's own field
+                entry["subgraphs"] = json.loads(n.attrs["subgraphs"])
             out_nodes.append(entry)
             row_ptr.append(row_ptr[-1] + n.num_outputs())
         doc = {
@@ -1043,6 +1058,8 @@ def _node_from_json(i, entry, nodes):
     if not isinstance(attrs, dict):
         raise MXNetError(f"symbol JSON node {i} ('{name}'): attrs must be an object")
     attrs = {str(k): _attr_from_json(v, i, name) for k, v in attrs.items()}
+    if entry.get("subgraphs"):      # control flow's bodies (ops/control_flow.py)
+        attrs["subgraphs"] = json.dumps(entry["subgraphs"])
     raw_inputs = entry.get("inputs", [])
     if not isinstance(raw_inputs, list):
         raise MXNetError(f"symbol JSON node {i} ('{name}'): inputs must be a list")
@@ -1274,6 +1291,10 @@ def _operator_namespace(namespace):
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
 contrib.uniform = random.uniform    # mxnet's contrib module imports it from random
+_control_flow.install(Symbol=Symbol, Group=Group, Variable=Variable, create=_create,
+                      Node=_Node, topo=_topo)
+contrib.foreach, contrib.while_loop, contrib.cond = (
+    _control_flow.foreach, _control_flow.while_loop, _control_flow.cond)
 
 
 def _scaled_update(op_name, scale_slot):

@@ -28,10 +28,10 @@ NOT_YET = {
 
     """.split(),
     "sym.contrib": """
-    SparseEmbedding boolean_mask check_call cond dgl_adjacency
+    SparseEmbedding boolean_mask check_call dgl_adjacency
     dgl_csr_neighbor_non_uniform_sample dgl_csr_neighbor_uniform_sample
-    dgl_graph_compact dgl_subgraph edge_id foreach getnnz group_adagrad_update
-    quantized_batch_norm quantized_rnn while_loop
+    dgl_graph_compact dgl_subgraph edge_id getnnz group_adagrad_update
+    quantized_batch_norm quantized_rnn
     """.split(),
 }
 
