@@ -11,7 +11,7 @@ import random
 import numpy as np
 import torch
 
-from runtime.ndarray import as_ndarray
+from runtime.ndarray import as_ndarray, torch_dtype
 
 from .image import (_get_interp_method, _tensor, center_crop, color_normalize, imresize,
                     random_crop, random_size_crop, resize_short)
@@ -145,7 +145,7 @@ class ContrastJitterAug(Augmenter):
 
     def __call__(self, src):
         alpha = 1.0 + random.uniform(-self.contrast, self.contrast)
-        gray = _tensor(src) * torch.tensor(_GRAY_COEF, dtype=src.dtype)
+        gray = _tensor(src) * torch.tensor(_GRAY_COEF, dtype=torch_dtype(src))
         gray = (3.0 * (1.0 - alpha) / gray.numel()) * gray.sum()
         src *= alpha
         src += gray
@@ -161,7 +161,7 @@ class SaturationJitterAug(Augmenter):
 
     def __call__(self, src):
         alpha = 1.0 + random.uniform(-self.saturation, self.saturation)
-        gray = (_tensor(src) * torch.tensor(_GRAY_COEF, dtype=src.dtype)).sum(2, keepdim=True)
+        gray = (_tensor(src) * torch.tensor(_GRAY_COEF, dtype=torch_dtype(src))).sum(2, keepdim=True)
         src *= alpha
         src += gray * (1.0 - alpha)
         return src
@@ -182,7 +182,7 @@ class HueJitterAug(Augmenter):
         u, w = np.cos(alpha * np.pi), np.sin(alpha * np.pi)
         bt = np.array([[1.0, 0.0, 0.0], [0.0, u, -w], [0.0, w, u]])
         t = np.dot(np.dot(self._ITYIQ, bt), self._TYIQ).T
-        return as_ndarray(_tensor(src) @ torch.tensor(t, dtype=src.dtype))
+        return as_ndarray(_tensor(src) @ torch.tensor(t, dtype=torch_dtype(src)))
 
 
 class ColorJitterAug(RandomOrderAug):
@@ -205,7 +205,7 @@ class LightingAug(Augmenter):
     def __call__(self, src):
         alpha = np.random.normal(0, self.alphastd, size=(3,))
         rgb = np.dot(self.eigvec * alpha, self.eigval)
-        src += torch.tensor(rgb, dtype=src.dtype)
+        src += torch.tensor(rgb, dtype=torch_dtype(src))
         return src
 
 
@@ -232,7 +232,7 @@ class RandomGrayAug(Augmenter):
 
     def __call__(self, src):
         if random.random() < self.p:
-            src = as_ndarray(_tensor(src) @ torch.tensor(self._MAT, dtype=src.dtype))
+            src = as_ndarray(_tensor(src) @ torch.tensor(self._MAT, dtype=torch_dtype(src)))
         return src
 
 

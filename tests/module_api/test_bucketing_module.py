@@ -279,8 +279,11 @@ def test_compile_once_per_bucket_and_kernels_shared(tmp_path, monkeypatch):
         return {k: kernels.count(k) for k in set(kernels)}
 
     counts = {key: fwd_counts(p) for key, p in progs.items()}
+    # steps 1..T-1, or 1..T-2: the last step's gate kernel may differ from the others
+    # (the backward of tanh and sigmoid reads their outputs, and what the last step
+    # stores for it is not what a middle step stores)
     per_step = [k for k in counts[7]
-                if all(counts[key].get(k) == key - 1 for key in counts)]   # steps 1..T-1
+                if any(all(counts[key].get(k) == key - d for key in counts) for d in (1, 2))]
     assert len(per_step) >= 1
     summaries = {ln.kernel: ln.summary for ln in progs[7].launches}
     gates = [k for k in per_step if summaries[k].startswith('pointwise over domain (%d, %d)'
