@@ -1,0 +1,40 @@
+"""mxnet 1.9.1's own example programs, run with ``import mxnet`` resolved to module_api,
+reach the metric mxnet 1.9.1 reached on the same data (``examples/data/
+mxnet_module_examples.json``, recorded by ``examples/mxnet_examples.py``) within 2%.
+
+The programs are read from an apache/mxnet 1.9.1 checkout named by ``MXNET_SOURCE``
+(nothing of mxnet's is kept here); without it these tests are skipped. See
+``examples/mxnet_examples.py`` for the CPU edits both sides get and the data.
+"""
+import json
+import os
+
+import pytest
+
+from examples import mxnet_examples
+
+SOURCE = os.environ.get("MXNET_SOURCE")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not SOURCE, reason="MXNET_SOURCE (an apache/mxnet 1.9.1 "
+                                                    "checkout) is not set")]
+
+
+def _recorded(name):
+    with open(mxnet_examples.FIGURES) as f:
+        return json.load(f)["examples"][name]["final"]
+
+
+@pytest.mark.parametrize("name", ["mnist_mlp", "sequential_module", "python_loss",
+                                  "train_mnist_rec", "word_lm"])
+def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
+    ours, log = mxnet_examples.run(SOURCE, name, "symtriton")
+    theirs = _recorded(name)
+    assert abs(ours[-1] - theirs) <= 0.02 * theirs, (name, ours, theirs, log[-2000:])
+
+
+def test_recorded_figures_have_provenance():
+    with open(mxnet_examples.FIGURES) as f:
+        doc = json.load(f)
+    assert {"command", "date", "mxnet"} <= set(doc["provenance"])
+    assert set(doc["examples"]) == set(mxnet_examples.EXAMPLES)
