@@ -14,9 +14,8 @@ import pytest
 from examples import mxnet_examples
 
 SOURCE = os.environ.get("MXNET_SOURCE")
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not SOURCE, reason="MXNET_SOURCE (an apache/mxnet 1.9.1 "
-                                                    "checkout) is not set")]
+NEEDS_SOURCE = pytest.mark.skipif(not SOURCE, reason="MXNET_SOURCE (an apache/mxnet 1.9.1 "
+                                                     "checkout) is not set")
 
 
 def _recorded(name):
@@ -24,7 +23,9 @@ def _recorded(name):
         return json.load(f)["examples"][name]["final"]
 
 
-@pytest.mark.parametrize("name", ["mnist_mlp", "sequential_module", "python_loss",
+@pytest.mark.slow
+@NEEDS_SOURCE
+@pytest.mark.parametrize("name", ["mnist_mlp", "mnist_mlp_10_epochs", "sequential_module", "python_loss",
                                   "train_mnist_rec", "word_lm"])
 def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
@@ -36,5 +37,6 @@ def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
 def test_recorded_figures_have_provenance():
     with open(mxnet_examples.FIGURES) as f:
         doc = json.load(f)
-    assert {"command", "date", "mxnet"} <= set(doc["provenance"])
+    assert {"mxnet", "source"} <= set(doc["provenance"])
+    assert all({"command", "date", "final"} <= set(fig) for fig in doc["examples"].values())
     assert set(doc["examples"]) == set(mxnet_examples.EXAMPLES)
