@@ -26,7 +26,8 @@ def _recorded(name):
 @pytest.mark.slow
 @NEEDS_SOURCE
 @pytest.mark.parametrize("name", ["mnist_mlp", "mnist_mlp_30_epochs", "sequential_module",
-                                  "python_loss_30_epochs", "train_mnist_rec", "word_lm"])
+                                  "sequential_module_30_epochs", "python_loss_30_epochs",
+                                  "train_mnist_rec", "word_lm"])
 def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
     ours, log = mxnet_examples.run(SOURCE, name, "symtriton")
