@@ -115,15 +115,26 @@ def _prepare(source, name, work):
     return dest
 
 
-def pack_mnist_rec(work, data):
+def pack_mnist_rec(work, data, count=None):
     """Write the MNIST split's images as PNG files with a ``.lst`` per part, and pack each
-    into ``data/mnist_<part>.rec`` with this project's im2rec (``--pass-through``)."""
+    into ``data/mnist_<part>.rec`` with this project's im2rec (``--pass-through``).
+
+    Parameters
+    ----------
+    work : str
+        A folder for the split and the PNG files.
+    data : str
+        Where ``mnist_train.rec`` / ``mnist_val.rec`` (and their .lst, .idx) go.
+    count : int, optional
+        Pack only the first ``count`` images of each part (tests).
+    """
     import numpy as np
     from PIL import Image
 
     split = split_files(out_dir=work)
     for part in ("train", "val"):
-        images, labels = _read_idx(split[f"{part}_images"]), _read_idx(split[f"{part}_labels"])
+        images = _read_idx(split[f"{part}_images"])[:count]
+        labels = _read_idx(split[f"{part}_labels"])[:count]
         root = os.path.join(work, f"png_{part}")
         os.makedirs(root, exist_ok=True)
         prefix = os.path.join(data, f"mnist_{part}")
