@@ -1,16 +1,18 @@
-"""``mx.profiler``: mxnet 1.9.1's profiler API, recorded with ``torch.profiler``.
+"""``mx.profiler``: mxnet 1.9.1's profiler API.
 
 While the profiler runs (``set_state('run')``, not paused), every generated
-kernel launch an executor makes runs inside a ``torch.profiler`` range
-named after the launch (``fwd matmul over domain (32, 64) #f92c14ac``:
-phase, what the kernel computes, its source hash; see
-:func:`runtime.launcher.launch_name`), so the ATen calls (cpu target) or
-Triton launches inside it nest under it. ``dump()`` writes everything
-recorded so far as a Chrome trace (``chrome://tracing``, Perfetto) to the
-``filename`` of :func:`set_config` (default ``profile.json``): the kernel
-ranges have category ``operator`` as mxnet's operators do, a
-:class:`Task` / :class:`Frame` has its domain's name as category, a
-:class:`Counter` writes counter (``"ph": "C"``) events and a
+kernel launch an executor makes is recorded as its launch id, start and end
+(``time.perf_counter_ns``) and thread (``runtime.launcher.RECORD``; the id
+names the launch, ``fwd matmul over domain (32, 64) #f92c14ac``: phase, what
+the kernel computes, its source hash; see
+:func:`runtime.launcher.launch_name`). Tasks, frames, events, counters and
+markers are recorded the same way. Nothing more happens while recording: the
+trace and the statistics are built from the records when they are asked for.
+``dump()`` writes everything recorded so far as a Chrome trace
+(``chrome://tracing``, Perfetto) to the ``filename`` of :func:`set_config`
+(default ``profile.json``): the kernel ranges have category ``operator`` as
+mxnet's operators do, a :class:`Task` / :class:`Frame` has its domain's name
+as category, a :class:`Counter` writes counter (``"ph": "C"``) events and a
 :class:`Marker` instant (``"ph": "i"``) events. ``dumps()`` returns mxnet's
 aggregate table (count, total / min / max / average time per name and
 category; value statistics for counters).
@@ -29,19 +31,18 @@ Differences from mxnet, by design:
 * Optimizer updates are not wrapped in ranges; their ATen calls appear
   unnamed.
 * On a GPU, kernel ranges time the host side of the launch (launches are
-  asynchronous); torch's CUDA activity, recorded too, has device times.
+  asynchronous).
+* ``profile_memory`` is accepted; allocations are not recorded.
 """
 from __future__ import annotations
 
 import atexit
-import itertools
 import json
 import os
 import tempfile
 import threading
+import time
 import warnings
-
-import torch
 
 from compiler.errors import MXNetError
 from runtime import launcher as _launcher
@@ -50,20 +51,18 @@ _CONFIG_KEYS = ("filename", "profile_all", "profile_symbolic", "profile_imperati
                 "profile_memory", "profile_api", "continuous_dump",
                 "dump_period", "aggregate_stats", "profile_process")
 _lock = threading.RLock()
-_config = {"filename": "profile.json", "profile_memory": False}
+_config = {"filename": "profile.json"}
 # "output": a trace is owed (set by set_state('run'), cleared by dump), as mxnet's
 # enable_output_: the process writes it at exit when no dump() came after the last run
-_state = {"run": False, "paused": False, "session": None, "origin_us": None,
+_state = {"run": False, "paused": False, "origin_ns": None,
           "output": False, "atexit": False}
-_events: list = []              # trace events (ts in us from the first session's start)
-_meta: dict = {}                # (name, pid, tid) -> metadata event, deduplicated
+_events: list = []              # trace events (ts in us from the first run's start)
+_meta: dict = {}                # (name, pid) -> metadata event
 _stats: dict = {}               # category -> name -> [count, total, min, max]
-_categories: dict = {}          # range name -> category (tasks, frames, events)
-_instants: dict = {}            # tag -> ("C" | "i", category, name, value or scope)
+# tasks, frames, events, counters and markers as recorded: (kind "X" | "C" | "i", category,
+# name, start ns, end ns, thread id, value); built into _events with the launches on dump
+_ranges: list = []
 _kvstore_handle = None
-_COUNTER_TAG = "__symtriton_counter__"
-_MARKER_TAG = "__symtriton_marker__"
-_tags = itertools.count()
 
 
 def set_kvstore_handle(handle):
@@ -86,9 +85,8 @@ def set_config(**kwargs):
     filename : str
         The trace file :func:`dump` writes (default ``profile.json``).
     profile_all, profile_symbolic, profile_imperative, profile_memory, profile_api : bool
-        Accepted; kernel launches are recorded in every case,
-        ``profile_memory`` (or ``profile_all``) also records torch's
-        allocations.
+        Accepted; kernel launches are recorded in every case (allocations
+        are not recorded).
     continuous_dump, dump_period, aggregate_stats : optional
         Accepted (see the module docstring).
     profile_process : str
@@ -184,13 +182,13 @@ def dump(finished=True, profile_process="worker"):
     with _lock:
         if finished:
             set_state("stop")
-        else:
-            _flush()
         _write_trace()
 
 
 def _write_trace():
-    """Write the recorded events to the configured file (atomically); no trace is owed after."""
+    """Build the trace from what was recorded and write it to the configured file
+    (atomically); no trace is owed after."""
+    _flush()
     doc = {"traceEvents": list(_meta.values()) + sorted(_events, key=lambda e: e["ts"]),
            "displayTimeUnit": "ms"}
     path = _config["filename"]
@@ -206,17 +204,15 @@ def _write_trace():
 
 
 def _register_exit():
-    """Register :func:`_at_exit` once, on the first run: it then runs before torch's own
-    exit handlers (``atexit`` is last in, first out)."""
+    """Register :func:`_at_exit` once, on the first run."""
     if not _state["atexit"]:
         _state["atexit"] = True
         atexit.register(_at_exit)
 
 
 def _at_exit():
-    """At interpreter exit, as mxnet's profiler destructor: stop a running torch session
-    (one left running crashes the interpreter's teardown) and write the trace if the
-    profiler ran since the last :func:`dump`."""
+    """At interpreter exit, as mxnet's profiler destructor: stop recording and write the
+    trace if the profiler ran since the last :func:`dump`."""
     with _lock:
         try:
             set_state("stop")
@@ -256,97 +252,64 @@ def dumps(reset=False, format="table", sort_by="total", ascending=False):  # noq
     assert reset in (False, True), \
         "Invalid value provided for reset: {0}. Support: False, True".format(reset)
     with _lock:
-        if _state["run"] and not _state["paused"]:
-            _flush()
+        _flush()
         text = _format_json() if format == "json" else _format_table(sort_by, ascending)
         if reset:
             _stats.clear()
     return text
 
 
-# -- sessions: one torch.profiler run between start and stop / pause ---------------------
+# -- recording: launches (runtime.launcher.RECORD) and our ranges, built into a trace on dump --
 
 def _start_session():
-    # torch.autograd.profiler.profile, not torch.profiler.profile: the latter's start
-    # probes ``torch._inductor`` and so imports it (seconds) on the first run
-    device = "cuda" if torch.cuda.is_available() else None
-    memory = bool(_config.get("profile_memory") or _config.get("profile_all"))
-    session = torch.autograd.profiler.profile(use_device=device, use_kineto=True,
-                                              profile_memory=memory)
-    session.__enter__()
-    _state["session"] = session
+    if _state["origin_ns"] is None:
+        _state["origin_ns"] = time.perf_counter_ns()
     _launcher.PROFILING = True
 
 
 def _stop_session():
     _launcher.PROFILING = False
-    session, _state["session"] = _state["session"], None
-    if session is None:
-        return
-    session.__exit__(None, None, None)
-    fd, tmp = tempfile.mkstemp(prefix="symtriton-trace-", suffix=".json")
-    os.close(fd)
-    try:
-        session.export_chrome_trace(tmp)
-        with open(tmp) as f:
-            doc = json.load(f)
-    finally:
-        os.unlink(tmp)
-    _collect(doc)
 
 
 def _flush():
-    """Close the running session into the recorded events, then start a new one."""
-    if _state["run"] and not _state["paused"]:
-        _stop_session()
-        _start_session()
-
-
-def _collect(doc):
-    base_us = float(doc.get("baseTimeNanoseconds", 0)) / 1000.0
-    if _state["origin_us"] is None:
-        events = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X"]
-        _state["origin_us"] = base_us + min((float(e["ts"]) for e in events), default=0.0)
-    shift = base_us - _state["origin_us"]
-    for ev in doc.get("traceEvents", []):
-        if "ts" not in ev:
-            continue
-        if ev.get("ph") == "M":
-            ev["ts"] = 0
-            _meta.setdefault((ev.get("name"), ev.get("pid"), ev.get("tid")), ev)
-            continue
-        ev["ts"] = float(ev["ts"]) + shift
-        ev = _classify(ev)
-        if ev is not None:
-            _events.append(ev)
-
-
-def _classify(ev):
-    """Give our ranges their mxnet category; turn tagged ranges into counter / marker events."""
-    name = ev.get("name", "")
-    if ev.get("ph") != "X":
-        return ev
-    if name.startswith((_COUNTER_TAG, _MARKER_TAG)):
-        inst = _instants.pop(name, None)
-        if inst is None:
-            return None
-        kind, cat, label, value = inst
-        out = {"name": label, "cat": cat, "ph": kind, "ts": ev["ts"], "pid": ev["pid"],
-               "tid": ev["tid"]}
-        if kind == "C":
-            out["args"] = {label: value}
-            _add_stat("Counter", f"{cat}::{label}", value)
+    """Build the events and statistics of everything recorded since the last build."""
+    record = _launcher.RECORD
+    count = len(record)
+    launches, ranges = record[:count], _ranges[:]
+    del record[:count]
+    del _ranges[:len(ranges)]
+    names, pid = _launcher.LAUNCH_IDS, os.getpid()
+    for ident, start, end, tid in launches:
+        _add_range("operator", names[ident], start, end, pid, tid)
+    for kind, cat, name, start, end, tid, value in ranges:
+        if kind == "X":
+            _add_range(cat, name, start, end, pid, tid)
         else:
-            out["s"] = {"global": "g", "process": "p"}.get(value, "t")
-        return out
-    if name in _launcher.LAUNCH_NAMES:
-        ev["cat"] = "operator"
-    elif name in _categories:
-        ev["cat"] = _categories[name]
+            _add_instant(kind, cat, name, start, pid, tid, value)
+    if (launches or ranges) and ("process_name", pid) not in _meta:
+        _meta[("process_name", pid)] = {"name": "process_name", "ph": "M", "pid": pid,
+                                        "tid": 0, "ts": 0, "args": {"name": "symtriton"}}
+
+
+def _us(ns):
+    return (ns - _state["origin_ns"]) / 1000.0
+
+
+def _add_range(cat, name, start, end, pid, tid):
+    dur = (end - start) / 1000.0
+    _events.append({"name": name, "cat": cat, "ph": "X", "ts": _us(start), "dur": dur,
+                    "pid": pid, "tid": tid})
+    _add_stat(cat, name, dur)
+
+
+def _add_instant(kind, cat, name, when, pid, tid, value):
+    out = {"name": name, "cat": cat, "ph": kind, "ts": _us(when), "pid": pid, "tid": tid}
+    if kind == "C":
+        out["args"] = {name: value}
+        _add_stat("Counter", f"{cat}::{name}", value)
     else:
-        return ev
-    _add_stat(ev["cat"], name, float(ev.get("dur", 0.0)))
-    return ev
+        out["s"] = {"global": "g", "process": "p"}.get(value, "t")
+    _events.append(out)
 
 
 def _add_stat(category, name, value):
@@ -400,13 +363,10 @@ def _format_json():
 
 
 def _instant(kind, category, name, value):
-    """Record a counter value or a marker as a tagged empty range (aligned with the trace)."""
-    if not _launcher.PROFILING:
-        return
-    tag = f"{_COUNTER_TAG if kind == 'C' else _MARKER_TAG}{next(_tags)}"
-    _instants[tag] = (kind, category, name, value)
-    with torch.profiler.record_function(tag):
-        pass
+    """Record a counter value or a marker now, while recording."""
+    if _launcher.PROFILING:
+        _ranges.append((kind, category, name, time.perf_counter_ns(), None,
+                        threading.get_ident(), value))
 
 
 # -- user objects -------------------------------------------------------------------------
@@ -443,28 +403,30 @@ class Domain:
 
 
 class _Duration:
-    """A named range timed between ``start()`` and ``stop()`` (one torch range)."""
+    """A named range timed between ``start()`` and ``stop()``, recorded when it stops
+    while the profiler records."""
 
     def __init__(self, category, name):
         self.name = name
         self._range = None
-        _categories[name] = category
+        self._category = category
 
     def start(self):
         """Start timing."""
         if self._range is not None:
             raise MXNetError(f"{type(self).__name__} '{self.name}' is already started; call "
                              f"stop() first")
-        self._range = torch.profiler.record_function(self.name)
-        self._range.__enter__()
+        self._range = time.perf_counter_ns()
 
     def stop(self):
         """Stop timing."""
         if self._range is None:
             raise MXNetError(f"{type(self).__name__} '{self.name}' was not started; call "
                              f"start() first")
-        rng, self._range = self._range, None
-        rng.__exit__(None, None, None)
+        start, self._range = self._range, None
+        if _launcher.PROFILING:
+            _ranges.append(("X", self._category, self.name, start, time.perf_counter_ns(),
+                            threading.get_ident(), None))
 
     def __str__(self):
         return self.name

@@ -35,6 +35,7 @@ import importlib.machinery
 import os
 import importlib.util
 import threading
+import time
 
 import torch
 
@@ -48,10 +49,23 @@ _MODULES: dict = {}
 # Triton's interpreter keeps the running grid in module-level state, so two threads
 # must not launch at once (dist_async applies updates from a server thread).
 LAUNCH_LOCK = threading.RLock()
-# Set by ``mx.profiler`` while it records: run_bound then wraps every launch in a
-# named torch.profiler range. Checked once per run_bound, so off costs one test.
+# Set by ``mx.profiler`` while it records: run_bound then times every launch and appends
+# ``(launch id, start ns, end ns, thread id)`` to RECORD (perf_counter_ns); the profiler
+# builds its trace from RECORD when it dumps. Checked once per run_bound, so off costs one test.
 PROFILING = False
-LAUNCH_NAMES: set = set()       # every range name bind_launches made (the profiler's "operator"s)
+LAUNCH_NAMES: dict = {}         # range name -> launch id (the profiler's "operator"s)
+LAUNCH_IDS: list = []           # launch id -> range name
+RECORD: list = []               # one tuple per launch run while PROFILING
+
+
+def launch_id(name: str) -> int:
+    """The id of the launch range ``name`` (a new one on first sight)."""
+    with LAUNCH_LOCK:
+        ident = LAUNCH_NAMES.get(name)
+        if ident is None:
+            ident = LAUNCH_NAMES[name] = len(LAUNCH_IDS)
+            LAUNCH_IDS.append(name)
+    return ident
 
 
 def load_module(source_hash: str):
@@ -142,10 +156,12 @@ class LaunchCounter:
 
 
 class BoundLaunches(list):
-    """The callables of bound launches, with ``names``: one profiler range name per launch,
+    """The callables of bound launches, with ``names``: one profiler range name per launch
+    (``ids``: their :func:`launch_id`),
     and ``host_threads``: whether they are cpu kernels (ATen calls on this host's
     thread pool, whose thread count ``runtime.threads`` chooses per run)."""
     names: list = []
+    ids: list = []
     host_threads: bool = False
 
 
@@ -164,7 +180,7 @@ def bind_launches(launches, resolve) -> list:
     """
     bound = BoundLaunches()
     bound.names = [launch_name(ln) for ln in launches]
-    LAUNCH_NAMES.update(bound.names)
+    bound.ids = [launch_id(name) for name in bound.names]
     for ln in launches:
         if getattr(ln, "kind", "kernel") == "extern":
             flat = [resolve(*arg).as_subclass(torch.Tensor) for arg in ln.args]
@@ -264,13 +280,14 @@ def _run_all(bound, check=None):
 
 
 def _run_profiled(bound, check=None):
-    """``run_bound`` with each launch in a ``torch.profiler.record_function`` range."""
-    names = getattr(bound, "names", None) or [f"kernel {i}" for i in range(len(bound))]
-    record = torch.profiler.record_function
+    """``run_bound`` recording each launch's id, start and end (``perf_counter_ns``) in RECORD."""
+    ids = getattr(bound, "ids", None) or [launch_id(f"kernel {i}") for i in range(len(bound))]
+    clock, record, tid = time.perf_counter_ns, RECORD.append, threading.get_ident()
     with torch.inference_mode():
-        for name, run in zip(names, bound):
-            with record(name):
-                run()
+        for ident, run in zip(ids, bound):
+            start = clock()
+            run()
+            record((ident, start, clock(), tid))
             if check is not None:
                 check()
 

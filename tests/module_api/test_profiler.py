@@ -160,3 +160,25 @@ def test_launches_run_unwrapped_when_off():
     exe = (a * 2).bind(mx.cpu(), {"a": mx.nd.ones((2,))})
     assert hasattr(exe._launches(exe.programs[1], "fwd"), "names")
     np.testing.assert_allclose(exe.forward()[0].asnumpy(), [2, 2])
+
+
+def test_launches_recorded_by_id_and_the_trace_built_on_dump(trace_file):
+    a = mx.sym.Variable("a")
+    exe = (mx.sym.exp(a) * 2).bind(mx.cpu(), {"a": mx.nd.ones((3,))})
+    exe.forward()
+    bound = exe._launches(exe.programs[1], "fwd")
+    assert [launcher.LAUNCH_IDS[i] for i in bound.ids] == bound.names
+    events_before = len(profiler._events)
+    profiler.set_state("run")
+    exe.forward()
+    exe.forward()
+    # while running, a launch is one tuple (id, start ns, end ns, thread): no event is built
+    recorded = [r for r in launcher.RECORD if r[0] in bound.ids]
+    assert len(recorded) == 2 * len(bound) and all(r[1] <= r[2] for r in recorded)
+    assert len(profiler._events) == events_before
+    profiler.dump()
+    assert not launcher.RECORD
+    ops = [e for e in _events(trace_file)
+           if e.get("cat") == "operator" and e["name"] in bound.names]   # the trace is cumulative
+    assert sorted(e["name"] for e in ops) == sorted(bound.names * 2)
+    assert all(e["dur"] >= 0 for e in ops)

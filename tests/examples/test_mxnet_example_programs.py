@@ -1,0 +1,49 @@
+"""mxnet 1.9.1's own example programs, run with ``import mxnet`` resolved to module_api,
+reach the metric mxnet 1.9.1 reached on the same data (``examples/data/
+mxnet_module_examples.json``, recorded by ``examples/mxnet_examples.py``) within 2%.
+
+The programs are read from an apache/mxnet 1.9.1 checkout named by ``MXNET_SOURCE``
+(nothing of mxnet's is kept here); without it these tests are skipped. See
+``examples/mxnet_examples.py`` for the CPU edits both sides get and the data.
+
+``python_loss`` as it is (10 epochs) is not among them: it stops while the accuracy still
+climbs steeply (mxnet: 0.12 to 0.63 over epochs 5-9), where the figure depends on the
+initial draw (ours, three runs: 0.608, 0.582, 0.559 against mxnet's 0.6165); its 30-epoch
+run, converged, is. ``mnist_mlp`` and ``sequential_module`` as they are stay at chance
+(0.115) on both sides after their 2 epochs on 8,000 images; their 30-epoch runs learn.
+"""
+import json
+import os
+
+import pytest
+
+from examples import mxnet_examples
+
+SOURCE = os.environ.get("MXNET_SOURCE")
+NEEDS_SOURCE = pytest.mark.skipif(not SOURCE, reason="MXNET_SOURCE (an apache/mxnet 1.9.1 "
+                                                     "checkout) is not set")
+
+
+def _recorded(name):
+    with open(mxnet_examples.FIGURES) as f:
+        return json.load(f)["examples"][name]["final"]
+
+
+@pytest.mark.slow
+@NEEDS_SOURCE
+@pytest.mark.parametrize("name", ["mnist_mlp", "mnist_mlp_30_epochs", "sequential_module",
+                                  "sequential_module_30_epochs", "python_loss_30_epochs",
+                                  "train_mnist_rec", "word_lm"])
+def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
+    ours, log = mxnet_examples.run(SOURCE, name, "symtriton")
+    theirs = _recorded(name)
+    assert abs(ours[-1] - theirs) <= 0.02 * theirs, (name, ours, theirs, log[-2000:])
+
+
+def test_recorded_figures_have_provenance():
+    with open(mxnet_examples.FIGURES) as f:
+        doc = json.load(f)
+    assert {"mxnet", "source"} <= set(doc["provenance"])
+    assert all({"command", "date", "final"} <= set(fig) for fig in doc["examples"].values())
+    assert set(doc["examples"]) == set(mxnet_examples.EXAMPLES)
