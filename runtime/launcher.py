@@ -194,7 +194,9 @@ def bind_launches(launches, resolve) -> list:
             bound.append(module.bind(*[t.as_subclass(torch.Tensor) for t in flat]))
             bound.host_threads = True
         else:
-            bound.append(_triton_launch(module.kernel, flat, ln.config))
+            # plain tensors: Triton reads each argument's dtype, a numpy type on an NDArray
+            bound.append(_triton_launch(module.kernel,
+                                        [t.as_subclass(torch.Tensor) for t in flat], ln.config))
     return bound
 
 

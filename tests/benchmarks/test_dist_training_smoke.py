@@ -1,6 +1,6 @@
 """benchmarks/dist_training.py runs 1 and 2 workers beside DDP and reports what
 each side's step communicates: nothing on 1 worker for us, one bucketed
-all-reduce (plus the key-summary all_gather) on 2."""
+all-reduce on 2 (the key summary rides in it: no all_gather)."""
 import os
 import re
 import subprocess
@@ -25,5 +25,5 @@ def test_dist_training_benchmark_quick():
         assert float(row["sym_sps"]) > 0 and float(row["ddp_sps"]) > 0
         assert int(row["sym_launches"]) <= 12
     assert (rows[1]["sym_allreduce"], rows[1]["sym_allgather"]) == ("0", "0")
-    assert (rows[2]["sym_allreduce"], rows[2]["sym_allgather"]) == ("1", "1")
+    assert (rows[2]["sym_allreduce"], rows[2]["sym_allgather"]) == ("1", "0")
     assert "RESULT dist_scaling" in out

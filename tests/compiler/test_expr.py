@@ -131,11 +131,13 @@ def test_a_missing_primitive_names_the_operator_at_compile_time(monkeypatch):
 
 
 def test_no_target_parses_generated_code():
-    """Each target emits from the vocabulary: no source text is parsed back."""
+    """Each target emits from the vocabulary: no source text is parsed back. (The
+    optimizer rule tables, ``ops/optimizer_rules.py``, are hand-written lines read into
+    the vocabulary once: the one place ``ast.parse`` may appear, outside every target.)"""
     root = os.path.join(os.path.dirname(__file__), "..", "..", "compiler")
     for folder, _, files in os.walk(root):
         for f in files:
-            if f.endswith(".py"):
+            if f.endswith(".py") and f != "optimizer_rules.py":
                 assert "ast.parse(" not in open(os.path.join(folder, f)).read(), f
 
 
