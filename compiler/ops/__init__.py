@@ -42,3 +42,4 @@ from . import optimizer_multi  # noqa: F401
 from . import spatial_more  # noqa: F401
 from . import deformable  # noqa: F401
 from . import contrib_backward  # noqa: F401
+from . import sparse  # noqa: F401
