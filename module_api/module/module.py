@@ -364,7 +364,8 @@ class Module(BaseModule):
             self._exec_group.set_params(self._arg_params, self._aux_params)
         else:
             assert self._arg_params is None and self._aux_params is None
-            param_arrays = [nd.zeros(shape=x[0].shape, dtype=x[0].dtype)
+            param_arrays = [nd.zeros(shape=x[0].shape, dtype=x[0].dtype,
+                                     stype=getattr(x[0], "stype", "default"))
                             for x in self._exec_group.param_arrays]
             self._arg_params = {name: arr for name, arr in zip(self._param_names, param_arrays)}
             aux_arrays = [nd.zeros(x[0].shape, dtype=x[0].dtype)
