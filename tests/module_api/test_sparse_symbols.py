@@ -1,0 +1,152 @@
+"""Sparse storage inside bound symbols and Modules, against mxnet 1.9.1
+(tests/fixtures/make_sparse_symbol_fixtures.py): storage-type inference, csr data and
+row_sparse weights in executors, row_sparse gradients (their rows and values), and a
+Module trained by SGD's lazy update."""
+import os
+
+import numpy as np
+import pytest
+
+import module_api as mx
+from compiler.passes.storage_type import infer_storage
+
+FIX = np.load(os.path.join(os.path.dirname(__file__), "..", "fixtures",
+                           "sparse_symbol_cases.npz"))
+
+
+def fm_symbol(feature_dim, factor):
+    """The factorization machine of mxnet's test_module.py."""
+    x = mx.sym.var("data", stype="csr")
+    v = mx.sym.var("v", shape=(feature_dim, factor), stype="row_sparse")
+    w1_weight = mx.sym.var("w1_weight", shape=(feature_dim, 1), stype="row_sparse")
+    w1_bias = mx.sym.var("w1_bias", shape=(1,))
+    w1 = mx.sym.broadcast_add(mx.sym.dot(x, w1_weight), w1_bias)
+    v_s = mx.sym._internal._square_sum(data=v, axis=1, keepdims=True)
+    bd_sum = mx.sym.dot(mx.sym.square(data=x), v_s)
+    w2_squared = 0.5 * mx.sym.square(data=mx.sym.dot(x, v))
+    w_all = mx.sym.Concat(w1, w2_squared, dim=1)
+    model = mx.sym.elemwise_add(mx.sym.sum(data=w_all, axis=1, keepdims=True),
+                                0.5 * mx.sym.negative(bd_sum))
+    return mx.sym.LinearRegressionOutput(data=model, label=mx.sym.var("label"))
+
+
+def assert_grad(arr, prefix):
+    """``arr`` has the storage, rows and values mxnet's gradient had."""
+    assert arr.stype == str(FIX[prefix + "/stype"])
+    np.testing.assert_allclose(arr.asnumpy(), FIX[prefix + "/dense"], rtol=1e-5, atol=1e-6)
+    if arr.stype == "row_sparse":
+        np.testing.assert_array_equal(arr.indices.asnumpy(), FIX[prefix + "/indices"])
+
+
+def test_storage_inference_follows_mxnet_rules():
+    got = infer_storage(fm_symbol(12, 3))
+    assert got["args"] == {"data": "csr", "w1_weight": "row_sparse", "w1_bias": "default",
+                           "v": "row_sparse", "label": "default"}
+    assert got["grads"]["v"] == got["grads"]["w1_weight"] == "row_sparse"
+    assert got["grads"]["w1_bias"] == got["grads"]["data"] == "default"
+    assert got["outputs"] == ["default"]
+    x = mx.sym.var("x", stype="csr")
+    w = mx.sym.var("w")
+    cases = {"default": mx.sym.dot(x, w), "row_sparse": mx.sym.dot(x, w, transpose_a=True),
+             "csr": mx.sym.square(x)}
+    for want, sym in cases.items():
+        assert infer_storage(sym)["outputs"] == [want]
+    assert infer_storage(mx.sym.cast_storage(w, stype="row_sparse"))["outputs"] == ["row_sparse"]
+    # one dense consumer makes the gradient dense (mxnet's ElementWiseSum fallback)
+    both = mx.sym.dot(x, w) + mx.sym.sum(w)
+    assert infer_storage(both)["grads"]["w"] == "default"
+    assert infer_storage(mx.sym.dot(x, w, transpose_a=True))["grads"]["w"] == "default"
+
+
+def test_square_sum_and_cast_storage_values():
+    a = np.random.RandomState(0).uniform(-1, 1, (4, 3)).astype(np.float32)
+    x = mx.sym.var("x")
+    ex = mx.sym._internal._square_sum(x, axis=1, keepdims=True).simple_bind(
+        mx.cpu(), x=(4, 3))
+    ex.arg_dict["x"][:] = mx.nd.array(a)
+    out = ex.forward(is_train=True)[0].asnumpy()
+    np.testing.assert_allclose(out, (a * a).sum(1, keepdims=True), rtol=1e-6)
+    ex.backward(mx.nd.ones((4, 1)))
+    np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), 2 * a, rtol=1e-6)
+    ex = mx.sym.cast_storage(x, stype="default").simple_bind(mx.cpu(), x=(4, 3))
+    ex.arg_dict["x"][:] = mx.nd.array(a)
+    np.testing.assert_array_equal(ex.forward()[0].asnumpy(), a)
+    assert mx.sym._internal._square_sum is not None and hasattr(mx.sym._internal, "_copy")
+
+
+def test_dot_csr_row_sparse_executor():
+    x = mx.sym.var("data", stype="csr")
+    v = mx.sym.var("v", stype="row_sparse")
+    y = mx.sym.LinearRegressionOutput(mx.sym.dot(x, v), mx.sym.var("label"))
+    ex = y.simple_bind(mx.cpu(), data=(5, 8), v=(8, 2), label=(5, 2),
+                       grad_req={"data": "null", "v": "write", "label": "null"})
+    assert [ex.arg_dict[n].stype for n in ("data", "v", "label")] == list(FIX["dot/arg_stypes"])
+    ex.arg_dict["data"][:] = mx.nd.array(FIX["dot/data"]).tostype("csr")
+    ex.arg_dict["v"][:] = mx.nd.array(FIX["dot/v"]).tostype("row_sparse")
+    ex.arg_dict["label"][:] = mx.nd.array(FIX["dot/label"])
+    np.testing.assert_allclose(ex.forward(is_train=True)[0].asnumpy(), FIX["dot/out"],
+                               rtol=1e-5)
+    ex.backward()
+    assert_grad(ex.grad_dict["v"], "dot/grad_v")
+
+
+def test_factorization_machine_gradients():
+    sym = fm_symbol(12, 3)
+    ex = sym.simple_bind(mx.cpu(), data=(6, 12), label=(6, 1),
+                         grad_req={"data": "null", "v": "write", "w1_weight": "write",
+                                   "w1_bias": "write", "label": "null"})
+    ex.arg_dict["data"][:] = mx.nd.array(FIX["fm/data"]).tostype("csr")
+    for k in ("v", "w1_weight", "w1_bias", "label"):
+        src = mx.nd.array(FIX["fm/" + k])
+        stype = ex.arg_dict[k].stype
+        ex.arg_dict[k][:] = src.tostype(stype) if stype != "default" else src
+    np.testing.assert_allclose(ex.forward(is_train=True)[0].asnumpy(), FIX["fm/out"],
+                               rtol=1e-5, atol=1e-6)
+    ex.backward()
+    for k in ("v", "w1_weight", "w1_bias"):
+        assert_grad(ex.grad_dict[k], "fm/grad_" + k)
+
+
+@pytest.mark.parametrize("tag", ["sparse", "grad"])
+def test_sparse_embedding_weight_gradient(tag):
+    data = mx.sym.var("data")
+    emb = mx.sym.contrib.SparseEmbedding(data=data, input_dim=10, output_dim=3, name="embed") \
+        if tag == "sparse" else mx.sym.Embedding(data=data, input_dim=10, output_dim=3,
+                                                 sparse_grad=True, name="embed")
+    sym = mx.sym.MakeLoss(mx.sym.sum(mx.sym.square(emb)))
+    ex = sym.simple_bind(mx.cpu(), data=(2, 3),
+                         grad_req={"data": "null", "embed_weight": "write"})
+    ex.arg_dict["data"][:] = mx.nd.array(FIX[f"emb/{tag}/idx"])
+    ex.arg_dict["embed_weight"][:] = mx.nd.array(FIX[f"emb/{tag}/w"])
+    ex.forward(is_train=True)
+    ex.backward()
+    assert_grad(ex.grad_dict["embed_weight"], f"emb/{tag}/grad")
+
+
+def test_module_trains_row_sparse_weights_by_lazy_sgd():
+    it = mx.io.NDArrayIter(data=mx.nd.array(FIX["train/data"]).tostype("csr"),
+                           label={"label": mx.nd.array(FIX["train/label"])},
+                           batch_size=4, last_batch_handle="discard")
+    mod = mx.mod.Module(fm_symbol(20, 2), data_names=["data"], label_names=["label"])
+    mod.bind(data_shapes=it.provide_data, label_shapes=it.provide_label)
+    names = ("v", "w1_weight", "w1_bias")
+    arg = {k: mx.nd.array(FIX["train/init_" + k]) for k in names}
+    arg = {k: a.tostype("row_sparse") if k != "w1_bias" else a for k, a in arg.items()}
+    mod.init_params(arg_params=arg)
+    assert mod._arg_params["v"].stype == "row_sparse"
+    assert mod._exec_group.grad_arrays[0][0].stype in ("row_sparse", "default")
+    mod.init_optimizer(optimizer=mx.optimizer.SGD(momentum=0.5, learning_rate=0.1, wd=0.01,
+                                                  rescale_grad=0.25))
+    step = 0
+    for _ in range(2):
+        it.reset()
+        for batch in it:
+            mod.forward(batch, is_train=True)
+            mod.backward()
+            mod.update()
+            args, _ = mod.get_params()
+            for k in names:
+                np.testing.assert_allclose(args[k].asnumpy(), FIX[f"train/{step}/{k}"],
+                                           rtol=1e-5, atol=1e-6, err_msg=f"{k} step {step}")
+            step += 1
+    assert step == int(FIX["train/steps"])
