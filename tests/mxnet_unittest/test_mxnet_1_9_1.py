@@ -53,9 +53,6 @@ EXPECTED_FAILURES = {
     "test_module_dtype": "the float16 Module runs; its check `x.dtype == np.float16` fails "
                          "because NDArray.dtype is torch's dtype (NDArray is a torch.Tensor "
                          "subclass, as the public contract says)",
-    "test_executor_group": "sparse storage (row_sparse weights, contrib.SparseEmbedding)",
-    "test_factorization_machine_module": "sparse storage (csr data, row_sparse weights)",
-    "test_module_initializer": "sparse storage (csr / row_sparse arrays)",
 }
 
 HOW = "MXNET_SOURCE=/path/to/mxnet make test-mxnet, with the checkout at tag " + VERSION
