@@ -150,3 +150,38 @@ def test_module_trains_row_sparse_weights_by_lazy_sgd():
                                            rtol=1e-5, atol=1e-6, err_msg=f"{k} step {step}")
             step += 1
     assert step == int(FIX["train/steps"])
+
+
+def test_executor_group_binds_row_sparse_weights_on_each_device():
+    from module_api.module.executor_group import DataParallelExecutorGroup
+    data = mx.sym.var("data")
+    weight = mx.sym.var("embed_weight", stype="row_sparse")
+    emb = mx.sym.contrib.SparseEmbedding(data=data, weight=weight, input_dim=10, output_dim=3,
+                                         name="embed")
+    sym = mx.sym.MakeLoss(mx.sym.sum(mx.sym.square(emb)))
+    contexts = [mx.cpu(0), mx.cpu(1)]
+    group = DataParallelExecutorGroup(sym, contexts, [1, 1], [("data", (4, 3))], None,
+                                      ["embed_weight"], for_training=True,
+                                      inputs_need_grad=False)
+    shared = DataParallelExecutorGroup(sym, contexts, [1, 1], [("data", (4, 3))], None,
+                                       ["embed_weight"], for_training=True,
+                                       inputs_need_grad=False, shared_group=group)
+    for i in range(2):
+        w = group.execs[i].arg_dict["embed_weight"]
+        assert w.stype == "row_sparse" and shared.execs[i].arg_dict["embed_weight"] is w
+        assert group.execs[i].grad_dict["embed_weight"].stype == "row_sparse"
+    table = np.arange(30, dtype=np.float32).reshape(10, 3) / 10
+    group.set_params({"embed_weight": mx.nd.array(table).tostype("row_sparse")}, {})
+    idx = np.array([[1, 2, 2], [0, 0, 0], [9, 1, 1], [5, 5, 4]], dtype=np.float32)
+    group.forward(mx.io.DataBatch([mx.nd.array(idx)], None), is_train=True)
+    group.backward()
+    for i, rows in enumerate(([0, 1, 2], [1, 4, 5, 9])):
+        g = group.execs[i].grad_dict["embed_weight"]
+        np.testing.assert_array_equal(g.indices.asnumpy(), rows)
+        part = idx[2 * i:2 * i + 2].astype(int).ravel()
+        want = np.zeros_like(table)
+        np.add.at(want, part, 2 * table[part])
+        np.testing.assert_allclose(g.asnumpy(), want, rtol=1e-6)
+    got = {"embed_weight": mx.nd.sparse.zeros("row_sparse", (10, 3))}
+    group.get_params(got, {})
+    np.testing.assert_allclose(got["embed_weight"].asnumpy(), table, rtol=1e-6)
