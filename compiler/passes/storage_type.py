@@ -25,8 +25,6 @@ Rules are ``(kind, input name)`` pairs: ``("indices", "data")``, ``("columns",
 """
 from __future__ import annotations
 
-import json
-
 STYPE_OF_ID = {"-1": "default", "0": "default", "1": "row_sparse", "2": "csr"}
 
 # unary operators whose output keeps a csr / row_sparse input's storage (mxnet's
@@ -119,7 +117,7 @@ def infer_storage(symbol):
         ``grads``: {argument: stype}; ``rows``: {argument: [row rule]} for the
         arguments with a row_sparse gradient (see the module docstring).
     """
-    graph = json.loads(symbol.tojson())
+    graph = _graph_of(symbol)
     nodes = graph["nodes"]
     out = []                       # per node: the storage of its outputs
     args, users = {}, {}
@@ -149,3 +147,13 @@ def infer_storage(symbol):
     return {"args": {n: args[n] for n in arg_order if n in args}, "outputs": heads,
             "grads": {n: grads[n] for n in arg_order if n in grads}, "rows": rows}
 
+
+
+def _graph_of(symbol) -> dict:
+    """The symbol's nodes (in topological order) and heads, shaped as its JSON's
+    (``op``, ``name``, ``attrs``, ``inputs`` as ``[node index, output]``)."""
+    order = symbol._nodes()
+    index = {id(n): i for i, n in enumerate(order)}
+    nodes = [{"op": n.op, "name": n.name, "attrs": n.attrs or {},
+              "inputs": [[index[id(src)], int(k)] for src, k in n.inputs]} for n in order]
+    return {"nodes": nodes, "heads": [[index[id(n)], int(k)] for n, k in symbol._outputs]}
