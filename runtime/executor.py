@@ -387,6 +387,8 @@ class Executor:
                 raise MXNetError(f"reshape: the shape of {what} '{name}' changes from "
                                  f"{tuple(old.shape)} to {shape}; name it in the call, or "
                                  f"pass partial_shaping=True to allow it")
+            if is_sparse(old):      # a sparse array shares no memory: a new empty one
+                return new_array(old.stype, shape, old.context, old.dtype)
             if _numel(shape) > old.numel():
                 if not allow_up_sizing:
                     raise MXNetError(
@@ -457,7 +459,10 @@ class Executor:
 
     def copy_params_from(self, arg_params, aux_params=None, allow_extra_params=False):
         for name, value in arg_params.items():
-            if name in self.arg_dict:
+            if name in self.arg_dict and is_sparse(self.arg_dict[name]):
+                self.arg_dict[name][:] = value if is_sparse(value) else \
+                    _to_tensor(value, self._ctx, name)
+            elif name in self.arg_dict:
                 self.arg_dict[name].copy_(_to_tensor(value, self._ctx, name))
             elif not allow_extra_params:
                 raise MXNetError(f"copy_params_from: '{name}' is not an argument")

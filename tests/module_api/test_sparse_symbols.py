@@ -185,3 +185,25 @@ def test_executor_group_binds_row_sparse_weights_on_each_device():
     got = {"embed_weight": mx.nd.sparse.zeros("row_sparse", (10, 3))}
     group.get_params(got, {})
     np.testing.assert_allclose(got["embed_weight"].asnumpy(), table, rtol=1e-6)
+
+
+def test_executor_reshape_copy_params_and_forward_kwargs_keep_storage():
+    x = mx.sym.var("data", stype="csr")
+    v = mx.sym.var("v", stype="row_sparse")
+    y = mx.sym.LinearRegressionOutput(mx.sym.dot(x, v), mx.sym.var("label"))
+    ex = y.simple_bind(mx.cpu(), data=(4, 6), v=(6, 1), label=(4, 1),
+                       grad_req={"data": "null", "v": "write", "label": "null"})
+    w = np.arange(6, dtype=np.float32).reshape(6, 1)
+    ex.copy_params_from({"v": mx.nd.array(w)})
+    assert ex.arg_dict["v"].stype == "row_sparse"
+    small = ex.reshape(data=(2, 6), label=(2, 1))
+    assert small.arg_dict["v"] is ex.arg_dict["v"] and small.arg_dict["data"].stype == "csr"
+    d = np.array([[0, 0, 3, 0, 0, 0], [1, 0, 0, 0, 0, 2]], dtype=np.float32)
+    out = small.forward(is_train=True, data=mx.nd.array(d).tostype("csr"),
+                        label=mx.nd.zeros((2, 1)))[0]
+    np.testing.assert_allclose(out.asnumpy(), d @ w)
+    small.backward()
+    grad = small.grad_dict["v"]
+    assert grad is ex.grad_dict["v"]
+    np.testing.assert_array_equal(grad.indices.asnumpy(), [0, 2, 5])
+    np.testing.assert_allclose(grad.asnumpy(), d.T @ (d @ w), rtol=1e-6)
