@@ -207,3 +207,27 @@ def test_executor_reshape_copy_params_and_forward_kwargs_keep_storage():
     assert grad is ex.grad_dict["v"]
     np.testing.assert_array_equal(grad.indices.asnumpy(), [0, 2, 5])
     np.testing.assert_allclose(grad.asnumpy(), d.T @ (d @ w), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kvstore", ["local", "device"])
+def test_two_device_module_updates_sparse_embedding_on_kvstore(kvstore):
+    data = mx.sym.var("data")
+    weight = mx.sym.var("embed_weight", stype="row_sparse")
+    emb = mx.sym.contrib.SparseEmbedding(data=data, weight=weight, input_dim=10, output_dim=3,
+                                         name="embed")
+    sym = mx.sym.LinearRegressionOutput(mx.sym.sum(emb, axis=(1, 2)), mx.sym.var("label"))
+    it = mx.io.NDArrayIter(FIX["kv/idx"], {"label": np.ones(4, np.float32)}, batch_size=4)
+    mod = mx.mod.Module(sym, context=[mx.cpu(0), mx.cpu(1)], label_names=["label"])
+    mod.bind(it.provide_data, it.provide_label)
+    mod.init_params(arg_params={"embed_weight": mx.nd.array(FIX["kv/w"]).tostype("row_sparse")})
+    mod.init_optimizer(kvstore=kvstore, optimizer="sgd",
+                       optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
+    batch = next(it)
+    every_row = {"embed_weight": mx.nd.arange(10)}
+    mod.prepare(batch, sparse_row_id_fn=lambda b: every_row)
+    mod.forward(batch, is_train=True)
+    mod.backward()
+    mod.update()
+    mod.prepare(batch, sparse_row_id_fn=lambda b: every_row)
+    np.testing.assert_allclose(mod.get_params()[0]["embed_weight"].asnumpy(),
+                               FIX["kv/" + kvstore], rtol=1e-5, atol=1e-6)
