@@ -56,6 +56,7 @@ bench: venv
 	$(PY) benchmarks/lenet.py $(MXNET_FLAG)
 	$(PY) benchmarks/dtypes.py $(MXNET_FLAG)
 	$(PY) benchmarks/cold_start.py $(MXNET_FLAG)
+	$(PY) benchmarks/nd_call_cost.py $(MXNET_FLAG)
 
 # mxnet 1.9.1 in its own venv, for the benchmarks' peer column (never imported here).
 mxnet-venv:

@@ -26,6 +26,7 @@ from .frontend.graph import Graph, _raw
 from .ops import REGISTRY, get_op
 from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
+from .symbol_random import make_rand_zipfian as _make_rand_zipfian
 
 MXNET_VERSION = 10901
 
@@ -1296,6 +1297,7 @@ def _scaled_update(op_name, scale_slot):
 
 contrib.adamw_update = _scaled_update("_adamw_update", 4)
 contrib.mp_adamw_update = _scaled_update("_mp_adamw_update", 5)
+contrib.rand_zipfian = _make_rand_zipfian(Symbol, _make_op_function, random.uniform)
 linalg = _operator_namespace("linalg")        # mx.sym.linalg
 
 

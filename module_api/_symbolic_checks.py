@@ -21,6 +21,7 @@ from runtime.context import Context
 from . import ndarray as _nd
 from .array_checks import (as_numpy, assert_almost_equal, check_stype, default_context,
                            default_dtype, default_numeric_eps, get_tolerance)
+from runtime.ndarray import torch_dtype
 
 def _check_dtype(dtype, what):
     if isinstance(dtype, str) and dtype == "asnumpy":
@@ -32,7 +33,7 @@ def _check_dtype(dtype, what):
 
 def _f32(v, ctx):
     """A float32 NDArray of ``v`` on ``ctx`` (NDArrays already there are kept)."""
-    if isinstance(v, torch.Tensor) and v.dtype == torch.float32 and \
+    if isinstance(v, torch.Tensor) and torch_dtype(v) == torch.float32 and \
             getattr(v, "context", None) == ctx:
         return v
     return _nd.array(as_numpy(v), ctx=ctx, dtype=np.float32)

@@ -16,6 +16,7 @@ import torch
 from compiler.errors import MXNetError
 from runtime import context as _context
 from runtime.context import current_context
+from runtime.ndarray import torch_dtype
 
 
 # -- contexts and defaults --------------------------------------------------------------
@@ -61,7 +62,7 @@ def as_numpy(x):
     """A numpy view of an NDArray / tensor (other values unchanged)."""
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu()
-        if t.dtype == torch.bfloat16:
+        if torch_dtype(t) == torch.bfloat16:
             t = t.float()
         return torch.Tensor.numpy(t.as_subclass(torch.Tensor)).copy()
     return x

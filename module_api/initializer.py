@@ -23,6 +23,7 @@ import torch
 
 from runtime import random as _rt_random
 from runtime.ndarray import NDArray
+from runtime.ndarray import torch_dtype
 
 _LOG = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def _draw(shape, kind, a, b, ctx):
 
 
 def _fill_random(arr, kind, a, b):
-    _assign(arr, _draw(arr.shape, kind, a, b, _ctx_of(arr)).to(arr.dtype))
+    _assign(arr, _draw(arr.shape, kind, a, b, _ctx_of(arr)).to(torch_dtype(arr)))
 
 
 # ----------------------------------------------------------------- registry
@@ -358,7 +359,7 @@ class Constant(Initializer):
         if isinstance(v, (list, tuple, np.ndarray)) or isinstance(v, torch.Tensor):
             v = torch.as_tensor(np.asarray(v) if not isinstance(v, torch.Tensor) else v)
             with torch.no_grad():
-                arr.copy_(v.to(arr.device, arr.dtype).expand_as(arr))
+                arr.copy_(v.to(arr.device, torch_dtype(arr)).expand_as(arr))
         else:
             _assign(arr, v)
 

@@ -1,14 +1,15 @@
-"""``mx.nd`` / ``mx.ndarray``: imperative arrays, computed eagerly with torch.
+"""``mx.nd`` / ``mx.ndarray``: imperative arrays and operators.
 
-The arrays are :class:`runtime.ndarray.NDArray`, a ``torch.Tensor`` subclass.
-Functions follow mxnet 1.9.1's names, argument names and defaults
+The arrays are :class:`runtime.ndarray.NDArray` (a ``torch.Tensor`` subclass with
+mxnet's legacy NDArray semantics). Every registry operator is ``mx.nd.X``
+(``nd_ops``): it runs the same entry as ``mx.sym.X``, compiled for the inputs'
+context (``runtime/imperative.py``). Functions follow mxnet 1.9.1's names, argument names and defaults
 (``concat`` joins along ``dim=1``; ``array`` of a numpy array or list is
 float32 unless ``dtype`` says otherwise).  Every ``dtype`` argument accepts
 numpy dtypes, torch dtypes and strings; ``stype`` accepts only ``'default'``.
 """
 from __future__ import annotations
 
-import builtins
 import numbers
 
 import numpy as np
@@ -19,13 +20,14 @@ from runtime import random as _rt_random
 from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.ndarray import (NDArray, as_ndarray, check_stype, to_numpy_dtype,  # noqa: F401
                              to_torch_dtype)
+from runtime.ndarray import torch_dtype
 
 from . import ndarray_sparse as sparse  # noqa: E402  (mx.nd.sparse)
 from .ndarray_sparse import cast_storage  # noqa: F401
 
-__all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concat",
-           "concatenate", "sum", "abs", "divide", "dot", "waitall", "save", "load",
-           "load_frombuffer", "random", "zeros_like", "ones_like", "sparse", "cast_storage"]
+__all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concatenate",
+           "waitall", "save", "load", "load_frombuffer", "random", "from_numpy",
+           "from_dlpack", "to_dlpack_for_read", "to_dlpack_for_write", "onehot_encode", "sparse", "cast_storage"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -39,21 +41,6 @@ def _shape(shape):
     if isinstance(shape, numbers.Integral):
         return (int(shape),)
     return tuple(int(d) for d in shape)
-
-
-def _wrap(t: torch.Tensor, like=None, ctx=None) -> NDArray:
-    if ctx is None and isinstance(like, NDArray):
-        ctx = getattr(like, "_mx_ctx", None)
-    return as_ndarray(t, ctx)
-
-
-def _t(x, like=None):
-    """A tensor from an NDArray, tensor, numpy array or scalar."""
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(like, torch.Tensor) and isinstance(x, numbers.Number):
-        return x
-    return torch.as_tensor(np.asarray(x, dtype=np.float32) if not isinstance(x, np.ndarray) else x)
 
 
 def _out(result: NDArray, out):
@@ -99,7 +86,7 @@ def array(source_array, ctx=None, dtype=None):
         return sparse.array(source_array, ctx=ctx, dtype=dtype)
     c = _ctx(ctx)
     if isinstance(source_array, torch.Tensor):
-        dt = source_array.dtype if dtype is None else to_torch_dtype(dtype)
+        dt = torch_dtype(source_array) if dtype is None else to_torch_dtype(dtype)
         t = source_array.detach().to(device=c.torch_device, dtype=dt).clone()
         return as_ndarray(t, c)
     # numpy has no bfloat16: such arrays are made from float32 values, then rounded
@@ -123,176 +110,47 @@ def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None,
     return array(vals, ctx=ctx, dtype=dtype)
 
 
-def zeros_like(data, **kwargs):
-    return _wrap(torch.zeros_like(data), data)
-
-
-def ones_like(data, **kwargs):
-    return _wrap(torch.ones_like(data), data)
-
-
-# --------------------------------------------------------------- operators
-def _axes(axis, ndim):
-    if axis is None or axis == ():
-        return tuple(range(ndim))
-    return (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
-
-
-def _reduce(fn, data, axis, keepdims, exclude):
-    axes = tuple(a % builtins.max(data.dim(), 1) for a in _axes(axis, data.dim()))
-    if exclude:
-        axes = tuple(a for a in range(data.dim()) if a not in axes)
-    if data.dim() == 0 or not axes:
-        return _wrap(data.clone(), data)
-    res = fn(data, dim=axes, keepdim=keepdims)
-    if res.dim() == 0:
-        res = res.reshape(1)  # mxnet reductions to a scalar give shape (1,)
-    # torch sums integers as int64; mxnet keeps the input's dtype
-    return _wrap(res.to(data.dtype), data)
-
-
-def sum(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):  # noqa: A001
-    return _out(_reduce(torch.sum, data, axis, keepdims, exclude), out)
-
-
-def mean(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):
-    return _out(_reduce(torch.mean, data, axis, keepdims, exclude), out)
-
-
-def max(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):  # noqa: A001
-    return _out(_reduce(torch.amax, data, axis, keepdims, exclude), out)
-
-
-def min(data, axis=(), keepdims=False, exclude=False, out=None, **kwargs):  # noqa: A001
-    return _out(_reduce(torch.amin, data, axis, keepdims, exclude), out)
-
-
-def abs(data, out=None, **kwargs):  # noqa: A001
-    return _out(_wrap(torch.abs(data), data), out)
-
-
-def _binary(fn, lhs, rhs, out):
-    like = lhs if isinstance(lhs, torch.Tensor) else rhs
-    return _out(_wrap(fn(_t(lhs, like), _t(rhs, like)), like), out)
-
-
-def add(lhs, rhs, out=None):
-    return _binary(torch.add, lhs, rhs, out)
-
-
-def subtract(lhs, rhs, out=None):
-    return _binary(torch.sub, lhs, rhs, out)
-
-
-def multiply(lhs, rhs, out=None):
-    return _binary(torch.mul, lhs, rhs, out)
-
-
-def divide(lhs, rhs, out=None):
-    return _binary(torch.true_divide, lhs, rhs, out)
-
-
-def maximum(lhs, rhs, out=None):
-    return _binary(lambda a, b: torch.maximum(torch.as_tensor(a), torch.as_tensor(b)),
-                   lhs, rhs, out)
-
-
-def minimum(lhs, rhs, out=None):
-    return _binary(lambda a, b: torch.minimum(torch.as_tensor(a), torch.as_tensor(b)),
-                   lhs, rhs, out)
-
-
-def power(base, exp, out=None):
-    return _binary(torch.pow, base, exp, out)
-
-
-def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=None):
-    """mxnet's ``dot``: for N-d inputs, contracts the last axis of ``lhs``
-    with the first axis of ``rhs``."""
-    if isinstance(lhs, sparse.BaseSparseNDArray) or isinstance(rhs, sparse.BaseSparseNDArray):
-        return sparse.dot(lhs, rhs, transpose_a, transpose_b, forward_stype, out)
-    check_stype(forward_stype)
-    a = lhs.T if transpose_a else lhs
-    b = rhs.T if transpose_b else rhs
-    if a.dim() == 1 and b.dim() == 1:
-        res = torch.dot(a, b).reshape(1)
-    else:
-        res = torch.tensordot(a, b, dims=1)
-    return _out(_wrap(res, lhs), out)
-
-
-def concat(*data, dim=1, num_args=None, out=None, **kwargs):
-    if len(data) == 1 and isinstance(data[0], (list, tuple)):
-        data = tuple(data[0])
-    return _out(_wrap(torch.cat(list(data), dim=dim), data[0]), out)
-
-
-Concat = concat
-
-
 def concatenate(arrays, axis=0, always_copy=True):
-    """Deprecated mxnet helper: join ``arrays`` along ``axis``."""
+    """Deprecated mxnet helper: join ``arrays`` along ``axis`` (operator ``Concat``)."""
     if not always_copy and len(arrays) == 1:
         return arrays[0]
-    return _wrap(torch.cat(list(arrays), dim=axis), arrays[0])
+    return Concat(*arrays, dim=axis)
 
 
-def stack(*data, axis=0, num_args=None, out=None):
-    if len(data) == 1 and isinstance(data[0], (list, tuple)):
-        data = tuple(data[0])
-    return _out(_wrap(torch.stack(list(data), dim=axis), data[0]), out)
+def from_numpy(ndarray, zero_copy=True, array_cls=None):
+    """An NDArray over a C-contiguous numpy array (sharing its memory when
+    ``zero_copy``; a copy otherwise)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(ndarray).__name__}")
+    if not ndarray.flags["C_CONTIGUOUS"]:
+        raise ValueError("Only c-contiguous arrays are supported for zero-copy")
+    t = torch.from_numpy(ndarray if zero_copy else ndarray.copy())
+    return as_ndarray(t, cpu(0))
 
 
-def clip(data, a_min, a_max, out=None):
-    return _out(_wrap(torch.clamp(data, a_min, a_max), data), out)
+def from_dlpack(dlpack):
+    """An NDArray sharing the memory of a DLPack capsule (or of an object that
+    has ``__dlpack__``)."""
+    return as_ndarray(torch.utils.dlpack.from_dlpack(dlpack))
 
 
-def sqrt(data, out=None):
-    return _out(_wrap(torch.sqrt(data), data), out)
+def to_dlpack_for_read(data):
+    """A DLPack capsule of ``data`` (waits for pending writes first)."""
+    data.wait_to_read()
+    return torch.utils.dlpack.to_dlpack(data.as_subclass(torch.Tensor))
 
 
-def square(data, out=None):
-    return _out(_wrap(torch.square(data), data), out)
+def to_dlpack_for_write(data):
+    """A DLPack capsule of ``data`` for writing into it."""
+    data.wait_to_read()
+    return torch.utils.dlpack.to_dlpack(data.as_subclass(torch.Tensor))
 
 
-def exp(data, out=None):
-    return _out(_wrap(torch.exp(data), data), out)
-
-
-def log(data, out=None):
-    return _out(_wrap(torch.log(data), data), out)
-
-
-def norm(data, ord=2, axis=None, keepdims=False, out=None):  # noqa: A002
-    dims = None if axis is None else _axes(axis, data.dim())
-    res = torch.linalg.vector_norm(data.float() if not data.is_floating_point() else data,
-                                   ord=ord, dim=dims, keepdim=keepdims)
-    return _out(_wrap(res.reshape(1) if res.dim() == 0 else res, data), out)
-
-
-def argmax(data, axis=None, keepdims=False, out=None):
-    res = torch.argmax(data) if axis is None else torch.argmax(data, dim=axis, keepdim=keepdims)
-    return _out(_wrap(res.to(data.dtype if data.is_floating_point() else torch.float32), data),
-                out)
-
-
-def reshape(data, shape, reverse=False, out=None, **kwargs):
-    return _out(_wrap(data.reshape(_shape(shape)), data), out)
-
-
-def transpose(data, axes=(), out=None):
-    axes = tuple(axes) or tuple(reversed(range(data.dim())))
-    return _out(_wrap(data.permute(*axes), data), out)
-
-
-def one_hot(indices, depth, on_value=1.0, off_value=0.0, dtype=np.float32, out=None):
-    idx = indices.long()
-    res = torch.full(tuple(idx.shape) + (int(depth),), off_value, dtype=to_torch_dtype(dtype),
-                     device=indices.device)
-    valid = (idx >= 0) & (idx < depth)
-    res[valid] = torch.nn.functional.one_hot(idx[valid], int(depth)).to(res.dtype) * \
-        (on_value - off_value) + off_value
-    return _out(_wrap(res, indices), out)
+def onehot_encode(indices, out):
+    """Deprecated mxnet helper: one-hot rows of ``indices`` written into ``out``
+    (its second dim is the depth): operator ``one_hot``."""
+    depth = int(out.shape[1])
+    return one_hot(indices, depth=depth, dtype=out.dtype, out=out)
 
 
 def waitall():
@@ -341,10 +199,40 @@ def _sample(draw, shape, dtype, ctx, out):
     c = _ctx(ctx) if out is None else out.context
     shp = tuple(out.shape) if out is not None and shape is None else _rand_shape(shape)
     dt = to_torch_dtype(dtype) if dtype is not None else \
-        (out.dtype if out is not None else torch.float32)
+        (torch_dtype(out) if out is not None else torch.float32)
     gen = _rt_random.generator_for(c)
     res = draw(torch.empty(shp, dtype=torch.float32), gen).to(dtype=dt, device=c.torch_device)
     return _out(as_ndarray(res, c), out)
+
+
+def _registry_sample(op_name, inputs, shape, dtype, out, attrs):
+    from runtime.imperative import invoke
+    if shape is not None:
+        attrs["shape"] = _shape(shape)
+    if dtype is not None:
+        attrs["dtype"] = dtype
+    return invoke(op_name, inputs, dict(attrs, out=out))
+
+
+def _dispatch_sample(dist, names, params, shape, dtype, ctx, out, kwargs):
+    """mxnet's sampler dispatch: NDArray parameters give ``_sample_<dist>`` (one draw set
+    per element), numbers ``_random_<dist>`` with the parameters as attributes."""
+    if isinstance(params[0], torch.Tensor):
+        return _registry_sample(f"_sample_{dist}", params, shape, dtype, out, kwargs)
+    return _registry_sample(f"_random_{dist}", (), shape, dtype, out,
+                            dict(kwargs, ctx=ctx, **dict(zip(names, params))))
+
+
+def _like_sampler(dist, names, defaults):
+    def like(data, *args, out=None, **kwargs):
+        params = dict(zip(names, defaults))
+        params.update(zip(names, args))
+        params.update({k: kwargs.pop(k) for k in names if k in kwargs})
+        return _registry_sample(f"_random_{dist}_like", (data,), None, None, out,
+                                dict(kwargs, **params))
+    like.__name__ = f"{dist}_like"
+    like.__doc__ = f"Samples of ``{dist}`` of ``data``'s shape and dtype (``_random_{dist}_like``)."
+    return staticmethod(like)
 
 
 class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
@@ -352,11 +240,17 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
 
     @staticmethod
     def uniform(low=0, high=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """U[low, high) samples; NDArray ``low``/``high`` give ``_sample_uniform``."""
+        if isinstance(low, torch.Tensor):
+            return _registry_sample("_sample_uniform", (low, high), shape, dtype, out, kwargs)
         return _sample(lambda t, g: t.uniform_(float(low), float(high), generator=g),
                        shape, dtype, ctx, out)
 
     @staticmethod
     def normal(loc=0, scale=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """N(loc, scale**2) samples; NDArray ``loc``/``scale`` give ``_sample_normal``."""
+        if isinstance(loc, torch.Tensor):
+            return _registry_sample("_sample_normal", (loc, scale), shape, dtype, out, kwargs)
         return _sample(lambda t, g: t.normal_(float(loc), float(scale), generator=g),
                        shape, dtype, ctx, out)
 
@@ -367,6 +261,77 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
         return res
 
     @staticmethod
+    def exponential(scale=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """Samples of the exponential distribution of mean ``scale`` (``_random_exponential``;
+        an NDArray ``scale`` gives ``_sample_exponential``, one draw set per element)."""
+        if isinstance(scale, torch.Tensor):
+            return _registry_sample("_sample_exponential", (1.0 / scale,), shape, dtype, out,
+                                    kwargs)
+        return _registry_sample("_random_exponential", (), shape, dtype, out,
+                                dict(kwargs, lam=1.0 / scale, ctx=ctx))
+
+    @staticmethod
+    def randn(*shape, **kwargs):
+        """``normal(loc, scale, shape)`` with the shape as positional ints."""
+        loc, scale = kwargs.pop("loc", 0), kwargs.pop("scale", 1)
+        return random.normal(loc, scale, shape or None, **kwargs)
+
+    @staticmethod
+    def uniform_like(data, low=0, high=1, out=None, **kwargs):
+        return _registry_sample("_random_uniform_like", (data,), None, None, out,
+                                dict(kwargs, low=low, high=high))
+
+    @staticmethod
+    def normal_like(data, loc=0, scale=1, out=None, **kwargs):
+        return _registry_sample("_random_normal_like", (data,), None, None, out,
+                                dict(kwargs, loc=loc, scale=scale))
+
+    @staticmethod
+    def exponential_like(data, lam=1, out=None, **kwargs):
+        return _registry_sample("_random_exponential_like", (data,), None, None, out,
+                                dict(kwargs, lam=lam))
+
+    @staticmethod
+    def gamma(alpha=1, beta=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """Gamma(alpha, beta) samples (``_random_gamma``; NDArray parameters give
+        ``_sample_gamma``, one draw set per element)."""
+        return _dispatch_sample("gamma", ("alpha", "beta"), (alpha, beta), shape, dtype,
+                                ctx, out, kwargs)
+
+    @staticmethod
+    def poisson(lam=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """Poisson(lam) samples, dispatched as :meth:`gamma`."""
+        return _dispatch_sample("poisson", ("lam",), (lam,), shape, dtype, ctx, out, kwargs)
+
+    @staticmethod
+    def negative_binomial(k=1, p=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+        """NB(k, p) samples, dispatched as :meth:`gamma`."""
+        return _dispatch_sample("negative_binomial", ("k", "p"), (k, p), shape, dtype, ctx,
+                                out, kwargs)
+
+    @staticmethod
+    def generalized_negative_binomial(mu=1, alpha=1, shape=None, dtype=None, ctx=None,
+                                      out=None, **kwargs):
+        """GNB(mu, alpha) samples, dispatched as :meth:`gamma`."""
+        return _dispatch_sample("generalized_negative_binomial", ("mu", "alpha"),
+                                (mu, alpha), shape, dtype, ctx, out, kwargs)
+
+    @staticmethod
+    def multinomial(data, shape=None, get_prob=False, out=None, dtype="int32", **kwargs):
+        """Draws from the categorical distributions in ``data``'s last axis
+        (``_sample_multinomial``; with ``get_prob`` also their log-probabilities)."""
+        return _registry_sample("_sample_multinomial", (data,), shape, dtype, out,
+                                dict(kwargs, get_prob=get_prob))
+
+    @staticmethod
+    def shuffle(data, **kwargs):
+        """``data`` with its rows (first axis) in a random order (``_shuffle``)."""
+        return _registry_sample("_shuffle", (data,), None, None, kwargs.pop("out", None),
+                                kwargs)
+
+    current_context = staticmethod(current_context)
+
+    @staticmethod
     def seed(seed_state, ctx="all"):
         """Seed numpy, torch and every context's generator (``mx.random.seed`` too)."""
         np.random.seed(seed_state)
@@ -374,8 +339,41 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
         _rt_random.seed(seed_state)
 
 
+for _dist, _names, _defaults in (("gamma", ("alpha", "beta"), (1, 1)), ("poisson", ("lam",), (1,)),
+                                 ("negative_binomial", ("k", "p"), (1, 1)),
+                                 ("generalized_negative_binomial", ("mu", "alpha"), (1, 1))):
+    setattr(random, f"{_dist}_like", _like_sampler(_dist, _names, _defaults))
+
 random_uniform = uniform = random.uniform
 random_normal = normal = random.normal
 
 
+# ------------------------------------------- every registry operator, generated
+def _export_operators():
+    """``mx.nd.X`` for each registry operator (mxnet's own Python functions above,
+    ``array`` ... ``random``, keep their names), the helpers over them and the
+    ``_internal`` / ``contrib`` / ``linalg`` namespaces."""
+    from . import nd_ops
+    module = globals()
+    for name, fn in nd_ops.public_functions().items():
+        module.setdefault(name, fn)
+    module.update(nd_ops.helpers())
+    return (nd_ops.internal_namespace(), nd_ops.operator_namespace("contrib"),
+            nd_ops.operator_namespace("linalg"))
+
+
+_internal, contrib, linalg = _export_operators()
+
 from .operator import Custom  # noqa: E402,F401  (mx.nd.Custom: a Python operator, mx.operator)
+
+_registry_dot = dot
+
+
+def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=None, **kwargs):
+    """mxnet's ``dot``: a csr or row_sparse operand goes to :func:`sparse.dot` (mxnet's
+    result storage rules); dense operands run the registry's ``dot``."""
+    if isinstance(lhs, sparse.BaseSparseNDArray) or isinstance(rhs, sparse.BaseSparseNDArray):
+        return sparse.dot(lhs, rhs, transpose_a, transpose_b, forward_stype, out)
+    check_stype(forward_stype)
+    return _registry_dot(lhs, rhs, transpose_a=transpose_a, transpose_b=transpose_b, out=out,
+                         **kwargs)

@@ -17,7 +17,7 @@ import torch
 from runtime import sparse_arith as _arith
 from runtime import sparse_kernels as _K
 from runtime.context import Context, current_context
-from runtime.ndarray import NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype
+from runtime.ndarray import NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype, torch_dtype
 from runtime.ndarray_sparse import (BaseSparseNDArray, CSRNDArray,  # noqa: F401
                                     RowSparseNDArray, cast_storage, retain)
 from runtime.ndarray_sparse import dot as _dot
@@ -52,7 +52,7 @@ def _default_dtype(src, dtype):
     if dtype is not None:
         return to_torch_dtype(dtype)
     if isinstance(src, torch.Tensor):
-        return src.dtype
+        return torch_dtype(src)
     if isinstance(src, np.ndarray) or _is_scipy_csr(src):
         return to_torch_dtype(src.dtype)
     return torch.float32

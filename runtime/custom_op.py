@@ -21,8 +21,9 @@ from compiler.ops import custom as _custom
 from compiler.ops.registry import get_op
 from compiler.symbol import _normalize_attr
 
+from . import autograd_tape
 from .context import current_context
-from .ndarray import NDArray, as_ndarray, empty
+from .ndarray import NDArray, as_ndarray, empty, torch_dtype
 
 # mxnet's dtype codes, which create_operator receives (mshadow's type flags)
 DTYPE_CODES = {"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4, "int8": 5,
@@ -54,7 +55,7 @@ class BoundCustomOp:
         self.prop = _custom.prop_of(attrs, name)
         self.nargs = len(opdef.list_arguments(attrs))
         shapes = [tuple(a.shape) for a in inputs]
-        dtypes = [_dtype_name(a.dtype) for a in inputs]
+        dtypes = [_dtype_name(torch_dtype(a)) for a in inputs]
         _, out_shapes = opdef.infer_shape(attrs, list(shapes))
         _, out_types = opdef.infer_type(attrs, list(dtypes))
         for i, s in enumerate(out_shapes):
@@ -204,12 +205,31 @@ def custom_nd(*inputs, op_type=None, out=None, name=None, **kwargs):
     ctx = (getattr(values[0], "context", None) if values else None) or current_context()
     values = [v if isinstance(v, NDArray) else as_ndarray(v, ctx) for v in values]
     bound = BoundCustomOp(attrs, name or op_type, ctx, values)
-    outs = bound.forward(False, values)
+    outs = bound.forward(autograd_tape.is_training(), values)
+    if autograd_tape.is_recording():
+        _record(bound, op_type, values, outs)
     if out is not None:
         for dst, src in zip(out if isinstance(out, (list, tuple)) else [out], outs):
             dst[:] = src
         return out
     return outs[0] if len(outs) == 1 else list(outs)
+
+
+def _record(bound, op_type, values, outs):
+    """Put an ``mx.nd.Custom`` call on ``mx.autograd``'s tape: its gradients come from
+    the op's own ``backward`` (``req`` 'write' for every argument)."""
+    def grads(entry, ograds):
+        out_grad = [g if g is not None else torch.zeros_like(o.as_subclass(torch.Tensor))
+                    for g, o in zip(ograds, outs)]
+        out_grad = [as_ndarray(g, bound.ctx) for g in out_grad]
+        in_grad = [empty(tuple(v.shape), bound.ctx, torch_dtype(v))
+                   for v in values[:bound.nargs]]
+        bound.backward(out_grad, values, in_grad, ["write"] * bound.nargs)
+        return [g.as_subclass(torch.Tensor) for g in in_grad] + \
+            [None] * (len(values) - bound.nargs)
+    entry = autograd_tape.record_call(f"Custom:{op_type}", [], values, (), {}, bound.ctx,
+                                      autograd_tape.is_training(), None, list(outs))
+    entry.custom = grads
 
 
 def reference(attrs, inputs, is_train):

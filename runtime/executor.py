@@ -25,6 +25,7 @@ from .context import Context, current_context, device_guard
 from .executor_sparse import SparseShadows, is_sparse, new_array
 from .launcher import bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
+from .ndarray import torch_dtype
 
 
 def _normalize_grad_req(grad_req, arg_names):
@@ -156,7 +157,7 @@ class Executor:
                 continue
             home = where[k] if where is not None else self._placement.get(k, self._ctx)
             t = _to_tensor(v, home if where is not None else self._ctx, f"{what}['{k}']")
-            check_dtype(k, t.dtype, f"bind {what}")
+            check_dtype(k, torch_dtype(t), f"bind {what}")
             if not t.is_contiguous():
                 t = t.contiguous()
             if not isinstance(t, NDArray):
@@ -539,7 +540,7 @@ class _BufferPool:
         # instead of scanning the whole pool for each of a Program's buffers.
         free = {}
         for i, t in enumerate(self.tensors):
-            free.setdefault((t.device, t.dtype), []).append((t.numel(), i))
+            free.setdefault((t.device, torch_dtype(t)), []).append((t.numel(), i))
         for entries in free.values():
             entries.sort()
         out = []

@@ -34,6 +34,7 @@ from .executor import placement
 from .ndarray import as_ndarray, empty
 from .ndarray_sparse import BaseSparseNDArray
 from .executor_sparse import array_nbytes, is_sparse, new_array
+from .ndarray import torch_dtype
 
 _LOG = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def _copy_into(src, dst):
                              f"shape {tuple(dst.shape)}")
         src = src.reshape(dst.shape)
     with torch.no_grad():
-        dst.copy_(src.to(device=dst.device, dtype=dst.dtype))
+        dst.copy_(src.to(device=dst.device, dtype=torch_dtype(dst)))
 
 
 def _load_general(data, targets, major_axis):
@@ -501,7 +502,7 @@ class DataParallelExecutorGroup:
         if is_sparse(arr):
             arr = None
         if arr is not None and arr.numel() >= _numel(shape) and \
-                arr.device == context.torch_device and str(arr.dtype) == f"torch.{dtype}":
+                arr.device == context.torch_device and str(torch_dtype(arr)) == f"torch.{dtype}":
             return as_ndarray(arr.reshape(-1)[:_numel(shape)].view(shape), context)
         arr = empty(shape, context, dtype)
         shared_data_arrays[name] = arr
@@ -572,7 +573,7 @@ class DataParallelExecutorGroup:
                 weight = block[0]
             else:
                 weight = sum(w.to(dst.device) for w in block) / len(block)
-            dst.copy_(weight.to(device=dst.device, dtype=dst.dtype))
+            dst.copy_(weight.to(device=dst.device, dtype=torch_dtype(dst)))
 
     # -- computation --------------------------------------------------------------------
     def forward(self, data_batch, is_train=None):

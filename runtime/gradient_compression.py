@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from compiler.errors import MXNetError
+from .ndarray import torch_dtype
 
 TYPES = ("2bit",)
 
@@ -71,4 +72,4 @@ class TwoBitCompression:
             residual.add_(g.to(torch.float32))
             sent = torch.where(residual >= t, t, torch.where(residual <= -t, -t, 0.0))
             residual.sub_(sent)
-        return sent.to(g.dtype)
+        return sent.to(torch_dtype(g))

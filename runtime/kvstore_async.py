@@ -52,6 +52,7 @@ from .kvstore_local import KVStore, _slots, key_value_pairs
 from .kvstore_dist import _flat_collective, _bucket_bytes
 from .launcher import LAUNCH_LOCK
 from .ndarray import NDArray
+from .ndarray import torch_dtype
 
 __all__ = ["DistAsyncKVStore"]
 
@@ -117,7 +118,7 @@ class DistAsyncKVStore(KVStore):
                 self._index[k] = len(self._keys)
                 self._keys.append(k)
                 self._owner[k] = owner
-                self._meta[k] = (tuple(v.shape), v.dtype)
+                self._meta[k] = (tuple(v.shape), torch_dtype(v))
                 if owner == self.rank:
                     self._store[k] = v
         if self.num_workers > 1 and fresh:

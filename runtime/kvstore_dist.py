@@ -43,6 +43,7 @@ from compiler.errors import MXNetError
 from . import kvstore_sparse as kvs
 from .dist_group import join
 from .kvstore_local import KVStore
+from .ndarray import torch_dtype
 
 __all__ = ["DistSyncKVStore", "bucket_tensors"]
 
@@ -65,7 +66,7 @@ def bucket_tensors(tensors, limit_bytes):
     (a single larger tensor gets a bucket of its own). Order is kept within a group."""
     open_buckets, buckets = {}, []
     for t in tensors:
-        kind = (t.dtype, t.device)
+        kind = (torch_dtype(t), t.device)
         size = t.numel() * t.element_size()
         cur = open_buckets.get(kind)
         if cur is None or (cur[1] + size > limit_bytes and cur[0]):

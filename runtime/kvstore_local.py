@@ -33,6 +33,7 @@ from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
 from .updater import load_states_file
+from .ndarray import torch_dtype
 
 __all__ = ["KVStoreBase", "KVStore", "key_value_pairs"]
 
@@ -170,12 +171,12 @@ class KVStore(KVStoreBase):
             if tuple(v.shape) != tuple(stored.shape):
                 raise MXNetError(f"kvstore key {k!r}: pushed shape {tuple(v.shape)} does not "
                                  f"match the stored shape {tuple(stored.shape)}")
-        acc_dtype = torch.float64 if stored.dtype == torch.float64 else (
-            torch.float32 if stored.dtype.is_floating_point else stored.dtype)
-        if len(values) == 1 and values[0].dtype == stored.dtype:
+        acc_dtype = torch.float64 if torch_dtype(stored) == torch.float64 else (
+            torch.float32 if torch_dtype(stored).is_floating_point else torch_dtype(stored))
+        if len(values) == 1 and torch_dtype(values[0]) == torch_dtype(stored):
             # one device: the sum is a copy, into a buffer kept per key (no allocation)
             buf = self._sum_buffers.get(k)
-            if buf is None or buf.shape != stored.shape or buf.dtype != stored.dtype or \
+            if buf is None or buf.shape != stored.shape or buf.dtype != torch_dtype(stored) or \
                     buf.device != stored.device:
                 buf = self._sum_buffers[k] = torch.empty_like(stored.as_subclass(torch.Tensor))
             buf.copy_(values[0].detach())
@@ -183,7 +184,7 @@ class KVStore(KVStoreBase):
         acc = values[0].detach().to(device=stored.device, dtype=acc_dtype).clone()
         for v in values[1:]:
             acc += v.detach().to(device=stored.device, dtype=acc_dtype)
-        return acc.to(stored.dtype).as_subclass(NDArray)
+        return acc.to(torch_dtype(stored)).as_subclass(NDArray)
 
     # -- API -----------------------------------------------------------------------
     def init(self, key, value):
@@ -196,7 +197,7 @@ class KVStore(KVStoreBase):
             if kvs.is_sparse(v):
                 fresh.append((k, kvs.stored_copy(k, v, home)))
                 continue
-            stored = torch.empty(tuple(v.shape), dtype=v.dtype, device=home).as_subclass(NDArray)
+            stored = torch.empty(tuple(v.shape), dtype=torch_dtype(v), device=home).as_subclass(NDArray)
             with torch.no_grad():
                 stored.copy_(v.detach())
             if home.type != "cpu" or (self._type == "device" and

@@ -22,6 +22,7 @@ import torch
 from compiler.errors import MXNetError
 
 from . import sparse_kernels as K
+from .ndarray import torch_dtype
 from .ndarray_sparse import BaseSparseNDArray, RowSparseNDArray
 
 _LOG = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ def reduce_rows(key, values, stored):
             raise MXNetError(f"Unexpected storage type detected during kvstore push of key "
                              f"{key!r}: {st} (push takes default and row_sparse values)")
     dev = _device_of(stored)
-    data, idx = K.rsp_sum(parts, tuple(stored.shape), stored.dtype, dev)
+    data, idx = K.rsp_sum(parts, tuple(stored.shape),
+                          stored.dtype if is_sparse(stored) else torch_dtype(stored), dev)
     return RowSparseNDArray(data, [idx], tuple(stored.shape), _ctx_on(dev, values[0]))
 
 
@@ -93,7 +95,7 @@ def pull_into(key, stored, out, ignore_sparse, warned: set):
         return
     dense = stored._dense() if is_sparse(stored) else stored
     with torch.no_grad():
-        out.copy_(dense.to(out.device, out.dtype))
+        out.copy_(dense.to(out.device, torch_dtype(out)))
 
 
 def row_sparse_pull(kv, key, out, row_ids, key_value_pairs):

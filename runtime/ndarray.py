@@ -3,18 +3,25 @@
 Every array the API hands out is one of these, so it can go straight into
 torch code, and mxnet code can call ``asnumpy()`` on it.
 
-Where mxnet and torch disagree on a name, torch wins, with two exceptions:
-``size`` (mxnet: an int property; torch: a method) is an ``int`` that can
-also be called like torch's method, and ``arr[:] = numpy_array`` is accepted.
-``dtype`` stays a ``torch.dtype``; every function here that takes a dtype
-accepts torch dtypes, numpy dtypes and strings alike (see :func:`to_torch_dtype`).
+User code sees mxnet 1.9.1's legacy NDArray where mxnet and torch differ
+(``runtime/ndarray_mx.py``): ``dtype`` is numpy's type object, integer division
+truncates, mixed dtypes are refused, ``reshape`` takes mxnet's special codes,
+indexing takes NDArray indices and negative steps, and mxnet's methods
+(``slice_axis``, ``take``, ``tile`` ...) run the registry's operators. torch's
+own code sees a plain tensor (a ``torch.dtype``, torch's methods), so an NDArray
+goes into any torch function unchanged. ``size`` is an ``int`` that can also be
+called like torch's method, and ``arr[:] = numpy_array`` is accepted. Every
+function here that takes a dtype accepts torch dtypes, numpy dtypes and strings
+alike (see :func:`to_torch_dtype`); :func:`torch_dtype` gives an array's torch dtype.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from . import ndarray_mx as _mx
 from .context import Context, cpu, current_context
+from .ndarray_mx import torch_dtype  # noqa: F401  (re-exported: the torch dtype of an array)
 
 _NP_TO_TORCH = {
     np.dtype("float32"): torch.float32, np.dtype("float64"): torch.float64,
@@ -40,6 +47,8 @@ def to_torch_dtype(dtype, default=torch.float32) -> torch.dtype:
         return dtype
     if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
         return torch.bfloat16
+    if isinstance(dtype, np.dtype) and dtype.names == ("bfloat16",):
+        return torch.bfloat16         # mxnet's Python type for bfloat16
     try:
         return _NP_TO_TORCH[np.dtype(dtype)]
     except (TypeError, KeyError):
@@ -98,9 +107,59 @@ class NDArray(torch.Tensor):
         return _Size(self)
 
     @property
+    def dtype(self):
+        """numpy's type object (``np.float32``) as mxnet gives it; torch's own code
+        gets the ``torch.dtype``."""
+        t = torch_dtype(self)
+        return _mx._MX_TYPES.get(t, t) if _mx.mxnet_caller() else t
+
+    @property
     def np_dtype(self) -> np.dtype:
-        """The dtype as numpy spells it (``dtype`` itself stays a torch dtype)."""
-        return to_numpy_dtype(self.dtype)
+        """The dtype as a ``numpy.dtype``."""
+        return to_numpy_dtype(torch_dtype(self))
+
+    # -- arithmetic: mxnet's dtype rules ------------------------------------------
+    __add__ = _mx._binary("__add__", torch.add)
+    __radd__ = _mx._binary("__radd__", torch.add, reverse=True)
+    __sub__ = _mx._binary("__sub__", torch.sub)
+    __rsub__ = _mx._binary("__rsub__", torch.sub, reverse=True)
+    __mul__ = _mx._binary("__mul__", torch.mul)
+    __rmul__ = _mx._binary("__rmul__", torch.mul, reverse=True)
+    __truediv__ = _mx._binary("__truediv__", _mx._truediv)
+    __rtruediv__ = _mx._binary("__rtruediv__", _mx._truediv, reverse=True)
+    __mod__ = _mx._binary("__mod__", torch.remainder)
+    __rmod__ = _mx._binary("__rmod__", torch.remainder, reverse=True)
+    __pow__ = _mx._binary("__pow__", torch.pow)
+    __rpow__ = _mx._binary("__rpow__", torch.pow, reverse=True)
+    __iadd__ = _mx._inplace("__iadd__", torch.add)
+    __isub__ = _mx._inplace("__isub__", torch.sub)
+    __imul__ = _mx._inplace("__imul__", torch.mul)
+    __itruediv__ = _mx._inplace("__itruediv__", _mx._truediv)
+    __imod__ = _mx._inplace("__imod__", torch.remainder)
+
+    # -- shape methods ------------------------------------------------------------
+    def reshape(self, *shape, **kwargs):
+        """mxnet's reshape (a view): ``(0, -1)``, ``-2``, ``-3``, ``-4``, ``reverse=True``
+        and ``shape=`` as in mxnet; torch's own callers get torch's reshape."""
+        if not _mx.mxnet_caller():
+            return torch.Tensor.reshape(self, *shape, **kwargs)
+        if not kwargs and _mx.plain_shape(shape) and not _mx.records(self):
+            return torch.Tensor.reshape(self, *shape)
+        out = _mx._reshape_shape(self.shape, shape, dict(kwargs))
+        if _mx.records(self):
+            return _mx._invoke("Reshape", (self,), {"shape": out})
+        return torch.Tensor.reshape(self, out)
+
+    sum = _mx._reduction("sum", "sum")
+    mean = _mx._reduction("mean", "mean")
+    max = _mx._reduction("max", "max")
+    min = _mx._reduction("min", "min")
+    prod = _mx._reduction("prod", "prod")
+    nansum = _mx._reduction("nansum", "nansum")
+    nanprod = _mx._reduction("nanprod", "nanprod")
+    argmax = _mx._reduction("argmax", "argmax")
+    argmin = _mx._reduction("argmin", "argmin")
+    norm = _mx._reduction("norm", "norm")
 
     @property
     def shape(self):
@@ -108,7 +167,14 @@ class NDArray(torch.Tensor):
         return tuple(torch.Tensor.size(self))
 
     def __getitem__(self, key):
+        flips = ()
+        if _mx.records(self) and _mx.mxnet_caller():
+            return _mx._TAPE[0].getitem(self, key)
+        if _mx.mxnet_caller():
+            key, flips = _mx.normalize_key(key, self.shape)
         out = super().__getitem__(key)
+        if flips:
+            out = out.flip(flips)
         # mxnet 1.x has no 0-d arrays: an element is a (1,) array (a view, as there)
         if isinstance(out, torch.Tensor) and out.dim() == 0:
             out = _keep_ctx(out.reshape(1), self)
@@ -124,21 +190,38 @@ class NDArray(torch.Tensor):
         shape = "x".join(str(d) for d in self.shape)
         return f"\n{self.asnumpy()}\n<{type(self).__name__} {shape} @{self.context}>"
 
+    def __neg__(self):
+        if _mx.records(self) and _mx.mxnet_caller():
+            return _mx._invoke("_mul_scalar", (self,), {"scalar": -1.0})
+        return torch.Tensor.__neg__(self)
+
     @property
     def T(self):
+        if _mx.records(self):
+            return _mx._invoke("transpose", (self,), {})
         return self.t() if self.dim() == 2 else self.permute(*reversed(range(self.dim())))
 
     def __setitem__(self, key, value):
         if isinstance(value, (np.ndarray, np.generic, list, tuple)):
-            value = torch.as_tensor(np.asarray(value), dtype=self.dtype, device=self.device)
+            value = torch.as_tensor(np.asarray(value), dtype=torch_dtype(self),
+                                    device=self.device)
         elif isinstance(value, torch.Tensor) and value.device != self.device:
             value = value.to(self.device)
+        flips = ()
+        if _mx.mxnet_caller():
+            key, flips = _mx.normalize_key(key, self.shape)
+        if flips:      # write the flipped value into the ascending view of the elements
+            view = super().__getitem__(key)
+            value = torch.as_tensor(value, dtype=torch_dtype(self)).expand(view.shape)
+            with torch.no_grad():
+                view.copy_(value.flip(flips))
+            return
         super().__setitem__(key, value)
 
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the array."""
         t = self.detach().cpu()
-        if t.dtype == torch.bfloat16:
+        if torch_dtype(t) == torch.bfloat16:
             t = t.float()
         return torch.Tensor.numpy(t.as_subclass(torch.Tensor)).copy()
 
@@ -152,7 +235,7 @@ class NDArray(torch.Tensor):
     def astype(self, dtype, copy=True):
         """A copy converted to ``dtype`` (any dtype spelling)."""
         dt = to_torch_dtype(dtype)
-        if not copy and dt == self.dtype:
+        if not copy and dt == torch_dtype(self):
             return self
         return _keep_ctx(self.detach().to(dt).clone(), self)
 
@@ -177,13 +260,26 @@ class NDArray(torch.Tensor):
             torch.cuda.synchronize(self.device)
 
     def attach_grad(self, grad_req="write", stype=None):
+        """Give the array a gradient buffer (zeros, read as ``grad``) that
+        ``mx.autograd`` writes (``grad_req='write'``) or adds to (``'add'``)."""
         check_stype(stype)
-        self.requires_grad_(True)
+        with torch.no_grad():
+            grad = _keep_ctx(torch.zeros_like(self.as_subclass(torch.Tensor)), self)
+        _mx.mark_variable(self, grad, grad_req)
+
+    def detach(self):
+        """The same values, cut from the ``mx.autograd`` graph (a new array)."""
+        return _keep_ctx(torch.Tensor.detach(self), self)
+
+    def backward(self, out_grad=None, retain_graph=False, train_mode=True):
+        """``mx.autograd.backward`` of this array (with ``out_grad`` as its gradient)."""
+        _mx.backward([self], None if out_grad is None else [out_grad], retain_graph,
+                     train_mode)
 
     def copyto(self, other):
         """Copy into an NDArray (returns it) or onto a Context (returns a new array)."""
         if isinstance(other, Context):
-            out = torch.empty(tuple(self.shape), dtype=self.dtype,
+            out = torch.empty(tuple(self.shape), dtype=torch_dtype(self),
                               device=other.torch_device).as_subclass(NDArray)
             with torch.no_grad():
                 out.copy_(self)
@@ -209,6 +305,17 @@ class NDArray(torch.Tensor):
 
     def as_nd_ndarray(self):
         return self
+
+
+for _name in _mx.OPERATOR_METHODS:
+    if _name not in NDArray.__dict__:
+        setattr(NDArray, _name, _mx._operator_method(_name, _name,
+                                                    getattr(torch.Tensor, _name, None)))
+
+for _name, _op in _mx.RECORDED_METHODS.items():
+    if _name not in _mx.OPERATOR_METHODS:
+        setattr(NDArray, _name, _mx._recorded_method(
+            _name, _op, NDArray.__dict__.get(_name) or getattr(torch.Tensor, _name)))
 
 
 def _keep_ctx(t: torch.Tensor, like) -> NDArray:

@@ -37,6 +37,7 @@ from compiler.errors import MXNetError
 
 from .context import Context, cpu
 from .ndarray import NDArray, as_ndarray, to_numpy_dtype
+from .ndarray import torch_dtype
 
 LIST_MAGIC = 0x112
 V1_MAGIC = 0xF993FAC8
@@ -258,13 +259,13 @@ def encode_single_ndarray(arr, np_shape=None) -> bytes:
         np_shape = len(shape) == 0
     magic = V3_MAGIC if np_shape else V2_MAGIC
     t = arr.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
+    if torch_dtype(t) == torch.bfloat16:
         flag, data = BFLOAT16_FLAG, t.view(torch.int16).numpy().astype("<i2").tobytes()
     else:
         try:
-            dt = to_numpy_dtype(t.dtype)
+            dt = to_numpy_dtype(torch_dtype(t))
         except TypeError:
-            raise MXNetError(f"cannot save arrays of dtype {t.dtype}") from None
+            raise MXNetError(f"cannot save arrays of dtype {torch_dtype(t)}") from None
         flag = _FLAG_OF[dt]
         np_arr = torch.Tensor.numpy(t.as_subclass(torch.Tensor))
         data = np_arr.astype(dt.newbyteorder("<"), copy=False).tobytes()

@@ -19,7 +19,8 @@ from compiler.errors import MXNetError
 from . import sparse_arith as _arith
 from . import sparse_kernels as K
 from .context import Context, current_context
-from .ndarray import STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype
+from .ndarray import (STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype,
+                      torch_dtype)
 
 STYPES = ("default", "row_sparse", "csr")
 STYPE_CODES = {"default": 0, "row_sparse": 1, "csr": 2}
@@ -183,7 +184,7 @@ class BaseSparseNDArray:
             raise MXNetError(f"copyto: shape mismatch {self._shape} vs {tuple(other.shape)}")
         if other_stype == "default":
             with torch.no_grad():
-                other.copy_(self._dense().to(other.device, other.dtype))
+                other.copy_(self._dense().to(other.device, torch_dtype(other)))
             return other
         other._set_parts(self._data_t, self._aux_t)
         return other

@@ -77,6 +77,7 @@ import torch
 from compiler.errors import MXNetError
 
 from .optimizer_kernels import _Spec, _launch, _zeros_like
+from .ndarray import torch_dtype
 
 # weights that multi_precision gives float32 master copies (update_multi_precision)
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -246,7 +247,7 @@ class Optimizer:
     def _mp(self, weight):
         # mxnet 1.9.1 keeps master copies for float16 only; bfloat16's 8 significant bits
         # lose an update smaller than 2**-8 of the weight, so it gets them too
-        return bool(self.multi_precision) and weight.dtype in _LOW_PRECISION
+        return bool(self.multi_precision) and torch_dtype(weight) in _LOW_PRECISION
 
     def create_state_multi_precision(self, index, weight):
         """``(fp32 master copy, state)`` for float16 / bfloat16 weights with
@@ -256,7 +257,7 @@ class Optimizer:
             with torch.no_grad():
                 master.copy_(weight)
             return (master, self.create_state(index, master))
-        if weight.dtype in _LOW_PRECISION and not self.multi_precision:
+        if torch_dtype(weight) in _LOW_PRECISION and not self.multi_precision:
             warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
                           "slow convergence. Consider using multi_precision=True option of the "
                           "optimizer")
@@ -288,7 +289,7 @@ class Optimizer:
         return False
 
     def _state_dtype(self, weight):
-        return weight.dtype
+        return torch_dtype(weight)
 
     def _hyper(self, indices):
         return self._get_lrs(indices), self._get_wds(indices)
@@ -355,13 +356,13 @@ class Optimizer:
             else:
                 inner, master = s, None
             st = self._state_tensors(inner)
-            s_dtype = st[0].dtype if st else w.dtype
-            spec = _Spec(rule or self._rule(inner), w.dtype, s_dtype, has_clip,
+            s_dtype = torch_dtype(st[0]) if st else torch_dtype(w)
+            spec = _Spec(rule or self._rule(inner), torch_dtype(w), s_dtype, has_clip,
                          self._clip_weights(), mp)
             w_t, g_t = torch.Tensor.as_subclass(w, torch.Tensor), \
                 torch.Tensor.as_subclass(g, torch.Tensor)   # attribute reads skip NDArray
-            if g_t.dtype != w_t.dtype or g_t.device != w_t.device:
-                g = g.to(device=w_t.device, dtype=w_t.dtype)
+            if torch_dtype(g_t) != torch_dtype(w_t) or g_t.device != w_t.device:
+                g = g.to(device=w_t.device, dtype=torch_dtype(w_t))
             tensors = [w, g] + st + list(inp) + ([master] if mp else [])
             entry = plan.setdefault((spec.key, str(w_t.device)),
                                     (spec, w_t.device, [], [], [], []))

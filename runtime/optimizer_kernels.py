@@ -22,6 +22,7 @@ from compiler.ops.optimizer_rules import body as _rule_body
 
 from . import optimizer_cpu, threads
 from .ndarray import NDArray
+from .ndarray import torch_dtype
 
 log = logging.getLogger("symtriton")
 
@@ -121,7 +122,7 @@ def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> li
         st = optimizer._state_tensors(inner)
         sources = []
         for rule in optimizer._kernel_rules(inner):
-            spec = _Spec(rule, w.dtype, st[0].dtype if st else w.dtype,
+            spec = _Spec(rule, torch_dtype(w), torch_dtype(st[0]) if st else torch_dtype(w),
                          has_clip, optimizer._clip_weights(), mp)
             sources += ([optimizer_cpu.render(spec)] if "cpu" in targets else []) + \
                 ([spec.render()] if any(t != "cpu" for t in targets) else [])
@@ -233,7 +234,7 @@ def _launch(spec: _Spec, groups, lrs, wds, scalars, device, extra=None):
 
 
 def _zeros_like(weight, dtype=None):
-    z = torch.zeros(tuple(weight.shape), dtype=dtype or weight.dtype,
+    z = torch.zeros(tuple(weight.shape), dtype=dtype or torch_dtype(weight),
                     device=weight.device).as_subclass(NDArray)
     ctx = getattr(weight, "_mx_ctx", None)
     if ctx is not None:

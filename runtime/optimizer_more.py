@@ -26,6 +26,7 @@ from compiler.errors import MXNetError
 from .optimizer_base import Optimizer, register
 from .optimizer_common import SGD
 from .optimizer_kernels import _zeros_like
+from .ndarray import torch_dtype
 
 __all__ = ["Signum", "FTML", "Adamax", "Nadam", "Ftrl", "DCASGD", "SGLD", "ccSGD"]
 
@@ -35,7 +36,7 @@ def _no_master(opt, weights):
     for w in weights:
         if opt._mp(w):
             raise MXNetError(f"{type(opt).__name__}: multi_precision master copies for "
-                             f"{str(w.dtype).replace('torch.', '')} weights are not built for "
+                             f"{str(torch_dtype(w)).replace('torch.', '')} weights are not built for "
                              f"this optimizer yet (SGD, NAG, Adam, AdaGrad, RMSProp and "
                              f"AdaDelta have them); use one of those, float32 weights, or "
                              f"multi_precision=False")
@@ -299,7 +300,7 @@ class SGLD(Optimizer):
         for w in weights:
             ctx = getattr(w, "context", None) or cpu(0)
             z = torch.randn(tuple(w.shape), generator=generator_for(ctx), dtype=torch.float32)
-            noise.append([z.to(device=w.device, dtype=w.dtype)])
+            noise.append([z.to(device=w.device, dtype=torch_dtype(w))])
         self._fused_update(indices, weights, grads, states,
                            (lrs, wds, [math.sqrt(lr) for lr in lrs]), False, inputs=noise)
 

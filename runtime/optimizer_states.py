@@ -20,6 +20,7 @@ from compiler.errors import MXNetError
 from . import lr_scheduler as _lrs
 from .ndarray import NDArray
 from .optimizer_base import Optimizer
+from .ndarray import torch_dtype
 
 log = logging.getLogger("symtriton")
 
@@ -45,10 +46,10 @@ def encode_states(states, optimizer=None) -> bytes:
             return {"tuple" if isinstance(x, tuple) else "list": [tree(v) for v in x]}
         if torch.is_tensor(x):
             t = x.detach().to("cpu").contiguous()
-            if t.dtype not in _DTYPE_NAMES:
-                raise MXNetError(f"cannot save optimizer state of dtype {t.dtype}")
+            if torch_dtype(t) not in _DTYPE_NAMES:
+                raise MXNetError(f"cannot save optimizer state of dtype {torch_dtype(t)}")
             data = t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-            arrays.append({"dtype": _DTYPE_NAMES[t.dtype], "shape": list(t.shape),
+            arrays.append({"dtype": _DTYPE_NAMES[torch_dtype(t)], "shape": list(t.shape),
                            "offset": offset, "nbytes": len(data)})
             blobs.append(data)
             offset += len(data)

@@ -20,7 +20,7 @@ import torch
 from compiler.errors import MXNetError
 
 from . import sparse_kernels as K
-from .ndarray import NDArray
+from .ndarray import NDArray, torch_dtype
 
 
 def _device_id(weight):
@@ -57,7 +57,7 @@ def sparse_update(updater, key, grad, weight):
         updater.states_synced[key] = True
     state = updater.states[key]
     if not opt.lazy_update:
-        dense = K.rsp_to_dense(grad._data_t, grad._aux_t[0], grad.shape).to(w.dtype)
+        dense = K.rsp_to_dense(grad._data_t, grad._aux_t[0], grad.shape).to(torch_dtype(w))
         opt._set_current_context(_device_id(weight))
         opt.update_multi_precision(key, w_nd, dense.as_subclass(NDArray), state)
         return
@@ -72,7 +72,7 @@ def _lazy_sgd(opt, key, w, grad, state):
     if rows.numel() == 0:
         return
     with torch.no_grad():
-        g = grad._data_t.to(w.device, w.dtype) * opt.rescale_grad
+        g = grad._data_t.to(w.device, torch_dtype(w)) * opt.rescale_grad
         if opt.clip_gradient is not None and opt.clip_gradient >= 0:
             g = g.clamp(-opt.clip_gradient, opt.clip_gradient)
         w_rows = w[rows]

@@ -20,6 +20,7 @@ from . import safe_unpickle as _safe_unpickle
 from .ndarray import NDArray
 from .optimizer_base import Optimizer
 from .sparse_update import sparse_update
+from .ndarray import torch_dtype
 
 __all__ = ["Updater", "get_updater", "check_states", "load_states_file"]
 
@@ -182,7 +183,7 @@ def _expected_state(optimizer, index, weight):
     """The state ``optimizer`` would create for ``weight``, made on the meta device (no
     memory); None when the optimizer cannot say (a user's ``create_state`` that needs
     real data): then only shapes are checked."""
-    meta = torch.empty(tuple(weight.shape), dtype=weight.dtype,
+    meta = torch.empty(tuple(weight.shape), dtype=torch_dtype(weight),
                        device="meta").as_subclass(NDArray)
     try:
         with warnings.catch_warnings():
@@ -244,11 +245,11 @@ def check_states(states, bound, optimizer):
                     f"{tuple(weight.shape)}: the states were saved from another model; "
                     f"load the .states saved with this model's checkpoint, or leave the "
                     f"optimizer states out")
-            if ref is not None and value.dtype != ref.dtype:
+            if ref is not None and torch_dtype(value) != torch_dtype(ref):
                 raise MXNetError(
                     f"optimizer {where} of parameter '{name}' (index {key!r}) has dtype "
-                    f"{_dtype_name(value.dtype)} in the file, but {type(optimizer).__name__}"
-                    f" keeps {_dtype_name(ref.dtype)} for the bound {_dtype_name(weight.dtype)}"
+                    f"{_dtype_name(torch_dtype(value))} in the file, but {type(optimizer).__name__}"
+                    f" keeps {_dtype_name(torch_dtype(ref))} for the bound {_dtype_name(torch_dtype(weight))}"
                     f" parameter (multi_precision={bool(optimizer.multi_precision)}): the "
                     f"states were saved with another dtype or optimizer setting")
 

@@ -31,8 +31,16 @@ _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, 
          "atan": math.atan, "log2": math.log2, "floor": math.floor, "ceil": math.ceil,
          "fmod": math.fmod, "tan": math.tan, "log10": math.log10, "log1p": math.log1p,
          "expm1": math.expm1, "sqrt": math.sqrt, "tanh": math.tanh,
-         "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
+         "sigmoid": lambda x: 1 / (1 + math.exp(-x)), "lgamma": math.lgamma,
+         "digamma": lambda x: _torch_scalar("digamma", x),
+         "erfinv": lambda x: _torch_scalar("erfinv", x),
          "logical_and": lambda a, b: bool(a and b), "logical_or": lambda a, b: bool(a or b)}
+
+
+def _torch_scalar(fn, x):
+    """ATen's ``fn`` of one Python number, in float64 (a folded constant)."""
+    import torch
+    return float(getattr(torch, fn)(torch.tensor(float(x), dtype=torch.float64)))
 
 
 def scalar(x) -> Val:
@@ -199,9 +207,11 @@ for _op, _fn in {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "lt": "
                  "and_": "logical_and", "or_": "logical_or", "maximum": "maximum",
                  "minimum": "minimum", "fmod": "fmod"}.items():
     setattr(CpuOps, _op, _method("ew", _fn))
-# (tan, log10, log1p and expm1 are composites: ATen's one kernel each here)
+# (tan, log10, log1p, expm1, lgamma, digamma and erfinv are composites: ATen's one kernel
+# each here; gamma is left to its definition over lgamma)
 for _op in ("exp", "log", "abs", "sqrt", "sigmoid", "tanh", "erf", "sin", "cos", "atan",
-            "log2", "floor", "ceil", "tan", "log10", "log1p", "expm1"):
+            "log2", "floor", "ceil", "tan", "log10", "log1p", "expm1", "lgamma", "digamma",
+            "erfinv"):
     setattr(CpuOps, _op, _method("unary", _op))
 for _op in _ATEN:
     setattr(CpuOps, _op, _method("aten", _op))

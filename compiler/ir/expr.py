@@ -208,7 +208,17 @@ COMPOSITES = {
     "log10": (1, lambda x: ops.log2(x) * 0.30102999566398120, "the base-10 logarithm of a"),
     "log1p": (1, lambda x: _log1p(x), "log(1 + a), accurate where a is tiny"),
     "expm1": (1, lambda x: _expm1(x), "exp(a) - 1, accurate where a is tiny"),
+    # special functions: definitions in ir/special.py (imported when first expanded)
+    "lgamma": (1, lambda x: _special().lgamma(ops, x), "log|Gamma(a)|"),
+    "digamma": (1, lambda x: _special().digamma(ops, x), "psi(a), the derivative of lgamma"),
+    "gamma": (1, lambda x: _special().gamma(ops, x), "Gamma(a)"),
+    "erfinv": (1, lambda x: _special().erfinv(ops, x), "the inverse error function of a"),
 }
+
+
+def _special():
+    from . import special
+    return special
 
 
 def _log1p(x):

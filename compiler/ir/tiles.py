@@ -86,7 +86,7 @@ def gpu_params(target: str) -> dict:
 
 
 def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: bool = False,
-                batch: int = 1, dot: str = "float32") -> dict:
+                batch: int = 1, dot: str = "float32", heavy: bool = False) -> dict:
     """``BM``/``BN``/``BK``, ``num_warps``, ``num_stages`` and ``grid`` of one launch.
 
     Parameters
@@ -105,6 +105,9 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
     dot : str
         What the dot's operands are: ``float32`` (FMA units), ``float64``, or a
         tensor-core kind (``float16``, ``bfloat16``, ``tf32``: K chunks of at least 16).
+    heavy : bool
+        A pointwise kernel with a very long body (``triton/codegen.HEAVY_LINES``): on a
+        GPU one element a thread (4 warps), so its temporaries fit the registers.
     """
     if target == "cpu":   # torch calls over whole arrays: no tiles, one call per launch
         return {"grid": [1, 1]}
@@ -178,6 +181,10 @@ def tile_config(kind: str, M: int, N: int, K: int, target: str, reduce_cols: boo
         # masked loads per element) spilled 3.4 KB a thread on cuda:80.
         bm = max(1, min(np2(M), max(1, gpu["program_numel"] // bn)))
         warps = 8 if bm * bn >= 1024 else 4
+        if heavy:
+            # a sampler's fused tries (~5,000 lines) took 255 registers and spilled
+            # 104 bytes at 2 elements a thread (ptxas, cuda:90)
+            bm, warps = max(1, min(bm, 128 // bn)), 4
     return _cfg(bm, bn, 1, warps, stages, -(-M // bm))
 
 

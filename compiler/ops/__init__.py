@@ -42,4 +42,12 @@ from . import optimizer_multi  # noqa: F401
 from . import spatial_more  # noqa: F401
 from . import deformable  # noqa: F401
 from . import contrib_backward  # noqa: F401
+from . import special  # noqa: F401
+from . import random_more  # noqa: F401
+from . import pdf  # noqa: F401
+from . import random_select  # noqa: F401
+from . import contrib_more  # noqa: F401
+from . import quantization  # noqa: F401
+from . import quantization_calib  # noqa: F401
+from . import quantization_conv  # noqa: F401
 from . import sparse  # noqa: F401

@@ -105,7 +105,11 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
 
     g = timed("infer_shapes", infer_shapes, graph, shapes)
     g = timed("infer_types", infer_types, g, dtypes)
-    g = timed("autodiff", autodiff, g, grad_req, loss_scale) if is_train else g
+    # the backward phase wherever gradients are asked for, in either mode: a gradient
+    # program in predict mode (mx.autograd's predict_mode under record) differentiates
+    # Dropout as the identity it decomposes to
+    wants_grad = is_train or any(r != "null" for r in grad_req.values())
+    g = timed("autodiff", autodiff, g, grad_req, loss_scale) if wants_grad else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train)
     g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures

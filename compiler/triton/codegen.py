@@ -490,7 +490,13 @@ def render_fill(numel: int, value: float = 0.0, dtype: str = "float32") -> Rende
     return Rendered(source, [(0, 0)], int(numel), 1, 0, "fill")
 
 
+# a pointwise kernel of more source lines than this is "heavy" (a sampler's unrolled
+# rejection tries: thousands of live temporaries): one element a thread on a GPU
+HEAVY_LINES = 1000
+
+
 def tile_config(r: Rendered, target: str, reduce_cols: bool = False) -> dict:
     """Tile sizes, warps, stages and grid for one launch on ``target`` (compiler/ir/tiles.py)."""
     from ..ir.tiles import tile_config as choose
-    return choose(r.kind, r.M, r.N, r.K, target, reduce_cols, r.batch, r.dot)
+    heavy = r.kind == "pointwise" and r.source.count("\n") > HEAVY_LINES
+    return choose(r.kind, r.M, r.N, r.K, target, reduce_cols, r.batch, r.dot, heavy=heavy)

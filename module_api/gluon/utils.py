@@ -23,6 +23,7 @@ from runtime.context import Context
 from runtime.ndarray import NDArray, as_ndarray
 
 from .. import ndarray as nd
+from runtime.ndarray import torch_dtype
 
 __all__ = ["split_data", "split_and_load", "clip_global_norm", "check_sha1", "download"]
 
@@ -129,7 +130,7 @@ def clip_global_norm(arrays, max_norm, check_isfinite=True):
     scale = torch.clamp(max_norm / (total + 1e-8), max=1.0)
     with torch.no_grad():
         for a in arrays:
-            a.mul_(scale.to(device=a.device, dtype=a.dtype))
+            a.mul_(scale.to(device=a.device, dtype=torch_dtype(a)))
     if check_isfinite:
         return total.detach().cpu().numpy()[0]       # a numpy scalar, as asscalar() gives
     return as_ndarray(total, ctx)

@@ -28,6 +28,7 @@ from ..model_base import (_create_kvstore, _initialize_kvstore, _update_params,
                           load_checkpoint)
 from .base_module import (BaseModule, ModuleStateError, _check_input_names,  # noqa: F401
                           _parse_data_desc, _require, _require_input_grads)
+from runtime.ndarray import torch_dtype
 
 _LOG = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def _copyto(src, dst):
         raise ValueError("cannot copy an array of shape %s into one of shape %s"
                          % (tuple(src.shape), tuple(dst.shape)))
     with torch.no_grad():
-        dst.copy_(src.detach().to(device=dst.device, dtype=dst.dtype))
+        dst.copy_(src.detach().to(device=dst.device, dtype=torch_dtype(dst)))
 
 
 class Module(BaseModule):

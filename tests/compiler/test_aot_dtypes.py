@@ -24,7 +24,7 @@ mod.init_optimizer(optimizer_params={{"multi_precision": True}})
 batch = mx.io.DataBatch([mx.nd.ones((4, 16))], [mx.nd.array([0, 1, 2, 3])])
 mod.forward_backward(batch)
 mod.update()
-print("DTYPE", mod.get_outputs()[0].dtype)
+print("DTYPE", mod.get_outputs()[0].dtype.__name__)
 print("STATS " + json.dumps(compiler.cache_stats()))
 '''
 
@@ -59,7 +59,7 @@ def test_compile_float16_then_run_offline_and_rebuild(tmp_path, capsys):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in run.stdout.splitlines() if " " in line)
-    assert lines["DTYPE"] == "torch.float16"
+    assert lines["DTYPE"] == "float16"
     stats = json.loads(lines["STATS"])
     assert stats["compiles"] == 0 and stats["kernels_compiled"] == 0, stats
     capsys.readouterr()

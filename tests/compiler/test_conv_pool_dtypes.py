@@ -17,6 +17,7 @@ from runtime.context import cpu
 from tests.compiler.test_ops_conv import CONV, DECONV, EPILOGUE
 from tests.compiler.test_ops_dtypes import TOLERANCE, check_dtype
 from tests.compiler.test_ops_pool import ROWS
+from runtime.ndarray import torch_dtype
 
 _CPU_ROWS = CONV + DECONV + EPILOGUE + ROWS
 # the interpreter is slow: one forward / transposed / epilogue convolution and the pools
@@ -67,23 +68,23 @@ def test_lenet_forward_backward(dtype, monkeypatch):
     vals = {}
     for n in names:
         a = exe.arg_dict[n]
-        assert a.dtype == getattr(torch, dtype), f"{n}: {a.dtype}"
-        v = (torch.randn(tuple(a.shape), generator=gen) * 0.3).to(a.dtype)
+        assert torch_dtype(a) == getattr(torch, dtype), f"{n}: {a.dtype}"
+        v = (torch.randn(tuple(a.shape), generator=gen) * 0.3).to(torch_dtype(a))
         a[:] = v
         vals[n] = v.double().requires_grad_(n != "data")
     label = torch.tensor([0, 3, 1, 4])
-    exe.arg_dict["softmax_label"][:] = label.to(exe.arg_dict["softmax_label"].dtype)
+    exe.arg_dict["softmax_label"][:] = label.to(torch_dtype(exe.arg_dict["softmax_label"]))
     (out,) = exe.forward(is_train=True)
     exe.backward()
     want = _lenet_torch(*(vals[n] for n in names))
-    assert out.dtype == getattr(torch, dtype)
+    assert torch_dtype(out) == getattr(torch, dtype)
     rtol, atol = TOLERANCE[dtype]
     assert float((out.double() - want.detach()).abs().max()) <= atol + rtol
     loss = -(want[torch.arange(4), label].log()).sum()
     grads = torch.autograd.grad(loss, [vals[n] for n in names[1:]])
     for n, g in zip(names[1:], grads):
         got = exe.grad_dict[n]
-        assert got.dtype == getattr(torch, dtype), n
+        assert torch_dtype(got) == getattr(torch, dtype), n
         scale = max(float(g.abs().max()), 1.0)
         err = float((got.double() - g).abs().max())
         # float16: a gradient goes through several kernels' stores of the dtype
@@ -108,9 +109,9 @@ def test_max_pool_gradient_routes_past_low_precision_integers(dtype, monkeypatch
     exe.arg_dict["x"][:] = x.to(getattr(torch, dtype))
     (y,) = exe.forward(is_train=True)
     dy = torch.rand(1, 2, 24, 24, generator=gen)
-    exe.backward([dy.to(y.dtype)])
+    exe.backward([dy.to(torch_dtype(y))])
     xr = x.clone().requires_grad_(True)
-    (want,) = torch.autograd.grad(F.max_pool2d(xr, 2, 2), xr, dy.to(y.dtype).double())
+    (want,) = torch.autograd.grad(F.max_pool2d(xr, 2, 2), xr, dy.to(torch_dtype(y)).double())
     assert torch.equal(exe.grad_dict["x"].double(), want)
     assert torch.equal(y.double(), F.max_pool2d(x, 2, 2))
 
@@ -146,7 +147,7 @@ def test_roi_pooling_dtypes(dtype, target, monkeypatch):
     exe = s.simple_bind(cpu(), grad_req={"data": "write", "rois": "null"}, data=dshape,
                         rois=(len(_ROIS), 5), type_dict={"data": dtype})
     torch_dt = getattr(torch, dtype)
-    assert exe.arg_dict["rois"].dtype == torch_dt
+    assert torch_dtype(exe.arg_dict["rois"]) == torch_dt
     gen = torch.Generator().manual_seed(11)
     data = torch.randn(dshape, generator=gen).to(torch_dt)
     # rois representable in the dtype, so the oracle sees the same corners
@@ -156,12 +157,12 @@ def test_roi_pooling_dtypes(dtype, target, monkeypatch):
     (out,) = exe.forward(is_train=True)
     xd = data.double().requires_grad_(True)
     want = _roi_oracle(xd, rois.double(), pooled, scale)
-    assert out.dtype == torch_dt
+    assert torch_dtype(out) == torch_dt
     assert torch.equal(out.double(), want.detach())
     dy = torch.randn(tuple(want.shape), generator=gen).to(torch_dt)
     exe.backward([dy])
     (dx,) = torch.autograd.grad((want * dy.double()).sum(), xd)
     rtol, atol = TOLERANCE[dtype]
     got = exe.grad_dict["data"]
-    assert got.dtype == torch_dt
+    assert torch_dtype(got) == torch_dt
     assert float((got.double() - dx).abs().max()) <= atol + rtol * float(dx.abs().max())

@@ -19,6 +19,7 @@ import module_api as mx
 from compiler.artifacts.compile import all_dtypes, compile_symbol
 from compiler.ir.dtypes import dtype_name
 from compiler.errors import MXNetError
+from runtime.ndarray import torch_dtype
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "dtype_rules.json")
 with open(FIXTURE) as _f:
@@ -85,10 +86,10 @@ def test_cast_values(target, cpu_target):
         x = x.abs()
         want = x.to(torch.uint8)
     got = _run(alone, {"data": "float32"}, data=x)[0]
-    assert got.dtype == getattr(torch, target)
+    assert torch_dtype(got) == getattr(torch, target)
     assert torch.equal(got, want)
     got = _run(fused, {"data": "float32"}, data=x)[0]
-    assert got.dtype == torch.float32 and torch.equal(got, want.to(torch.float32))
+    assert torch_dtype(got) == torch.float32 and torch.equal(got, want.to(torch.float32))
 
 
 def test_cast_gradient_has_the_input_dtype():
@@ -98,7 +99,7 @@ def test_cast_gradient_has_the_input_dtype():
     exe.forward(is_train=True, data=torch.ones(2, 3))
     exe.backward(torch.full((2, 3), 0.5, dtype=torch.float16))
     g = exe.grad_dict["data"]
-    assert g.dtype == torch.float32 and torch.equal(g.as_subclass(torch.Tensor),
+    assert torch_dtype(g) == torch.float32 and torch.equal(g.as_subclass(torch.Tensor),
                                                     torch.full((2, 3), 1.5))
 
 
@@ -108,29 +109,29 @@ def test_amp_multicast_values_and_gradients():
     exe = s.simple_bind(mx.cpu(), a=(3,), b=(3,), type_dict={"a": "float16", "b": "float32"})
     x = torch.tensor([1.0, 2.5, -3.0])
     outs = exe.forward(is_train=True, a=x, b=x + 2 ** -20)
-    assert [o.dtype for o in outs] == [torch.float32, torch.float32]
+    assert [torch_dtype(o) for o in outs] == [torch.float32, torch.float32]
     exe.backward([torch.ones(3), torch.ones(3)])
-    assert exe.grad_dict["a"].dtype == torch.float16 and exe.grad_dict["b"].dtype == torch.float32
+    assert torch_dtype(exe.grad_dict["a"]) == torch.float16 and torch_dtype(exe.grad_dict["b"]) == torch.float32
 
 
 def test_batchnorm_float16_keeps_float32_parameters_and_statistics():
     d = mx.sym.Variable("data")
     s = mx.sym.BatchNorm(d, fix_gamma=False, name="bn")
     exe = s.simple_bind(mx.cpu(), data=(4, 3), type_dict={"data": "float16"})
-    assert exe.arg_dict["bn_gamma"].dtype == torch.float32
-    assert exe.aux_dict["bn_moving_mean"].dtype == torch.float32
+    assert torch_dtype(exe.arg_dict["bn_gamma"]) == torch.float32
+    assert torch_dtype(exe.aux_dict["bn_moving_mean"]) == torch.float32
     exe.arg_dict["bn_gamma"][:] = 1.0
     exe.aux_dict["bn_moving_var"][:] = 1.0
     x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
     out = exe.forward(is_train=True, data=x)[0]
-    assert out.dtype == torch.float16
+    assert torch_dtype(out) == torch.float16
     want = (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + 1e-3)
     assert torch.allclose(out.float(), want, atol=2e-3)
     # moving mean: 0.9 * 0 + 0.1 * batch mean, in float32 (no float16 rounding)
     assert torch.allclose(exe.aux_dict["bn_moving_mean"].as_subclass(torch.Tensor),
                           0.1 * x.mean(0), rtol=1e-6)
     exe.backward(torch.ones(4, 3, dtype=torch.float16))
-    assert exe.grad_dict["bn_gamma"].dtype == torch.float32
+    assert torch_dtype(exe.grad_dict["bn_gamma"]) == torch.float32
 
 
 def test_dtypes_are_part_of_the_cache_key_and_buffers_are_per_dtype():

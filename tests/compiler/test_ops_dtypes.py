@@ -16,6 +16,7 @@ from compiler import symbol as sym
 from compiler.ir.dtypes import dtype_name
 from runtime.context import cpu
 from tests.compiler.test_ops_compiled import OPS, _as_list, _fill, _make, _seed
+from runtime.ndarray import torch_dtype
 
 # (rtol, atol) per dtype. float16 keeps 11 significant bits (unit roundoff 2**-11 =
 # 4.9e-4) and bfloat16 8 (2**-8 = 3.9e-3): a value that went through a few stores of
@@ -59,7 +60,7 @@ def _rows():
 def _close(got, want, dtype, what, out_dtype=None):
     out_dtype = out_dtype or dtype
     rtol, atol = max(TOLERANCE[dtype], TOLERANCE[out_dtype])
-    assert got.dtype == getattr(torch, out_dtype), f"{what}: dtype {got.dtype}, expected {out_dtype}"
+    assert torch_dtype(got) == getattr(torch, out_dtype), f"{what}: dtype {got.dtype}, expected {out_dtype}"
     got = got.detach().double().cpu()
     want = want.detach().double()
     assert tuple(got.shape) == tuple(want.shape), f"{what}: shape {tuple(got.shape)}"
@@ -84,7 +85,7 @@ def check_dtype(op, dtype):
     given = {first: dtype}
     exe = s.simple_bind(cpu(), grad_req=grad_req, type_dict=given,
                         **dict(zip(op.inputs, shapes)))
-    values = {n: _make(op.gen.get(n, "randn"), shp, gen).to(exe.arg_dict[n].dtype)
+    values = {n: _make(op.gen.get(n, "randn"), shp, gen).to(torch_dtype(exe.arg_dict[n]))
               for n, shp in zip(op.inputs, shapes)}
     aux_vals = _fill(exe, s, op, values, gen)
     xs = {n: v.double().requires_grad_(n in diff) for n, v in values.items()}
@@ -101,7 +102,7 @@ def check_dtype(op, dtype):
         exe.backward()
         expected = op.mx_grad(*xs_list)
     else:
-        ograds = [torch.randn(tuple(o.shape), generator=gen).to(o.dtype) for o in outs]
+        ograds = [torch.randn(tuple(o.shape), generator=gen).to(torch_dtype(o)) for o in outs]
         exe.backward(ograds)
         objective = sum((w * g.double()).sum() for w, g in zip(want, ograds))
         grads = torch.autograd.grad(objective, [xs[n] for n in diff], allow_unused=True)

@@ -19,6 +19,7 @@ from compiler.ops.registry import Decompose, Pointwise
 from compiler.triton.mode import interpreting
 from runtime.random import generator_for
 from tests.conftest import assert_same_launches_on_cpu_targets
+from runtime.ndarray import torch_dtype
 
 # The suite runs Triton kernels in the interpreter (tests/conftest.py sets
 # TRITON_INTERPRET=1 before triton's import); with SYMTRITON_TEST_GPU=1 they run
@@ -82,7 +83,7 @@ def test_philox_matches_tl_rand_bit_for_bit(seed, dtype):
     for k in range(4):
         assert torch.equal(mine[k], words[k]), f"word {k}"
     got = philox.rand(seed, off)
-    assert got.dtype == torch.float32
+    assert torch_dtype(got) == torch.float32
     assert torch.equal(got.view(torch.int32), u.view(torch.int32))
     assert ((got >= 0) & (got < 1)).all()
 

@@ -28,6 +28,7 @@ import torch
 import module_api as mx
 from module_api.contrib import amp
 from tests.module_api.test_dtype_training import _markov_corpus
+from runtime.ndarray import torch_dtype
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "amp_convert.json")
 with open(FIXTURE) as _f:
@@ -59,7 +60,7 @@ def test_convert_model_casts_params_as_mxnet(case):
     aux = {n: mx.nd.ones((1,)) for n in sym.list_auxiliary_states()}
     kwargs = {k: v for k, v in case["kwargs"].items() if k != "data_names"}
     conv, args2, aux2 = amp.convert_model(sym, args, aux, **kwargs)
-    got = {k: str(v.dtype).replace("torch.", "") for k, v in {**args2, **aux2}.items()}
+    got = {k: str(torch_dtype(v)).replace("torch.", "") for k, v in {**args2, **aux2}.items()}
     assert got == case["param_dtypes"]
     nodes = json.loads(conv.tojson(remove_amp_cast=False))["nodes"]
     assert [(n["op"], n["name"], n.get("attrs", {})) for n in nodes] == \
@@ -269,7 +270,7 @@ def test_converted_lstm_trains_to_float32_perplexity():
     casts = [n for n in ops if n["op"] == "amp_cast" and n["attrs"]["dtype"] == "float16"]
     assert any(n["name"] == "lstm_l0_i2h_weight_amp_cast_float16" for n in casts)
     args, _ = mod16.get_params()
-    assert {v.dtype for v in args.values()} == {torch.float32}
+    assert {torch_dtype(v) for v in args.values()} == {torch.float32}
     # trained with the loss scale: both buckets' Programs scale their loss gradient
     scaling = mod16._amp_loss_scaling
     assert scaling.scaler.loss_scale == 2.0 ** 10 and not scaling._overflow

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 import module_api as mx
+from runtime.ndarray import torch_dtype
 
 
 def _blobs(n, dim=10, classes=4, seed=0):
@@ -66,12 +67,12 @@ def test_float16_mlp_with_multi_precision_matches_float32_accuracy():
     assert acc32 > 0.75, acc32                      # learned (chance is 0.25)
     assert abs(acc16 - acc32) <= 0.02 * acc32, (acc16, acc32)     # within 2% of float32
     out = mod16.get_outputs()[0]
-    assert out.dtype == torch.float16
+    assert torch_dtype(out) == torch.float16
     args, _ = mod16.get_params()
-    assert {v.dtype for v in args.values()} == {torch.float16}
+    assert {torch_dtype(v) for v in args.values()} == {torch.float16}
     # the optimizer kept float32 master copies of the float16 weights
     states = mod16._updater.states
-    assert states and all(s[0].dtype == torch.float32 for s in states.values())
+    assert states and all(torch_dtype(s[0]) == torch.float32 for s in states.values())
 
 
 def _markov_corpus(n, vocab=24, seed=0):
@@ -137,7 +138,7 @@ def test_bucketing_lstm_low_precision_perplexity_near_float32():
         mod, ppl = _train_lstm(dtype, train, val, vocab)
         assert abs(ppl - ppl32) <= margin * ppl32, (dtype, ppl, ppl32)
         args, _ = mod.get_params()
-        assert args["lstm_l0_i2h_weight"].dtype == getattr(torch, dtype)
+        assert torch_dtype(args["lstm_l0_i2h_weight"]) == getattr(torch, dtype)
 
 
 def _torch_mlp_step(x, y, params, lr):
@@ -170,12 +171,12 @@ def test_float64_module_matches_float64_torch_to_1e_10():
     # learning rate is a power of two: mxnet's update ops take it as a float32 parameter
     prob, grads, stepped = _torch_mlp_step(x.astype(np.float64), y, init, 0.5 / 8)
     out = mod.get_outputs()[0]
-    assert out.dtype == torch.float64
+    assert torch_dtype(out) == torch.float64
     assert torch.allclose(out.as_subclass(torch.Tensor), prob, rtol=1e-10, atol=1e-12)
     exe = mod._exec_group.execs[0]
     for name, g in grads.items():
         got = exe.grad_dict[name].as_subclass(torch.Tensor)
-        assert got.dtype == torch.float64
+        assert torch_dtype(got) == torch.float64
         assert torch.allclose(got, g, rtol=1e-10, atol=1e-12), name
     mod.update()
     args, _ = mod.get_params()

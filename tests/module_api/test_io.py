@@ -10,6 +10,7 @@ import torch
 
 from module_api import io
 from runtime.ndarray import NDArray, as_ndarray
+from runtime.ndarray import torch_dtype
 
 
 def _labels(it, epochs=1):
@@ -111,7 +112,7 @@ def test_dtypes_like_mxnet():
     it = io.NDArrayIter(np.arange(6), torch.arange(6, dtype=torch.int32), batch_size=2)
     assert it.provide_data[0].dtype == np.float32
     assert it.provide_label[0].dtype == np.int32
-    assert it.next().label[0].dtype == torch.int32
+    assert torch_dtype(it.next().label[0]) == torch.int32
     # shuffling goes through mx.nd.array too, so everything becomes float32
     it = io.NDArrayIter(np.arange(6), torch.arange(6, dtype=torch.int32), 2, shuffle=True)
     assert it.provide_label[0].dtype == np.float32

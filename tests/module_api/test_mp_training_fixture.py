@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import module_api as mx
+from runtime.ndarray import torch_dtype
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 PREFIX = os.path.join(FIX, "mp_sgd")
@@ -61,11 +62,11 @@ def _train(mod, exp, steps=3):
                                 [mx.nd.array(exp[f"y/{step}"], dtype="float16")])
         mod.forward_backward(batch)
         out = mod.get_outputs()[0]
-        assert str(out.dtype).endswith("float16"), out.dtype
+        assert str(torch_dtype(out)).endswith("float16"), out.dtype
         _close(out.asnumpy(), exp[f"out/{step}"], f"step {step} output")
         mod.update()
         for name, value in mod.get_params()[0].items():
-            assert str(value.dtype).endswith("float16"), (name, value.dtype)
+            assert str(torch_dtype(value)).endswith("float16"), (name, value.dtype)
             _close(value.asnumpy(), exp[f"param/{step}/{name}"], f"step {step} {name}")
 
 
@@ -75,7 +76,7 @@ def test_float16_module_with_mp_sgd_follows_mxnet():
     _train(mod, exp)
     for i, name in enumerate(mod._exec_group.param_names):
         master, mom = mod._updater.states[i]
-        assert str(master.dtype).endswith("float32") and str(mom.dtype).endswith("float32")
+        assert str(torch_dtype(master)).endswith("float32") and str(torch_dtype(mom)).endswith("float32")
         # the float32 masters move by lr * grad: equal to mxnet's up to the float16
         # rounding of the gradients' inputs
         _close(master.asnumpy(), exp[f"master/{name}"], f"master {name}")
@@ -94,7 +95,7 @@ def test_float16_trajectory_is_nearer_float64_than_mxnets():
                 [mx.nd.array(exp[f"y/{step}"], dtype=dtype)]))
             mod.update()
     for name, want in exact.get_params()[0].items():
-        assert str(want.dtype).endswith("float64")
+        assert str(torch_dtype(want)).endswith("float64")
         want = want.asnumpy()
         err_ours = np.abs(ours.get_params()[0][name].asnumpy().astype(np.float64) - want).max()
         err_mxnet = np.abs(exp[f"param/2/{name}"].astype(np.float64) - want).max()
@@ -107,7 +108,7 @@ def test_mxnets_mp_states_load_as_master_and_momentum():
     mod.load_optimizer_states(PREFIX + "-0003.states", allow_pickle=True)
     for i, name in enumerate(mod._exec_group.param_names):
         master, mom = mod._updater.states[i]
-        assert str(master.dtype).endswith("float32")
+        assert str(torch_dtype(master)).endswith("float32")
         np.testing.assert_array_equal(master.asnumpy(), exp[f"master/{name}"])
         np.testing.assert_array_equal(mom.asnumpy(), exp[f"mom/{name}"])
 
@@ -125,7 +126,7 @@ def test_mp_states_written_in_mxnets_format_load_back(tmp_path, monkeypatch):
     fresh.load_optimizer_states(path, allow_pickle=True)
     for i, (master, mom) in want.items():
         got_master, got_mom = fresh._updater.states[i]
-        assert str(got_master.dtype).endswith("float32")
+        assert str(torch_dtype(got_master)).endswith("float32")
         np.testing.assert_array_equal(got_master.asnumpy(), master)
         np.testing.assert_array_equal(got_mom.asnumpy(), mom)
     if not os.path.exists(MXNET_PYTHON):

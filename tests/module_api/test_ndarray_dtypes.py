@@ -1,12 +1,14 @@
 """``mx.nd`` keeps an array's dtype through arithmetic and operators, as mxnet does for
 operands of one dtype (mxnet 1.9.1's results, recorded by hand from its interpreter,
-in the comments). Where mxnet refuses mixed dtypes, arrays here follow torch's type
-promotion instead (README: "Float16, bfloat16 and float64"), checked last."""
+in the comments). Mixed dtypes are refused as mxnet refuses them, checked last.
+``dtype`` is numpy's type; ``torch_dtype`` reads the torch one."""
 import numpy as np
 import pytest
 import torch
 
 import module_api as mx
+from compiler.errors import MXNetError
+from runtime.ndarray import torch_dtype
 
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
 INTS = ["uint8", "int8", "int32", "int64"]
@@ -22,7 +24,7 @@ def test_same_dtype_arithmetic_keeps_the_dtype(dtype):
                     ("maximum", mx.nd.maximum(a, b)), ("sum", mx.nd.sum(a, axis=1)),
                     ("reshape", a.reshape((3, 2))), ("slice", a[1:]),
                     ("concat", mx.nd.concat(a, b, dim=0)), ("copy", a.copy())]:
-        assert r.dtype == want, f"{name}: {r.dtype}"
+        assert torch_dtype(r) == want, f"{name}: {r.dtype}"
     np.testing.assert_array_equal((a + b).asnumpy().astype(np.float64),
                                   np.arange(3, 9).reshape(2, 3))
 
@@ -43,7 +45,7 @@ def test_float_operators_keep_the_dtype_and_round_once(dtype):
             ("sqrt", mx.nd.sqrt(mx.nd.abs(a)), exact.abs().sqrt()),
             ("mean", mx.nd.mean(a, axis=1), exact.mean(1)),
             ("dot", mx.nd.dot(a, a.T), exact @ exact.T)]:
-        assert got.dtype == getattr(torch, dtype), f"{name}: {got.dtype}"
+        assert torch_dtype(got) == getattr(torch, dtype), f"{name}: {got.dtype}"
         err = float((got.double() - want).abs().max())
         # a dot of 4 terms rounds its sum once more per term in low precision
         bound = 8 * ulp * max(1.0, float(want.abs().max()))
@@ -53,17 +55,20 @@ def test_float_operators_keep_the_dtype_and_round_once(dtype):
 def test_astype_and_bfloat16_values():
     a = mx.nd.array([1.0, 1.0 + 2.0 ** -8, 3.140625], dtype="float32")
     b = a.astype("bfloat16")
-    assert b.dtype == torch.bfloat16
+    assert torch_dtype(b) == torch.bfloat16
     # bfloat16 keeps 8 significant bits: 1 + 2**-8 rounds (to even) to 1
     assert b.float().tolist() == [1.0, 1.0, 3.140625]
     assert a.astype("float16").asnumpy().dtype == np.float16
     assert mx.nd.zeros((2,), dtype="int64").asnumpy().dtype == np.int64
 
 
-def test_mixed_dtypes_follow_torch_promotion():
+def test_mixed_dtypes_are_refused_as_in_mxnet():
     """mxnet 1.9.1 refuses ``float16 + float32`` ("Incompatible attr ... expected float16,
-    got float32"); arrays here are torch tensors and promote. Symbols keep mxnet's
-    refusal (tests/compiler/test_dtype_rules.py)."""
+    got float32"), and so do arrays here; a number takes the array's dtype."""
     a16, a32 = mx.nd.ones((2,), dtype="float16"), mx.nd.ones((2,))
-    assert (a16 + a32).dtype == torch.float32
-    assert (mx.nd.ones((2,), dtype="int32") / 2).dtype == torch.float32   # mxnet: int32
+    with pytest.raises(MXNetError, match="float16 and float32"):
+        a16 + a32
+    with pytest.raises(MXNetError, match="int32 and float32"):
+        mx.nd.ones((2,), dtype="int32") * a32
+    half = mx.nd.array([3, -3], dtype="int32") / 2        # mxnet: [1, -1], int32
+    assert half.dtype == np.int32 and half.asnumpy().tolist() == [1, -1]

@@ -50,9 +50,6 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
-    "test_module_dtype": "the float16 Module runs; its check `x.dtype == np.float16` fails "
-                         "because NDArray.dtype is torch's dtype (NDArray is a torch.Tensor "
-                         "subclass, as the public contract says)",
 }
 
 HOW = "MXNET_SOURCE=/path/to/mxnet make test-mxnet, with the checkout at tag " + VERSION

@@ -7,6 +7,7 @@ import torch
 
 import module_api as mx
 from compiler.errors import MXNetError
+from runtime.ndarray import torch_dtype
 
 
 def _net():
@@ -15,15 +16,15 @@ def _net():
     return mx.sym.SoftmaxOutput(fc, name="softmax")
 
 
-@pytest.mark.parametrize("dtype,torch_dtype", [("float16", torch.float16),
+@pytest.mark.parametrize("dtype,want", [("float16", torch.float16),
                                                (np.float64, torch.float64),
                                                ("bfloat16", torch.bfloat16),
                                                (torch.float16, torch.float16)])
-def test_simple_bind_type_dict_gives_every_array_its_dtype(dtype, torch_dtype):
+def test_simple_bind_type_dict_gives_every_array_its_dtype(dtype, want):
     exe = _net().simple_bind(mx.cpu(), data=(2, 4), type_dict={"data": dtype})
-    assert {a.dtype for a in exe.arg_arrays} == {torch_dtype}      # weights follow the data
-    assert {g.dtype for g in exe.grad_arrays if g is not None} == {torch_dtype}
-    assert exe.outputs[0].dtype == torch_dtype
+    assert {torch_dtype(a) for a in exe.arg_arrays} == {want}      # weights follow the data
+    assert {torch_dtype(g) for g in exe.grad_arrays if g is not None} == {want}
+    assert torch_dtype(exe.outputs[0]) == want
 
 
 def test_unsupported_dtype_is_refused_by_name():
@@ -34,7 +35,7 @@ def test_unsupported_dtype_is_refused_by_name():
 def test_variable_dtype_is_honoured():
     data = mx.sym.Variable("data", dtype="float16")
     exe = mx.sym.FullyConnected(data, num_hidden=3, name="fc").simple_bind(mx.cpu(), data=(2, 4))
-    assert exe.arg_dict["fc_weight"].dtype == torch.float16
+    assert torch_dtype(exe.arg_dict["fc_weight"]) == torch.float16
 
 
 def test_bind_with_a_float64_array_computes_in_float64():
@@ -42,7 +43,7 @@ def test_bind_with_a_float64_array_computes_in_float64():
     a = torch.full((2, 2), 1.0 + 2.0 ** -40, dtype=torch.float64)
     exe = net.bind(mx.cpu(), {"a": a})
     out = exe.forward()[0]
-    assert out.dtype == torch.float64 and float(out[0, 0]) == 2.0 + 2.0 ** -39
+    assert torch_dtype(out) == torch.float64 and float(out[0, 0]) == 2.0 + 2.0 ** -39
 
 
 def test_bind_with_disagreeing_arrays_is_refused():
@@ -57,7 +58,7 @@ def test_module_bind_with_float16_datadesc():
              [mx.io.DataDesc("softmax_label", (2,), np.float16)])
     mod.init_params()
     mod.forward(mx.io.DataBatch([mx.nd.ones((2, 4))], [mx.nd.zeros((2,))]), is_train=False)
-    assert mod.get_outputs()[0].dtype == torch.float16
+    assert torch_dtype(mod.get_outputs()[0]) == torch.float16
 
 
 def test_module_bind_refused_leaves_module_unbound():

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import module_api as mx
+from runtime.ndarray import torch_dtype
 from compiler.errors import MXNetError
 from runtime.context import cpu
 
@@ -16,14 +17,14 @@ def _exe(dtype="float32"):
     exe = net.simple_bind(cpu(), data=(4, 5), type_dict={"data": dtype})
     gen = torch.Generator().manual_seed(0)
     for n, a in exe.arg_dict.items():
-        a[:] = torch.tensor([0, 1, 2, 1]).to(a.dtype) if n == "sm_label" else \
-            torch.rand(tuple(a.shape), generator=gen).to(a.dtype)
+        a[:] = torch.tensor([0, 1, 2, 1]).to(torch_dtype(a)) if n == "sm_label" else \
+            torch.rand(tuple(a.shape), generator=gen).to(torch_dtype(a))
     return exe, torch.rand(4, 3, generator=gen)
 
 
 def _grads(exe, og):
     exe.forward(is_train=True)
-    exe.backward([None, og.to(exe.outputs[1].dtype)])
+    exe.backward([None, og.to(torch_dtype(exe.outputs[1]))])
     return {k: v.double().clone() for k, v in exe.grad_dict.items() if k != "sm_label"}
 
 

@@ -19,6 +19,7 @@ from runtime import lr_scheduler as lrs
 from runtime import optimizer as opt
 from runtime import random as rnd
 from runtime.launcher import LaunchCounter
+from runtime.ndarray import torch_dtype
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 with open(os.path.join(FIX, "optimizer_cases.json")) as _f:
@@ -90,7 +91,7 @@ def test_the_new_optimizers_are_registered_with_mxnets_names():
     for name in NEW:      # multi_precision accepted; float32 weights keep no master copy
         o = opt.create(name, multi_precision=True)
         state = o.create_state_multi_precision(0, torch.zeros(3))
-        assert all(t.dtype == torch.float32 for t in _flat(state))
+        assert all(torch_dtype(t) == torch.float32 for t in _flat(state))
 
 
 @pytest.mark.parametrize("name,launches", [("signum", 1), ("ftml", 1), ("adamax", 1),

@@ -25,6 +25,7 @@ import logging
 import torch
 
 from compiler.errors import MXNetError
+from runtime.ndarray import torch_dtype
 
 log = logging.getLogger("symtriton")
 
@@ -87,7 +88,7 @@ class ModuleLossScaling:
         by_device = {}
         for g in grads:
             t = g.as_subclass(torch.Tensor)
-            by_device.setdefault((t.device, t.dtype), []).append(t)
+            by_device.setdefault((t.device, torch_dtype(t)), []).append(t)
         found = False
         for (device, _), ts in by_device.items():
             found_inf = torch.zeros(1, dtype=torch.float32, device=device)

@@ -1,0 +1,61 @@
+"""mxnet's special functions (``src/operator/tensor/elemwise_unary_op_basic.cc``):
+``gamma``, ``gammaln`` and ``erfinv``, with their gradients as mxnet defines them
+(``mshadow_op.h``): ``gamma(x) * psi(x)``, ``psi(x)`` and ``sqrt(pi) / 2 * exp(y**2)``
+from erfinv's output ``y``.
+
+Their math is the vocabulary's composites ``gamma``, ``lgamma``, ``digamma`` and
+``erfinv`` (``compiler/ir/special.py`` spells them out for Triton; the cpu target calls
+ATen's kernels).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..ir.expr import ops
+from .elemwise import same_shape
+from .registry import OpDef, Pointwise, register
+
+_HALF_SQRT_PI = 0.5 * math.sqrt(math.pi)
+
+
+def _torch_gamma(x):
+    """Gamma(x) in torch: exp(lgamma) with the sign of the interval x lies in."""
+    sign = torch.where((x < 0) & (torch.fmod(torch.floor(x), 2) != 0), -1.0, 1.0)
+    return sign.to(x.dtype) * torch.exp(torch.lgamma(x))
+
+
+# name -> (math, torch reference, gradient math (dy, x, y), its torch reference)
+SPECIAL = {
+    "gamma": (ops.gamma, _torch_gamma,
+              lambda dy, x, y: dy * (ops.gamma(x) * ops.digamma(x)),
+              lambda dy, x, y: dy * (_torch_gamma(x) * torch.digamma(x))),
+    "gammaln": (ops.lgamma, torch.lgamma, lambda dy, x, y: dy * ops.digamma(x),
+                lambda dy, x, y: dy * torch.digamma(x)),
+    "erfinv": (ops.erfinv, torch.erfinv,
+               lambda dy, x, y: dy * (_HALF_SQRT_PI * ops.exp(y * y)),
+               lambda dy, x, y: dy * (_HALF_SQRT_PI * torch.exp(y * y))),
+}
+_DOC = {"gamma": "Gamma(x), the gamma function (tgamma)",
+        "gammaln": "log|Gamma(x)|, the log of the gamma function's magnitude (lgamma)",
+        "erfinv": "the inverse error function: erf(out) = x on [-1, 1]"}
+
+
+def _gradient(name):
+    def gradient(b, n):
+        return [b.op(f"_backward_{name}", n.ograds[0], n.inputs[0], n.outputs[0])]
+    return gradient
+
+
+for _name, (_math, _ref, _gmath, _gref) in SPECIAL.items():
+    register(OpDef(
+        name=_name, pattern="elemwise", lowering=Pointwise(lambda attrs, x, f=_math: f(x)),
+        infer_shape=same_shape, reference=lambda attrs, ins, is_train, f=_ref: [f(ins[0])],
+        gradient=_gradient(_name), doc=f"out = {_DOC[_name]}, elementwise."))
+    register(OpDef(
+        name=f"_backward_{_name}", pattern="elemwise",
+        lowering=Pointwise(lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)),
+        arguments=("ograd", "data", "output"), infer_shape=same_shape,
+        reference=lambda attrs, ins, is_train, f=_gref: [f(*ins)],
+        doc=f"The gradient of {_name}."))

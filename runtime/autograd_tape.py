@@ -1,0 +1,446 @@
+"""``mx.autograd``'s machinery: the recording state, the tape, and backward.
+
+While recording, every ``mx.nd`` operator call (``runtime/imperative.py``) appends
+one :class:`Entry` to the tape: the registry operator, its attributes, the input
+arrays, the output arrays, the training flag and, for an operator that draws
+random numbers (Dropout), the seed its kernels read. Each output array points back
+at its entry (``_ag_node``), so the tape is a graph through the arrays.
+
+Backward walks the entries reachable from the heads in reverse call order. Each
+entry's input gradients come from a one-operator Executor bound with gradients
+(``Entry`` signature -> cached executor): it recomputes the operator on the recorded
+inputs (with the recorded seed, so Dropout draws the same mask) and runs the
+backward launches the compiler made from the registry entry's ``gradient`` rule,
+the one place an operator's gradient is written. Gradients of an array used
+several times add up; a marked variable's ``grad`` is then written or added to per
+its ``grad_req``.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import sys
+import threading
+
+import numpy as np
+import torch
+
+from compiler.errors import MXNetError
+
+from . import ndarray_mx
+
+
+class _State(threading.local):
+    """Recording and training flags, per thread as in mxnet."""
+    recording = False
+    training = False
+
+
+STATE = _State()
+_ORDER = itertools.count()
+GRAD_CACHE_SIZE = 256
+_GRAD_CACHE: "collections.OrderedDict" = collections.OrderedDict()
+
+
+# ``runtime.imperative`` (which imports this module) registers how a call becomes a
+# one-operator Symbol, and its attribute key
+_ENGINE: dict = {}
+
+
+def register_engine(one_op_symbol, hashable) -> None:
+    """Give the tape ``imperative``'s ``one_op_symbol`` and ``_hashable``."""
+    _ENGINE.update(symbol=one_op_symbol, hashable=hashable)
+
+
+def set_recording(flag: bool) -> bool:
+    """Set whether operators are recorded; return the previous value."""
+    prev, STATE.recording = STATE.recording, bool(flag)
+    return prev
+
+
+def set_training(flag: bool) -> bool:
+    """Set training mode (Dropout active); return the previous value."""
+    prev, STATE.training = STATE.training, bool(flag)
+    return prev
+
+
+def is_recording() -> bool:
+    return STATE.recording
+
+
+def is_training() -> bool:
+    return STATE.training
+
+
+class Entry:
+    """One recorded operator call."""
+    __slots__ = ("op_name", "names", "attr_args", "attrs", "inputs", "outputs", "ctx",
+                 "is_train", "seed", "order", "freed", "custom")
+
+    def __init__(self, op_name, names, tensors, attr_args, attrs, ctx, is_train, seed,
+                 outputs):
+        self.op_name, self.names, self.attr_args, self.attrs = op_name, names, attr_args, attrs
+        self.inputs, self.outputs, self.ctx = list(tensors), list(outputs), ctx
+        self.is_train, self.seed = is_train, seed
+        self.order = next(_ORDER)
+        self.freed = False
+        self.custom = None      # an autograd.Function's backward, for its entries
+
+
+def record_call(op_name, names, tensors, attr_args, attrs, ctx, is_train, seed, outputs):
+    """Append one operator call to the tape (called by ``invoke`` while recording).
+
+    Parameters
+    ----------
+    op_name : str
+        The registry name the call used.
+    names, tensors, attr_args, attrs
+        The call as ``invoke`` split it (input names and arrays, attributes).
+    ctx : Context
+    is_train : bool
+        Whether the operator ran in training mode.
+    seed : int or None
+        The seed of its random kernels (int32 bits), if it draws.
+    outputs : list of NDArray
+        Its visible outputs; each gets a pointer back to the entry.
+    """
+    entry = Entry(op_name, names, tensors, attr_args, attrs, ctx, is_train, seed, outputs)
+    for i, out in enumerate(outputs):
+        out._ag_node = (entry, i)
+    return entry
+
+
+mark_variable = ndarray_mx.mark_variable
+
+
+def _node(arr):
+    return getattr(arr, "_ag_node", None) if isinstance(arr, torch.Tensor) else None
+
+
+def _is_var(arr):
+    return isinstance(arr, torch.Tensor) and getattr(arr, "_ag_req", "null") != "null"
+
+
+def tracked(arr) -> bool:
+    """Whether ``arr`` is on the tape: a marked variable or a recorded result."""
+    return _node(arr) is not None or _is_var(arr)
+
+
+def _entries_of(heads, check_freed=True):
+    """The entries the heads depend on, latest first."""
+    seen, stack = {}, [n[0] for n in map(_node, heads) if n is not None]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        if e.freed and check_freed:
+            raise MXNetError(
+                f"backward: the graph of operator '{e.op_name}' was freed by an earlier "
+                f"backward; pass retain_graph=True to the first one to go through it twice")
+        seen[id(e)] = e
+        stack.extend(n[0] for n in map(_node, e.inputs) if n is not None)
+    return sorted(seen.values(), key=lambda e: -e.order)
+
+
+def _check_heads(heads):
+    for i, h in enumerate(heads):
+        if _node(h) is None and not _is_var(h):
+            raise MXNetError(
+                f"backward: head {i} (shape {tuple(h.shape)}) was not computed by operators "
+                f"under autograd.record(), so it has no graph to go back through")
+
+
+def _accumulate(grads, arr, g):
+    key = id(arr)
+    if key in grads:
+        grads[key] = (arr, grads[key][1] + g)
+    else:
+        grads[key] = (arr, g)
+
+
+def run_backward(heads, head_grads, retain_graph):
+    """Gradients of ``heads`` (weighted by ``head_grads``) with respect to every array
+    the entries read: ``{id(array): (array, gradient)}`` for the leaves.
+
+    Parameters
+    ----------
+    heads : list of NDArray
+    head_grads : list of NDArray or None
+        One per head (None: ones).
+    retain_graph : bool
+        Keep the entries for another backward.
+    """
+    _check_heads(heads)
+    prev = set_recording(False)         # backward itself is not recorded
+    try:
+        return _run_backward(heads, head_grads, retain_graph)
+    finally:
+        set_recording(prev)
+
+
+def _run_backward(heads, head_grads, retain_graph):
+    grads = {}
+    for h, g in zip(heads, head_grads):
+        g = torch.ones_like(h.as_subclass(torch.Tensor)) if g is None else \
+            g.as_subclass(torch.Tensor)
+        if tuple(g.shape) != tuple(h.shape):
+            raise MXNetError(f"backward: head gradient of shape {tuple(g.shape)} for a head "
+                             f"of shape {tuple(h.shape)}")
+        _accumulate(grads, h, g)
+    entries = _entries_of(heads)
+    for e in entries:
+        ograds = [grads.pop(id(o), (None, None))[1] for o in e.outputs]
+        if all(g is None for g in ograds):
+            continue
+        for inp, g in zip(e.inputs, _entry_grads(e, ograds)):
+            if g is not None and (_node(inp) is not None or _is_var(inp)):
+                _accumulate(grads, inp, g)
+    if not retain_graph:
+        for e in entries:
+            e.freed = True
+    return grads
+
+
+def write_grads(grads):
+    """Write (or add) the leaves' gradients into their ``grad`` per ``grad_req``."""
+    for arr, g in grads.values():
+        if not _is_var(arr):
+            continue
+        dst = arr.grad
+        with torch.no_grad():
+            if arr._ag_req == "add":
+                dst.as_subclass(torch.Tensor).add_(g.to(ndarray_mx.torch_dtype(dst)))
+            else:
+                dst.as_subclass(torch.Tensor).copy_(g)
+
+
+def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
+    """Gradients of ``heads`` into the marked variables' ``grad`` (mxnet's
+    ``autograd.backward``); ``train_mode`` is accepted as mxnet's: the gradient of each
+    operator is taken in the mode it was recorded in."""
+    heads, head_grads = _as_lists(heads, head_grads)
+    write_grads(run_backward(heads, head_grads, retain_graph))
+
+
+def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=False,
+         train_mode=True):
+    """Gradients of ``heads`` with respect to ``variables``, returned as new arrays
+    (mxnet's ``autograd.grad``); the variables' ``grad`` are left alone."""
+    if create_graph:
+        raise MXNetError("autograd.grad: create_graph=True (higher-order gradients) is not "
+                         "supported: the backward pass is not recorded")
+    heads, head_grads = _as_lists(heads, head_grads)
+    single = isinstance(variables, torch.Tensor)
+    variables = [variables] if single else list(variables)
+    for i, v in enumerate(variables):
+        if getattr(v, "_ag_req", None) is None:
+            raise MXNetError(f"autograd.grad: variable {i} (shape {tuple(v.shape)}) is not "
+                             f"marked: call attach_grad() or mark_variables() on it first")
+    grads = run_backward(heads, head_grads, bool(retain_graph))
+    out = []
+    for v in variables:
+        g = grads.get(id(v), (None, torch.zeros_like(v.as_subclass(torch.Tensor))))[1]
+        out.append(ndarray_mx._like(g.clone(), v))
+    return out[0] if single else out
+
+
+def _as_lists(heads, head_grads):
+    if isinstance(heads, torch.Tensor):
+        heads = [heads]
+        if head_grads is not None and isinstance(head_grads, torch.Tensor):
+            head_grads = [head_grads]
+    heads = list(heads)
+    if head_grads is None:
+        head_grads = [None] * len(heads)
+    head_grads = list(head_grads)
+    if len(head_grads) != len(heads):
+        raise MXNetError(f"backward: {len(head_grads)} head gradients for {len(heads)} heads")
+    return heads, head_grads
+
+
+def get_symbol(x):
+    """The recorded computation of ``x`` as a Symbol; arrays it read that no recorded
+    operator made are Variables ``var0``, ``var1`` ... in the order first read."""
+    from compiler.symbol import Variable, _make_op_function
+    from compiler.ops import REGISTRY
+    if _node(x) is None:
+        raise MXNetError("get_symbol: the array was not computed under autograd.record()")
+    made, names = {}, {}
+    for e in reversed(_entries_of([x], check_freed=False)):
+        if e.custom is not None:
+            raise MXNetError(f"get_symbol: {e.op_name} is a Python autograd.Function, which "
+                             f"has no Symbol")
+        ins = []
+        for t in e.inputs:
+            if id(t) not in made:
+                names.setdefault(id(t), Variable(f"var{len(names)}"))
+            ins.append(made.get(id(t), names.get(id(t))))
+        attrs = dict(e.attrs)
+        if e.attr_args:
+            slots = [a.name for a in REGISTRY[e.op_name].attrs]
+            attrs.update(zip(slots, e.attr_args))
+        positional = [s for n, s in zip(e.names, ins) if n.startswith("_in")]
+        by_name = {n: s for n, s in zip(e.names, ins) if not n.startswith("_in")}
+        sym = _make_op_function(e.op_name)(*positional, **by_name, **attrs)
+        outs = [sym] if len(e.outputs) == 1 else [sym[i] for i in range(len(e.outputs))]
+        for o, s in zip(e.outputs, outs):
+            made[id(o)] = s
+    entry, i = _node(x)
+    return made[id(entry.outputs[i])]
+
+
+# ------------------------------------------------ NDArray methods while recording
+_BINARY = {   # method: (array op, scalar op, reversed)
+    "__add__": ("broadcast_add", "_plus_scalar", False),
+    "__radd__": ("broadcast_add", "_plus_scalar", True),
+    "__sub__": ("broadcast_sub", "_minus_scalar", False),
+    "__rsub__": ("broadcast_sub", "_rminus_scalar", True),
+    "__mul__": ("broadcast_mul", "_mul_scalar", False),
+    "__rmul__": ("broadcast_mul", "_mul_scalar", True),
+    "__truediv__": ("broadcast_div", "_div_scalar", False),
+    "__rtruediv__": ("broadcast_div", "_rdiv_scalar", True),
+    "__mod__": ("broadcast_mod", "_mod_scalar", False),
+    "__rmod__": ("broadcast_mod", "_rmod_scalar", True),
+    "__pow__": ("broadcast_power", "_power_scalar", False),
+    "__rpow__": ("broadcast_power", "_rpower_scalar", True),
+}
+
+
+def binary(name, arr, other):
+    """NDArray arithmetic while recording: mxnet's operator for the operand types."""
+    array_op, scalar_op, reverse = _BINARY[name]
+    if isinstance(other, torch.Tensor):
+        args = (other, arr) if reverse else (arr, other)
+        return ndarray_mx._invoke(array_op, args, {})
+    return ndarray_mx._invoke(scalar_op, (arr,), {"scalar": float(other)})
+
+
+def refuse_inplace(name, arr):
+    """In-place arithmetic would change an array the tape still reads."""
+    raise MXNetError(f"NDArray.{name} on an array of shape {tuple(arr.shape)} inside "
+                     f"autograd.record(): in-place updates are not recorded; write "
+                     f"'a = a {name[3:-2]} b' form (a new array) instead")
+
+
+def getitem(arr, key):
+    """``arr[key]`` while recording: basic indexing (integers, slices with steps,
+    ``None``, ``...``) as ``slice`` + ``Reshape``; one index array (an NDArray or a
+    list) on the first axis as ``take``."""
+    if isinstance(key, (torch.Tensor, list)) or hasattr(key, "__array__"):
+        idx = key if isinstance(key, torch.Tensor) else \
+            ndarray_mx._invoke("_copy", (torch.as_tensor(key, dtype=torch.float32),), {})
+        return ndarray_mx._invoke("take", (arr, idx), {"axis": 0})
+    parts = _expand_key(arr, key)
+    begin, end, step, shape = [], [], [], []
+    d = 0
+    for p in parts:
+        if p is None:
+            shape.append(1)
+            continue
+        size = arr.shape[d]
+        if isinstance(p, slice):
+            begin.append(p.start), end.append(p.stop), step.append(p.step)
+            shape.append(len(range(*p.indices(size))))
+        else:
+            i = int(p) + size if int(p) < 0 else int(p)
+            if not 0 <= i < size:
+                raise IndexError(f"index {int(p)} is out of bounds for axis {d} with size "
+                                 f"{size}")
+            begin.append(i), end.append(i + 1), step.append(1)
+        d += 1
+    out = ndarray_mx._invoke("slice", (arr,), {"begin": tuple(begin), "end": tuple(end),
+                                               "step": tuple(step)}) if begin else arr
+    shape += list(arr.shape[d:])
+    if tuple(shape) != tuple(out.shape):
+        out = ndarray_mx._invoke("Reshape", (out,), {"shape": tuple(shape) or (1,)})
+    return out
+
+
+def _expand_key(arr, key):
+    """The parts of a basic index, ``...`` spelled out as full slices."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    basic = (int, slice, type(None), type(Ellipsis), np.integer)
+    if not all(isinstance(p, basic) and not isinstance(p, bool) for p in parts) or \
+            sum(p is Ellipsis for p in parts) > 1:
+        raise MXNetError(f"indexing an array of shape {tuple(arr.shape)} with {key!r} inside "
+                         f"autograd.record(): integers, slices, None, one '...' and one "
+                         f"index array on the first axis are recorded")
+    real = sum(p is not None and p is not Ellipsis for p in parts)
+    if real > arr.dim():
+        raise IndexError(f"too many indices ({real}) for an array of shape "
+                         f"{tuple(arr.shape)}")
+    if Ellipsis in parts:
+        i = parts.index(Ellipsis)
+        parts[i:i + 1] = [slice(None)] * (arr.dim() - real)
+    return parts
+
+
+# ------------------------------------------------------------ one entry's gradients
+class _GradCall:
+    """A one-operator executor bound with gradients for one entry signature."""
+
+    def __init__(self, e, tensors):
+        from compiler.symbol import is_mode_dependent
+        from compiler.artifacts.compile import compile_symbol
+        from .executor import Executor
+        sym = _ENGINE["symbol"](e.op_name, e.names, e.attr_args, e.attrs)
+        arg_names = sym.list_arguments()
+        aux_names = sym.list_auxiliary_states()
+        # copies: the executor binds (shares) what it is given, and later entries of this
+        # signature copy their inputs in
+        given = {n: t.detach().clone(memory_format=torch.contiguous_format)
+                 for n, t in zip(e.names, tensors)}
+        req = {n: "write" if ndarray_mx.torch_dtype(given[n]).is_floating_point else "null"
+               for n in arg_names}
+        self.exe = Executor(sym, e.ctx, {n: given[n] for n in arg_names}, grad_req=req,
+                            aux_states={n: given[n] for n in aux_names if n in given})
+        bound = {**self.exe.arg_dict, **self.exe.aux_dict}
+        self.dst = [bound[n].as_subclass(torch.Tensor) for n in e.names]
+        self.grad_of = [self.exe.grad_dict.get(n) for n in e.names]
+        if not e.is_train and is_mode_dependent(sym):
+            # predict mode under record (Dropout as the identity): the gradient program
+            # of the inference graph
+            exe = self.exe
+            exe._train_prog = compile_symbol(sym, exe._input_shapes, True, exe._grad_req,
+                                             False, e.ctx.target, exe._dtypes)
+        self.seed = None
+        self.exe._set_seed = self._pin_seed     # the recorded seed, not a new one
+
+    def _pin_seed(self, prog):
+        if prog.seed_buffer is None or self.seed is None:
+            return
+        buf = self.exe._buffers_for(prog)[int(prog.seed_buffer)]
+        buf.reshape(-1)[:1].view(torch.int32).fill_(self.seed)
+
+    def run(self, e, tensors, ograds):
+        with torch.no_grad():
+            for dst, src in zip(self.dst, tensors):
+                dst.copy_(src)
+        self.seed = e.seed
+        outs = self.exe.forward(is_train=True)
+        full = [g if g is not None else torch.zeros_like(o.as_subclass(torch.Tensor))
+                for g, o in zip(ograds + [None] * (len(outs) - len(ograds)), outs)]
+        self.exe.backward(full)
+        return [None if g is None else g.as_subclass(torch.Tensor).clone()
+                for g in self.grad_of]
+
+
+def _entry_grads(e, ograds):
+    """The gradients of entry ``e``'s inputs (None where an input has none)."""
+    if e.custom is not None:
+        return e.custom(e, ograds)
+    _hashable = _ENGINE["hashable"]
+    tensors = [t.detach() for t in e.inputs]
+    key = (e.op_name, tuple(e.names), _hashable(e.attr_args),
+           tuple(sorted((k, _hashable(v)) for k, v in e.attrs.items())),
+           tuple((tuple(t.shape), ndarray_mx.torch_dtype(t)) for t in tensors),
+           e.ctx.device_type, e.ctx.device_id, e.ctx.target, e.is_train)
+    call = _GRAD_CACHE.get(key)
+    if call is None:
+        call = _GRAD_CACHE[key] = _GradCall(e, tensors)
+        while len(_GRAD_CACHE) > GRAD_CACHE_SIZE:
+            _GRAD_CACHE.popitem(last=False)
+    return call.run(e, tensors, ograds)
+
+
+ndarray_mx.register_recorder(sys.modules[__name__])

@@ -1,0 +1,290 @@
+"""Imperative calls of registry operators: what ``mx.nd.X`` runs.
+
+``invoke('FullyConnected', args, kwargs)`` runs the operator's registry entry
+through the same compile path as a bound symbol: a one-operator Symbol is
+compiled for the inputs' shapes, dtypes and context target (``cpu``'s ATen
+code, ``interpret``'s Triton kernels, ``cuda:<arch>``), bound once by an
+:class:`~runtime.executor.Executor`, and kept in a cache of ``CACHE_SIZE``
+signatures (the oldest leaves first). A call that hits the cache copies its
+inputs into the bound arrays (the executor's own, never the caller's), runs the
+bound launches and returns fresh copies of the outputs: 15-50 us of Python above
+the kernels themselves, with the machine's load (``benchmarks/nd_call_cost.py``).
+
+The signature is mxnet's generated one: positional NDArray inputs (arguments,
+then auxiliary states), the attributes by keyword or, after the inputs, in
+their declared order; ``out=`` receives the result; ``name`` is ignored;
+``ctx`` places an operator without inputs (``_zeros``, the samplers).
+"""
+from __future__ import annotations
+
+import collections
+import threading
+
+import torch
+
+from compiler.errors import MXNetError
+from compiler.ops import REGISTRY
+
+from . import autograd_tape, launcher, ndarray_mx
+from .context import Context, current_context, device_guard
+from .ndarray import NDArray
+
+CACHE_SIZE = 512            # one-operator executors kept (each holds its arrays)
+_CACHE: "collections.OrderedDict" = collections.OrderedDict()
+_LOCK = threading.Lock()
+_NODE = "nd"                # every cached symbol's node name: one Program per signature
+# torch's own getters (an NDArray's ``shape`` and ``dtype`` are mxnet's Python properties)
+_SHAPE = torch._C.TensorBase.shape.__get__
+_DTYPE = torch._C.TensorBase.dtype.__get__
+
+
+def _hashable(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, (str, int, float, bool, type(None))):
+        return v
+    return repr(v)
+
+
+class _Call:
+    """One bound one-operator executor, reused while the signature repeats."""
+    __slots__ = ("exe", "prog", "launches", "dst", "outs", "ctx", "seeded", "fast", "aux_back")
+
+    def __init__(self, op_name, input_names, tensors, attr_args, attrs, ctx, is_train=False):
+        from compiler.artifacts.compile import compile_symbol
+        from .executor import Executor
+        sym = one_op_symbol(op_name, input_names, attr_args, attrs)
+        arg_names = sym.list_arguments()
+        aux_names = sym.list_auxiliary_states()
+        # arrays of the executor's own: it binds contiguous NDArrays as they are, and
+        # later calls copy their inputs into the bound arrays
+        with torch.no_grad():
+            given = {n: t.detach().clone(memory_format=torch.contiguous_format)
+                     for n, t in zip(input_names, tensors)}
+        missing = [n for n in arg_names if n not in given]
+        if missing:
+            raise MXNetError(f"{op_name}: missing input(s) {missing}; the operator takes "
+                             f"{arg_names + aux_names}")
+        self.exe = Executor(sym, ctx, {n: given[n] for n in arg_names}, grad_req="null",
+                            aux_states={n: given[n] for n in aux_names if n in given})
+        self.prog = self.exe._infer_prog
+        if is_train:
+            # training mode (mx.autograd.train_mode): Dropout draws its mask
+            self.prog = compile_symbol(sym, self.exe._input_shapes, False, {}, True,
+                                       ctx.target, self.exe._dtypes)
+        self.launches = self.exe._launches(self.prog, "fwd")
+        bound = {**self.exe.arg_dict, **self.exe.aux_dict}
+        self.dst = [bound[n].as_subclass(torch.Tensor) for n in input_names]
+        self.outs = [o.as_subclass(torch.Tensor) for o in self.exe.outputs]
+        # training mode updates auxiliary states (BatchNorm's moving statistics): they go
+        # back into the caller's arrays, as mxnet's imperative call updates them in place
+        self.aux_back = [(i, bound[n].as_subclass(torch.Tensor))
+                         for i, n in enumerate(input_names) if n in self.exe.aux_dict] \
+            if is_train else []
+        self.ctx = ctx
+        self.seeded = self.prog.seed_buffer is not None
+        self.fast = ctx.device_type == "cpu" and ctx.target == "cpu"
+
+    def run(self, tensors):
+        """Copy ``tensors`` in, launch, and return new NDArrays of the outputs."""
+        if self.seeded:
+            self.exe._set_seed(self.prog)
+        # inference mode (torch's guard object, without the context manager's Python):
+        # an input with a gradient attached is only read
+        guard = torch._C._InferenceMode(True)
+        try:
+            for dst, src in zip(self.dst, tensors):
+                dst.copy_(src)
+            if self.fast and not launcher.PROFILING:
+                # one small call: the thread policy's timing would cost more than the kernel
+                for launch in self.launches:
+                    launch()
+                launcher.LaunchCounter.total += len(self.launches)
+            else:
+                with device_guard(self.ctx):
+                    launcher.run_bound(self.launches)
+        finally:
+            del guard
+        if self.aux_back:
+            with torch.no_grad():
+                for i, src in self.aux_back:
+                    torch.Tensor.copy_(tensors[i], src)
+        ctx = self.ctx
+        return [_new(o.clone(), ctx) for o in self.outs]
+
+
+    def seed(self):
+        """The int32 bits of the seed the last run's random kernels read (None if none)."""
+        if not self.seeded:
+            return None
+        buf = self.exe._buffers_for(self.prog)[int(self.prog.seed_buffer)]
+        return int(buf.reshape(-1)[:1].view(torch.int32)[0])
+
+
+def one_op_symbol(op_name, input_names, attr_args, attrs):
+    """The one-operator Symbol of a call: inputs as Variables named as ``input_names``
+    (``_in<i>`` positional), attributes by keyword (``attr_args`` in declared order)."""
+    from compiler.symbol import Variable, _make_op_function
+    opdef = REGISTRY[op_name]
+    positional = [Variable(n) for n in input_names if n.startswith("_in")]
+    by_name = {n: Variable(n) for n in input_names if not n.startswith("_in")}
+    if attr_args:       # attributes after the inputs, in their declared order
+        slots = [a.name for a in opdef.attrs]
+        twice = [k for k in slots[:len(attr_args)] if k in attrs]
+        if twice or len(attr_args) > len(slots):
+            raise MXNetError(f"{op_name}: positional attributes {attr_args} do not fit "
+                             f"its attributes {slots} (given twice: {twice})")
+        attrs = {**dict(zip(slots, attr_args)), **attrs}
+    return _make_op_function(op_name)(*positional, name=_NODE, **by_name, **attrs)
+
+
+def _new(t, ctx):
+    out = t.as_subclass(NDArray)
+    out._mx_ctx = ctx
+    return out
+
+
+def _split(opdef, args, kwargs):
+    """(input names, tensors, positional attributes, attributes) of one call."""
+    declared = _declared_inputs(opdef)
+    if not kwargs and declared is not None and len(args) <= len(declared) and \
+            all(isinstance(a, torch.Tensor) for a in args):
+        return declared[:len(args)], args, (), {}       # inputs only, the common call
+    n = 0
+    while n < len(args) and isinstance(args[n], torch.Tensor):
+        n += 1
+    if any(isinstance(a, torch.Tensor) for a in args[n:]):
+        raise MXNetError(f"{opdef.name}: positional arrays must come before the attributes")
+    tensors = list(args[:n])
+    names = [f"_in{i}" for i in range(n)]
+    attrs = {}
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor):
+            names.append(k)
+            tensors.append(v)
+        elif v is not None or k in opdef._attr_index:
+            attrs[k] = v
+    if n and declared is not None:
+        if n > len(declared):
+            raise MXNetError(f"{opdef.name} takes {len(declared)} inputs ({', '.join(declared)}),"
+                             f" got {n} positional arrays")
+        names[:n] = declared[:n]
+    return names, tensors, tuple(args[n:]), attrs
+
+
+_DECLARED: dict = {}
+
+
+def _declared_inputs(opdef):
+    """The operator's input names in order (arguments, then auxiliary states), or None
+    where they depend on the attributes."""
+    names = _DECLARED.get(opdef.name, False)
+    if names is False:
+        names = None if callable(opdef.arguments) or opdef.variadic else \
+            list(opdef.arguments) + list(opdef.aux)
+        _DECLARED[opdef.name] = names
+    return names
+
+
+def _context_of(opdef, tensors, attrs) -> Context:
+    ctx = attrs.pop("ctx", None)      # where an operator without inputs runs
+    if tensors:
+        first = tensors[0]
+        ctx0 = getattr(first, "_mx_ctx", None) or (
+            first.context if isinstance(first, NDArray) else _ctx_of_device(first.device))
+        for t in tensors[1:]:
+            if t.device != first.device:
+                raise MXNetError(f"{opdef.name}: inputs on different devices "
+                                 f"({first.device} and {t.device})")
+        return ctx0
+    if ctx is None:
+        return current_context()
+    return ctx if isinstance(ctx, Context) else Context(ctx)
+
+
+def _ctx_of_device(dev) -> Context:
+    return Context("gpu", dev.index or 0) if dev.type == "cuda" else Context("cpu", 0)
+
+
+def invoke(op_name, args, kwargs):
+    """Run registry operator ``op_name`` on NDArrays, as mxnet's ``mx.nd.<op>``.
+
+    Parameters
+    ----------
+    op_name : str
+        A registry name or alias (``broadcast_add``, ``_contrib_div_sqrt_dim``).
+    args : tuple
+        The input arrays, then (optionally) attributes in declared order.
+    kwargs : dict
+        Attributes, inputs by name, ``out``, ``name`` (ignored) and ``ctx``.
+
+    Returns
+    -------
+    NDArray or list of NDArray
+        One array, or a list when the operator has several visible outputs.
+    """
+    with torch._C.DisableTorchFunctionSubclass():
+        return _invoke(REGISTRY[op_name], op_name, args, kwargs)
+
+
+def _invoke(opdef, op_name, args, kwargs):
+    out = None
+    if kwargs:
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out", None)
+        kwargs.pop("name", None)
+    names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
+    ctx = _context_of(opdef, tensors, attrs)
+    # the training flag matters to Dropout, BatchNorm ... only (mx.autograd.train_mode)
+    is_train = bool(opdef.mode_dependent) and autograd_tape.STATE.training
+    key = (op_name, tuple(names), attr_args and _hashable(attr_args),
+           tuple(sorted((k, _hashable(v)) for k, v in attrs.items())),
+           tuple((_SHAPE(t), _DTYPE(t)) for t in tensors), ctx.device_type, ctx.device_id,
+           ctx.target, is_train)
+    call = _CACHE.get(key)
+    if call is None:
+        call = _build(key, op_name, names, tensors, attr_args, attrs, ctx, is_train)
+    res = call.run(tensors)
+    if autograd_tape.STATE.recording:
+        if out is not None:     # the tape's outputs are the arrays the caller holds
+            out = _write_out(res, out, op_name)
+            res = list(out) if isinstance(out, (list, tuple)) else [out]
+        autograd_tape.record_call(op_name, names, tensors, attr_args, attrs, ctx, is_train,
+                                  call.seed(), res)
+        if out is not None:
+            return out
+    if out is not None:
+        return _write_out(res, out, op_name)
+    return res[0] if len(res) == 1 else res
+
+
+def _build(key, op_name, names, tensors, attr_args, attrs, ctx, is_train=False):
+    call = _Call(op_name, names, tensors, attr_args, attrs, ctx, is_train)
+    with _LOCK:
+        _CACHE[key] = call
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return call
+
+
+def _write_out(res, out, op_name):
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(outs) != len(res):
+        raise MXNetError(f"{op_name}: out= has {len(outs)} arrays for {len(res)} outputs")
+    for o, r in zip(outs, res):
+        if tuple(o.shape) != tuple(r.shape):
+            raise MXNetError(f"{op_name}: out= has shape {tuple(o.shape)}, the result "
+                             f"{tuple(r.shape)}")
+        with torch.no_grad():
+            torch.Tensor.copy_(o, r)
+    return out
+
+
+def cache_clear():
+    """Forget every cached one-operator executor."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+ndarray_mx.register_engine(invoke)
+autograd_tape.register_engine(one_op_symbol, _hashable)

@@ -1,0 +1,344 @@
+"""mxnet's legacy NDArray semantics where they differ from torch's (a mixin of NDArray).
+
+An NDArray is a ``torch.Tensor`` subclass, so two kinds of caller see it:
+
+* user code (and this project's code), which gets mxnet's behaviour: ``dtype`` is
+  numpy's type object (``a.dtype == np.float32``), integer division truncates,
+  arrays of two dtypes are refused in arithmetic, ``reshape`` takes mxnet's special
+  codes, the reductions take ``axis`` / ``keepdims`` / ``exclude`` as mxnet does,
+  indexing takes NDArray indices and negative steps, and ``slice``,
+  ``slice_axis``, ``take``, ``broadcast_to``, ``broadcast_axes``, ``tile`` ... are
+  the registry's operators;
+* torch itself (its Python functions, and anything running under a
+  ``__torch_function__`` handler), which gets a plain tensor's behaviour: a
+  ``torch.dtype``, torch's ``reshape`` and methods, so an NDArray can be handed to
+  any torch function.
+
+:func:`mxnet_caller` tells them apart: torch's handlers run with subclass
+dispatch disabled, and torch's (and Triton's) own Python code lives in modules
+named ``torch.*`` (``triton.*``). Project code that needs the torch dtype of an array (to allocate
+with it, to compare it with ``torch.float16``) asks :func:`torch_dtype`.
+"""
+from __future__ import annotations
+
+import numbers
+import sys
+
+import numpy as np
+import torch
+
+_TORCH_DTYPE = torch._C.TensorBase.dtype
+_DISABLED = torch._C.DisableTorchFunctionSubclass
+_enabled = torch._C._is_torch_function_enabled
+
+# mxnet's Python type per torch dtype (bfloat16: mxnet's own numpy record type)
+_MX_TYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16,
+             torch.uint8: np.uint8, torch.int8: np.int8, torch.int16: np.int16,
+             torch.int32: np.int32, torch.int64: np.int64, torch.bool: np.bool_,
+             torch.bfloat16: np.dtype([("bfloat16", np.uint16)])}
+
+
+# libraries whose Python code reads tensors (Triton's launcher reads ``arg.dtype``)
+_TENSOR_LIBRARIES = ("torch.", "triton.", "torch", "triton")
+
+
+def torch_dtype(t) -> torch.dtype:
+    """The ``torch.dtype`` of a tensor or NDArray (an NDArray's ``dtype`` is numpy's)."""
+    with _DISABLED():
+        return _TORCH_DTYPE.__get__(t)
+
+
+def mxnet_caller(depth: int = 2) -> bool:
+    """Whether the code ``depth`` frames up is user code (mxnet semantics), not torch's."""
+    if not _enabled():
+        return False
+    name = sys._getframe(depth).f_globals.get("__name__", "")
+    return not name.startswith(_TENSOR_LIBRARIES)
+
+
+# ``runtime.imperative.invoke``, which registers itself when imported (it imports this
+# module's NDArray, so this module cannot import it)
+_ENGINE: list = []
+
+
+def register_engine(invoke) -> None:
+    """Make ``invoke(op_name, args, kwargs)`` run NDArray's operator methods."""
+    _ENGINE[:] = [invoke]
+
+
+# ``runtime.autograd_tape``, which registers itself: while it records, arithmetic,
+# ``reshape`` and indexing run registry operators, so the tape sees them
+_TAPE: list = [None]
+
+
+def register_recorder(tape) -> None:
+    """Make ``tape`` (with ``STATE.recording`` and ``binary``/``reshape``/``getitem``)
+    record NDArray's arithmetic and views while it records."""
+    _TAPE[0] = tape
+
+
+def recording() -> bool:
+    """Whether ``mx.autograd`` is recording (NDArray methods then run operators)."""
+    tape = _TAPE[0]
+    return tape is not None and tape.STATE.recording
+
+
+def mark_variable(arr, grad, grad_req="write"):
+    """Make ``arr`` an ``mx.autograd`` variable whose gradient goes into ``grad`` per
+    ``grad_req`` (``write``, ``add`` or ``null``)."""
+    if grad_req not in ("write", "add", "null"):
+        from compiler.errors import MXNetError
+        raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
+    arr._ag_req = grad_req
+    arr.__dict__.pop("_ag_node", None)      # a variable is a leaf of later recordings
+    arr.grad = grad
+
+
+def backward(heads, head_grads, retain_graph, train_mode):
+    """``mx.autograd.backward`` through the registered tape."""
+    if _TAPE[0] is None:
+        from compiler.errors import MXNetError
+        raise MXNetError("backward: nothing was recorded (mx.autograd.record())")
+    _TAPE[0].backward(heads, head_grads, retain_graph, train_mode)
+
+
+def records(*arrays) -> bool:
+    """Whether an NDArray method on ``arrays`` is recorded: ``mx.autograd`` records and
+    one of them is on the tape (a marked variable or a recorded result). Views of the
+    others stay torch's views (the executor's own ``reshape(-1)`` of bound arrays)."""
+    tape = _TAPE[0]
+    return tape is not None and tape.STATE.recording and any(map(tape.tracked, arrays))
+
+
+def _invoke(op_name, args, kwargs):
+    return _ENGINE[0](op_name, args, kwargs)
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, torch.Tensor)
+
+
+def _check_same_dtype(a, b, what):
+    da, db = torch_dtype(a), torch_dtype(b)
+    if da != db:
+        from compiler.errors import MXNetError
+        raise MXNetError(
+            f"{what}: incompatible dtypes {str(da).replace('torch.', '')} and "
+            f"{str(db).replace('torch.', '')} (mxnet refuses arrays of two dtypes in one "
+            f"operator; convert one with astype())")
+
+
+def _operand(self, other, what):
+    """``other`` as mxnet's operator sees it: an array of the same dtype, or a number
+    converted to an integer array's dtype (mxnet casts the scalar: ``int32 + 2.7``
+    adds 2)."""
+    if isinstance(other, torch.Tensor):
+        _check_same_dtype(self, other, what)
+        return other
+    if _is_scalar(other):
+        dt = torch_dtype(self)
+        if not dt.is_floating_point and dt != torch.bool and not isinstance(other, bool):
+            return int(other)
+    return other
+
+
+def _binary(name, mx_fn, reverse=False):
+    """An arithmetic operator: ``mx_fn`` with mxnet's dtype rules for user code,
+    torch's operator of the same name for torch's own callers."""
+    torch_op = getattr(torch.Tensor, name)
+
+    def method(self, other):
+        if not mxnet_caller():
+            return torch_op(self, other)
+        if getattr(other, "stype", None) in ("csr", "row_sparse") and \
+                not isinstance(other, torch.Tensor):
+            return NotImplemented      # a sparse array's reflected method computes it
+        other = _operand(self, other, f"NDArray.{name}")
+        if records(self, other):
+            return _TAPE[0].binary(name, self, other)
+        with _DISABLED():
+            res = mx_fn(other, self) if reverse else mx_fn(self, other)
+        return _like(res, self)
+    method.__name__ = name
+    return method
+
+
+def _truediv(a, b):
+    """mxnet's division: integer arrays divide and truncate toward zero."""
+    dt = a.dtype if isinstance(a, torch.Tensor) else b.dtype
+    if not dt.is_floating_point:
+        return torch.div(torch.as_tensor(a), torch.as_tensor(b), rounding_mode="trunc").to(dt)
+    return torch.true_divide(a, b)
+
+
+def _like(res, like):
+    """``res`` as an NDArray (the class of ``like``) on ``like``'s context."""
+    if isinstance(res, torch.Tensor):
+        res = res.as_subclass(type(like))
+        ctx = getattr(like, "_mx_ctx", None)
+        if ctx is not None:
+            res._mx_ctx = ctx
+    return res
+
+
+def _inplace(name, mx_fn):
+    """An in-place operator (``a /= 2``): the result of ``mx_fn`` written back."""
+    torch_op = getattr(torch.Tensor, name)
+
+    def method(self, other):
+        if not mxnet_caller():
+            return torch_op(self, other)
+        if getattr(other, "stype", None) in ("csr", "row_sparse") and \
+                not isinstance(other, torch.Tensor):
+            return NotImplemented      # a sparse array's reflected method computes it
+        other = _operand(self, other, f"NDArray.{name}")
+        if records(self, other):
+            _TAPE[0].refuse_inplace(name, self)
+        with _DISABLED():
+            self.copy_(mx_fn(self, other))
+        return self
+    method.__name__ = name
+    return method
+
+
+def plain_shape(args) -> bool:
+    """A shape torch and mxnet read alike: positive dims and at most one -1."""
+    dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    return all(isinstance(d, int) and (d > 0 or d == -1) for d in dims) and \
+        sum(1 for d in dims if d == -1) <= 1
+
+
+def _reshape_shape(in_shape, args, kwargs):
+    """The output shape of mxnet's ``reshape`` (special codes 0, -1, -2, -3, -4 and
+    ``reverse``), from the registry's ``Reshape`` rule."""
+    from compiler.ops import REGISTRY
+    shape = kwargs.pop("shape", None)
+    reverse = bool(kwargs.pop("reverse", False))
+    if kwargs:
+        raise TypeError(f"reshape: unexpected arguments {sorted(kwargs)}")
+    if shape is None:
+        shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    opdef = REGISTRY["Reshape"]
+    attrs = opdef.parse_attrs({"shape": str(tuple(int(d) for d in shape)),
+                               "reverse": str(reverse)}, "reshape")
+    _, outs = opdef.infer_shape(attrs, [tuple(in_shape)])
+    return tuple(outs[0])
+
+
+# the reductions mxnet's NDArray methods call, and the keywords they take
+_REDUCTIONS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "prod": "prod",
+               "nansum": "nansum", "nanprod": "nanprod", "argmax": "argmax",
+               "argmin": "argmin", "norm": "norm"}
+_MX_REDUCE_KEYS = {"axis", "keepdims", "exclude", "ord", "out_dtype", "out", "name"}
+
+
+def _mx_reduce_call(args, kwargs) -> bool:
+    """An mxnet-style reduction call: no torch-only keyword (``dim``, ``keepdim``,
+    ``dtype``), at most one positional axis (an int or a tuple)."""
+    return set(kwargs) <= _MX_REDUCE_KEYS and len(args) <= 1 and \
+        all(isinstance(a, (int, tuple, list)) for a in args)
+
+
+def _reduction(name, op_name):
+    torch_method = getattr(torch.Tensor, name, None)
+
+    def method(self, *args, **kwargs):
+        if torch_method is not None and (not mxnet_caller() or not _mx_reduce_call(
+                args, kwargs) or torch_dtype(self) == torch.bool):
+            return torch_method(self, *args, **kwargs)
+        if args:
+            kwargs["axis"] = args[0]
+        return _invoke(op_name, (self,), kwargs)
+    method.__name__ = name
+    method.__doc__ = f"mxnet's ``{op_name}`` of this array (``axis``, ``keepdims`` ...)."
+    return method
+
+
+def _operator_method(name, op_name, torch_method=None):
+    """A method running registry operator ``op_name`` on ``self`` (torch's method, if
+    any, for torch's own callers)."""
+    def method(self, *args, **kwargs):
+        if torch_method is not None and not mxnet_caller():
+            return torch_method(self, *args, **kwargs)
+        return _invoke(op_name, (self,) + args, kwargs)
+    method.__name__ = name
+    method.__doc__ = f"The operator ``{op_name}`` with this array as its first input."
+    return method
+
+
+# mxnet NDArray methods that are registry operators of the same name. Those torch also
+# has (take, tile, broadcast_to) keep torch's method for torch's own callers; the
+# methods torch has with another signature (transpose, flatten, split, sort ...) stay
+# torch's for everyone.
+OPERATOR_METHODS = (
+    "slice", "slice_axis", "take", "broadcast_to", "broadcast_axes", "broadcast_like",
+    "tile", "argmax_channel", "cbrt", "degrees", "depth_to_space", "one_hot", "ones_like",
+    "zeros_like", "pad", "pick", "radians", "rcbrt", "reshape_like", "rint", "shape_array",
+    "size_array", "slice_like", "softmin", "space_to_depth", "split_v2",
+)
+
+
+# NDArray methods torch has too (or NDArray defines as torch's) that run mxnet's
+# operator instead while ``mx.autograd`` records an array on the tape, so they are
+# recorded: method name -> registry operator
+_UNARY_METHODS = (
+    "abs", "sign", "round", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin",
+    "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp",
+    "expm1", "log", "log10", "log2", "log1p", "sqrt", "rsqrt", "square", "reciprocal",
+    "relu", "sigmoid", "softmax", "log_softmax", "transpose", "clip", "expand_dims",
+    "squeeze", "split", "repeat", "swapaxes", "flip")
+RECORDED_METHODS = {**{n: n for n in _UNARY_METHODS},
+                    "flatten": "Flatten", "astype": "Cast", "copy": "_copy"}
+
+
+def _recorded_method(name, op_name, original):
+    """``original`` (torch's or NDArray's method), or registry operator ``op_name`` with
+    mxnet's signature while an array on the tape is recorded."""
+    def method(self, *args, **kwargs):
+        if records(self) and mxnet_caller():
+            if name == "transpose" and args and all(isinstance(a, int) for a in args):
+                args = (tuple(args),)       # x.transpose(1, 0) as x.transpose((1, 0))
+            kwargs.pop("copy" if name == "astype" else "inplace", None)
+            return _invoke(op_name, (self,) + args, kwargs)
+        return original(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = getattr(original, "__doc__", None)
+    return method
+
+
+def _key_part(k):
+    """An index part as torch takes it: NDArray / float indices become int64."""
+    if isinstance(k, torch.Tensor) and not (torch_dtype(k) in (torch.bool, torch.int64)):
+        with _DISABLED():
+            return k.to(torch.int64)
+    if isinstance(k, np.ndarray) and k.dtype.kind == "f":
+        return k.astype(np.int64)
+    return k
+
+
+def normalize_key(key, shape):
+    """``(key torch accepts, dims of the result to flip)``: NDArray indices as int64,
+    and every negative-step slice as the ascending slice of the same elements, whose
+    result dim is flipped afterwards (torch has no negative steps)."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    out, flips, dim, odim = [], [], 0, 0
+    n_real = sum(1 for p in parts if p is not None and p is not Ellipsis)
+    for p in parts:
+        if p is Ellipsis:
+            skip = len(shape) - n_real
+            dim, odim = dim + skip, odim + skip
+            out.append(p)
+            continue
+        if p is None:
+            out.append(p)
+            odim += 1
+            continue
+        if isinstance(p, slice) and p.step is not None and p.step < 0:
+            idx = range(*p.indices(shape[dim]))
+            p = slice(idx[-1], idx[0] + 1, -p.step) if len(idx) else slice(0, 0)
+            flips.append(odim)
+        out.append(_key_part(p))
+        if not isinstance(p, (int, np.integer)):
+            odim += 1
+        dim += 1
+    return (tuple(out) if isinstance(key, tuple) else out[0]), flips
