@@ -231,3 +231,21 @@ def test_two_device_module_updates_sparse_embedding_on_kvstore(kvstore):
     mod.prepare(batch, sparse_row_id_fn=lambda b: every_row)
     np.testing.assert_allclose(mod.get_params()[0]["embed_weight"].asnumpy(),
                                FIX["kv/" + kvstore], rtol=1e-5, atol=1e-6)
+
+
+def test_init_params_gives_row_sparse_parameters():
+    """mxnet's test_module_initializer, in this project's words."""
+    x = mx.sym.var("data", stype="csr")
+    v = mx.sym.var("v", shape=(100, 1), init=mx.init.Uniform(scale=.1), stype="row_sparse")
+    model = mx.sym.LinearRegressionOutput(mx.sym.dot(lhs=x, rhs=v), mx.sym.var("label"))
+    it = mx.io.NDArrayIter(data=mx.nd.zeros(shape=(16, 100), stype="csr"),
+                           label={"label": mx.nd.zeros((16, 1))}, batch_size=16,
+                           last_batch_handle="discard")
+    mod = mx.mod.Module(symbol=model, data_names=["data"], label_names=["label"])
+    mod.bind(data_shapes=it.provide_data, label_shapes=it.provide_label)
+    mod.init_params()
+    value = mod._arg_params["v"]
+    assert value.stype == "row_sparse" and np.sum(value.asnumpy()) != 0
+    assert np.all(np.abs(value.asnumpy()) <= 0.1)
+    assert mod._exec_group.param_arrays[0][0].stype == "row_sparse"
+    np.testing.assert_array_equal(mod._exec_group.param_arrays[0][0].asnumpy(), value.asnumpy())
