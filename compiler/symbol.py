@@ -1320,3 +1320,16 @@ contrib.adamw_update = _scaled_update("_adamw_update", 4)
 contrib.mp_adamw_update = _scaled_update("_mp_adamw_update", 5)
 contrib.rand_zipfian = _make_rand_zipfian(Symbol, _make_op_function, random.uniform)
 linalg = _operator_namespace("linalg")        # mx.sym.linalg
+
+
+def _internal_namespace():
+    """``mx.sym._internal``: every registry operator whose name starts with ``_``
+    (``_internal._square_sum``, ``_internal._plus_scalar`` ...), as mxnet's."""
+    import types
+    ns = types.SimpleNamespace(**{op_name: _make_op_function(op_name)
+                                  for op_name in REGISTRY if op_name.startswith("_")})
+    ns.__doc__ = "``mx.sym._internal``: the registry's ``_``-prefixed operators."
+    return ns
+
+
+_internal = _internal_namespace()

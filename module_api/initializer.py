@@ -51,7 +51,13 @@ def _ctx_of(arr):
 
 
 def _assign(arr, value):
-    """``arr[:] = value`` for any tensor and numpy / scalar / tensor value."""
+    """``arr[:] = value`` for any tensor and numpy / scalar / tensor value (a csr /
+    row_sparse ``arr`` keeps the entries / rows of the value that are not zero)."""
+    if getattr(arr, "stype", "default") != "default":
+        dense = torch.zeros(arr.shape, dtype=arr.dtype, device=arr.device)
+        _assign(dense, value)
+        arr[:] = dense
+        return
     with torch.no_grad():
         if isinstance(value, torch.Tensor):
             arr.copy_(value.to(arr.device).reshape(arr.shape) if value.numel() == arr.numel()

@@ -32,6 +32,8 @@ import numpy as np
 import numpy.random as rnd
 import torch
 
+from compiler.errors import MXNetError
+
 from .array_checks import (  # noqa: F401  (mx.test_utils exports them)
     almost_equal, as_numpy, assert_allclose, assert_almost_equal,
     assert_almost_equal_ignore_nan, assert_almost_equal_with_err, assert_exception, check_stype,
@@ -79,23 +81,52 @@ def random_sample(population, k):
 
 def rand_ndarray(shape, stype="default", density=None, dtype=None, modifier_func=None,
                  shuffle_csr_indices=False, distribution=None, ctx=None):
-    """A random dense NDArray of ``shape`` (standard normal, cast to ``dtype``).
+    """A random array of ``shape``: dense (standard normal), or csr / row_sparse.
 
     Parameters
     ----------
     shape : tuple of int
     stype : str
-        ``'default'`` only; ``'csr'`` / ``'row_sparse'`` raise :class:`MXNetError`.
+        ``'default'``, ``'csr'`` (2-D; each entry stored with probability
+        ``density``, values uniform in [0, 1), as mxnet's ``uniform`` distribution
+        without scipy) or ``'row_sparse'`` (each row stored with probability
+        ``density``, values uniform in [0, 1)).
+    density : float, optional
+        Sparse only; a random one in [0, 1) when not given, as mxnet's.
     dtype : numpy dtype, optional
         float32 when not given.
+    distribution : str, optional
+        ``'uniform'`` (the default) only; mxnet's ``'powerlaw'`` raises.
     ctx : Context, optional
         :func:`default_context` when not given.
-    density, modifier_func, shuffle_csr_indices, distribution
-        Sparse-only options of mxnet; ignored for dense arrays.
+    modifier_func, shuffle_csr_indices
+        Options of mxnet's sparse generator this one does not have (refused if used).
     """
-    check_stype(stype, "rand_ndarray")
     ctx = ctx if ctx else default_context()
-    return _nd.array(random_arrays(shape), ctx=ctx, dtype=dtype)
+    if stype in (None, "default"):
+        return _nd.array(random_arrays(shape), ctx=ctx, dtype=dtype)
+    return _rand_sparse(shape, stype, density, dtype, distribution, ctx,
+                        modifier_func is not None or shuffle_csr_indices)
+
+
+def _rand_sparse(shape, stype, density, dtype, distribution, ctx, extra):
+    from . import ndarray_sparse as _sparse
+    if stype not in ("csr", "row_sparse"):
+        check_stype(stype, "rand_ndarray")
+    if distribution not in (None, "uniform") or extra:
+        raise MXNetError(f"rand_ndarray: only the uniform distribution of {stype} arrays is "
+                         f"implemented (no modifier_func / shuffle_csr_indices)")
+    density = rnd.rand() if density is None else density
+    dtype = np.float32 if dtype is None else dtype
+    if stype == "csr":
+        if len(shape) != 2:
+            raise MXNetError(f"rand_ndarray: a csr array is 2-D, got shape {shape}")
+        dense = rnd.uniform(size=shape)
+        dense = (dense * (dense < density)).astype(dtype)
+        return _sparse.csr_matrix(dense, ctx=ctx, dtype=dtype)
+    rows = np.nonzero(rnd.rand(shape[0]) < density)[0]
+    values = rnd.rand(len(rows), *shape[1:]).astype(dtype)
+    return _sparse.row_sparse_array((values, rows), shape=shape, ctx=ctx, dtype=dtype)
 
 
 def rand_shape_2d(dim0=10, dim1=10, allow_zero_size=False):

@@ -17,10 +17,12 @@ import torch
 from compiler.artifacts.compile import all_dtypes, compile_symbol, gc_paused
 from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
+from compiler.passes.storage_type import infer_storage
 from compiler.symbol import is_mode_dependent
 from compiler.triton.mode import ensure_mode
 
 from .context import Context, current_context, device_guard
+from .executor_sparse import SparseShadows, is_sparse, new_array
 from .launcher import bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
 from .ndarray import torch_dtype
@@ -103,10 +105,11 @@ class Executor:
                 for name, s in zip(aux_names, aux_shapes):
                     self.aux_dict.setdefault(name, empty(s, self._ctx, self._dtypes[name]))
         self._input_shapes = shapes
+        self._stypes = infer_storage(symbol)
         if args_grad is None:
             self.grad_dict = {
-                n: empty(self.arg_dict[n].shape, self._placement.get(n, self._ctx),
-                         self.arg_dict[n].dtype)
+                n: new_array(self._stypes["grads"].get(n, "default"), self.arg_dict[n].shape,
+                             self._placement.get(n, self._ctx), self.arg_dict[n].dtype)
                 for n in arg_names if self._grad_req[n] != "null"}
         else:
             self.grad_dict = self._collect(args_grad, arg_names, "args_grad", allow_missing=True)
@@ -115,6 +118,9 @@ class Executor:
                     raise MXNetError(f"args_grad has no array for '{n}' whose grad_req is "
                                      f"'{self._grad_req[n]}'")
         self._for_training = any(r != "null" for r in self._grad_req.values())
+        # sparse arrays are computed on through dense shadows (executor_sparse.py)
+        self._shadows = SparseShadows(self.arg_dict, self.grad_dict, self._stypes["rows"],
+                                      self._grad_req)
         self._train_prog = None
         self._infer_prog = None
         self._buffers = {}
@@ -145,6 +151,9 @@ class Executor:
             if k not in names:
                 raise MXNetError(f"{what}: '{k}' is not one of {names}")
             if v is None:
+                continue
+            if is_sparse(v):        # kept as it is: the Program reads a dense shadow
+                out[k] = v
                 continue
             home = where[k] if where is not None else self._placement.get(k, self._ctx)
             t = _to_tensor(v, home if where is not None else self._ctx, f"{what}['{k}']")
@@ -244,7 +253,10 @@ class Executor:
         heads = self._head_grads[id(prog)]
 
         def resolve(kind, name, offset, numel):
-            if kind == "arg":
+            shadow = self._shadows.resolve(kind, name) if self._shadows else None
+            if shadow is not None:
+                base = shadow
+            elif kind == "arg":
                 base = self.arg_dict[name]
             elif kind == "aux":
                 base = self.aux_dict[name]
@@ -283,6 +295,8 @@ class Executor:
         else:
             prog = self._train_prog if is_train else self._infer_prog
         self._set_seed(prog)
+        if self._shadows:
+            self._shadows.before_forward()
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
@@ -334,6 +348,8 @@ class Executor:
             heads[name].copy_(g)
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "bwd"))
+        if self._shadows:
+            self._shadows.after_backward(self.arg_dict)
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes, sharing memory as mxnet's does.
@@ -372,6 +388,8 @@ class Executor:
                 raise MXNetError(f"reshape: the shape of {what} '{name}' changes from "
                                  f"{tuple(old.shape)} to {shape}; name it in the call, or "
                                  f"pass partial_shaping=True to allow it")
+            if is_sparse(old):      # a sparse array shares no memory: a new empty one
+                return new_array(old.stype, shape, old.context, old.dtype)
             if _numel(shape) > old.numel():
                 if not allow_up_sizing:
                     raise MXNetError(
@@ -442,7 +460,10 @@ class Executor:
 
     def copy_params_from(self, arg_params, aux_params=None, allow_extra_params=False):
         for name, value in arg_params.items():
-            if name in self.arg_dict:
+            if name in self.arg_dict and is_sparse(self.arg_dict[name]):
+                self.arg_dict[name][:] = value if is_sparse(value) else \
+                    _to_tensor(value, self._ctx, name)
+            elif name in self.arg_dict:
                 self.arg_dict[name].copy_(_to_tensor(value, self._ctx, name))
             elif not allow_extra_params:
                 raise MXNetError(f"copy_params_from: '{name}' is not an argument")
@@ -549,6 +570,9 @@ def _assign_inputs(arg_dict, values):
         if name not in arg_dict:
             raise MXNetError(f"forward: '{name}' is not an argument; arguments are "
                              f"{list(arg_dict)}")
+        if is_sparse(arg_dict[name]):       # x[:] = value: same storage, or dense
+            arg_dict[name][:] = value
+            continue
         t = _to_tensor(value, arg_dict[name].context, f"forward({name}=...)")
         if tuple(t.shape) != tuple(arg_dict[name].shape):
             raise MXNetError(f"forward: '{name}' has shape {tuple(t.shape)}, the executor "
@@ -595,7 +619,8 @@ def allocate_arrays(symbol, ctx, type_dict=None, shapes=None, group2ctx=None):
                          f"as keyword arguments (name=shape)")
     ctx = ctx if isinstance(ctx, Context) else current_context()
     place = placement(symbol, ctx, group2ctx)
-    args = {n: empty(s, place.get(n, ctx), dtypes[n])
+    stypes = infer_storage(symbol)["args"]     # csr / row_sparse variables stay sparse
+    args = {n: new_array(stypes.get(n, "default"), s, place.get(n, ctx), dtypes[n])
             for n, s in zip(symbol.list_arguments(), arg_shapes)}
     aux = {n: empty(s, place.get(n, ctx), dtypes[n])
            for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)}

@@ -24,6 +24,7 @@ from compiler.frontend.batch_slices import split_input_slice
 from compiler.artifacts.compile import all_dtypes
 from compiler.ir.dtypes import check_dtype
 from compiler.errors import MXNetError
+from compiler.passes.storage_type import infer_storage
 
 from . import threads
 from .context import Context
@@ -32,6 +33,7 @@ from .binding import bind
 from .executor import placement
 from .ndarray import as_ndarray, empty
 from .ndarray_sparse import BaseSparseNDArray
+from .executor_sparse import array_nbytes, is_sparse, new_array
 from .ndarray import torch_dtype
 
 _LOG = logging.getLogger(__name__)
@@ -61,6 +63,13 @@ def _to_tensor(src):
 
 def _copy_into(src, dst):
     """``src.copyto(dst)`` with mxnet's shape check (same number of elements)."""
+    if is_sparse(dst):          # a csr / row_sparse array bound in an executor
+        if is_sparse(src) and src.stype == dst.stype:
+            if src is not dst:
+                src.copyto(dst)
+            return
+        dst[:] = _to_tensor(src).to(device=dst.device, dtype=dst.dtype).reshape(dst.shape)
+        return
     src = _to_tensor(src)
     if tuple(src.shape) != tuple(dst.shape):
         if src.numel() != dst.numel():
@@ -350,6 +359,7 @@ class DataParallelExecutorGroup:
                 name = getattr(desc, "name", desc[0])
                 given[name] = check_dtype(name, dtype, "bind: DataDesc")
         self._dtypes = all_dtypes(self.symbol, given)
+        self._stypes = infer_storage(self.symbol)
         self.batch_size = None
         self.data_layouts = self.decide_slices(data_shapes)
         if label_shapes is not None:
@@ -429,9 +439,11 @@ class DataParallelExecutorGroup:
                     grads[name] = self._shared_or_new(shared_exec, "grad_dict", name, shape, at)
             else:
                 args[name] = self._get_or_reshape(name, shared_data_arrays, shape, at,
-                                                  self._dtypes[name])
+                                                  self._dtypes[name],
+                                                  self._stypes["args"].get(name, "default"))
                 if need_grad:
-                    grads[name] = empty(shape, at, self._dtypes[name])
+                    grads[name] = new_array(self._stypes["grads"].get(name, "default"),
+                                            shape, at, self._dtypes[name])
         for name, shape in zip(self.aux_names, aux_shapes):
             aux[name] = self._shared_or_new(shared_exec, "aux_dict", name, tuple(shape),
                                             place.get(name, context))
@@ -473,12 +485,22 @@ class DataParallelExecutorGroup:
                     f"parameter '{name}' has shape {tuple(arr.shape)}, but the input shapes "
                     f"now given imply {shape}; only data and label shapes may change "
                     f"between batches or buckets")
-        return empty(shape, context, self._dtypes[name])
+        stype = "default" if which == "aux_dict" else \
+            self._stypes["grads" if which == "grad_dict" else "args"].get(name, "default")
+        return new_array(stype, shape, context, self._dtypes[name])
 
     @staticmethod
-    def _get_or_reshape(name, shared_data_arrays, shape, context, dtype):
-        """An input array from the shared pool: reused (as a view) when large enough."""
+    def _get_or_reshape(name, shared_data_arrays, shape, context, dtype, stype="default"):
+        """An input array from the shared pool: reused (as a view) when large enough;
+        a csr input is its own array (of this shape)."""
         arr = shared_data_arrays.get(name)
+        if stype != "default":
+            if not (is_sparse(arr) and tuple(arr.shape) == tuple(shape)):
+                arr = new_array(stype, shape, context, dtype)
+                shared_data_arrays[name] = arr
+            return arr
+        if is_sparse(arr):
+            arr = None
         if arr is not None and arr.numel() >= _numel(shape) and \
                 arr.device == context.torch_device and str(torch_dtype(arr)) == f"torch.{dtype}":
             return as_ndarray(arr.reshape(-1)[:_numel(shape)].view(shape), context)
@@ -489,7 +511,7 @@ class DataParallelExecutorGroup:
     def _account(self, exe):
         nbytes = 0
         for d in (exe.arg_dict, exe.grad_dict, exe.aux_dict):
-            nbytes += sum(a.element_size() * a.numel() for a in d.values() if a is not None)
+            nbytes += sum(array_nbytes(a) for a in d.values() if a is not None)
         nbytes += sum(o.element_size() * o.numel() for o in exe.outputs)
         nbytes += int(getattr(exe, "_total_exec_bytes", 0) or 0)
         self._total_exec_bytes += nbytes
@@ -543,6 +565,9 @@ class DataParallelExecutorGroup:
 
     @staticmethod
     def _average_into(block, dst):
+        if any(is_sparse(w) for w in block) or is_sparse(dst):
+            _average_sparse_into(block, dst)
+            return
         with torch.no_grad():
             if len(block) == 1:
                 weight = block[0]
@@ -670,3 +695,15 @@ class DataParallelExecutorGroup:
         self._monitors.append(mon)
         for exe in self.execs:
             mon.install(exe)
+
+
+def _average_sparse_into(block, dst):
+    """``_average_into`` where the device arrays or ``dst`` are sparse: one device's
+    array is copied as it is; several are averaged through their dense values."""
+    if len(block) == 1 and is_sparse(block[0]) and getattr(dst, "stype", None) == block[0].stype:
+        if block[0] is not dst:
+            block[0].copyto(dst)
+        return
+    dense = [w._dense() if is_sparse(w) else w.as_subclass(torch.Tensor) for w in block]
+    mean = sum(d.to(dst.device) for d in dense) / len(dense)
+    _copy_into(mean.to(dst.dtype), dst)

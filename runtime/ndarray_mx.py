@@ -43,7 +43,10 @@ _TENSOR_LIBRARIES = ("torch.", "triton.", "torch", "triton")
 
 
 def torch_dtype(t) -> torch.dtype:
-    """The ``torch.dtype`` of a tensor or NDArray (an NDArray's ``dtype`` is numpy's)."""
+    """The ``torch.dtype`` of a tensor or NDArray (an NDArray's ``dtype`` is numpy's),
+    or of a sparse array (whose ``dtype`` is torch's)."""
+    if not isinstance(t, torch.Tensor) and isinstance(getattr(t, "dtype", None), torch.dtype):
+        return t.dtype
     with _DISABLED():
         return _TORCH_DTYPE.__get__(t)
 

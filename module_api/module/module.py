@@ -39,7 +39,19 @@ def _opt():
 
 
 def _copyto(src, dst):
-    """``src.copyto(dst)`` for NDArray, torch tensor or numpy sources."""
+    """``src.copyto(dst)`` for NDArray, torch tensor, numpy or sparse sources (a sparse
+    ``dst`` takes the source's stored pattern, or a dense source's non-zero part)."""
+    src_stype = getattr(src, "stype", "default")
+    if src_stype != "default" and src_stype == getattr(dst, "stype", "default"):
+        if src is not dst:
+            src.copyto(dst)
+        return
+    if src_stype != "default":
+        src = src.tostype("default")
+    if getattr(dst, "stype", "default") != "default":
+        dst[:] = src if isinstance(src, torch.Tensor) else \
+            torch.as_tensor(np.asarray(src, dtype=np.float32))
+        return
     if not isinstance(src, torch.Tensor):
         src = torch.as_tensor(np.asarray(src, dtype=np.float32))
     if tuple(src.shape) != tuple(dst.shape):
@@ -365,7 +377,8 @@ class Module(BaseModule):
             self._exec_group.set_params(self._arg_params, self._aux_params)
         else:
             assert self._arg_params is None and self._aux_params is None
-            param_arrays = [nd.zeros(shape=x[0].shape, dtype=x[0].dtype)
+            param_arrays = [nd.zeros(shape=x[0].shape, dtype=x[0].dtype,
+                                     stype=getattr(x[0], "stype", "default"))
                             for x in self._exec_group.param_arrays]
             self._arg_params = {name: arr for name, arr in zip(self._param_names, param_arrays)}
             aux_arrays = [nd.zeros(x[0].shape, dtype=x[0].dtype)

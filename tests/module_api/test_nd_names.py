@@ -27,7 +27,7 @@ NOT_YET = {
     "nd.random": "",
     "nd.linalg": "",
     "nd.contrib": """
-    SparseEmbedding adamw_update boolean_mask cond current_context dgl_adjacency
+    adamw_update boolean_mask cond current_context dgl_adjacency
     dgl_csr_neighbor_non_uniform_sample dgl_csr_neighbor_uniform_sample
     dgl_graph_compact dgl_subgraph edge_id foreach getnnz group_adagrad_update isfinite
     isinf isnan mp_adamw_update multi_adamw_update multi_lamb_update

@@ -50,9 +50,6 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
-    "test_executor_group": "sparse storage (row_sparse weights, contrib.SparseEmbedding)",
-    "test_factorization_machine_module": "sparse storage (csr data, row_sparse weights)",
-    "test_module_initializer": "sparse storage (csr / row_sparse arrays)",
 }
 
 HOW = "MXNET_SOURCE=/path/to/mxnet make test-mxnet, with the checkout at tag " + VERSION
