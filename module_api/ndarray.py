@@ -364,6 +364,15 @@ def _export_operators():
 
 _internal, contrib, linalg = _export_operators()
 
+
+def _install_contrib_functions():
+    import sys
+    from .nd_contrib import install
+    install(sys.modules[__name__], contrib)
+
+
+_install_contrib_functions()
+
 from .operator import Custom  # noqa: E402,F401  (mx.nd.Custom: a Python operator, mx.operator)
 
 _registry_dot = dot
