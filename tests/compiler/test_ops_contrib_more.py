@@ -21,6 +21,7 @@ from compiler.errors import MXNetError
 from runtime.context import cpu
 from tests.compiler.test_ops_compiled import Op, check
 from tests.conftest import assert_same_launches_on_cpu_targets
+from runtime.ndarray import torch_dtype
 
 C = sym.contrib
 AUX = {"bn_moving_mean": "randn", "bn_moving_var": "pos"}
@@ -244,7 +245,7 @@ def test_rand_zipfian_counts_and_distribution(cpu_target):
     classes = torch.tensor([[0.0, 1, 6], [3, 2, 0]])
     exe.arg_dict["t"][:] = classes
     s, ct, cs = [o.clone() for o in exe.forward(is_train=False)]
-    assert s.dtype == torch.int64 and ct.dtype == cs.dtype == torch.float64
+    assert torch_dtype(s) == torch.int64 and torch_dtype(ct) == torch_dtype(cs) == torch.float64
     prob = lambda c: torch.log((c + 2.0) / (c + 1.0)) / math.log(rmax + 1)   # noqa: E731
     torch.testing.assert_close(ct, prob(classes.double()) * n)
     torch.testing.assert_close(cs, prob(s.double()) * n)
@@ -280,12 +281,12 @@ def test_quantize_reference_values(cpu_target):
     # uint8: (x - min) * fl32(255 / 7) + 0.5, truncated: 3.5 * 36.42857 is 127.49999 in
     # float32, so 0.5 gives 127; 255.5 truncates to 255
     q, qlo, qhi = _run(C.quantize(d, a, b), d=torch.tensor([-3.0, 0.5, 4.0]), a=lo, b=hi)
-    assert q.dtype == torch.uint8 and q.tolist() == [0, 127, 255]
+    assert torch_dtype(q) == torch.uint8 and q.tolist() == [0, 127, 255]
     assert qlo.tolist() == [-3.0] and qhi.tolist() == [4.0]
     # int8: sign(x) * min(|x| * 127 / 4 + 0.5, 127), truncated, range (-4, 4)
     q, qlo, qhi = _run(C.quantize(d, a, b, out_type="int8"),
                        d=torch.tensor([-1.0, 0.26, 4.0, -3.99]), a=lo, b=hi)
-    assert q.dtype == torch.int8 and q.tolist() == [-32, 8, 127, -127]
+    assert torch_dtype(q) == torch.int8 and q.tolist() == [-32, 8, 127, -127]
     assert qlo.tolist() == [-4.0] and qhi.tolist() == [4.0]
 
 
@@ -296,7 +297,7 @@ def test_quantize_v2_reference_values(cpu_target):
     assert q.tolist() == [[-51, 13], [127, 0]] and (qlo.item(), qhi.item()) == (-2.5, 2.5)
     q, qlo, qhi = _run(C.quantize_v2(d, out_type="auto", min_calib_range=0.0,
                                      max_calib_range=5.1), d=x.abs())
-    assert q.dtype == torch.uint8 and q.tolist() == [[50, 13], [125, 0]]
+    assert torch_dtype(q) == torch.uint8 and q.tolist() == [[50, 13], [125, 0]]
     q8 = torch.tensor([[3, -7]], dtype=torch.int8)
     q, qlo, qhi = _run(C.quantize_v2(d), types={"d": "int8"}, d=q8)   # passes through
     assert torch.equal(q, q8) and (qlo.item(), qhi.item()) == (-127.0, 127.0)
@@ -352,7 +353,7 @@ def test_quantized_fully_connected_reference_bias(cpu_target):
     out_level, bias_level = f32(top / 2147483647.0), f32(f32(0.04) / 127.0)
     start = [int(f32(f32(f32(b) * bias_level) / out_level)) for b in (100, -77, 5)]
     want = d.long() @ w.long().t() + torch.tensor(start)
-    assert out.dtype == torch.int32 and torch.equal(out.long(), want)
+    assert torch_dtype(out) == torch.int32 and torch.equal(out.long(), want)
     assert hi.item() == pytest.approx(float(top)) and lo.item() == -hi.item()
 
 
@@ -362,7 +363,7 @@ def test_quantize_asym_reference_values(cpu_target):
     (d,) = _vars("d")
     x = torch.tensor([[-1.0, 0.0], [1.5, 3.0]])
     q, scale, shift = _run(C.quantize_asym(d), d=x)       # the data's range [-1, 3]
-    assert q.dtype == torch.uint8 and q.tolist() == [[0, 64], [159, 255]]
+    assert torch_dtype(q) == torch.uint8 and q.tolist() == [[0, 64], [159, 255]]
     assert (scale.item(), shift.item()) == (63.75, 63.75)
     q, scale, shift = _run(C.quantize_asym(d, min_calib_range=0.0, max_calib_range=5.1),
                            d=torch.tensor([[1.0, 2.0]]))
@@ -387,5 +388,5 @@ def test_quantized_conv_reference_bias(cpu_target):
     v = torch.nn.functional.conv2d(d.double(), w.double()).long().numpy()
     want = np.trunc((v.astype(f32) * f_out + bias.numpy().astype(f32).reshape(1, 2, 1, 1)
                      * f_bias) / f_out).astype(np.int64)
-    assert out.dtype == torch.int32 and np.array_equal(out.long().numpy(), want)
+    assert torch_dtype(out) == torch.int32 and np.array_equal(out.long().numpy(), want)
     assert hi.item() == pytest.approx(float(top))
