@@ -67,16 +67,18 @@ def test_almost_equal_same_and_exceptions():
 
 # -- random data and contexts ------------------------------------------------------------
 
-def test_rand_ndarray_dense_and_sparse_refused():
+def test_rand_ndarray_dense_and_sparse():
     arr = tu.rand_ndarray((3, 4))
     assert isinstance(arr, mx.nd.NDArray)
     assert tuple(arr.shape) == (3, 4) and arr.context == mx.cpu(0)
     assert np.dtype(arr.asnumpy().dtype) == np.float32
     arr64 = tu.rand_ndarray((2,), dtype=np.float64, ctx=mx.cpu(1))
     assert arr64.asnumpy().dtype == np.float64 and arr64.context == mx.cpu(1)
-    for stype in ("csr", "row_sparse"):
-        with pytest.raises(MXNetError, match=stype):
-            tu.rand_ndarray((3, 4), stype, density=0.5)
+    for stype in ("csr", "row_sparse"):        # sparse arrays of that storage type
+        sp = tu.rand_ndarray((30, 4), stype, density=0.5)
+        assert sp.stype == stype and tuple(sp.shape) == (30, 4)
+        dense = sp.asnumpy()
+        assert 0 < (dense != 0).mean() < 1
 
 
 def test_rand_shapes():
