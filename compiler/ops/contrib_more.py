@@ -204,15 +204,26 @@ register(OpDef(
 def _dft_matrix(b, d, dtype):
     """The ``(d, 2d)`` real matrix of the unnormalised forward DFT of a real row:
     column ``2k`` is ``cos(2 pi k n / d)``, column ``2k + 1`` is ``-sin(2 pi k n / d)``
-    (the product ``k * n`` is reduced mod ``d`` first, exact in float32 below 2^24)."""
+    (the product ``k * n`` is reduced mod ``d`` first, exact in float32 below 2^22)."""
     shape = (d, 2 * d)
     n = b.op("_axis_index", shape=shape, axis=0)
     j = b.op("_axis_index", shape=shape, axis=1)
     k = b.op("floor", b.op("_div_scalar", j, scalar=2.0))
     odd = b.op("elemwise_sub", j, b.op("_mul_scalar", k, scalar=2.0))
-    m = b.op("_mod_scalar", b.op("elemwise_mul", k, n), scalar=float(d))
-    angle = b.op("_mul_scalar", m, scalar=2.0 * math.pi / d)
-    w = b.op("where", odd, b.op("negative", b.op("sin", angle)), b.op("cos", angle))
+    # k n mod d through floor (a float remainder followed by a cosine spills on CUDA:
+    # the pair compiles to local-memory code); one step back where the quotient rounded up
+    kn = b.op("elemwise_mul", k, n)
+    m = b.op("elemwise_sub", kn, b.op("_mul_scalar", b.op("floor", b.op(
+        "_div_scalar", kn, scalar=float(d))), scalar=float(d)))
+    m = b.op("where", b.op("_lesser_scalar", m, scalar=0.0),
+             b.op("_plus_scalar", m, scalar=float(d)), m)
+    # -sin(t) = cos(t + pi/2): one cosine per entry. (A kernel taking both the sine and
+    # the cosine of one value gets them from CUDA's sincosf, whose two results go
+    # through local memory: a spill.) The quarter turn is added in exact integer steps
+    # of pi / (2 d), so the angle stays in [0, 2 pi + pi / 2).
+    steps = b.op("elemwise_add", b.op("_mul_scalar", m, scalar=4.0),
+                 b.op("_mul_scalar", odd, scalar=float(d)))
+    w = b.op("cos", b.op("_mul_scalar", steps, scalar=math.pi / (2.0 * d)))
     return w if dtype == "float32" else b.op("Cast", w, dtype=dtype)
 
 
