@@ -107,23 +107,6 @@ class FixedCount:
     def choose(self, cap: int, key=None) -> int:
         return min(self.n, cap)
 
-    def _cores_taken(self, n: int) -> bool:
-        """Whether other runnable tasks leave fewer than ``n`` cores free right now
-        (``others_running()``: their count, or None when unknown). Then a trial of
-        ``n`` threads would share a core with another task: its regions would wait
-        for a descheduled thread, and it would lose at a cost of several runs."""
-        if self.others_running is None:
-            return False
-        others = self.others_running()
-        return others is not None and others + n > _cores()
-
-    def _skip_trial(self):
-        """A trial of more threads not run (the cores are taken): counted as a lost
-        trial that cost nothing, so the next comes after the interval, doubled."""
-        self.skipped += 1
-        self.interval = min(self.interval * 2.0, self.max_interval)
-        self.due = max(self.clock + self.interval, self.earliest)
-
     def limit(self, key, n: int):
         return None
 
