@@ -10,6 +10,8 @@ gradient lacks, and their states, are left exactly as they were. Used by
 """
 from __future__ import annotations
 
+import struct
+
 import torch
 
 from compiler.errors import MXNetError
@@ -17,10 +19,16 @@ from compiler.errors import MXNetError
 __all__ = ["lazy_rule"]
 
 
+def f32(x) -> float:
+    """``x`` rounded to float32: mxnet's operator parameters (lr, wd, betas, ...) are
+    C++ ``float`` fields, whatever the weight's dtype."""
+    return struct.unpack("f", struct.pack("f", float(x)))[0]
+
+
 def _clip(opt):
     """The clip bound mxnet's Python optimizers pass (only when truthy), or None."""
     c = opt.clip_gradient
-    return float(c) if (c is not None and bool(c) and float(c) >= 0) else None
+    return f32(c) if (c is not None and bool(c) and float(c) >= 0) else None
 
 
 def _clipped(g, bound):
@@ -31,11 +39,11 @@ def sgd(opt, w, rows, g, states, lr, wd):
     """``sgd_update`` / ``sgd_mom_update`` lazily: ``g = clip(rescale * g)``;
     ``m = momentum*m - lr*wd*w - lr*g; w += m`` (without momentum ``w = (1-lr*wd)*w -
     lr*g``)."""
-    g = _clipped(g * opt.rescale_grad, _clip(opt))
+    g = _clipped(g * f32(opt.rescale_grad), _clip(opt))
     w_rows = w[rows]
     if states and opt.momentum > 0:
         mom = states[0]
-        m = opt.momentum * mom[rows].to(w.dtype) - lr * wd * w_rows - lr * g
+        m = f32(opt.momentum) * mom[rows].to(w.dtype) - lr * wd * w_rows - lr * g
         mom[rows] = m.to(mom.dtype)
         w[rows] = w_rows + m
     else:
@@ -47,37 +55,39 @@ def adam(opt, w, rows, g, states, lr, wd):
     ``w -= lr * mean / (sqrt(var) + epsilon)``."""
     mean, var = states
     w_rows = w[rows]
-    g = _clipped(g * opt.rescale_grad + wd * w_rows, _clip(opt))
-    m = opt.beta1 * mean[rows].to(w.dtype) + (1 - opt.beta1) * g
-    v = opt.beta2 * var[rows].to(w.dtype) + (1 - opt.beta2) * g * g
+    g = _clipped(g * f32(opt.rescale_grad) + wd * w_rows, _clip(opt))
+    b1, b2 = f32(opt.beta1), f32(opt.beta2)
+    m = b1 * mean[rows].to(w.dtype) + (1 - b1) * g
+    v = b2 * var[rows].to(w.dtype) + (1 - b2) * g * g
     mean[rows] = m.to(mean.dtype)
     var[rows] = v.to(var.dtype)
-    w[rows] = w_rows - lr * m / (v.sqrt() + opt.epsilon)
+    w[rows] = w_rows - lr * m / (v.sqrt() + f32(opt.epsilon))
 
 
 def adagrad(opt, w, rows, g, states, lr, wd):
     """``_sparse_adagrad_update``: ``g = clip(rescale*g)``, ``h += g*g``,
     ``w -= lr * g / sqrt(h + eps)``; no weight decay."""
     (hist,) = states
-    g = _clipped(g * opt.rescale_grad, _clip(opt))
+    g = _clipped(g * f32(opt.rescale_grad), _clip(opt))
     h = hist[rows].to(w.dtype) + g * g
     hist[rows] = h.to(hist.dtype)
-    w[rows] = w[rows] - lr * g / (h + opt.float_stable_eps).sqrt()
+    w[rows] = w[rows] - lr * g / (h + f32(opt.float_stable_eps)).sqrt()
 
 
 def ftrl(opt, w, rows, g, states, lr, wd):
     """``ftrl_update`` on row_sparse weight, gradient and states: FTRL-Proximal's
     ``z`` and ``n`` of the rows, then the rows' closed-form weight."""
     z_all, n_all = states
-    g = _clipped(g * opt.rescale_grad, _clip(opt))
+    g = _clipped(g * f32(opt.rescale_grad), _clip(opt))
     w_rows = w[rows]
     n_old = n_all[rows].to(w.dtype)
     n = n_old + g * g
     z = z_all[rows].to(w.dtype) + g - (n.sqrt() - n_old.sqrt()) * w_rows / lr
     z_all[rows] = z.to(z_all.dtype)
     n_all[rows] = n.to(n_all.dtype)
-    keep = (z.abs() > opt.lamda1).to(w.dtype)
-    w[rows] = (torch.sign(z) * opt.lamda1 - z) / ((opt.beta + n.sqrt()) / lr + wd) * keep
+    l1, beta = f32(opt.lamda1), f32(opt.beta)
+    keep = (z.abs() > l1).to(w.dtype)
+    w[rows] = (torch.sign(z) * l1 - z) / ((beta + n.sqrt()) / lr + wd) * keep
 
 
 def _adagrad_checked(opt, key, wd):

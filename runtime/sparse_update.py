@@ -107,6 +107,6 @@ def _lazy(opt, key, w, grad, state, rule):
     with torch.no_grad():
         g = grad._data_t.to(target.device, torch_dtype(target))
         states = [s.as_subclass(torch.Tensor) for s in opt._state_tensors(inner)]
-        rule(opt, target, rows, g, states, float(lrs[0]), float(wds[0]))
+        rule(opt, target, rows, g, states, R.f32(lrs[0]), R.f32(wds[0]))
         if target is not w:
             w[rows] = target[rows].to(w.dtype)
