@@ -90,6 +90,16 @@ def ftrl(opt, w, rows, g, states, lr, wd):
     w[rows] = (torch.sign(z) * l1 - z) / ((beta + n.sqrt()) / lr + wd) * keep
 
 
+def group_adagrad(opt, w, rows, g, states, lr, wd):
+    """``_contrib_group_adagrad_update``: ``g = clip(rescale*g)``, the row's history
+    ``+= mean(g*g)`` over the row, ``w -= lr * g / sqrt(history + eps)``."""
+    (hist,) = states
+    g = _clipped(g * f32(opt.rescale_grad), _clip(opt))
+    h = hist[rows].to(w.dtype) + (g * g).reshape(len(rows), -1).mean(dim=1, keepdim=True)
+    hist[rows] = h.to(hist.dtype)
+    w[rows] = w[rows] - lr * g / (h + f32(opt.float_stable_eps)).sqrt()
+
+
 def _adagrad_checked(opt, key, wd):
     if wd != 0.0:
         raise MXNetError(
@@ -105,6 +115,7 @@ def lazy_rule(opt, key, w, weight_stype):
     storage ``weight_stype`` with a row_sparse gradient, or None where mxnet falls back
     to the dense update (see ``runtime/sparse_update.py``)."""
     from .optimizer_common import SGD, AdaGrad, Adam
+    from .optimizer_contrib import GroupAdaGrad, check_no_wd
     from .optimizer_more import Ftrl
     if isinstance(opt, SGD):    # mxnet's mp_sgd_* operators have no sparse path
         return sgd if (opt.lazy_update and not opt._mp(w)) else None
@@ -114,4 +125,7 @@ def lazy_rule(opt, key, w, weight_stype):
         return _adagrad_checked(opt, key, float(opt._get_wd(key)))
     if isinstance(opt, Ftrl):
         return ftrl if weight_stype == "row_sparse" else None
+    if isinstance(opt, GroupAdaGrad):
+        check_no_wd(opt, key, float(opt._get_wd(key)))
+        return group_adagrad
     return None

@@ -1,6 +1,6 @@
 """Optimizer updates with a row_sparse gradient (a kvstore push of row_sparse values).
 
-mxnet 1.9.1 gives four of its update operators a sparse path; each touches only the
+mxnet 1.9.1 gives five of its update operators a sparse path; each touches only the
 rows ``r`` present in the gradient, states included (``runtime/sparse_rules.py``):
 
 * ``sgd_update`` / ``sgd_mom_update`` (``SGD``, ``lazy_update=True``);
@@ -9,15 +9,18 @@ rows ``r`` present in the gradient, states included (``runtime/sparse_rules.py``
 * ``_sparse_adagrad_update`` (``AdaGrad``; always lazy; mxnet has no sparse path with
   weight decay and refuses the update when ``wd != 0``);
 * ``ftrl_update`` (``Ftrl``), only when the weight is row_sparse too (its states then
-  are): with a dense weight mxnet falls back to the dense operator.
+  are): with a dense weight mxnet falls back to the dense operator;
+* ``_contrib_group_adagrad_update`` (``contrib.GroupAdaGrad``; always lazy, no weight
+  decay).
 
 Every other case is mxnet's *storage fallback*: the gradient becomes dense (zero rows
 included) and the optimizer's ordinary fused update runs on every row. That is SGD and
 Adam with ``lazy_update=False``, Ftrl on a dense weight, every other optimizer
 (Signum, RMSProp, NAG, FTML, ...), and SGD under ``multi_precision`` (mxnet's
-``mp_sgd_*`` operators have no sparse path). Adam, AdaGrad and Ftrl under
-``multi_precision`` run their lazy update on the float32 master copy (mxnet's base
-``update_multi_precision``) and write the touched rows back to the float16 weight.
+``mp_sgd_*`` operators have no sparse path). Adam, AdaGrad, Ftrl and GroupAdaGrad
+under ``multi_precision`` run their lazy update on the float32 master copy (mxnet's
+base ``update_multi_precision``) and write the touched rows back to the float16
+weight.
 
 A lazy update is one vectorised torch expression over the gathered rows of the key (no
 loop over rows). The weight is dense, or row_sparse with every row stored (mxnet

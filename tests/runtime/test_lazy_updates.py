@@ -29,9 +29,11 @@ CASES = {
     "rmsprop": ("rmsprop", dict(learning_rate=0.05, wd=0.01, rescale_grad=0.5)),
     "nag": ("nag", dict(learning_rate=0.05, momentum=0.9, wd=0.01, rescale_grad=0.5)),
     "ftml": ("ftml", dict(learning_rate=0.05, wd=0.01, rescale_grad=0.5)),
+    "groupadagrad": ("groupadagrad", dict(learning_rate=0.1, rescale_grad=0.5,
+                                          clip_gradient=0.8)),
 }
 LAZY_CASES = {("sgd_mom", 1), ("adam", 1), ("adam_noclip", 1), ("adagrad", None),
-              ("adagrad_noclip", None)}
+              ("adagrad_noclip", None), ("groupadagrad", None)}
 
 
 def _runs():

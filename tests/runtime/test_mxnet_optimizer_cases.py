@@ -11,7 +11,8 @@ standard with row_sparse gradients; float64; float16 with ``multi_precision``),
 ``test_rms`` (row_sparse gradients: mxnet's dense fallback), ``test_ftrl`` and
 ``test_adagrad`` (their sparse updates), ``test_lamb`` (float16 with
 ``multi_precision``), ``test_multilamb`` (aggregated, float16) and ``test_sgld``
-(float16 with ``multi_precision``; the noise is ours, so its statistics are compared).
+(float16 with ``multi_precision``; the noise is ours, so its statistics are compared);
+and ``test_contrib_optimizer.py``'s ``test_group_adagrad`` (``contrib.GroupAdaGrad``).
 """
 import json
 import math
@@ -22,6 +23,7 @@ import pytest
 import torch
 
 import module_api as mx
+from compiler.errors import MXNetError
 from runtime import optimizer as opt
 from runtime import random as rnd
 from runtime.updater import _leaves
@@ -58,12 +60,12 @@ def _state_arrays(state):
 @pytest.mark.parametrize("n", range(len(CASES)), ids=_ids())
 def test_case_matches_mxnet(n, cpu_target):
     case = CASES[n]
-    dt = case["dtype"]
+    dt, tag = case["dtype"], case.get("tag", "")
     o = opt.create(case["name"], **case["kwargs"])
-    w = _array(f"w/{dt}", dt, case["w_stype"])
+    w = _array(f"w{tag}/{dt}", dt, case["w_stype"])
     upd = opt.get_updater(o)
     for i in range(2):
-        upd(0, _array(f"g{i}/{case['g_stype']}/{dt}", dt, case["g_stype"]), w)
+        upd(0, _array(f"g{i}{tag}/{case['g_stype']}/{dt}", dt, case["g_stype"]), w)
     rtol, atol = TOL[dt]
     np.testing.assert_allclose(w.asnumpy().astype(np.float64),
                                FIX[f"c{n}/w"].astype(np.float64), rtol=rtol, atol=atol)
@@ -122,3 +124,19 @@ def test_sgld_float16_multi_precision_updates_the_master_as_mxnet(cpu_target):
         assert abs(res.std() / math.sqrt(lr) - 1) < 0.05
     np.testing.assert_array_equal(FIX["sgld/after"], FIX["sgld/master"].astype(np.float16))
     np.testing.assert_array_equal(_sgld_mp(3)[0].asnumpy(), w.asnumpy())
+
+
+def test_group_adagrad_is_mxnets_contrib_optimizer():
+    assert mx.optimizer.contrib.GroupAdaGrad is opt.contrib.GroupAdaGrad
+    assert isinstance(opt.create("groupadagrad"), opt.contrib.GroupAdaGrad)
+    assert opt.contrib.GroupAdaGrad().float_stable_eps == 1e-5
+    o = opt.contrib.GroupAdaGrad(param_idx2name={0: "fc_weight"})
+    with pytest.raises(MXNetError, match=r"'fc_weight' has shape \(3, 4, 5\).*2-D"):
+        o.create_state(0, mx.nd.zeros((3, 4, 5)))
+    for grad in (mx.nd.ones((3, 4)), mx.nd.ones((3, 4)).tostype("row_sparse")):
+        upd = opt.get_updater(opt.contrib.GroupAdaGrad(wd=0.01,
+                                                       param_idx2name={0: "fc_weight"}))
+        w = mx.nd.ones((3, 4))
+        with pytest.raises(MXNetError, match="'fc_weight' has weight decay 0.01"):
+            upd(0, grad, w)
+        np.testing.assert_array_equal(w.asnumpy(), np.ones((3, 4)))
