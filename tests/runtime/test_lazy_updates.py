@@ -126,10 +126,13 @@ def test_float16_multi_precision_updates_match_mxnet(case):
             np.testing.assert_allclose(a, want.astype(np.float32), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("store", ["name", "object"])
 @pytest.mark.parametrize("name,params", [("adam", {"learning_rate": 0.05, "wd": 0.01}),
                                          ("adagrad", {"learning_rate": 0.1}),
                                          ("ftrl", {"learning_rate": 0.1, "lamda1": 0.01})])
-def test_module_update_of_a_sparse_embedding_matches_mxnet(name, params):
+def test_module_update_of_a_sparse_embedding_matches_mxnet(name, params, store):
+    # 'name': kvstore='local' on one device (mxnet updates through its updater);
+    # 'object': a KVStore passed in, as example/sparse's train.py does (the store updates)
     data = mx.sym.var("data")
     weight = mx.sym.var("embed_weight", stype="row_sparse")
     emb = mx.sym.contrib.SparseEmbedding(data=data, weight=weight, input_dim=10, output_dim=3,
@@ -139,7 +142,8 @@ def test_module_update_of_a_sparse_embedding_matches_mxnet(name, params):
     mod = mx.mod.Module(sym, label_names=["label"])
     mod.bind(it.provide_data, it.provide_label)
     mod.init_params(arg_params={"embed_weight": mx.nd.array(FIX["mod/w0"]).tostype("row_sparse")})
-    mod.init_optimizer(kvstore="local", optimizer=name, optimizer_params=params)
+    kv = "local" if store == "name" else mx.kv.create("local")
+    mod.init_optimizer(kvstore=kv, optimizer=name, optimizer_params=params)
     every_row = {"embed_weight": mx.nd.arange(10)}
     step = 0
     for _ in range(2):
@@ -151,7 +155,7 @@ def test_module_update_of_a_sparse_embedding_matches_mxnet(name, params):
             mod.update()
             mod.prepare(batch, sparse_row_id_fn=lambda b: every_row)
             np.testing.assert_allclose(mod.get_params()[0]["embed_weight"].asnumpy(),
-                                       FIX[f"mod/{name}/w{step}"], rtol=1e-5, atol=1e-6,
+                                       FIX[f"mod/{name}/{store}/w{step}"], rtol=1e-5, atol=1e-6,
                                        err_msg=f"{name} step {step}")
             step += 1
     assert step == 4
