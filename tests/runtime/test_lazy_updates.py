@@ -176,3 +176,39 @@ def test_lazy_adam_refuses_a_row_sparse_weight_missing_rows():
     kv.init("p", mx.nd.sparse.row_sparse_array(([[1.0, 2.0]], [1]), shape=(3, 2)))
     with pytest.raises(MXNetError, match="every row"):
         kv.push("p", mx.nd.ones((3, 2)).tostype("row_sparse"))
+
+
+def _dense_twin(name, params, w0, grads):
+    upd = mx.optimizer.get_updater(mx.optimizer.create(name, **params))
+    w = mx.nd.array(w0)
+    for g in grads:
+        upd(0, mx.nd.array(g), w)
+    return w.asnumpy()
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "rmsprop"])
+def test_csr_weight_and_gradient_take_the_dense_update(name):
+    # mxnet has no csr update: its fallback runs the dense operator and writes the
+    # output's non-zeros back into the csr weight
+    params = dict(learning_rate=0.1, wd=0.01, rescale_grad=0.5)
+    w0 = np.where(FIX["kv/w0"] > 0, FIX["kv/w0"], 0).astype(np.float32)
+    grads = [FIX["kv/g0_0"], FIX["kv/g1_0"]]
+    upd = mx.optimizer.get_updater(mx.optimizer.create(name, **params))
+    w = mx.nd.array(w0).tostype("csr")
+    for g in grads:
+        upd(0, mx.nd.array(g).tostype("csr"), w)
+    assert w.stype == "csr"
+    np.testing.assert_allclose(w.asnumpy(), _dense_twin(name, params, w0, grads),
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_dense_gradient_for_a_row_sparse_weight_updates_every_row():
+    params = dict(learning_rate=0.05, wd=0.01)
+    upd = mx.optimizer.get_updater(mx.optimizer.Adam(**params))
+    w = mx.nd.array(FIX["kv/w0"]).tostype("row_sparse")
+    grads = [FIX["kv/g0_0"], FIX["kv/g1_0"]]
+    for g in grads:
+        upd(0, mx.nd.array(g), w)
+    assert w.stype == "row_sparse"
+    np.testing.assert_allclose(w.asnumpy(), _dense_twin("adam", params, FIX["kv/w0"], grads),
+                               rtol=1e-6, atol=1e-7)
