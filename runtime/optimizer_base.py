@@ -84,10 +84,20 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 log = logging.getLogger("symtriton")
 
-__all__ = ["Optimizer", "register", "create"]
+__all__ = ["Optimizer", "register", "create", "master_copy"]
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def master_copy(weight):
+    """The float32 master copy of a float16 / bfloat16 weight (of a csr / row_sparse
+    weight: of its dense values, where mxnet keeps a sparse copy of the same values)."""
+    master = _zeros_like(weight, torch.float32)
+    with torch.no_grad():
+        master.copy_(weight._dense() if getattr(weight, "stype", "default") != "default"
+                     else weight)
+    return master
 
 
 class Optimizer:
@@ -253,9 +263,7 @@ class Optimizer:
         """``(fp32 master copy, state)`` for float16 / bfloat16 weights with
         multi_precision, else the state."""
         if self._mp(weight):
-            master = _zeros_like(weight, torch.float32)
-            with torch.no_grad():
-                master.copy_(weight)
+            master = master_copy(weight)
             return (master, self.create_state(index, master))
         if torch_dtype(weight) in _LOW_PRECISION and not self.multi_precision:
             warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "

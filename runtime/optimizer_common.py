@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from .optimizer_base import Optimizer, register
+from .optimizer_base import Optimizer, master_copy, register
 from .optimizer_kernels import _zeros_like
 
 __all__ = ["MomentumState", "SGD", "NAG", "Adam", "AdaGrad", "RMSProp", "AdaDelta"]
@@ -22,9 +22,7 @@ class MomentumState:
 
     def create_state_multi_precision(self, index, weight):
         if self._mp(weight):
-            master = _zeros_like(weight, torch.float32)
-            with torch.no_grad():
-                master.copy_(weight)
+            master = master_copy(weight)
             return (self.create_state(index, master), master)
         return Optimizer.create_state_multi_precision(self, index, weight)
 

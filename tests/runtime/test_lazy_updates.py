@@ -212,3 +212,20 @@ def test_dense_gradient_for_a_row_sparse_weight_updates_every_row():
     assert w.stype == "row_sparse"
     np.testing.assert_allclose(w.asnumpy(), _dense_twin("adam", params, FIX["kv/w0"], grads),
                                rtol=1e-6, atol=1e-7)
+
+
+def test_float16_row_sparse_weight_gets_a_master_copy_of_its_values():
+    # mxnet's test_adam calls the optimizer itself on a float16 row_sparse weight
+    outs = []
+    for wstype in ("row_sparse", "default"):
+        o = mx.optimizer.Adam(learning_rate=0.05, multi_precision=True)
+        w = mx.nd.array(FIX["mp/w0"], dtype=np.float16)
+        w = w.tostype(wstype) if wstype != "default" else w
+        state = o.create_state_multi_precision(0, w)
+        np.testing.assert_array_equal(state[0].asnumpy(), FIX["mp/w0"].astype(np.float32))
+        o.update_multi_precision(
+            0, w, mx.nd.array(FIX["mp/g0"], dtype=np.float16).tostype("row_sparse"), state)
+        outs.append(w.asnumpy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0].astype(np.float32),
+                               FIX["mp/adam/w0"].astype(np.float32), rtol=1e-3, atol=1e-3)
