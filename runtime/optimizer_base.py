@@ -309,6 +309,12 @@ class Optimizer:
         if rest[0]:
             self.update_multi(*rest, multi_precision=False)
 
+    @classmethod
+    def _python_update(cls) -> bool:
+        """True when the class's update is its own Python code (a user's optimizer)."""
+        return (cls.update is not Optimizer.update
+                or cls.update_multi_precision is not Optimizer.update_multi_precision)
+
     def _sparse_first(self, indices, weights, grads, states, multi_precision):
         """Update the items whose weight or gradient is sparse (``sparse_update.py``:
         mxnet's lazy rules, or its dense fallback); return the other items' lists."""

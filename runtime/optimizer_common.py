@@ -50,6 +50,8 @@ class SGD(MomentumState, Optimizer):
     (``runtime/sparse_update.py``).
     """
 
+    _lazy_rule = "sgd"      # sgd_update / sgd_mom_update's sparse path (sparse_rules.py)
+
     def __init__(self, momentum=0.0, lazy_update=True, **kwargs):
         super().__init__(**kwargs)
         self.momentum = momentum
@@ -77,6 +79,8 @@ class NAG(MomentumState, Optimizer):
 class Adam(Optimizer):
     """Adam (mxnet's ``adam_update`` with the bias correction folded into lr;
     ``lazy_update``: a row_sparse gradient updates only its rows and their moments)."""
+
+    _lazy_rule = "adam"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  lazy_update=True, **kwargs):
@@ -109,6 +113,8 @@ class Adam(Optimizer):
 @register
 class AdaGrad(Optimizer):
     """AdaGrad: ``history += g*g; w += (g / sqrt(history + eps) + w*wd) * -lr``."""
+
+    _lazy_rule = "adagrad"  # _sparse_adagrad_update
 
     def __init__(self, eps=1e-7, **kwargs):
         super().__init__(**kwargs)

@@ -16,16 +16,9 @@ from compiler.errors import MXNetError
 from .ndarray import NDArray, torch_dtype
 from .optimizer_base import Optimizer, register
 from .optimizer_more import copy_masters, on_masters
+from .sparse_rules import check_no_wd
 
 __all__ = ["GroupAdaGrad"]
-
-
-def check_no_wd(opt, index, wd):
-    """mxnet asserts ``wd == 0`` for GroupAdaGrad; say which parameter has one."""
-    if wd != 0.0:
-        raise MXNetError(f"GroupAdaGrad: parameter {opt.idx2name.get(index, index)!r} has "
-                         f"weight decay {wd}; weight decay is not supported for "
-                         f"GroupAdaGrad (set wd=0, or its wd_mult to 0)")
 
 
 @register
@@ -40,6 +33,8 @@ class GroupAdaGrad(Optimizer):
     eps : float, default 1e-5
         Added to the history under the square root.
     """
+
+    _lazy_rule = "group_adagrad"    # _contrib_group_adagrad_update (sparse_rules.py)
 
     def __init__(self, eps=1e-5, **kwargs):
         super().__init__(**kwargs)
@@ -70,7 +65,7 @@ class GroupAdaGrad(Optimizer):
         lrs, wds = self._get_lrs(indices), self._get_wds(indices)
         with torch.no_grad():
             for i, w, g, h, lr, wd in zip(indices, weights, grads, states, lrs, wds):
-                check_no_wd(self, i, wd)
+                check_no_wd(self, i, wd, "GroupAdaGrad")
                 self._dense(w, g, h, lr)
         copy_masters(pairs)
 

@@ -249,6 +249,8 @@ class Ftrl(Optimizer):
     beta : float, default 1
     """
 
+    _lazy_rule = "ftrl"     # ftrl_update's sparse path (row_sparse weights only)
+
     def __init__(self, lamda1=0.01, learning_rate=0.1, beta=1, **kwargs):
         super().__init__(**kwargs)
         self.lamda1 = lamda1

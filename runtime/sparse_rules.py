@@ -16,7 +16,7 @@ import torch
 
 from compiler.errors import MXNetError
 
-__all__ = ["lazy_rule"]
+__all__ = ["lazy_rule", "check_no_wd"]
 
 
 def f32(x) -> float:
@@ -100,33 +100,51 @@ def group_adagrad(opt, w, rows, g, states, lr, wd):
     w[rows] = w[rows] - lr * g / (h + f32(opt.float_stable_eps)).sqrt()
 
 
-def _adagrad_checked(opt, key, wd):
+def check_no_wd(opt, key, wd, what):
+    """mxnet has no sparse (or, for GroupAdaGrad, any) update with weight decay: say
+    which parameter has one."""
     if wd != 0.0:
+        name = opt.idx2name.get(key, key)
         raise MXNetError(
-            f"update of key {key!r}: _sparse_adagrad_update has no sparse implementation "
-            f"with weight decay (wd={wd}): mxnet 1.9.1 infers no storage type for "
-            f"weight, row_sparse grad and history when wd != 0; set wd=0 (or a wd_mult "
-            f"of 0 for this parameter) or use a dense gradient")
+            f"update of parameter {name!r}: {what} has no implementation with weight "
+            f"decay (wd={wd}); set wd=0 (or a wd_mult of 0 for this parameter)")
+
+
+def _sgd(opt, key, w, weight_stype, multi_precision):
+    # mxnet's mp_sgd_* operators have no sparse path
+    return sgd if (opt.lazy_update and not (multi_precision and opt._mp(w))) else None
+
+
+def _adam(opt, key, w, weight_stype, multi_precision):
+    return adam if opt.lazy_update else None
+
+
+def _adagrad(opt, key, w, weight_stype, multi_precision):
+    # mxnet 1.9.1 infers no storage type for weight, row_sparse grad and history
+    check_no_wd(opt, key, float(opt._get_wd(key)),
+                "_sparse_adagrad_update with a row_sparse gradient")
     return adagrad
+
+
+def _ftrl(opt, key, w, weight_stype, multi_precision):
+    return ftrl if weight_stype == "row_sparse" else None
+
+
+def _group_adagrad(opt, key, w, weight_stype, multi_precision):
+    check_no_wd(opt, key, float(opt._get_wd(key)), "GroupAdaGrad")
+    return group_adagrad
+
+
+# an optimizer class names its sparse operator in ``_lazy_rule``
+_CHOOSERS = {"sgd": _sgd, "adam": _adam, "adagrad": _adagrad, "ftrl": _ftrl,
+             "group_adagrad": _group_adagrad}
 
 
 def lazy_rule(opt, key, w, weight_stype, multi_precision=True):
     """The lazy rule mxnet runs for ``opt`` on the dense values ``w`` of a weight of
     storage ``weight_stype`` with a row_sparse gradient, or None where mxnet falls back
     to the dense update (see ``runtime/sparse_update.py``); ``multi_precision``: whether
-    the call uses master copies (``update_multi_precision``)."""
-    from .optimizer_common import SGD, AdaGrad, Adam
-    from .optimizer_contrib import GroupAdaGrad, check_no_wd
-    from .optimizer_more import Ftrl
-    if isinstance(opt, SGD):    # mxnet's mp_sgd_* operators have no sparse path
-        return sgd if (opt.lazy_update and not (multi_precision and opt._mp(w))) else None
-    if isinstance(opt, Adam):
-        return adam if opt.lazy_update else None
-    if isinstance(opt, AdaGrad):
-        return _adagrad_checked(opt, key, float(opt._get_wd(key)))
-    if isinstance(opt, Ftrl):
-        return ftrl if weight_stype == "row_sparse" else None
-    if isinstance(opt, GroupAdaGrad):
-        check_no_wd(opt, key, float(opt._get_wd(key)))
-        return group_adagrad
-    return None
+    the call uses master copies (``update_multi_precision``). The optimizer's class
+    names its sparse operator in ``_lazy_rule`` (none: the dense fallback)."""
+    choose = _CHOOSERS.get(getattr(opt, "_lazy_rule", None))
+    return choose(opt, key, w, weight_stype, multi_precision) if choose else None

@@ -60,14 +60,6 @@ def _full_rows(key, weight) -> torch.Tensor:
     return weight._data_t
 
 
-def _user_rule(opt) -> bool:
-    """True when the optimizer's update is the user's own Python code."""
-    from .optimizer_base import Optimizer
-    cls = type(opt)
-    return (cls.update is not Optimizer.update
-            or cls.update_multi_precision is not Optimizer.update_multi_precision)
-
-
 def _stype(a) -> str:
     return getattr(a, "stype", "default")
 
@@ -108,7 +100,7 @@ def sparse_step(opt, key, grad, weight, state, w=None, multi_precision=True):
     ``multi_precision=False``: the state is the plain one (``Optimizer.update``).
     """
     w = _dense_values(key, weight) if w is None else w
-    if _user_rule(opt):
+    if opt._python_update():
         g = grad._dense().as_subclass(NDArray) if _stype(grad) == "csr" else grad
         opt.update_multi_precision(key, w.as_subclass(NDArray), g, state)
     else:

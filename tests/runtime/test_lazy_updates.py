@@ -166,7 +166,7 @@ def test_sparse_adagrad_with_weight_decay_is_refused(wstype):
     kv = mx.kv.create("local")
     kv.set_optimizer(mx.optimizer.AdaGrad(learning_rate=0.1, wd=0.01))
     kv.init(0, mx.nd.ones((3, 2)).tostype(wstype))
-    with pytest.raises(MXNetError, match=r"key 0.*_sparse_adagrad_update.*wd=0.01"):
+    with pytest.raises(MXNetError, match=r"parameter 0.*_sparse_adagrad_update.*wd=0.01"):
         kv.push(0, mx.nd.ones((3, 2)).tostype("row_sparse"))
 
 
