@@ -14,6 +14,9 @@ Guarantees, weaker than ``dist_sync`` on purpose (they are mxnet's): updates
 from different workers interleave in arrival order; a pull may return a value
 that already includes other workers' newer updates, or not yet this worker's
 last push to another owner (pushes to one owner are applied in the order sent).
+A ``barrier`` first waits until each owner this worker pushed to has applied
+those pushes, so once every worker has passed it, every push made before it is
+visible to every pull (mxnet's server acknowledges a push only once applied).
 Workers may run different numbers of steps. Nothing is averaged across
 workers: each worker's gradient is applied on its own (``rescale_grad`` is
 ``1/batch_size``, not ``1/(batch_size*num_workers)``). Without ``set_optimizer``
@@ -56,7 +59,7 @@ from .ndarray import torch_dtype
 
 __all__ = ["DistAsyncKVStore"]
 
-_PUSH, _PULL, _STATES, _DONE = 1, 2, 3, 4
+_PUSH, _PULL, _STATES, _DONE, _FLUSH = 1, 2, 3, 4, 5
 _TAG_REQUEST, _TAG_PAYLOAD, _TAG_REPLY = 11, 12, 13
 _FAILING_JOIN_S = 5.0       # after a failure, how long close() waits for live peers
 
@@ -82,6 +85,7 @@ class DistAsyncKVStore(KVStore):
         self._lock = threading.RLock()
         self._server_error = None
         self._closed = False
+        self._unflushed = set()     # owners sent a push since the last barrier
         self._servers = {r: threading.Thread(target=self._serve, args=(r,), daemon=True,
                                              name=f"symtriton-kv-server-{r}")
                          for r in range(self._group.size) if r != self._group.rank}
@@ -171,6 +175,10 @@ class DistAsyncKVStore(KVStore):
                 if op == _STATES:
                     self._send_bytes(self._owned_states(), src)
                     continue
+                if op == _FLUSH:    # this thread applied src's earlier pushes in order
+                    dist.send(torch.zeros(1, dtype=torch.int64), dst=src, group=g,
+                              tag=_TAG_REPLY)
+                    continue
                 k = self._keys[idx]
                 if op == _PUSH:
                     shape, dtype = self._meta[k]
@@ -219,6 +227,7 @@ class DistAsyncKVStore(KVStore):
                 if owner == self.rank:
                     self._apply(k, m)
                     continue
+                self._unflushed.add(owner)
                 head = torch.tensor([_PUSH, self._index[k]], dtype=torch.int64)
                 works.append(self._dist.isend(head, dst=owner, group=self._p2p,
                                               tag=_TAG_REQUEST))
@@ -340,7 +349,25 @@ class DistAsyncKVStore(KVStore):
             os._exit(1)
 
     def barrier(self):
-        """Wait until every worker reaches this point."""
+        """Wait until every worker reaches this point, with every push made before it
+        applied by its owner."""
+        self._flush_pushes()
         self._group.barrier("kvstore barrier")
+
+    def _flush_pushes(self):
+        """Wait until every owner sent a push since the last flush has applied it: the
+        owner's thread serving this worker answers a flush after the pushes before it."""
+        owners, self._unflushed = sorted(self._unflushed), set()
+        if not owners:
+            return
+        replies = []
+        with self._request(f"waiting for ranks {owners} to apply this worker's pushes"):
+            for r in owners:
+                ack = torch.zeros(1, dtype=torch.int64)
+                replies.append(self._dist.irecv(ack, src=r, group=self._p2p, tag=_TAG_REPLY))
+                head = torch.tensor([_FLUSH, 0], dtype=torch.int64)
+                self._dist.send(head, dst=r, group=self._p2p, tag=_TAG_REQUEST)
+            for w in replies:
+                w.wait()
 
     _barrier = barrier

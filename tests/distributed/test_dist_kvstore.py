@@ -44,7 +44,7 @@ def _assert_identical_workers(results):
             np.testing.assert_array_equal(v, init0[k])
 
 
-@pytest.mark.parametrize("job", ["kv_api_sync", "kv_api_async"])
+@pytest.mark.parametrize("job", ["kv_api_sync", "kv_api_async", "kv_api_async_late_apply"])
 def test_kvstore_api_across_three_workers(tmp_path, job):
     launch.run(job, 3, tmp_path)
     results = _load(tmp_path, 3)
@@ -54,6 +54,8 @@ def test_kvstore_api_across_three_workers(tmp_path, job):
         # init took rank 0's values
         np.testing.assert_array_equal(res["first:a"], np.full((3,), 10.0))
         np.testing.assert_array_equal(res["first:c"], np.full((5,), -1.0))
+        # (late_apply: owners apply a peer's push a second after it arrives, and a
+        # barrier still waits for it)
         if job == "kv_api_sync":   # sum over workers r=0..2 of (r+1) + 1
             expected = sum(r + 1 + 1 for r in range(3))
         else:                      # the last worker's push replaced the value

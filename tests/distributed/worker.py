@@ -13,6 +13,7 @@ import random
 import signal
 import sys
 import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
@@ -182,6 +183,19 @@ def kv_api_job(kv_type, out, compress=False):
              **{f"after:{k}": v.asnumpy() for k, v in zip(keys, after)})
 
 
+def _late_async_apply(delay=1.0):
+    """Owners apply a peer's dist_async push ``delay`` seconds after it arrives: a
+    barrier right after the push must still wait for it."""
+    from runtime.kvstore_async import DistAsyncKVStore
+    apply = DistAsyncKVStore._apply
+
+    def late(self, k, grad):
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(delay)
+        apply(self, k, grad)
+    DistAsyncKVStore._apply = late
+
+
 def kv_sparse_job(out):
     """row_sparse values on dist_sync: init takes rank 0's rows; worker r's two devices
     push rows [r, r+2] of value r+1 and row [5] of value 1; row_sparse_pull reads rows
@@ -306,6 +320,9 @@ def main(job, out):
         kv_api_job("dist_sync", out, compress=True)
     elif job in ("kv_api_sync", "kv_api_async"):
         kv_api_job("dist_sync" if job == "kv_api_sync" else "dist_async", out)
+    elif job == "kv_api_async_late_apply":
+        _late_async_apply()
+        kv_api_job("dist_async", out)
     elif job == "lstm_sync":
         lstm_job("dist_sync", out)
     else:
