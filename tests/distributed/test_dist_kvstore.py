@@ -288,6 +288,24 @@ def test_create_outside_a_job_says_how_to_start_one(monkeypatch):
         mx.kv.create("dist_sync")
 
 
+def test_row_sparse_on_dist_async(tmp_path):
+    """row_sparse init / push / row_sparse_pull over dist_async on 3 workers
+    (worker.kv_sparse_async_job): only the pushed rows change, by lr 1 x each push."""
+    launch.run("kv_sparse_async", 3, tmp_path)
+    want_first = np.zeros((6, 3), np.float32)
+    want_first[[0, 4]] = 10.0                       # rank 0's rows and values
+    pushes = np.zeros((6, 3), np.float32)
+    for r in range(3):
+        pushes[[r, r + 2]] += r + 1.0
+        pushes[5] += 1.0
+    for res in _load(tmp_path, 3):
+        np.testing.assert_array_equal(res["first"], want_first)
+        np.testing.assert_array_equal(res["after"], want_first - pushes)
+        np.testing.assert_array_equal(res["dense"], 1.0 - pushes)   # rank 0's ones
+        assert res["rows_indices"].tolist() == [0, 1, 5]
+        np.testing.assert_array_equal(res["rows_data"], (want_first - pushes)[[0, 1, 5]])
+
+
 def test_row_sparse_on_two_workers(tmp_path):
     """row_sparse init / push / row_sparse_pull over dist_sync (worker.kv_sparse_job)."""
     launch.run("kv_sparse_sync", 2, tmp_path)

@@ -228,6 +228,36 @@ def kv_sparse_job(out):
              rows_data=rows.data.asnumpy(), updated=updated.asnumpy())
 
 
+def kv_sparse_async_job(out):
+    """row_sparse values on dist_async, 3 workers: init takes rank 0's rows; with SGD
+    (lr 1) on the owners, worker r's two devices push rows [r, r+2] of value r+1 and
+    row [5] of value 1, each push applied lazily on its own; after a barrier
+    row_sparse_pull reads rows [5, 1, 0, 5] and a dense pull reads all of it. Key
+    "d" is dense with row_sparse pushes (an Embedding's sparse gradient)."""
+    kv = mx.kv.create("dist_async")
+    r, n = kv.rank, kv.num_workers
+    init = mx.nd.sparse.row_sparse_array((np.full((2, 3), 10.0 * (r + 1), np.float32),
+                                          [r, 4]), shape=(6, 3))
+    kv.init(["w", "d"], [init, mx.nd.full((6, 3), 1.0 + r)])
+    first = mx.nd.sparse.zeros("row_sparse", (6, 3))
+    kv.row_sparse_pull("w", out=first, row_ids=mx.nd.arange(0, 6, dtype="int64"))
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=1.0))
+    kv.barrier()
+    pushed = [mx.nd.sparse.row_sparse_array((np.full((2, 3), r + 1.0, np.float32), [r, r + 2]),
+                                            shape=(6, 3)),
+              mx.nd.sparse.row_sparse_array((np.ones((1, 3), np.float32), [5]), shape=(6, 3))]
+    kv.push(["w", "d"], [pushed, [p.copy() for p in pushed]])
+    kv.barrier()
+    rows = mx.nd.sparse.zeros("row_sparse", (6, 3))
+    kv.row_sparse_pull("w", out=rows, row_ids=mx.nd.array([5, 1, 0, 5], dtype="int64"))
+    after, dense = mx.nd.zeros((6, 3)), mx.nd.zeros((6, 3))
+    kv.pull(["w", "d"], out=[after, dense])
+    kv.barrier()
+    np.savez(os.path.join(out, f"rank{r}.npz"), rank=r, workers=n,
+             first=first.asnumpy(), after=after.asnumpy(), dense=dense.asnumpy(),
+             rows_indices=rows.indices.asnumpy(), rows_data=rows.data.asnumpy())
+
+
 def mismatched_keys_job(out):
     """Rank 1 pushes keys 'a' and 'c' where the others push 'a' and 'b', of the same
     sizes: the sums would mix 'b' and 'c' silently; the push must fail instead."""
@@ -314,6 +344,8 @@ def main(job, out):
         mlp_job("dist_sync", out, unsharded_steps=2 if os.environ["RANK"] == "1" else 6)
     elif job == "kv_sparse_sync":
         kv_sparse_job(out)
+    elif job == "kv_sparse_async":
+        kv_sparse_async_job(out)
     elif job == "kv_mismatched_keys":
         mismatched_keys_job(out)
     elif job == "kv_api_compressed":
