@@ -306,6 +306,16 @@ def test_row_sparse_on_dist_async(tmp_path):
         np.testing.assert_array_equal(res["rows_data"], (want_first - pushes)[[0, 1, 5]])
 
 
+def test_dist_async_module_with_row_sparse_weight_equals_local_training(tmp_path):
+    """Two workers taking turns on dist_async (prepare pulls the batch's rows, update
+    pushes a row_sparse gradient to the owner's lazy SGD with momentum) end with the
+    weights of one process training the same batches in order on a local store."""
+    launch.run("sparse_module_async", 2, tmp_path)
+    for res in _load(tmp_path, 2):
+        np.testing.assert_allclose(res["shared"], res["local"], rtol=1e-6, atol=1e-7)
+        assert np.abs(res["local"] - res["initial"]).max() > 1e-2     # it trained
+
+
 def test_row_sparse_on_two_workers(tmp_path):
     """row_sparse init / push / row_sparse_pull over dist_sync (worker.kv_sparse_job)."""
     launch.run("kv_sparse_sync", 2, tmp_path)

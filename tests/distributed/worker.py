@@ -258,6 +258,56 @@ def kv_sparse_async_job(out):
              rows_indices=rows.indices.asnumpy(), rows_data=rows.data.asnumpy())
 
 
+def _sparse_embedding_table():
+    return np.random.RandomState(6).randn(10, 3).astype(np.float32)
+
+
+def _train_sparse_embedding(kvstore, turn, steps=6, batch=4):
+    """A SparseEmbedding regression trained with lazy SGD on ``kvstore``; batch ``i``
+    is trained here where ``turn(i)``, its rows pulled by ``prepare``; a dist store
+    barriers after every batch, so the workers take turns."""
+    rng = np.random.RandomState(5)
+    idx = rng.randint(0, 10, size=(steps * batch, 2)).astype(np.float32)
+    label = rng.randn(steps * batch).astype(np.float32)
+    table = _sparse_embedding_table()
+    weight = mx.sym.var("embed_weight", stype="row_sparse")
+    emb = mx.sym.contrib.SparseEmbedding(data=mx.sym.var("data"), weight=weight,
+                                         input_dim=10, output_dim=3, name="embed")
+    sym = mx.sym.LinearRegressionOutput(mx.sym.sum(emb, axis=(1, 2)), mx.sym.var("label"))
+    mod = mx.mod.Module(sym, context=mx.cpu(), label_names=["label"])
+    mod.bind(data_shapes=[("data", (batch, 2))], label_shapes=[("label", (batch,))])
+    mod.init_params(arg_params={"embed_weight": mx.nd.array(table).tostype("row_sparse")})
+    mod.init_optimizer(kvstore=kvstore, optimizer="sgd",
+                       optimizer_params={"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01})
+    for i in range(steps):
+        if turn(i):
+            part = slice(i * batch, (i + 1) * batch)
+            b = mx.io.DataBatch([mx.nd.array(idx[part])], [mx.nd.array(label[part])])
+            rows = {"embed_weight": mx.nd.array(np.unique(idx[part]), dtype="int64")}
+            mod.prepare(b, sparse_row_id_fn=lambda _: rows)
+            mod.forward_backward(b)
+            mod.update()
+        if not isinstance(kvstore, str):
+            kvstore.barrier()
+    return mod
+
+
+def sparse_module_async_job(out):
+    """Module training of a row_sparse embedding over dist_async, the workers taking
+    turns; then one process trains the same batches in order on a local store."""
+    kv = mx.kv.create("dist_async")
+    r, n = kv.rank, kv.num_workers
+    _train_sparse_embedding(kv, lambda i: i % n == r)
+    shared = mx.nd.sparse.zeros("row_sparse", (10, 3))
+    kv.row_sparse_pull("embed_weight", out=shared, row_ids=mx.nd.arange(0, 10, dtype="int64"))
+    ref = _train_sparse_embedding("local", lambda i: True)
+    ref.prepare(None, sparse_row_id_fn=lambda _: {"embed_weight": mx.nd.arange(0, 10)})
+    kv.barrier()
+    np.savez(os.path.join(out, f"rank{r}.npz"), rank=r, workers=n, shared=shared.asnumpy(),
+             local=ref.get_params()[0]["embed_weight"].asnumpy(),
+             initial=_sparse_embedding_table())
+
+
 def mismatched_keys_job(out):
     """Rank 1 pushes keys 'a' and 'c' where the others push 'a' and 'b', of the same
     sizes: the sums would mix 'b' and 'c' silently; the push must fail instead."""
@@ -346,6 +396,8 @@ def main(job, out):
         kv_sparse_job(out)
     elif job == "kv_sparse_async":
         kv_sparse_async_job(out)
+    elif job == "sparse_module_async":
+        sparse_module_async_job(out)
     elif job == "kv_mismatched_keys":
         mismatched_keys_job(out)
     elif job == "kv_api_compressed":
