@@ -20,6 +20,7 @@ This file also replays its own family, ``cases_cov_index.json``
 from __future__ import annotations
 
 import ast
+import functools
 import glob
 import importlib
 import json
@@ -134,6 +135,18 @@ def _grad_vars(case, graph):
     return {n for n in names if req.get(n, "null") != "null"}
 
 
+@functools.lru_cache(maxsize=None)
+def _npz_keys(path):
+    with np.load(path) as z:
+        return tuple(z.files)
+
+
+@functools.lru_cache(maxsize=None)
+def _source(path):
+    with open(path) as f:
+        return f.read()
+
+
 def _case_ops(name, case, family_npz):
     """{op: gradient recorded through it} of one case, or None when it holds no numbers."""
     if "arrays" in case:
@@ -148,7 +161,7 @@ def _case_ops(name, case, family_npz):
         _graph_ops(graph, trains, _grad_vars(case, graph), found)
         return found
     if "op" in case:
-        keys = np.load(family_npz).files
+        keys = _npz_keys(family_npz)
         grads = any(k in (f"{name}:grad", f"{name}/grad") or
                     k.startswith((f"{name}:grad_", f"{name}/grad_")) for k in keys)
         return {case["op"]: grads}
@@ -185,14 +198,20 @@ def _families():
 def _mentions(text, family):
     """``family`` named in ``text`` as a whole file name (not ``shape_cases_index.json``
     for ``cases_index.json``)."""
-    return re.search(r"(?<![\w.])" + re.escape(family), text) is not None
+    return family in text and re.search(r"(?<![\w.])" + re.escape(family), text) is not None
 
 
-def _family_names(tree, source, family):
+def _segment(lines, node):
+    """The source lines of one statement (``ast.get_source_segment`` without re-splitting
+    the module for every statement)."""
+    return "\n".join(lines[node.lineno - 1:node.end_lineno])
+
+
+def _family_names(tree, lines, family):
     """Module-level names a test module binds from ``family`` (its cases, its arrays)."""
     names = set()
     for stmt in tree.body:
-        if not _mentions(ast.get_source_segment(source, stmt) or "", family):
+        if not _mentions(_segment(lines, stmt), family):
             continue
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(stmt.name)        # a pytest fixture that loads the family
@@ -220,12 +239,11 @@ def _replays(path, family):
     """What one test module replays of ``family`` on both cpu targets: {case name: whether
     gradients are compared} over the cases that a test taking the ``cpu_target`` fixture
     and reading the family's cases is parametrized over (its ``name`` argument)."""
-    with open(path) as f:
-        source = f.read()
+    source = _source(path)
     if not _mentions(source, family):
         return {}
-    tree = ast.parse(source)
-    names = _family_names(tree, source, family)
+    tree, lines = ast.parse(source), source.splitlines()
+    names = _family_names(tree, lines, family)
     cases = {}
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef) or "cpu_target" not in \
@@ -236,7 +254,7 @@ def _replays(path, family):
         dotted = os.path.relpath(path[:-len(".py")], os.path.dirname(TESTS))
         module = importlib.import_module(dotted.replace(os.sep, "."))
         chosen = _parametrized_names(module, fn.name)
-        seg = ast.get_source_segment(source, fn)
+        seg = _segment(lines, fn)
         grads = "test_mxnet_case(" in seg or "grad" in seg
         for name in chosen or ():
             cases[name] = cases.get(name, False) or grads
