@@ -208,10 +208,12 @@ def _segment(lines, node):
 
 
 def _family_names(tree, lines, family):
-    """Module-level names a test module binds from ``family`` (its cases, its arrays)."""
-    names = set()
+    """Module-level names a test module binds from ``family`` (its cases, and its arrays
+    when they are the family's own ``.npz``)."""
+    names, npz = set(), family[:-len(".json")] + ".npz"
     for stmt in tree.body:
-        if not _mentions(_segment(lines, stmt), family):
+        seg = _segment(lines, stmt)
+        if not (_mentions(seg, family) or _mentions(seg, npz)):
             continue
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(stmt.name)        # a pytest fixture that loads the family
@@ -266,6 +268,15 @@ def _test_modules():
     return sorted(p for p in paths if os.sep + "fixtures" + os.sep not in p)
 
 
+def _registry_op(name):
+    """The registry entry of a case's operator: a registry name, or (``op`` of an
+    operator-by-operator case) a ``contrib`` / ``linalg`` member's public name."""
+    for prefix in ("", "_contrib_", "_linalg_"):
+        if prefix + name in REGISTRY:
+            return REGISTRY[prefix + name]
+    return None
+
+
 def _coverage():
     """{OpDef id: [cases with it], ...} and {OpDef id: [cases recording its gradient]},
     over the families some test replays on both cpu targets."""
@@ -280,7 +291,7 @@ def _coverage():
             if name not in chosen:
                 continue
             for op, flows in ops.items():
-                opdef = REGISTRY.get(op)
+                opdef = _registry_op(op)
                 key = id(opdef) if opdef is not None else op
                 seen.setdefault(key, []).append(f"{family}:{name}")
                 if flows and chosen[name]:
@@ -449,6 +460,17 @@ EXCEPTIONS = {
     "sym.contrib.quantize_asym": "mxnet 1.9.1's pip build crashes (segmentation fault) in "
                                  "it, symbolically and through mx.nd, with and without "
                                  "MKLDNN",
+    # cat21's operators, in the catalogue's NOT_YET on this branch: what this test will
+    # not find in their fixtures (catalogue_rest.json) once they arrive
+    "sym.contrib.edge_id": "arriving with cat21: imperative on csr arrays only (a bound "
+                           "symbol holding it is refused); mxnet's numbers replayed "
+                           "through mx.nd (case op 'csr')",
+    "sym.contrib.getnnz": "arriving with cat21: imperative on csr arrays only (a bound "
+                          "symbol holding it is refused); mxnet's numbers replayed "
+                          "through mx.nd (case op 'csr')",
+    "sym.contrib.quantized_batch_norm": "arriving with cat21: its cases bind without "
+                                        "gradients, and mxnet's (zeros, "
+                                        "MakeZeroGradNodes) are not recorded",
     "sym.fill_element_0index": "mxnet's Symbol of it cannot be composed (an NDArray "
                                "function, no gradient): mx.nd's numbers "
                                "(spatial_fill_element.npz) are replayed on both targets by "
@@ -495,9 +517,11 @@ def test_every_operator_has_a_replayed_mxnet_fixture(coverage):
 
 def test_the_exceptions_are_exact(coverage):
     names, seen, with_grad = coverage
-    unknown = sorted(set(EXCEPTIONS) - set(names))
+    not_yet = {f"{space}.{n}" for space, ns in NOT_YET.items() for n in ns}
+    unknown = sorted(set(EXCEPTIONS) - set(names) - not_yet)
     assert not unknown, f"not public operator names of mxnet 1.9.1: {unknown}"
-    arrived = sorted(k for k in EXCEPTIONS if not _gaps(names[k], seen, with_grad))
+    arrived = sorted(k for k in EXCEPTIONS if k in names and
+                     not _gaps(names[k], seen, with_grad))
     assert not arrived, f"{arrived} have replayed fixtures now: remove them from EXCEPTIONS"
     for op, why in NO_MXNET_GRADIENT.items():
         key = id(REGISTRY[op])
