@@ -74,7 +74,7 @@ class Updater:
         if len(indices) != len(grads) or len(indices) != len(weights):
             raise MXNetError("update_all needs as many grads and weights as indices")
         sparse = [n for n, g in enumerate(grads) if getattr(g, "stype", "default") != "default"]
-        for n in sparse:        # row_sparse gradients: SGD's lazy update (sparse_update.py)
+        for n in sparse:        # row_sparse gradients: mxnet's lazy updates (sparse_update.py)
             sparse_update(self, indices[n], grads[n], weights[n])
         if sparse:
             keep = [n for n in range(len(indices)) if n not in set(sparse)]
