@@ -125,3 +125,21 @@ def test_parser_is_vectorised(tmp_path):
     assert indptr[-1] == 39 * 100000 and (values == 1).all()
     np.testing.assert_array_equal(indices, cols.ravel())
     np.testing.assert_array_equal(labels[:4], [0, 1, 0, 1])
+
+
+@pytest.mark.parametrize("contexts", [[mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]])
+def test_module_forward_on_libsvm_batches(folder, contexts):
+    """csr batches go into a Module as csr (sliced by rows across devices)."""
+    it = _make(folder, dict(data_libsvm="parts.t", data_shape=[10], batch_size=4))
+    x = mx.sym.Variable("data", stype="csr")
+    w = mx.sym.Variable("w", shape=(10, 2))
+    out = mx.sym.LinearRegressionOutput(mx.sym.dot(x, w), mx.sym.Variable("lab"))
+    mod = mx.mod.Module(out, data_names=["data"], label_names=["lab"], context=contexts)
+    mod.bind(data_shapes=it.provide_data, label_shapes=[("lab", (4, 2))])
+    weight = np.arange(20, dtype=np.float32).reshape(10, 2) / 7
+    mod.init_params(arg_params={"w": mx.nd.array(weight)})
+    for batch in it:
+        dense = batch.data[0].asnumpy()
+        mod.forward(mx.io.DataBatch(batch.data, [mx.nd.zeros((4, 2))]), is_train=False)
+        np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), dense @ weight,
+                                   rtol=1e-6)
