@@ -59,7 +59,7 @@ FM_LOG_LOSS = r"epoch \d+, eval log loss = ([\d.]+)"
 # bind csr data on dense shadows (batch x features per step), so both sides get 20,001
 LINEAR_FEATURES = [("    'num_features': 1000001,", "    'num_features': 20001,")]
 FM_ARGS = ["--data-train", "data/train.libsvm", "--data-test", "data/test.libsvm",
-           "--input-size", "20000", "--log-interval", "50"]
+           "--input-size", "20000", "--log-interval", "10"]
 # the synthetic data of example/sparse (examples/criteo_synth.py): name -> (kind,
 # num_features, train rows, test rows, file names, seed)
 SPARSE_DATA = {

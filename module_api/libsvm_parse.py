@@ -10,7 +10,7 @@ not hold the same number of them.
 
 Parsing is vectorised: the feature text of a whole part is tokenised and its
 decimal numbers read with numpy (a 100,000-line file of 39 features a line in
-well under a second); tokens numpy cannot read exactly (exponents, more than 15
+seconds, not minutes); tokens numpy cannot read exactly (exponents, more than 15
 significant digits, ``inf`` ...) go through Python's ``float`` / ``int``.
 """
 import os

@@ -121,7 +121,7 @@ def test_parser_is_vectorised(tmp_path):
                      for i, row in enumerate(cols)).encode()
     start = time.perf_counter()
     labels, indptr, indices, values = libsvm_parse.parse(text + b"\n", "test")
-    assert time.perf_counter() - start < 30     # about 1 s on an idle core
+    assert time.perf_counter() - start < 30     # 4 s on a loaded 2-core machine
     assert indptr[-1] == 39 * 100000 and (values == 1).all()
     np.testing.assert_array_equal(indices, cols.ravel())
     np.testing.assert_array_equal(labels[:4], [0, 1, 0, 1])
