@@ -64,7 +64,7 @@ def read_part(files, num_parts, part_index):
     chunks = []
     for k, name in enumerate(files):
         lo, hi = int(starts[k]), int(starts[k + 1])
-        if hi <= begin or lo >= end and not (lo == end == begin):
+        if hi <= begin or lo >= end:
             continue
         with open(name, "rb") as f:
             raw = f.read()
