@@ -256,7 +256,8 @@ def test_sym_sparse_namespace_makes_the_operators_own_nodes():
     """``mx.sym.sparse.X`` (mxnet's ``_sparse_X`` aliases) builds the operator ``X``."""
     x = mx.sym.Variable("data", stype="csr")
     w = mx.sym.Variable("w", stype="row_sparse")
-    out = mx.sym.sparse.dot(x, w)
+    with mx.name.NameManager():
+        out = mx.sym.sparse.dot(x, w)
     node = json.loads(out.tojson())["nodes"][-1]
     assert (node["op"], node["name"]) == ("dot", "dot0")
     assert callable(mx.sym.sparse.cast_storage) and callable(mx.sym.sparse.square)
