@@ -110,15 +110,16 @@ def _adagrad_checked(opt, key, wd):
     return adagrad
 
 
-def lazy_rule(opt, key, w, weight_stype):
+def lazy_rule(opt, key, w, weight_stype, multi_precision=True):
     """The lazy rule mxnet runs for ``opt`` on the dense values ``w`` of a weight of
     storage ``weight_stype`` with a row_sparse gradient, or None where mxnet falls back
-    to the dense update (see ``runtime/sparse_update.py``)."""
+    to the dense update (see ``runtime/sparse_update.py``); ``multi_precision``: whether
+    the call uses master copies (``update_multi_precision``)."""
     from .optimizer_common import SGD, AdaGrad, Adam
     from .optimizer_contrib import GroupAdaGrad, check_no_wd
     from .optimizer_more import Ftrl
     if isinstance(opt, SGD):    # mxnet's mp_sgd_* operators have no sparse path
-        return sgd if (opt.lazy_update and not opt._mp(w)) else None
+        return sgd if (opt.lazy_update and not (multi_precision and opt._mp(w))) else None
     if isinstance(opt, Adam):
         return adam if opt.lazy_update else None
     if isinstance(opt, AdaGrad):

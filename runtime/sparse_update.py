@@ -22,10 +22,15 @@ under ``multi_precision`` run their lazy update on the float32 master copy (mxne
 base ``update_multi_precision``) and write the touched rows back to the float16
 weight.
 
+A dense gradient for a row_sparse weight, and a csr gradient or weight, take the
+fallback too (a csr weight gets the result's non-zeros back, as mxnet's fallback
+writes its output).
+
 A lazy update is one vectorised torch expression over the gathered rows of the key (no
-loop over rows). The weight is dense, or row_sparse with every row stored (mxnet
+loop over rows). The weight is dense, csr, or row_sparse with every row stored (mxnet
 refuses other row_sparse weights); its values are updated in place. An optimizer whose
-``update`` is the user's own Python gets the row_sparse gradient as it is.
+``update`` is the user's own Python gets a row_sparse gradient as it is (a csr one
+dense).
 """
 from __future__ import annotations
 
@@ -63,8 +68,17 @@ def _user_rule(opt) -> bool:
             or cls.update_multi_precision is not Optimizer.update_multi_precision)
 
 
+def _stype(a) -> str:
+    return getattr(a, "stype", "default")
+
+
+def is_sparse(a) -> bool:
+    """True for a row_sparse or csr array."""
+    return _stype(a) != "default"
+
+
 def sparse_update(updater, key, grad, weight):
-    """Apply ``updater``'s optimizer to ``weight`` with the row_sparse ``grad``.
+    """Apply ``updater``'s optimizer to ``weight`` where it or ``grad`` is sparse.
 
     Parameters
     ----------
@@ -72,31 +86,63 @@ def sparse_update(updater, key, grad, weight):
         Holds the optimizer and the states (created here on first use).
     key : int or str
         The parameter's index (or kvstore key).
-    grad : RowSparseNDArray
-        The gradient; only its stored rows are read.
-    weight : NDArray or RowSparseNDArray
+    grad : NDArray, RowSparseNDArray or CSRNDArray
+        The gradient; only the stored rows of a row_sparse one are read.
+    weight : NDArray, RowSparseNDArray or CSRNDArray
         Updated in place.
     """
-    opt = updater.optimizer
-    w = _full_rows(key, weight)
-    w_nd = w.as_subclass(NDArray)
+    w = _dense_values(key, weight)
     if key not in updater.states:
-        updater.states[key] = opt.create_state_multi_precision(key, w_nd)
+        updater.states[key] = updater.optimizer.create_state_multi_precision(
+            key, w.as_subclass(NDArray))
         updater.states_synced[key] = True
-    state = updater.states[key]
-    opt._set_current_context(_device_id(weight))
+    updater.optimizer._set_current_context(_device_id(weight))
+    sparse_step(updater.optimizer, key, grad, weight, updater.states[key], w)
+
+
+def sparse_step(opt, key, grad, weight, state, w=None, multi_precision=True):
+    """One update of ``weight`` with ``state`` where it or ``grad`` is sparse: mxnet's
+    lazy rule or its dense fallback (the module docstring says which).
+
+    ``w``: the weight's dense values (:func:`_dense_values`) when already at hand.
+    ``multi_precision=False``: the state is the plain one (``Optimizer.update``).
+    """
+    w = _dense_values(key, weight) if w is None else w
     if _user_rule(opt):
-        opt.update_multi_precision(key, w_nd, grad, state)
-        return
-    rule = R.lazy_rule(opt, key, w, getattr(weight, "stype", "default"))
-    if rule is None:
-        dense = K.rsp_to_dense(grad._data_t, grad._aux_t[0], grad.shape).to(torch_dtype(w))
-        opt.update_multi_precision(key, w_nd, dense.as_subclass(NDArray), state)
-        return
-    _lazy(opt, key, w, grad, state, rule)
+        g = grad._dense().as_subclass(NDArray) if _stype(grad) == "csr" else grad
+        opt.update_multi_precision(key, w.as_subclass(NDArray), g, state)
+    else:
+        rule = None
+        if _stype(grad) == "row_sparse" and _stype(weight) != "csr":
+            rule = R.lazy_rule(opt, key, w, _stype(weight), multi_precision)
+        if rule is None:
+            _dense_update(opt, key, w, grad, state, multi_precision)
+        else:
+            _lazy(opt, key, w, grad, state, rule, multi_precision)
+    if _stype(weight) == "csr":         # mxnet's fallback writes the output's non-zeros
+        data, indptr, indices = K.dense_to_csr(w)
+        weight._set_parts(data, [indptr, indices])
 
 
-def _lazy(opt, key, w, grad, state, rule):
+def _dense_values(key, weight) -> torch.Tensor:
+    """The values the update writes: a dense weight's tensor, a row_sparse one's rows
+    (all of them), a dense copy of a csr one."""
+    if _stype(weight) == "csr":
+        return weight._dense()
+    return _full_rows(key, weight)
+
+
+def _dense_update(opt, key, w, grad, state, multi_precision):
+    """mxnet's storage fallback: the ordinary update on the dense gradient."""
+    g = grad._dense() if is_sparse(grad) else torch.Tensor.as_subclass(grad, torch.Tensor)
+    g = g.to(w.device, torch_dtype(w)).as_subclass(NDArray)
+    if multi_precision:
+        opt.update_multi_precision(key, w.as_subclass(NDArray), g, state)
+    else:
+        opt.update(key, w.as_subclass(NDArray), g, state)
+
+
+def _lazy(opt, key, w, grad, state, rule, multi_precision=True):
     """Count the update, gather the gradient's rows and run ``rule`` on them."""
     opt._update_count(key)
     lrs, wds = opt._hyper([key])
@@ -104,7 +150,7 @@ def _lazy(opt, key, w, grad, state, rule):
     if rows.numel() == 0:
         return
     target, inner = w, state
-    if opt._mp(w):                      # the lazy update runs on the float32 master copy
+    if multi_precision and opt._mp(w):  # the lazy update runs on the float32 master copy
         inner, master = opt._split_mp(state)
         target = master.as_subclass(torch.Tensor)
     with torch.no_grad():
