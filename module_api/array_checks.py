@@ -59,7 +59,10 @@ def default_numeric_eps():
 
 
 def as_numpy(x):
-    """A numpy view of an NDArray / tensor (other values unchanged)."""
+    """A numpy view of an NDArray / tensor, the dense values of a csr / row_sparse
+    array (other values unchanged)."""
+    if getattr(x, "stype", "default") in ("csr", "row_sparse"):
+        return x.asnumpy()
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu()
         if torch_dtype(t) == torch.bfloat16:

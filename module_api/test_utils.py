@@ -192,20 +192,27 @@ def compare_optimizer(opt1, opt2, shape, dtype, w_stype="default", g_stype="defa
         updating them one at a time and ``opt2`` all in one call.
     dtype : numpy dtype
     w_stype, g_stype : str
-        ``'default'`` only.
+        ``'default'``, ``'row_sparse'`` or ``'csr'`` (one weight only): ``opt2`` gets the
+        sparse arrays (a sparse weight stores every row, the gradient a random
+        density), ``opt1`` their dense copies, as mxnet's.
     compare_states : bool
         Also compare the optimizer states before and after.
     """
-    check_stype(w_stype, "compare_optimizer w_stype")
-    check_stype(g_stype, "compare_optimizer g_stype")
     ctx = default_context()
 
     def uniform(s):
         return _nd.random.uniform(shape=s, ctx=ctx, dtype=dtype)
+
+    def pair(stype, density):
+        if stype in (None, "default"):
+            a = uniform(shape)
+            return a.copyto(ctx), a
+        a = rand_ndarray(shape, stype, density=density, dtype=dtype)
+        return a.copyto(ctx).tostype("default"), a
     if not isinstance(shape, list):
         assert ntensors == 1
-        w2, g2 = uniform(shape), uniform(shape)
-        w1, g1 = w2.copyto(ctx), g2.copyto(ctx)
+        w1, w2 = pair(w_stype, 1)
+        g1, g2 = pair(g_stype, None)
         state1 = opt1.create_state_multi_precision(0, w1)
         state2 = opt2.create_state_multi_precision(0, w2)
         if compare_states:
@@ -216,6 +223,8 @@ def compare_optimizer(opt1, opt2, shape, dtype, w_stype="default", g_stype="defa
             compare_ndarray_tuple(state1, state2, rtol=rtol, atol=atol)
         assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
         return
+    check_stype(w_stype, "compare_optimizer w_stype (several weights)")
+    check_stype(g_stype, "compare_optimizer g_stype (several weights)")
     w1 = tuple(uniform(s) for s in shape)
     g1 = tuple(uniform(s) for s in shape)
     w2 = tuple(w.copyto(ctx) for w in w1)

@@ -267,13 +267,15 @@ class KVStore(KVStoreBase):
         self._updater.update_all(keys, [m for _, m in merged], [self._store[k] for k in keys])
 
     def _update_sparse(self, merged):
-        """Updates where a gradient or a stored weight is row_sparse (sparse_update):
-        a plain ``f(key, grad, weight)`` updater gets the arrays as they are."""
+        """Updates of a push where a gradient or a stored weight is row_sparse
+        (sparse_update), dense keys of the same push included: a plain
+        ``f(key, grad, weight)`` updater gets the arrays as they are."""
         for k, m in merged:
             stored = self._store[k]
             if isinstance(self._updater, _PerKeyUpdater):
                 self._updater(k, m, stored)
-            elif kvs.is_sparse(m):
+            elif kvs.is_sparse(m) or not kvs.is_sparse(stored):
+                # a dense key pushed beside row_sparse ones (the bias of example/sparse)
                 self._updater.update_all([k], [m], [stored])
             else:
                 raise MXNetError(f"kvstore push of key {k!r}: a dense gradient for a "

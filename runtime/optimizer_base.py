@@ -297,7 +297,22 @@ class Optimizer:
     # -- updates --------------------------------------------------------------------
     def update(self, index, weight, grad, state):
         """Update one parameter (one launch)."""
-        self.update_multi([index], [weight], [grad], [state], multi_precision=False)
+        rest = self._sparse_first([index], [weight], [grad], [state], False)
+        if rest[0]:
+            self.update_multi(*rest, multi_precision=False)
+
+    def _sparse_first(self, indices, weights, grads, states, multi_precision):
+        """Update the items whose weight or gradient is sparse (``sparse_update.py``:
+        mxnet's lazy rules, or its dense fallback); return the other items' lists."""
+        from .sparse_update import is_sparse, sparse_step
+        rest = ([], [], [], [])
+        for i, w, g, s in zip(indices, weights, grads, states):
+            if is_sparse(w) or is_sparse(g):
+                sparse_step(self, i, g, w, s, multi_precision=multi_precision)
+                continue
+            for lst, v in zip(rest, (i, w, g, s)):
+                lst.append(v)
+        return rest
 
     def update_multi_precision(self, index, weight, grad, state):
         """Update with the fp32 master copy when the weight is fp16 and multi_precision."""
@@ -313,10 +328,11 @@ class Optimizer:
                 else:
                     self.update(i, w, g, s)
             return
-        if isinstance(index, (list, tuple)):
-            self.update_multi(index, weight, grad, state, multi_precision=None)
-        else:
-            self.update_multi([index], [weight], [grad], [state], multi_precision=None)
+        if not isinstance(index, (list, tuple)):
+            index, weight, grad, state = [index], [weight], [grad], [state]
+        rest = self._sparse_first(index, weight, grad, state, True)
+        if rest[0]:
+            self.update_multi(*rest, multi_precision=None)
 
     def update_multi(self, indices, weights, grads, states, multi_precision=None):
         """Update every parameter given: one kernel launch per (dtype, device).

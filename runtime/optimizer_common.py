@@ -48,7 +48,8 @@ class SGD(MomentumState, Optimizer):
     """SGD with momentum and weight decay (mxnet's ``sgd_update`` / ``sgd_mom_update``).
 
     ``state = momentum * state - lr * (rescale_grad * clip(grad) + wd * weight)``;
-    ``weight += state``. ``lazy_update`` is accepted (all arrays are dense).
+    ``weight += state``. ``lazy_update``: a row_sparse gradient updates only its rows
+    (``runtime/sparse_update.py``).
     """
 
     def __init__(self, momentum=0.0, lazy_update=True, **kwargs):
@@ -76,7 +77,8 @@ class NAG(MomentumState, Optimizer):
 
 @register
 class Adam(Optimizer):
-    """Adam (mxnet's ``adam_update`` with the bias correction folded into lr)."""
+    """Adam (mxnet's ``adam_update`` with the bias correction folded into lr;
+    ``lazy_update``: a row_sparse gradient updates only its rows and their moments)."""
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  lazy_update=True, **kwargs):

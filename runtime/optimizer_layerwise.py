@@ -10,8 +10,9 @@ variance and writes the step direction to a scratch tensor, phase 2 applies
 ``w -= lr * trust_ratio * direction``. LARS and LBSGD reuse SGD's rules.
 
 ``multi_precision`` is accepted and behaves as mxnet's does for float32 weights (no
-master copy); float16 / bfloat16 weights with ``multi_precision=True`` are refused:
-their master-copy update is not built for these rules yet.
+master copy). With float16 / bfloat16 weights, LAMB keeps mxnet's float32 master
+copies (``mp_lamb_update_phase1/2``: the norms are the masters'); LARS and LBSGD
+refuse them: their master-copy update is not built yet.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import torch
 from .optimizer_base import Optimizer, register
 from .optimizer_common import MomentumState
 from .optimizer_kernels import _zeros_like
-from .optimizer_more import _counts, _no_master
+from .optimizer_more import _counts, _no_master, copy_masters, on_masters
 
 _LOG = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class LAMB(Optimizer):
         indices, weights, grads, states = list(indices), list(weights), list(grads), list(states)
         if not indices:
             return
-        _no_master(self, weights)
+        weights, grads, states, pairs = on_masters(self, weights, grads, states)
         self._update_count(indices)
         lrs, wds = self._get_lrs(indices), self._get_wds(indices)
         ts = _counts(self, indices)
@@ -111,6 +112,7 @@ class LAMB(Optimizer):
         lr_adj = [lr * self._trust_ratio(a, b) for lr, a, b in zip(lrs, r1, r2)]
         self._fused_update(indices, weights, gts, [None] * len(indices),
                            (lr_adj, [0.0] * len(indices)), False, rule="lamb2")
+        copy_masters(pairs)
 
 
 @register

@@ -12,8 +12,10 @@ gradient ``g`` and the states; what depends on a tensor's own update count
 (bias corrections, Nadam's momentum schedule) is folded on the host into the
 per-tensor hyper-parameters ``h0...``.
 
-``multi_precision`` is accepted everywhere; weights are float32 in this
-project, so it behaves as mxnet's does for float32 weights (no master copy).
+``multi_precision`` keeps a float32 master copy of float16 / bfloat16 weights, as
+mxnet's base ``update_multi_precision``: the fused rules update it in the same launch
+(``mp`` kernels); SGLD, LAMB (``optimizer_layerwise.py``) run on the masters and cast
+them back (:func:`on_masters`).
 """
 from __future__ import annotations
 
@@ -37,9 +39,41 @@ def _no_master(opt, weights):
         if opt._mp(w):
             raise MXNetError(f"{type(opt).__name__}: multi_precision master copies for "
                              f"{str(torch_dtype(w)).replace('torch.', '')} weights are not built for "
-                             f"this optimizer yet (SGD, NAG, Adam, AdaGrad, RMSProp and "
-                             f"AdaDelta have them); use one of those, float32 weights, or "
-                             f"multi_precision=False")
+                             f"this optimizer yet (only LARS and LBSGD lack them); use "
+                             f"another optimizer, float32 weights, or multi_precision=False")
+
+
+def on_masters(opt, weights, grads, states):
+    """mxnet's master-copy update for rules without a fused one (its base
+    ``update_multi_precision``): where ``opt`` keeps a float32 master copy of a weight
+    (state ``(master, inner)``), the rule runs on the master with the gradient in
+    float32, and :func:`copy_masters` then casts the master back into the weight.
+
+    Returns ``(weights, grads, states, pairs)``: the tensors the rule updates, and the
+    ``(weight, master)`` pairs to copy back.
+    """
+    ws, gs, ss, pairs = [], [], [], []
+    for w, g, s in zip(weights, grads, states):
+        if opt._mp(w):
+            master, inner = s[0], s[1]
+            ws.append(master)
+            gs.append(g.to(torch.float32))
+            ss.append(inner)
+            pairs.append((w, master))
+        else:
+            ws.append(w)
+            gs.append(g)
+            ss.append(s)
+    return ws, gs, ss, pairs
+
+
+def copy_masters(pairs):
+    """Cast each updated master copy into its float16 / bfloat16 weight (one
+    ``torch._foreach_copy_`` for all of them)."""
+    if pairs:
+        with torch.no_grad():
+            torch._foreach_copy_([torch.Tensor.as_subclass(w, torch.Tensor) for w, _ in pairs],
+                                 [torch.Tensor.as_subclass(m, torch.Tensor) for _, m in pairs])
 
 
 def _counts(opt, indices):
@@ -293,7 +327,7 @@ class SGLD(Optimizer):
         indices, weights, grads, states = list(indices), list(weights), list(grads), list(states)
         if not indices:
             return
-        _no_master(self, weights)
+        weights, grads, states, pairs = on_masters(self, weights, grads, states)
         self._update_count(indices)
         lrs, wds = self._get_lrs(indices), self._get_wds(indices)
         noise = []
@@ -303,6 +337,7 @@ class SGLD(Optimizer):
             noise.append([z.to(device=w.device, dtype=torch_dtype(w))])
         self._fused_update(indices, weights, grads, states,
                            (lrs, wds, [math.sqrt(lr) for lr in lrs]), False, inputs=noise)
+        copy_masters(pairs)
 
 
 @register

@@ -73,8 +73,10 @@ class Updater:
         grads, weights = list(grads), list(weights)
         if len(indices) != len(grads) or len(indices) != len(weights):
             raise MXNetError("update_all needs as many grads and weights as indices")
-        sparse = [n for n, g in enumerate(grads) if getattr(g, "stype", "default") != "default"]
-        for n in sparse:        # row_sparse gradients: SGD's lazy update (sparse_update.py)
+        sparse = [n for n, (g, w) in enumerate(zip(grads, weights))
+                  if "default" != getattr(g, "stype", "default")
+                  or "default" != getattr(w, "stype", "default")]
+        for n in sparse:        # mxnet's lazy updates or its dense fallback (sparse_update.py)
             sparse_update(self, indices[n], grads[n], weights[n])
         if sparse:
             keep = [n for n in range(len(indices)) if n not in set(sparse)]

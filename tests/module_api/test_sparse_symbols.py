@@ -2,6 +2,7 @@
 (tests/fixtures/make_sparse_symbol_fixtures.py): storage-type inference, csr data and
 row_sparse weights in executors, row_sparse gradients (their rows and values), and a
 Module trained by SGD's lazy update."""
+import json
 import os
 
 import numpy as np
@@ -249,3 +250,15 @@ def test_init_params_gives_row_sparse_parameters():
     assert np.all(np.abs(value.asnumpy()) <= 0.1)
     assert mod._exec_group.param_arrays[0][0].stype == "row_sparse"
     np.testing.assert_array_equal(mod._exec_group.param_arrays[0][0].asnumpy(), value.asnumpy())
+
+
+def test_sym_sparse_namespace_makes_the_operators_own_nodes():
+    """``mx.sym.sparse.X`` (mxnet's ``_sparse_X`` aliases) builds the operator ``X``."""
+    x = mx.sym.Variable("data", stype="csr")
+    w = mx.sym.Variable("w", stype="row_sparse")
+    with mx.name.NameManager():
+        out = mx.sym.sparse.dot(x, w)
+    node = json.loads(out.tojson())["nodes"][-1]
+    assert (node["op"], node["name"]) == ("dot", "dot0")
+    assert callable(mx.sym.sparse.cast_storage) and callable(mx.sym.sparse.square)
+    assert not hasattr(mx.sym.sparse, "batch_dot")      # not one of mxnet's _sparse_ names

@@ -248,8 +248,14 @@ def test_compare_optimizer():
     with pytest.raises(AssertionError):
         tu.compare_optimizer(mx.optimizer.SGD(learning_rate=0.1),
                              mx.optimizer.SGD(learning_rate=0.2), (3, 4), np.float32)
+    # sparse: opt2 gets the sparse arrays, opt1 their dense copies (mxnet's lazy SGD
+    # equals the dense one without weight decay; csr takes the dense fallback)
+    for ws, gs in (("row_sparse", "row_sparse"), ("default", "row_sparse"), ("csr", "csr")):
+        tu.compare_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9),
+                             mx.optimizer.SGD(learning_rate=0.1, momentum=0.9), (3, 4),
+                             np.float32, w_stype=ws, g_stype=gs)
     with pytest.raises(MXNetError, match="row_sparse"):
-        tu.compare_optimizer(mx.optimizer.SGD(), mx.optimizer.SGD(), (3, 4), np.float32,
+        tu.compare_optimizer(mx.optimizer.SGD(), mx.optimizer.SGD(), [(3, 4)], np.float32,
                              w_stype="row_sparse")
 
 
