@@ -250,21 +250,26 @@ class KVStore(KVStoreBase):
         # on a step that is mostly this bookkeeping; the arithmetic here needs none of it
         with _plain_tensors():
             merged = self._pushed_sums(key, value)
-            sparse = any(kvs.is_sparse(m) or kvs.is_sparse(self._store[k]) for k, m in merged)
             self._combine(merged)
             if self._updater is None:
                 for k, m in merged:
-                    if sparse:      # the sum replaces the stored value, whatever its stype
+                    if kvs.is_sparse(m) or kvs.is_sparse(self._store[k]):
+                        # the sum replaces the stored value, whatever its stype
                         self._store[k] = m
                     else:
                         self._store[k].copy_(m)
                 return
-        if sparse:
-            self._update_sparse(merged)
+        # a push of several keys may mix row_sparse and dense ones: each kind its own way
+        rsp = [(k, m) for k, m in merged if kvs.is_sparse(m) or kvs.is_sparse(self._store[k])]
+        if rsp:
+            self._update_sparse(rsp)
+        dense = [(k, m) for k, m in merged if not (kvs.is_sparse(m) or
+                                                    kvs.is_sparse(self._store[k]))]
+        if not dense:
             return
         # outside: an updater may run the user's Python (a custom optimizer's update)
-        keys = [k for k, _ in merged]
-        self._updater.update_all(keys, [m for _, m in merged], [self._store[k] for k in keys])
+        keys = [k for k, _ in dense]
+        self._updater.update_all(keys, [m for _, m in dense], [self._store[k] for k in keys])
 
     def _update_sparse(self, merged):
         """Updates where a gradient or a stored weight is row_sparse (sparse_update):
