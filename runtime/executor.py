@@ -361,6 +361,8 @@ class Executor:
                 raise MXNetError(f"out_grads[{i}] has shape {tuple(g.shape)}, output "
                                  f"'{prog.output_names[i]}' has {tuple(heads[name].shape)}")
             heads[name].copy_(g)
+        if self._rows:
+            self._rows.check_backward()
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "bwd"))
         if self._shadows:

@@ -13,8 +13,8 @@ static shape ``(data.size, dim)``, one row per index entry. Around the Program:
 * the Program's backward writes ``rows_k``'s gradient, the Embedding's output
   gradient as ``(data.size, dim)``;
 * after a backward, the table's row_sparse gradient becomes ``sum_rows`` of the
-  indices and those rows: one row per unique index, the sum of its entries' rows
-  (``grad_req='add'`` adds them to the rows already stored).
+  indices and those rows: one row per unique index, the sum of its entries' rows.
+  ``grad_req='add'`` is refused at backward, as mxnet's backward refuses it.
 
 So a step touches ``O(batch ids x dim)`` values of the table whatever its size; the
 number of unique rows is dynamic, so the unique / sum runs as a runtime step after
@@ -29,6 +29,7 @@ import json
 
 import torch
 
+from compiler.errors import MXNetError
 from compiler.symbol import load_json
 
 from . import sparse_kernels as K
@@ -53,6 +54,8 @@ class RowReads:
 
     def __init__(self, symbol, reads, shapes, grad_req, dtypes, arg_dict, ctx):
         self.symbol = symbol
+        self.nodes = {w: [node for _, _, node in r] for w, r in reads.items()}
+        reads = {w: [(rname, data) for rname, data, _ in r] for w, r in reads.items()}
         self.tables = reads
         self.grad_req = grad_req
         self.table_req = {w: grad_req.get(w, "null") for w in reads}
@@ -109,10 +112,18 @@ class RowReads:
                                   for r, _ in table_reads])
                 grad = grad_dict[w]
                 data, rows = sum_rows(ids, vals)
-                if self.table_req[w] == "add" and grad._aux_t[0].numel():
-                    data, rows = K.rsp_sum([(grad._data_t, grad._aux_t[0]), (data, rows)],
-                                           tuple(grad.shape), grad.dtype, data.device)
                 grad._set_parts(data.to(grad.dtype), [rows])
+
+    def check_backward(self):
+        """mxnet's refusal of ``grad_req='add'`` for a row_sparse Embedding gradient
+        (raised by its backward; here before any backward launch)."""
+        for w, req in self.table_req.items():
+            if req == "add":
+                raise MXNetError(
+                    f"backward: the row_sparse gradient of '{w}' (the weight of "
+                    f"{', '.join(repr(n) for n in self.nodes[w])}) has grad_req 'add'; "
+                    f"SparseEmbedding layer doesn't support weight gradient calculation "
+                    f"with req != write")
 
 
 def _zeros(shape, like, ctx):
@@ -184,7 +195,7 @@ def plan_row_reads(symbol, arg_dict, grad_dict, stypes, grad_req, shapes, dtypes
     all_shapes = {**shapes, **row_shapes}
     all_dtypes = dict(dtypes)
     for w, table_reads in reads.items():
-        all_dtypes.update({r: dtypes[w] for r, _ in table_reads if w in dtypes})
+        all_dtypes.update({r: dtypes[w] for r, _, _ in table_reads if w in dtypes})
     return RowReads(new, reads, all_shapes, dict(grad_req), all_dtypes, arg_dict, ctx)
 
 
@@ -206,7 +217,7 @@ def _qualifies(name, uses, nodes, arg_dict, grad_dict, stypes, grad_req):
 
 def _rewrite(doc, tables, users, shapes):
     """``doc`` with every Embedding of ``tables`` replaced by a Reshape of a new row
-    argument; returns (doc, {table: [(row arg, data arg)]}, {row arg: shape})."""
+    argument; returns (doc, {table: [(row arg, data arg, node)]}, {row arg: shape})."""
     nodes = doc["nodes"]
     taken = {n["name"] for n in nodes}
     readers = {u: i for i in tables for u, _ in users[i]}
@@ -219,7 +230,7 @@ def _rewrite(doc, tables, users, shapes):
             rname = _fresh(f"{table}_rows{len(reads.get(table, []))}", taken)
             dim = int(shapes[table][1])
             row_shapes[rname] = (_numel(shapes[data]), dim)
-            reads.setdefault(table, []).append((rname, data))
+            reads.setdefault(table, []).append((rname, data, node["name"]))
             out.append({"op": "null", "name": rname, "inputs": []})
             node = {"op": "Reshape", "name": node["name"], "inputs": [[len(out) - 1, 0, 0]],
                     "attrs": {"shape": str(tuple(shapes[data]) + (dim,))}}
