@@ -1,6 +1,8 @@
 """Embedding tables read through their batch's rows (runtime/executor_rows.py): the
 Program never holds the table or a table-sized gradient, and the sparse path's
 results equal the dense path's, step by step."""
+import os
+
 import numpy as np
 import pytest
 
@@ -183,4 +185,50 @@ def test_module_sparse_steps_equal_the_dense_steps():
         got, want = sparse.get_params()[0], dense.get_params()[0]
         for k in init:
             np.testing.assert_allclose(got[k].asnumpy(), want[k].asnumpy(), rtol=1e-5,
+                                       atol=1e-6, err_msg=f"{k} after step {step}")
+
+
+def test_module_with_sparse_row_id_fn_matches_mxnet():
+    """tests/fixtures/make_sparse_embedding_fixtures.py: a row_sparse table read by an
+    Embedding and a SparseEmbedding, pulled by ``prepare`` and updated lazily on a
+    ``local`` kvstore (momentum and weight decay), against mxnet 1.9.1 step by step."""
+    fix = np.load(os.path.join(os.path.dirname(__file__), "..", "fixtures",
+                               "sparse_embedding_cases.npz"))
+    rows, dim = fix["init/embed_weight"].shape
+    weight = mx.sym.var("embed_weight", stype="row_sparse")
+    a = mx.sym.Embedding(mx.sym.var("data"), weight=weight, input_dim=rows, output_dim=dim,
+                         sparse_grad=True, name="embed")
+    b = mx.sym.contrib.SparseEmbedding(mx.sym.var("data2"), weight=weight, input_dim=rows,
+                                       output_dim=dim, name="embed2")
+    pred = mx.sym.FullyConnected(mx.sym.sum(a, axis=1) + mx.sym.sum(b, axis=1),
+                                 num_hidden=1, name="fc")
+    sym = mx.sym.LinearRegressionOutput(pred, mx.sym.var("label"), name="out")
+    batch = fix["0/data"].shape[0]
+    mod = mx.mod.Module(sym, data_names=["data", "data2"], label_names=["label"])
+    mod.bind(data_shapes=[("data", fix["0/data"].shape), ("data2", fix["0/data2"].shape)],
+             label_shapes=[("label", (batch, 1))])
+    params = ("embed_weight", "fc_weight", "fc_bias")
+    arg = {k: mx.nd.array(fix["init/" + k]) for k in params}
+    arg["embed_weight"] = arg["embed_weight"].tostype("row_sparse")
+    mod.init_params(arg_params=arg)
+    mod.init_optimizer(kvstore=mx.kv.create("local"), optimizer="sgd",
+                       optimizer_params={"learning_rate": 0.2, "momentum": 0.9, "wd": 0.01,
+                                         "rescale_grad": 1.0 / batch})
+    assert mod._exec_group.execs[0]._rows is not None
+
+    def ids_of(bt):
+        ids = mx.nd.concat(bt.data[0].reshape((-1,)), bt.data[1].reshape((-1,)), dim=0)
+        return {"embed_weight": ids.astype("int64")}
+    for step in range(int(fix["steps"])):
+        bt = mx.io.DataBatch([mx.nd.array(fix[f"{step}/data"]),
+                              mx.nd.array(fix[f"{step}/data2"])],
+                             [mx.nd.array(fix[f"{step}/label"])])
+        mod.prepare(bt, sparse_row_id_fn=ids_of)
+        mod.forward_backward(bt)
+        np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), fix[f"{step}/out"],
+                                   rtol=1e-5, atol=1e-6, err_msg=f"output of step {step}")
+        mod.update()
+        got = mod.get_params()[0]
+        for k in params:
+            np.testing.assert_allclose(got[k].asnumpy(), fix[f"{step}/{k}"], rtol=1e-5,
                                        atol=1e-6, err_msg=f"{k} after step {step}")
