@@ -16,7 +16,8 @@ table, summed, and a ``FullyConnected(1)`` + ``LinearRegressionOutput`` head; ba
 
 each at ``--rows`` (1,000,000) and ``--small-rows`` (10,000) rows. A step is
 ``prepare`` + ``forward_backward`` + ``update``; the figure is the median step over
-``--steps`` steps after ``--warmup``. mxnet runs THIS script in its own venv
+``--rounds`` rounds of ``--steps`` steps of every configuration in turn, after
+``--warmup`` steps each. mxnet runs THIS script in its own venv
 (``--peer``: ``import mxnet as mx`` in place of ``import module_api as mx``, JSON on
 stdout), with the same ``--threads`` on both sides.
 """
@@ -51,7 +52,9 @@ def build_parser():
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--fields", type=int, default=4, help="ids per sample")
     p.add_argument("--batch", type=int, default=512)
-    p.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per configuration "
+                   "and round")
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="threads for every side")
     p.add_argument("--configs", default="sparse:rows,sparse:small_rows,dense:rows,"
@@ -91,8 +94,9 @@ def row_ids(batch):
     return {"embed_weight": batch.data[0].reshape((-1,)).astype("int64")}
 
 
-def train_steps(mx, args, storage, rows):
-    """Seconds of each step (prepare + forward_backward + update) after the warm-up."""
+def trainer(mx, args, storage, rows):
+    """A bound, initialized Module and its step: ``prepare`` + ``forward_backward`` +
+    ``update`` of the next batch (cycling over a few), returning its seconds."""
     sparse = storage == "sparse"
     mod = mx.mod.Module(model(mx, rows, args.dim, sparse), data_names=["data"],
                         label_names=["label"], context=mx.cpu())
@@ -104,24 +108,37 @@ def train_steps(mx, args, storage, rows):
                        optimizer_params={"learning_rate": 0.1,
                                          "rescale_grad": 1.0 / args.batch})
     fn = row_ids if sparse else None
-    times = []
-    for i, b in enumerate(batches(mx, args, rows, args.warmup + args.steps)):
+    data = batches(mx, args, rows, 16)
+    count = [0]
+
+    def step():
+        b = data[count[0] % len(data)]
+        count[0] += 1
         t0 = time.perf_counter()
         mod.prepare(b, sparse_row_id_fn=fn)
         mod.forward_backward(b)
         mod.update()
         mx.nd.waitall()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - t0)
-    return times
+        return time.perf_counter() - t0
+    return step
 
 
 def run_all(mx, args):
-    out = {}
+    """Seconds of every timed step per configuration: ``--rounds`` rounds, each running
+    ``--steps`` steps of every configuration in turn (so a neighbour's load falls on
+    all of them alike), after ``--warmup`` steps each."""
+    steps = {}
     for pair in args.configs.split(","):
         storage, size = pair.split(":")
         rows = getattr(args, size)
-        out[f"{storage}:{rows}"] = train_steps(mx, args, storage, rows)
+        steps[f"{storage}:{rows}"] = trainer(mx, args, storage, rows)
+    for step in steps.values():
+        for _ in range(args.warmup):
+            step()
+    out = {k: [] for k in steps}
+    for _ in range(args.rounds):
+        for k, step in steps.items():
+            out[k] += [step() for _ in range(args.steps)]
     return out
 
 
@@ -147,7 +164,7 @@ def report(args, ours, theirs):
     mxm = {k: statistics.median(v) * 1e3 for k, v in (theirs or {}).items()}
     print(f"Embedding {args.dim}-wide, batch {args.batch} x {args.fields} ids, SGD, "
           f"{args.threads} thread(s) on every side; median ms per step over "
-          f"{args.steps} steps")
+          f"{args.rounds} x {args.steps} steps")
     head = f"{'config':>16} {'symtriton ms':>13}" + (
         f" {'mxnet 1.9.1 ms':>15} {'ratio mx/sym':>13}" if theirs else "")
     print(head)

@@ -70,6 +70,11 @@ def retain_rows(data, indices, shape, row_ids):
     if indices.numel() == 0 or row_ids.numel() == 0 or shape[0] == 0:
         return (torch.zeros((0,) + tuple(shape[1:]), dtype=data.dtype, device=data.device),
                 torch.zeros((0,), dtype=IDX, device=data.device))
+    if indices.numel() == shape[0]:      # every row stored (sorted, unique): row r is data[r]
+        inside = (row_ids >= 0) & (row_ids < shape[0])
+        inside = inside.reshape((-1,) + (1,) * (len(shape) - 1))
+        out = _plain(data).index_select(0, row_ids.clamp(0, shape[0] - 1))
+        return torch.where(inside, out, out.new_zeros(())), row_ids.to(IDX)
     pos = torch.searchsorted(indices.long(), row_ids).clamp_(max=indices.numel() - 1)
     found = indices[pos] == row_ids
     out = torch.zeros((row_ids.numel(),) + tuple(shape[1:]), dtype=data.dtype,
