@@ -185,6 +185,8 @@ def plan_row_reads(symbol, arg_dict, grad_dict, stypes, grad_req, shapes, dtypes
     for i, node in enumerate(nodes):
         for slot, (src, *_) in enumerate(node["inputs"]):
             users.setdefault(src, []).append((i, slot))
+    for src, *_ in doc["heads"]:         # a table that is also an output stays whole
+        users.setdefault(src, []).append((None, None))
     tables = [i for i, node in enumerate(nodes) if node["op"] == "null" and
               _qualifies(node["name"], users.get(i, []), nodes, arg_dict, grad_dict,
                          stypes, grad_req)]
@@ -204,6 +206,8 @@ def _qualifies(name, uses, nodes, arg_dict, grad_dict, stypes, grad_req):
     if not uses or name not in arg_dict:
         return False
     for user, slot in uses:
+        if user is None:
+            return False
         node = nodes[user]
         if slot != 1 or node["op"] not in EMBEDDINGS or \
                 nodes[node["inputs"][0][0]]["op"] != "null":

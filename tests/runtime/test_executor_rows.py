@@ -232,3 +232,11 @@ def test_module_with_sparse_row_id_fn_matches_mxnet():
         for k in params:
             np.testing.assert_allclose(got[k].asnumpy(), fix[f"{step}/{k}"], rtol=1e-5,
                                        atol=1e-6, err_msg=f"{k} after step {step}")
+
+
+def test_a_table_that_is_also_an_output_stays_whole():
+    w = mx.sym.var("w", stype="row_sparse")
+    emb = _embedding(mx.sym.var("data"), w, 10, 3, "grad")
+    ex = mx.sym.Group([_loss(emb), w]).simple_bind(
+        mx.cpu(), data=(2, 3), grad_req={"data": "null", "w": "write"})
+    assert ex._rows is None
