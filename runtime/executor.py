@@ -21,6 +21,7 @@ from compiler.passes.storage_type import infer_storage
 from compiler.symbol import is_mode_dependent
 from compiler.triton.mode import ensure_mode
 
+from . import threads
 from .context import Context, current_context, device_guard
 from .executor_rows import plan_row_reads
 from .executor_sparse import SparseShadows, is_sparse, new_array
@@ -310,8 +311,8 @@ class Executor:
         self._set_seed(prog)
         if self._shadows:
             self._shadows.before_forward()
-        if self._rows:
-            self._rows.before_forward(self.arg_dict)
+        if self._rows:      # at the thread policy's count, as the Program's launches
+            threads.run(None, self._rows.before_forward, self.arg_dict)
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
@@ -368,7 +369,7 @@ class Executor:
         if self._shadows:
             self._shadows.after_backward(self.arg_dict)
         if self._rows:
-            self._rows.after_backward(self.grad_dict)
+            threads.run(None, self._rows.after_backward, self.grad_dict)
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes, sharing memory as mxnet's does.
