@@ -179,6 +179,9 @@ def sum_rows(ids, values):
 def plan_row_reads(symbol, arg_dict, grad_dict, stypes, grad_req, shapes, dtypes, ctx):
     """A ``RowReads`` for the tables of ``symbol`` that qualify (module docstring), or
     None when none does."""
+    if not any(is_sparse(a) for a in arg_dict.values()) and \
+            "row_sparse" not in stypes["grads"].values():
+        return None                  # the common case: nothing sparse, nothing to read
     doc = json.loads(symbol.tojson(remove_amp_cast=False))
     nodes = doc["nodes"]
     users = {}
