@@ -381,7 +381,6 @@ class _GradCall:
 
     def __init__(self, e, tensors):
         from compiler.symbol import is_mode_dependent
-        from compiler.artifacts.compile import compile_symbol
         from .executor import Executor
         sym = _ENGINE["symbol"](e.op_name, e.names, e.attr_args, e.attrs)
         arg_names = sym.list_arguments()
@@ -401,8 +400,7 @@ class _GradCall:
             # predict mode under record (Dropout as the identity): the gradient program
             # of the inference graph
             exe = self.exe
-            exe._train_prog = compile_symbol(sym, exe._input_shapes, True, exe._grad_req,
-                                             False, e.ctx.target, exe._dtypes)
+            exe._train_prog = exe._compile_prog(True, False)
         self.seed = None
         self.exe._set_seed = self._pin_seed     # the recorded seed, not a new one
 

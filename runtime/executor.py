@@ -532,7 +532,11 @@ class Executor:
             progs.append(("inference", self._infer_prog, {}, False))
         for title, prog, grad_req, is_train in progs:
             self._buffers_for(prog)
-            values = _buffer_values(self._symbol, self._input_shapes, grad_req, is_train, prog)
+            rows = self._rows         # the plan is the compiled symbol's (executor_rows.py)
+            values = _buffer_values(rows.symbol if rows else self._symbol,
+                                    rows.shapes if rows else self._input_shapes,
+                                    rows.grad_req if rows and grad_req else grad_req,
+                                    is_train, prog)
             lines += _plan_lines(title, prog, values)
         total = self._pool.nbytes()
         # mxnet's own last line (scripts and its tests parse it), then the detail

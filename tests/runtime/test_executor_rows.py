@@ -240,3 +240,13 @@ def test_a_table_that_is_also_an_output_stays_whole():
     ex = mx.sym.Group([_loss(emb), w]).simple_bind(
         mx.cpu(), data=(2, 3), grad_req={"data": "null", "w": "write"})
     assert ex._rows is None
+
+
+def test_debug_str_describes_the_program_that_runs():
+    ex = _loss(_embedding(mx.sym.var("data"), mx.sym.var("w", stype="row_sparse"), 1000, 8,
+                          "grad")).simple_bind(mx.cpu(), data=(2, 3),
+                                               grad_req={"data": "null", "w": "write"})
+    text = ex.debug_str()
+    # the memory plan names the values of the Program that runs (the rewritten symbol)
+    assert "shared by 0 value(s)" not in text and "square0 shape=(2, 3, 8)" in text
+    assert ex._total_exec_bytes < 1000 * 8 * 4
