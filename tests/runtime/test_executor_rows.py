@@ -2,6 +2,7 @@
 Program never holds the table or a table-sized gradient, and the sparse path's
 results equal the dense path's, step by step."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -248,5 +249,6 @@ def test_debug_str_describes_the_program_that_runs():
                                                grad_req={"data": "null", "w": "write"})
     text = ex.debug_str()
     # the memory plan names the values of the Program that runs (the rewritten symbol)
-    assert "shared by 0 value(s)" not in text and "square0 shape=(2, 3, 8)" in text
+    assert "shared by 0 value(s)" not in text
+    assert re.search(r"square\d+ shape=\(2, 3, 8\)", text)
     assert ex._total_exec_bytes < 1000 * 8 * 4
