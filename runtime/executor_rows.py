@@ -162,7 +162,7 @@ def gather_rows(table, ids, out):
         return
     pos = torch.searchsorted(stored, ids).clamp_(max=stored.numel() - 1)
     torch.index_select(data.to(dst.device, dst.dtype), 0, pos, out=dst)
-    dst[stored[pos] != ids] = 0
+    dst.masked_fill_((stored[pos] != ids).unsqueeze(1), 0)
 
 
 def sum_rows(ids, values):
