@@ -182,6 +182,10 @@ def report(args, ours, theirs):
         if big in table and dense in table:
             print(f"{name}: dense / sparse step ratio at {args.rows} rows "
                   f"{table[dense] / table[big]:.2f}")
+    fields = [f"{side}_{k.replace(':', '_')}_ms={v:.3f}"
+              for side, table in (("sym", med), ("mxnet", mxm)) for k, v in table.items()]
+    print("RESULT sparse_embedding " + " ".join(fields) + f" threads={args.threads}")
+    return med, mxm
 
 
 def main(argv=None):
@@ -198,7 +202,7 @@ def main(argv=None):
     logging.getLogger().setLevel(logging.ERROR)
     ours = run_all(mx, args)
     theirs = _peer(args) if args.mxnet_python else None
-    report(args, ours, theirs)
+    return report(args, ours, theirs)
 
 
 if __name__ == "__main__":
