@@ -252,3 +252,23 @@ def test_debug_str_describes_the_program_that_runs():
     assert "shared by 0 value(s)" not in text
     assert re.search(r"square\d+ shape=\(2, 3, 8\)", text)
     assert ex._total_exec_bytes < 1000 * 8 * 4
+
+
+def test_autograd_with_sparse_grad_refuses_a_default_gradient_as_mxnet():
+    w = mx.nd.array(np.arange(30).reshape(10, 3) / 10.0)
+    w.attach_grad()                  # default storage: mxnet refuses sparse_grad then
+    with mx.autograd.record():
+        y = mx.nd.Embedding(mx.nd.array([[1, 2, 2]]), w, input_dim=10, output_dim=3,
+                            sparse_grad=True)
+        loss = (y * y).sum()
+    with pytest.raises(mx.MXNetError, match="Cannot use sparse_grad = 1"):
+        loss.backward()
+    plain = mx.nd.array(np.arange(30).reshape(10, 3) / 10.0)
+    plain.attach_grad()
+    with mx.autograd.record():
+        loss = (mx.nd.Embedding(mx.nd.array([[1, 2, 2]]), plain, input_dim=10,
+                                output_dim=3) ** 2).sum()
+    loss.backward()
+    want = np.zeros((10, 3))
+    np.add.at(want, [1, 2, 2], 2 * plain.asnumpy()[[1, 2, 2]])
+    np.testing.assert_allclose(plain.grad.asnumpy(), want, rtol=1e-6)
