@@ -76,11 +76,11 @@ def model(mx, rows, dim, sparse):
     return mx.sym.LinearRegressionOutput(pred, mx.sym.Variable("label"), name="out")
 
 
-def batches(mx, args, rows, count):
+def batches(mx, args, rows, count, seed=0):
     """``count`` batches of uniform ids in ``[0, rows)`` (seeded: both sides read the
     same ids) and unit-range labels."""
     import numpy as np
-    rng = np.random.RandomState(0)
+    rng = np.random.RandomState(seed)
     out = []
     for _ in range(count):
         ids = rng.randint(0, rows, size=(args.batch, args.fields)).astype("float32")

@@ -69,7 +69,7 @@ def worker(args):
     mod.init_optimizer(kvstore=kv, optimizer="sgd",
                        optimizer_params={"learning_rate": 0.1,
                                          "rescale_grad": 1.0 / args.batch})
-    data = se.batches(mx, args, args.rows, args.warmup + args.steps)
+    data = se.batches(mx, args, args.rows, args.warmup + args.steps, seed=kv.rank)
     fn = se.row_ids if sparse else None
     for i, b in enumerate(data):
         if i == args.warmup:
