@@ -57,7 +57,6 @@ class RowReads:
         self.nodes = {w: [node for _, _, node in r] for w, r in reads.items()}
         reads = {w: [(rname, data) for rname, data, _ in r] for w, r in reads.items()}
         self.tables = reads
-        self.grad_req = grad_req
         self.table_req = {w: grad_req.get(w, "null") for w in reads}
         names = symbol.list_arguments()
         self.shapes = {n: tuple(shapes[n]) for n in names}
@@ -73,11 +72,7 @@ class RowReads:
         # is zero (mxnet's Embedding gives its data none)
         self.dropped = [n for n, r in grad_req.items()
                         if r == "write" and n not in names and n not in reads]
-        for w, table_reads in reads.items():
-            self.grad_req.pop(w, None)
-            for rname, _ in table_reads:
-                self.grad_req[rname] = "null" if self.table_req[w] == "null" else "write"
-        self.grad_req = {n: r for n, r in self.grad_req.items() if n in self.shapes}
+        self.grad_req = _compiled_grad_req(grad_req, reads, self.table_req, self.shapes)
 
     def resolve(self, kind, name):
         """The row tensor bound in place of ``(kind, name)``, or None."""
@@ -126,6 +121,16 @@ class RowReads:
                     f"with req != write")
 
 
+def _compiled_grad_req(grad_req, reads, table_req, shapes):
+    """grad_req of the compiled symbol's arguments: a row argument's gradient is
+    written whenever its table's is asked for (``add`` is refused at backward)."""
+    out = {n: r for n, r in grad_req.items() if n in shapes and n not in reads}
+    for w, table_reads in reads.items():
+        for rname, _ in table_reads:
+            out[rname] = "null" if table_req[w] == "null" else "write"
+    return out
+
+
 def _zeros(shape, like, ctx):
     dtype = like._data_t.dtype if is_sparse(like) else like.as_subclass(torch.Tensor).dtype
     return as_ndarray(torch.zeros(shape, dtype=dtype, device=ctx.torch_device), ctx)
@@ -150,6 +155,12 @@ def gather_rows(table, ids, out):
         ``(ids.numel(), dim)``, written in place.
     """
     dst = out.as_subclass(torch.Tensor)
+    home = table._data_t.device if is_sparse(table) else table.device
+    if home != dst.device:          # a table placed on another device: gather there
+        rows = torch.empty(dst.shape, dtype=dst.dtype, device=home)
+        gather_rows(table, ids.to(home), rows)
+        dst.copy_(rows)
+        return
     if not is_sparse(table):
         torch.index_select(table.as_subclass(torch.Tensor), 0, ids, out=dst)
         return
