@@ -164,8 +164,11 @@ def is_mode_dependent(symbol) -> bool:
 class Symbol:
     """A symbolic multi-output graph, as ``mxnet.symbol.Symbol``."""
 
-    def __init__(self, outputs):
+    def __init__(self, outputs, effects=()):
         self._outputs = [(n, int(i)) for n, i in outputs]
+        # operators without outputs that write their inputs (mxnet's ``reset_arrays``):
+        # a symbol keeps them for their writes, as it keeps its outputs for their values
+        self._effects = list(effects)
 
     # -- what is derived from the graph, once ------------------------------------------
     def _derived(self) -> dict:
@@ -197,7 +200,7 @@ class Symbol:
         """Every node, in mxnet's order (:func:`_topo`); do not modify the list."""
         memo = self._derived()
         if "nodes" not in memo:
-            memo["nodes"] = _topo(self._outputs)
+            memo["nodes"] = _topo(self._outputs + [(n, 0) for n in self._effects])
         return memo["nodes"]
 
     def __getstate__(self):
@@ -692,7 +695,9 @@ class Symbol:
     def _json_doc(self, remove_amp_cast=True) -> dict:
         """What :meth:`tojson` writes, as a dict."""
         inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
-        nodes = _topo(self._outputs, inputs_of)
+        # an operator without outputs (reset_arrays) is written among the nodes; mxnet's
+        # heads cannot name it, so a symbol read back from the JSON has lost it
+        nodes = _topo(self._outputs + [(n, 0) for n in self._effects], inputs_of)
         index = {id(n): i for i, n in enumerate(nodes)}
         out_nodes, row_ptr = [], [0]
         for n in nodes:
@@ -892,7 +897,8 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
                     _ATTR_EDITS[0] += 1     # a variable other symbols hold changed
         inputs.append(entry)
     node = _Node(op_name, name, node_attrs, inputs)
-    return Symbol([(node, i) for i in range(opdef.visible_outputs(parsed))])
+    count = opdef.visible_outputs(parsed)
+    return Symbol([(node, i) for i in range(count)], effects=() if count else [node])
 
 
 def _np_type(name):
@@ -957,7 +963,7 @@ def Group(symbols):
         if not isinstance(s, Symbol):
             raise MXNetError("Group takes a list of Symbols")
         entries.extend(s._outputs)
-    return Symbol(entries)
+    return Symbol(entries, [n for s in symbols for n in s._effects])
 
 
 def maximum(left, right):

@@ -44,6 +44,19 @@ def _normalize_grad_req(grad_req, arg_names):
     raise MXNetError("grad_req must be a str, list or dict")
 
 
+def _with_free_aux(symbol, shapes, aux_dict) -> dict:
+    """``shapes`` (the arguments') plus the shapes of the bound auxiliary states that
+    the arguments do not decide (the arrays ``reset_arrays`` zeroes): a Program is
+    compiled for them too."""
+    if not symbol._effects or not aux_dict:
+        return shapes
+    _, _, aux_shapes = symbol.infer_shape_partial(**shapes)
+    free = {n: tuple(aux_dict[n].shape)
+            for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)
+            if n in aux_dict and (not s or not all(s))}
+    return {**shapes, **free} if free else shapes
+
+
 def _to_tensor(value, ctx: Context, what: str):
     if isinstance(value, torch.Tensor):
         t = value.detach() if value.requires_grad else value
@@ -104,7 +117,7 @@ class Executor:
                 _, _, aux_shapes = symbol.infer_shape(**shapes)
                 for name, s in zip(aux_names, aux_shapes):
                     self.aux_dict.setdefault(name, empty(s, self._ctx, self._dtypes[name]))
-        self._input_shapes = shapes
+        self._input_shapes = _with_free_aux(symbol, shapes, self.aux_dict)
         self._stypes = infer_storage(symbol)
         if args_grad is None:
             self.grad_dict = {

@@ -61,7 +61,8 @@ class _Call:
         with torch.no_grad():
             given = {n: t.detach().clone(memory_format=torch.contiguous_format)
                      for n, t in zip(input_names, tensors)}
-        missing = [n for n in arg_names if n not in given]
+        needed = arg_names + (aux_names if REGISTRY[op_name].mutates_inputs else [])
+        missing = [n for n in needed if n not in given]
         if missing:
             raise MXNetError(f"{op_name}: missing input(s) {missing}; the operator takes "
                              f"{arg_names + aux_names}")
@@ -76,11 +77,13 @@ class _Call:
         bound = {**self.exe.arg_dict, **self.exe.aux_dict}
         self.dst = [bound[n].as_subclass(torch.Tensor) for n in input_names]
         self.outs = [o.as_subclass(torch.Tensor) for o in self.exe.outputs]
-        # training mode updates auxiliary states (BatchNorm's moving statistics): they go
-        # back into the caller's arrays, as mxnet's imperative call updates them in place
+        # training mode updates auxiliary states (BatchNorm's moving statistics), and an
+        # operator that mutates its inputs (sgd_mom_update's mom, reset_arrays) writes
+        # them always: they go back into the caller's arrays, as mxnet updates them
+        writes = is_train or REGISTRY[op_name].mutates_inputs
         self.aux_back = [(i, bound[n].as_subclass(torch.Tensor))
                          for i, n in enumerate(input_names) if n in self.exe.aux_dict] \
-            if is_train else []
+            if writes else []
         self.ctx = ctx
         self.seeded = self.prog.seed_buffer is not None
         self.fast = ctx.device_type == "cpu" and ctx.target == "cpu"

@@ -184,7 +184,11 @@ def all_argument_shapes(symbol, shapes: dict) -> dict:
     if arg_shapes is None:
         from ..passes.infer_shapes import infer_shapes
         infer_shapes(symbol.to_graph(), dict(shapes))  # raises, naming what is missing
-    return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+    out = {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+    if symbol._effects:     # the arrays reset_arrays zeroes: no argument decides them
+        out.update({n: tuple(int(x) for x in shapes[n])
+                    for n in symbol.list_auxiliary_states() if n in shapes})
+    return out
 
 
 def optimized_symbol(symbol, shapes: dict):
