@@ -14,7 +14,7 @@ import bisect
 import numpy as np
 import torch
 
-from compiler.artifacts.compile import all_dtypes, compile_symbol, gc_paused
+from compiler.artifacts.compile import all_dtypes, compile_symbol, free_aux_shapes, gc_paused
 from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
 from compiler.passes.storage_type import infer_storage
@@ -46,14 +46,10 @@ def _normalize_grad_req(grad_req, arg_names):
 
 def _with_free_aux(symbol, shapes, aux_dict) -> dict:
     """``shapes`` (the arguments') plus the shapes of the bound auxiliary states that
-    the arguments do not decide (the arrays ``reset_arrays`` zeroes): a Program is
-    compiled for them too."""
-    if not symbol._effects or not aux_dict:
+    the arguments do not decide: a Program is compiled for them too."""
+    if not aux_dict:
         return shapes
-    _, _, aux_shapes = symbol.infer_shape_partial(**shapes)
-    free = {n: tuple(aux_dict[n].shape)
-            for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)
-            if n in aux_dict and (not s or not all(s))}
+    free = free_aux_shapes(symbol, shapes, {n: tuple(a.shape) for n, a in aux_dict.items()})
     return {**shapes, **free} if free else shapes
 
 

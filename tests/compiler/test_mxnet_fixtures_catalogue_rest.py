@@ -1,0 +1,126 @@
+"""The last of mxnet 1.9.1's catalogue (``compiler/ops/catalogue_rest.py`` ...) against
+mxnet's numbers (``tests/fixtures/make_catalogue_rest_fixtures.py``), on both cpu
+targets, symbolically and through ``mx.nd``."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import module_api as mx
+from tests.conftest import assert_same_launches_on_cpu_targets
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "fixtures")
+with open(os.path.join(FIXTURES, "catalogue_rest.json")) as _f:
+    CASES = {c["name"]: c for c in json.load(_f)["cases"]}
+ARRAYS = np.load(os.path.join(FIXTURES, "catalogue_rest.npz"))
+
+
+def _of(op):
+    return sorted(k for k, c in CASES.items() if c["op"] == op)
+
+
+def _close(got, want, what, tol=1e-5):
+    got = np.asarray(got)
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, mxnet {want.dtype}"
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=tol, atol=tol, err_msg=what)
+
+
+# ------------------------------------------------------------------ reset_arrays
+
+def _reset_inputs(case):
+    return [ARRAYS[f"{case['name']}:in{i}"] for i in range(case["num"])]
+
+
+@pytest.mark.parametrize("name", _of("reset_arrays"))
+def test_reset_arrays_nd(name, cpu_target):
+    case = CASES[name]
+    arrs = [mx.nd.array(x, dtype=x.dtype) for x in _reset_inputs(case)]
+    ret = mx.nd.reset_arrays(*arrs, num_arrays=case["num"])
+    assert isinstance(ret, list) and len(ret) == case["returned"] == 0
+    for i, a in enumerate(arrs):
+        _close(a.asnumpy(), ARRAYS[f"{name}:after{i}"], f"{name} array {i}")
+
+
+@pytest.mark.parametrize("name", _of("reset_arrays"))
+def test_reset_arrays_symbol(name, cpu_target):
+    # mxnet 1.9.1 crashes composing it; here it is a symbol without outputs whose
+    # inputs are auxiliary states, zeroed on every forward
+    case = CASES[name]
+    xs = _reset_inputs(case)
+    vs = [mx.sym.var(f"a{i}") for i in range(case["num"])]
+    s = mx.sym.reset_arrays(*vs, num_arrays=case["num"], name="r")
+    assert s.list_outputs() == [] and s.list_arguments() == []
+    assert s.list_auxiliary_states() == [f"a{i}" for i in range(case["num"])]
+    aux = {f"a{i}": mx.nd.array(x, dtype=x.dtype) for i, x in enumerate(xs)}
+    exe = s.bind(mx.cpu(), {}, aux_states=aux, grad_req="null")
+    assert exe.forward() == []
+    for i in range(case["num"]):
+        _close(exe.aux_dict[f"a{i}"].asnumpy(), ARRAYS[f"{name}:after{i}"], f"{name} a{i}")
+    assert_same_launches_on_cpu_targets(exe)
+
+
+def test_reset_arrays_in_a_group_beside_outputs(cpu_target):
+    x, a = mx.sym.var("x"), mx.sym.var("a")
+    g = mx.sym.Group([x * 2, mx.sym.reset_arrays(a, num_arrays=1)])
+    assert g.list_arguments() == ["x"] and g.list_auxiliary_states() == ["a"]
+    exe = g.simple_bind(mx.cpu(), x=(3,), a=(2, 2), grad_req="null")
+    exe.arg_dict["x"][:] = 1.5
+    exe.aux_dict["a"][:] = 4.0
+    out = exe.forward()
+    assert len(out) == 1 and out[0].asnumpy().tolist() == [3.0] * 3
+    assert exe.aux_dict["a"].asnumpy().tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_reset_arrays_errors():
+    with pytest.raises(mx.MXNetError, match="floating point"):
+        mx.nd.reset_arrays(mx.nd.array([1, 2], dtype="int32"), num_arrays=1)
+    with pytest.raises(mx.MXNetError, match="array_2"):
+        mx.nd.reset_arrays(mx.nd.ones(2), mx.nd.ones(2), num_arrays=3)
+
+
+# ------------------------------------------------------------ group_adagrad_update
+
+@pytest.mark.parametrize("name", _of("group_adagrad_update"))
+def test_group_adagrad_symbol(name, cpu_target):
+    case, k = CASES[name], name
+    s = mx.sym.contrib.group_adagrad_update(mx.sym.var("w"), mx.sym.var("g"),
+                                            mx.sym.var("h"), name="u", **case["attrs"])
+    assert s.list_arguments() == ["w", "g"] and s.list_auxiliary_states() == ["h"]
+    exe = s.bind(mx.cpu(), {"w": mx.nd.array(ARRAYS[f"{k}:weight"]),
+                            "g": mx.nd.array(ARRAYS[f"{k}:grad1"])},
+                 aux_states={"h": mx.nd.array(ARRAYS[f"{k}:history"])}, grad_req="null")
+    for step in (1, 2):
+        exe.arg_dict["g"][:] = ARRAYS[f"{k}:grad{step}"]
+        out = exe.forward()[0].asnumpy()
+        _close(out, ARRAYS[f"{k}:weight{step}"], f"{k} weight after step {step}")
+        _close(exe.aux_dict["h"].asnumpy(), ARRAYS[f"{k}:history{step}"],
+               f"{k} history after step {step}")
+        exe.arg_dict["w"][:] = out
+    assert_same_launches_on_cpu_targets(exe)
+
+
+@pytest.mark.parametrize("name", _of("group_adagrad_update"))
+def test_group_adagrad_nd(name, cpu_target):
+    case, k = CASES[name], name
+    w, h = mx.nd.array(ARRAYS[f"{k}:weight"]), mx.nd.array(ARRAYS[f"{k}:history"])
+    for step in (1, 2):
+        g = mx.nd.array(ARRAYS[f"{k}:grad{step}"])
+        mx.nd.contrib.group_adagrad_update(w, g, h, out=w, **case["attrs"])
+        _close(w.asnumpy(), ARRAYS[f"{k}:weight{step}"], f"{k} weight after step {step}")
+        _close(h.asnumpy(), ARRAYS[f"{k}:history{step}"], f"{k} history after step {step}")
+
+
+def test_group_adagrad_shapes():
+    s = mx.sym.contrib.group_adagrad_update(mx.sym.var("w"), mx.sym.var("g"),
+                                            mx.sym.var("h"), lr=0.1, name="u")
+    assert s.infer_shape(w=(4, 3), h=(4,)) == ([(4, 3), (4, 3)], [(4, 3)], [(4,)])
+    with pytest.raises(mx.MXNetError, match=r"history.*\(3, 1\)"):
+        s.infer_shape(w=(4, 3), h=(3, 1))
+    with pytest.raises(mx.MXNetError, match="'lr'"):
+        mx.sym.contrib.group_adagrad_update(mx.sym.var("w"), mx.sym.var("g"),
+                                            mx.sym.var("h"))
