@@ -89,10 +89,20 @@ def _inputs_before_amp_casts(node) -> list:
     return out
 
 
+def _in_mxnet_order(node, inputs):
+    """``inputs`` (a node's, arguments then auxiliary states) in mxnet's order
+    (``OpDef.input_order``: quantized_batch_norm's moving statistics sit in the middle)."""
+    if node.op == "null" or not node.opdef().input_order:
+        return inputs
+    return _reorder_inputs(node.opdef(), node.parsed(), inputs, to_mxnet=True)
+
+
 def _topo(entries, inputs_of=None) -> list:
-    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in order);
-    ``inputs_of(node)``: the input entries to follow (default: the node's own)."""
-    inputs_of = inputs_of or (lambda n: n.inputs)
+    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in
+    mxnet's order); ``inputs_of(node)``: the input entries to follow (default: the
+    node's own)."""
+    follow = inputs_of or (lambda n: n.inputs)
+    inputs_of = lambda n: _in_mxnet_order(n, follow(n))  # noqa: E731
     order, seen = [], set()
     for head, _ in entries:
         if id(head) in seen:

@@ -179,11 +179,12 @@ _DECLARED: dict = {}
 
 
 def _declared_inputs(opdef):
-    """The operator's input names in order (arguments, then auxiliary states), or None
-    where they depend on the attributes."""
+    """The operator's input names in mxnet's order (``input_order``, else arguments then
+    auxiliary states), or None where they depend on the attributes."""
     names = _DECLARED.get(opdef.name, False)
     if names is False:
-        names = None if callable(opdef.arguments) or opdef.variadic else \
+        names = None if callable(opdef.arguments) or opdef.variadic or \
+            callable(opdef.input_order) else list(opdef.input_order or ()) or \
             list(opdef.arguments) + list(opdef.aux)
         _DECLARED[opdef.name] = names
     return names

@@ -53,3 +53,4 @@ from . import quantization_conv  # noqa: F401
 from . import control_flow  # noqa: F401
 from . import sparse  # noqa: F401
 from . import catalogue_rest  # noqa: F401
+from . import quantization_bn  # noqa: F401

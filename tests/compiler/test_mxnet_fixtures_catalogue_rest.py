@@ -124,3 +124,53 @@ def test_group_adagrad_shapes():
     with pytest.raises(mx.MXNetError, match="'lr'"):
         mx.sym.contrib.group_adagrad_update(mx.sym.var("w"), mx.sym.var("g"),
                                             mx.sym.var("h"))
+
+
+# ------------------------------------------------------------ quantized_batch_norm
+
+def _qbn_arrays(name):
+    case = CASES[name]
+    return [mx.nd.array(ARRAYS[f"{name}:{n}"], dtype=ARRAYS[f"{name}:{n}"].dtype)
+            for n in case["inputs"]]
+
+
+def _qbn_check(outs, name):
+    assert [o.dtype for o in outs] == [np.int8, np.float32, np.float32]
+    for i, o in enumerate(outs):
+        np.testing.assert_array_equal(o.asnumpy(), ARRAYS[f"{name}:out{i}"],
+                                      err_msg=f"{name} output {i}")
+
+
+@pytest.mark.parametrize("name", _of("quantized_batch_norm"))
+def test_quantized_batch_norm_nd(name, cpu_target):
+    _qbn_check(mx.nd.contrib.quantized_batch_norm(*_qbn_arrays(name), **CASES[name]["attrs"]),
+               name)
+
+
+@pytest.mark.parametrize("name", _of("quantized_batch_norm"))
+def test_quantized_batch_norm_symbol(name, cpu_target):
+    case = CASES[name]
+    s = mx.sym.contrib.quantized_batch_norm(mx.sym.var("d"), name="q", **case["attrs"])
+    names = ["d"] + [f"q_{n}" for n in case["inputs"][1:]]
+    assert s.list_inputs() == names
+    assert s.list_auxiliary_states() == ["q_moving_mean", "q_moving_var"]
+    assert s.list_outputs() == ["q_output", "q_min_output", "q_max_output"]
+    given = dict(zip(names, _qbn_arrays(name)))
+    aux = {n: given.pop(n) for n in s.list_auxiliary_states()}
+    exe = s.bind(mx.cpu(), given, aux_states=aux, grad_req="null")
+    _qbn_check(exe.forward(), name)
+    assert_same_launches_on_cpu_targets(exe)
+
+
+def test_quantized_batch_norm_refusals():
+    args = [mx.nd.array(np.ones((2, 3, 4)), dtype="int8")] + [mx.nd.ones(3)] * 4 + \
+        [mx.nd.array([-1.0]), mx.nd.array([1.0])]
+    with pytest.raises(mx.MXNetError, match="calib"):
+        mx.nd.contrib.quantized_batch_norm(*args)
+    with pytest.raises(mx.MXNetError, match="axis"):
+        mx.nd.contrib.quantized_batch_norm(*args, axis=2, min_calib_range=-1.0,
+                                           max_calib_range=1.0)
+    s = mx.sym.contrib.quantized_batch_norm(mx.sym.var("d"), name="q")
+    with pytest.raises(mx.MXNetError, match="int8"):
+        s.infer_type(d="float32")
+    assert s.infer_shape(d=(4, 5))[0] == [(4, 5), (5,), (5,), (1,), (1,)]
