@@ -624,6 +624,9 @@ def allocate_arrays(symbol, ctx, type_dict=None, shapes=None, group2ctx=None):
     if arg_shapes is None:
         arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
         missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s or 0 in s]
+        if not missing:     # every argument known: an output is not (boolean_mask's)
+            from compiler.passes.infer_shapes import infer_shapes
+            infer_shapes(symbol.to_graph(), shapes)        # raises, naming the node
         raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
                          f"as keyword arguments (name=shape)")
     ctx = ctx if isinstance(ctx, Context) else current_context()

@@ -239,6 +239,9 @@ def _invoke(opdef, op_name, args, kwargs):
         kwargs.pop("name", None)
     names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
     ctx = _context_of(opdef, tensors, attrs)
+    if opdef.value_shaped is not None:     # boolean_mask: its output shape from the values
+        op_name, attrs = _value_shaped(opdef, names, tensors, attr_args, attrs)
+        opdef, attr_args = REGISTRY[op_name], ()
     # the training flag matters to Dropout, BatchNorm ... only (mx.autograd.train_mode)
     is_train = bool(opdef.mode_dependent) and autograd_tape.STATE.training
     key = (op_name, tuple(names), attr_args and _hashable(attr_args),
@@ -260,6 +263,18 @@ def _invoke(opdef, op_name, args, kwargs):
     if out is not None:
         return _write_out(res, out, op_name)
     return res[0] if len(res) == 1 else res
+
+
+def _value_shaped(opdef, names, tensors, attr_args, attrs):
+    """(name, attributes) of the fixed-shape operator an imperative call of a
+    value-shaped one runs (``OpDef.value_shaped``)."""
+    if attr_args:
+        attrs = {**dict(zip([a.name for a in opdef.attrs], attr_args)), **attrs}
+    parsed = opdef.parse_attrs({k: v for k, v in attrs.items()}, _NODE)
+    declared = _declared_inputs(opdef) or names
+    by_name = dict(zip(names, tensors))
+    ordered = [by_name.get(n, t) for n, t in zip(declared, tensors)]
+    return opdef.value_shaped(parsed, ordered)
 
 
 def _build(key, op_name, names, tensors, attr_args, attrs, ctx, is_train=False):

@@ -54,3 +54,4 @@ from . import control_flow  # noqa: F401
 from . import sparse  # noqa: F401
 from . import catalogue_rest  # noqa: F401
 from . import quantization_bn  # noqa: F401
+from . import boolean_mask  # noqa: F401

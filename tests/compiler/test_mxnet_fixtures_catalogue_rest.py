@@ -174,3 +174,53 @@ def test_quantized_batch_norm_refusals():
     with pytest.raises(mx.MXNetError, match="int8"):
         s.infer_type(d="float32")
     assert s.infer_shape(d=(4, 5))[0] == [(4, 5), (5,), (5,), (1,), (1,)]
+
+
+# ------------------------------------------------------------------- boolean_mask
+
+@pytest.mark.parametrize("name", _of("boolean_mask"))
+def test_boolean_mask_nd_and_gradient(name, cpu_target):
+    x, m = ARRAYS[f"{name}:data"], ARRAYS[f"{name}:index"]
+    xn = mx.nd.array(x, dtype=x.dtype)
+    xn.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.contrib.boolean_mask(xn, mx.nd.array(m, dtype=m.dtype))
+    want = ARRAYS[f"{name}:out"]
+    assert y.shape == want.shape
+    _close(y.asnumpy(), want, f"{name} output", tol=0)
+    head = ARRAYS[f"{name}:head"]
+    y.backward(mx.nd.array(head, dtype=head.dtype))
+    _close(xn.grad.asnumpy(), ARRAYS[f"{name}:grad"], f"{name} gradient", tol=0)
+
+
+def test_boolean_mask_symbol_does_not_bind():
+    s = mx.sym.contrib.boolean_mask(mx.sym.var("data"), mx.sym.var("index"), name="bm")
+    assert s.list_arguments() == ["data", "index"] and s.list_outputs() == ["bm_output"]
+    # mxnet 1.9.1: no complete answer, and () for the output in the partial one
+    assert s.infer_shape(data=(4, 3), index=(4,)) == (None, None, None)
+    assert s.infer_shape_partial(data=(4, 3), index=(4,)) == ([(4, 3), (4,)], [()], [])
+    for bind in (lambda: s.simple_bind(mx.cpu(), data=(4, 3), index=(4,)),
+                 lambda: s.bind(mx.cpu(), {"data": mx.nd.ones((4, 3)),
+                                           "index": mx.nd.ones(4)})):
+        with pytest.raises(mx.MXNetError, match="_contrib_boolean_mask 'bm'.*values"):
+            bind()
+
+
+def test_boolean_mask_refusals():
+    x = mx.nd.ones((4, 3))
+    with pytest.raises(mx.MXNetError, match="axis=1"):
+        mx.nd.contrib.boolean_mask(x, mx.nd.ones(4), axis=1)
+    with pytest.raises(mx.MXNetError, match=r"\(3,\).*\(4, 3\)"):
+        mx.nd.contrib.boolean_mask(x, mx.nd.ones(3))
+    with pytest.raises(mx.MXNetError, match="1-D"):
+        mx.nd.contrib.boolean_mask(x, mx.nd.ones((4, 1)))
+
+
+def test_boolean_mask_calls_share_a_program_per_count(cpu_target):
+    from runtime import imperative
+    x = mx.nd.array(np.arange(12.0).reshape(4, 3))
+    a = mx.nd.contrib.boolean_mask(x, mx.nd.array([1, 0, 1, 0]))
+    before = len(imperative._CACHE)
+    b = mx.nd.contrib.boolean_mask(x, mx.nd.array([0, 1, 0, 1]))
+    assert len(imperative._CACHE) == before          # the same count: the same Program
+    assert a.asnumpy()[:, 0].tolist() == [0.0, 6.0] and b.asnumpy()[:, 0].tolist() == [3.0, 9.0]
