@@ -154,15 +154,15 @@ def _split(opdef, args, kwargs):
             all(isinstance(a, torch.Tensor) for a in args):
         return declared[:len(args)], args, (), {}       # inputs only, the common call
     n = 0
-    while n < len(args) and isinstance(args[n], torch.Tensor):
+    while n < len(args) and _is_input(args[n]):
         n += 1
-    if any(isinstance(a, torch.Tensor) for a in args[n:]):
+    if any(_is_input(a) for a in args[n:]):
         raise MXNetError(f"{opdef.name}: positional arrays must come before the attributes")
     tensors = list(args[:n])
     names = [f"_in{i}" for i in range(n)]
     attrs = {}
     for k, v in kwargs.items():
-        if isinstance(v, torch.Tensor):
+        if _is_input(v):
             names.append(k)
             tensors.append(v)
         elif v is not None or k in opdef._attr_index:
@@ -238,6 +238,11 @@ def _invoke(opdef, op_name, args, kwargs):
         out = kwargs.pop("out", None)
         kwargs.pop("name", None)
     names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
+    if opdef.sparse_form is not None or \
+            not all(isinstance(t, torch.Tensor) for t in tensors):
+        # getnnz, edge_id: an operator over a csr array's parts
+        op_name, names, tensors, attrs = _sparse_form(opdef, names, tensors, attr_args, attrs)
+        opdef, attr_args = REGISTRY[op_name], ()
     ctx = _context_of(opdef, tensors, attrs)
     if opdef.value_shaped is not None:     # boolean_mask: its output shape from the values
         op_name, attrs = _value_shaped(opdef, names, tensors, attr_args, attrs)
@@ -263,6 +268,31 @@ def _invoke(opdef, op_name, args, kwargs):
     if out is not None:
         return _write_out(res, out, op_name)
     return res[0] if len(res) == 1 else res
+
+
+def _is_sparse(x) -> bool:
+    return getattr(x, "stype", "default") in ("csr", "row_sparse")
+
+
+def _is_input(x) -> bool:
+    return isinstance(x, torch.Tensor) or _is_sparse(x)
+
+
+def _sparse_form(opdef, names, tensors, attr_args, attrs):
+    """(name, input names, inputs, attributes) of the operator an imperative call with
+    sparse inputs runs (``OpDef.sparse_form``: the arrays' parts)."""
+    if opdef.sparse_form is None:
+        kinds = sorted({t.stype for t in tensors if _is_sparse(t)})
+        raise MXNetError(f"{opdef.name}: sparse ({', '.join(kinds)}) inputs are not "
+                         f"computed imperatively here; convert them with .tostype('default')")
+    if attr_args:
+        attrs = {**dict(zip([a.name for a in opdef.attrs], attr_args)), **attrs}
+    parsed = opdef.parse_attrs(dict(attrs), _NODE)
+    declared = _declared_inputs(opdef) or names
+    by_name = dict(zip(names, tensors))
+    ordered = [by_name.get(n, t) for n, t in zip(declared, tensors)]
+    name, new_attrs, parts = opdef.sparse_form(parsed, ordered)
+    return name, [f"_in{i}" for i in range(len(parts))], list(parts), new_attrs
 
 
 def _value_shaped(opdef, names, tensors, attr_args, attrs):

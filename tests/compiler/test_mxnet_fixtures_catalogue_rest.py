@@ -224,3 +224,47 @@ def test_boolean_mask_calls_share_a_program_per_count(cpu_target):
     b = mx.nd.contrib.boolean_mask(x, mx.nd.array([0, 1, 0, 1]))
     assert len(imperative._CACHE) == before          # the same count: the same Program
     assert a.asnumpy()[:, 0].tolist() == [0.0, 6.0] and b.asnumpy()[:, 0].tolist() == [3.0, 9.0]
+
+
+# --------------------------------------------------------------- getnnz, edge_id
+
+def _csr(name):
+    case = CASES[name]
+    parts = tuple(ARRAYS[f"{name}:{p}"] for p in ("data", "indices", "indptr"))
+    return mx.nd.sparse.csr_matrix(parts, shape=tuple(case["shape"]), dtype=case["dtype"])
+
+
+@pytest.mark.parametrize("name", _of("csr"))
+def test_getnnz_counts_stored_entries(name, cpu_target):
+    c = _csr(name)
+    for attrs, key in (({}, "nnz"), ({"axis": 1}, "nnz_rows")):
+        got = mx.nd.contrib.getnnz(c, **attrs)
+        want = ARRAYS[f"{name}:{key}"]
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got.asnumpy(), want, err_msg=f"{name} {key}")
+
+
+@pytest.mark.parametrize("name", _of("csr"))
+def test_edge_id_every_pair(name, cpu_target):
+    u, v = ARRAYS[f"{name}:u"], ARRAYS[f"{name}:v"]
+    got = mx.nd.contrib.edge_id(_csr(name), mx.nd.array(u), mx.nd.array(v))
+    want = ARRAYS[f"{name}:edge_id"]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.asnumpy(), want, err_msg=name)
+
+
+def test_csr_operators_refusals():
+    c = _csr("csr_small")
+    with pytest.raises(mx.MXNetError, match="axis = 0"):
+        mx.nd.contrib.getnnz(c, axis=0)
+    with pytest.raises(mx.MXNetError, match="csr"):
+        mx.nd.contrib.getnnz(mx.nd.ones((2, 2)))
+    with pytest.raises(mx.MXNetError, match="differ"):
+        mx.nd.contrib.edge_id(c, mx.nd.array([0, 1]), mx.nd.array([1]))
+    with pytest.raises(mx.MXNetError, match="tostype"):
+        mx.nd.sqrt(c)
+    s = mx.sym.contrib.getnnz(mx.sym.var("data", stype="csr"), axis=1, name="nz")
+    assert s.infer_shape(data=(4, 3))[1] == [(4,)]
+    assert s.infer_type(data="float32")[1] == [np.int64]
+    with pytest.raises(mx.MXNetError, match="_contrib_getnnz 'nz'.*imperatively"):
+        s.bind(mx.cpu(), {"data": c}, grad_req="null").forward()
