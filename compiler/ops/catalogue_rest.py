@@ -21,7 +21,7 @@ from ..errors import MXNetError
 from .registry import (Attr, Decompose, OpDef, ShapeError, merge_shape, parse_count,
                        parse_float, register)
 
-_REAL = ("float16", "float32", "float64", "bfloat16")
+_REAL = ("float16", "float32", "float64")      # MSHADOW_REAL_TYPE_SWITCH
 
 
 def _arrays(attrs):
