@@ -174,6 +174,8 @@ def is_mode_dependent(symbol) -> bool:
 class Symbol:
     """A symbolic multi-output graph, as ``mxnet.symbol.Symbol``."""
 
+    _effects = ()      # a symbol pickled before output-less nodes existed has none
+
     def __init__(self, outputs, effects=()):
         self._outputs = [(n, int(i)) for n, i in outputs]
         # operators without outputs that write their inputs (mxnet's ``reset_arrays``):
@@ -437,6 +439,7 @@ class Symbol:
             mapping[id(node)] = new
         self._outputs = [subst[id(n)] if id(n) in subst else (mapping[id(n)], i)
                          for n, i in self._outputs]
+        self._effects = [mapping[id(n)] for n in self._effects]
         if name and len(self._outputs) == 1 and self._outputs[0][0].op != "null":
             self._outputs[0][0].name = name
 
@@ -451,7 +454,8 @@ class Symbol:
         for node in self._nodes():
             mapping[id(node)] = _Node(node.op, node.name, node.attrs,
                                       [(mapping[id(s)], i) for s, i in node.inputs])
-        return Symbol([(mapping[id(n)], i) for n, i in self._outputs])
+        return Symbol([(mapping[id(n)], i) for n, i in self._outputs],
+                      [mapping[id(n)] for n in self._effects])
 
     def __deepcopy__(self, memo):
         return self.__copy__()

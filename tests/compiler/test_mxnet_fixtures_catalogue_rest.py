@@ -268,3 +268,16 @@ def test_csr_operators_refusals():
     assert s.infer_type(data="float32")[1] == [np.int64]
     with pytest.raises(mx.MXNetError, match="_contrib_getnnz 'nz'.*imperatively"):
         s.bind(mx.cpu(), {"data": c}, grad_req="null").forward()
+
+
+def test_reset_arrays_survives_copy_and_compose(cpu_target):
+    import copy
+    x, a = mx.sym.var("x"), mx.sym.var("a")
+    g = mx.sym.Group([x * 2, mx.sym.reset_arrays(a, num_arrays=1)])
+    for s in (copy.copy(g), copy.deepcopy(g), g(x=mx.sym.var("y") + 1)):
+        assert s.list_auxiliary_states() == ["a"]
+        inputs = {n: (3,) for n in s.list_arguments()}
+        exe = s.simple_bind(mx.cpu(), a=(2,), grad_req="null", **inputs)
+        exe.aux_dict["a"][:] = 4.0
+        exe.forward()
+        assert exe.aux_dict["a"].asnumpy().tolist() == [0.0, 0.0]
