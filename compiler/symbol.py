@@ -709,8 +709,8 @@ class Symbol:
     def _json_doc(self, remove_amp_cast=True) -> dict:
         """What :meth:`tojson` writes, as a dict."""
         inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
-        # an operator without outputs (reset_arrays) is written among the nodes; mxnet's
-        # heads cannot name it, so a symbol read back from the JSON has lost it
+        # an operator without outputs (reset_arrays) is written among the nodes, which
+        # mxnet's heads cannot name: load_json keeps such nodes as effects again
         nodes = _topo(self._outputs + [(n, 0) for n in self._effects], inputs_of)
         index = {id(n): i for i, n in enumerate(nodes)}
         out_nodes, row_ptr = [], [0]
@@ -1063,9 +1063,11 @@ def load_json(json_str):
     heads = []
     for h in doc["heads"]:
         heads.append(_entry_from_json(h, nodes, "heads"))
-    if not heads:
+    # operators without outputs (reset_arrays), which heads cannot name: kept as effects
+    effects = [n for n in nodes if n.op != "null" and n.num_outputs() == 0]
+    if not heads and not effects:
         raise MXNetError("symbol JSON has no heads")
-    return Symbol(heads)
+    return Symbol(heads, effects)
 
 
 def _node_from_json(i, entry, nodes):

@@ -281,3 +281,13 @@ def test_reset_arrays_survives_copy_and_compose(cpu_target):
         exe.aux_dict["a"][:] = 4.0
         exe.forward()
         assert exe.aux_dict["a"].asnumpy().tolist() == [0.0, 0.0]
+
+
+def test_reset_arrays_json_round_trip():
+    x, a, b = mx.sym.var("x"), mx.sym.var("a"), mx.sym.var("b")
+    for s in (mx.sym.reset_arrays(a, b, num_arrays=2, name="r"),
+              mx.sym.Group([x * 2, mx.sym.reset_arrays(a, num_arrays=1, name="r")])):
+        back = mx.sym.load_json(s.tojson())
+        assert back.list_outputs() == s.list_outputs()
+        assert back.list_auxiliary_states() == s.list_auxiliary_states()
+        assert back.tojson() == s.tojson()
