@@ -337,6 +337,12 @@ class Symbol:
         """Names of the arguments (inputs and parameters), in mxnet's order."""
         return [n.name for n in self._variables()[0]]
 
+    def _aux_names(self):
+        memo = self._derived()
+        if "aux_names" not in memo:
+            memo["aux_names"] = frozenset(self.list_auxiliary_states())
+        return memo["aux_names"]
+
     def list_auxiliary_states(self):
         """Names of the auxiliary states (BatchNorm's moving statistics)."""
         return [n.name for n in self._variables()[1]]
@@ -576,9 +582,11 @@ class Symbol:
         except TypeError:             # not shapes: let inference say what is wrong
             return self._infer_graph(args, kwargs, partial)
         result = self._remember(key, lambda: self._infer_graph(args, kwargs, partial))
-        if result[0] is not None and all(result[0]) and not partial:
+        if result[0] is not None and all(result[0]) and not partial and \
+                not set(kwargs) & set(self._aux_names()):
             # Given every argument's shape it found, inference finds the same again (they
             # met every rule): the executor and the compiler ask in exactly that form.
+            # (Not where auxiliary shapes were given: the arguments may not decide them.)
             names = self.list_arguments()
             self._remember(key[:3] + ((), tuple(sorted(zip(names, result[0])))),
                            lambda: result)
