@@ -14,7 +14,7 @@ import bisect
 import numpy as np
 import torch
 
-from compiler.artifacts.compile import all_dtypes, compile_symbol, gc_paused
+from compiler.artifacts.compile import all_dtypes, compile_symbol, free_aux_shapes, gc_paused
 from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
 from compiler.passes.storage_type import infer_storage
@@ -44,6 +44,15 @@ def _normalize_grad_req(grad_req, arg_names):
             raise MXNetError(f"grad_req names unknown arguments {sorted(unknown)}")
         return {n: grad_req.get(n, "null") for n in arg_names}
     raise MXNetError("grad_req must be a str, list or dict")
+
+
+def _with_free_aux(symbol, shapes, aux_dict) -> dict:
+    """``shapes`` (the arguments') plus the shapes of the bound auxiliary states that
+    the arguments do not decide: a Program is compiled for them too."""
+    if not aux_dict:
+        return shapes
+    free = free_aux_shapes(symbol, shapes, {n: tuple(a.shape) for n, a in aux_dict.items()})
+    return {**shapes, **free} if free else shapes
 
 
 def _to_tensor(value, ctx: Context, what: str):
@@ -106,7 +115,7 @@ class Executor:
                 _, _, aux_shapes = symbol.infer_shape(**shapes)
                 for name, s in zip(aux_names, aux_shapes):
                     self.aux_dict.setdefault(name, empty(s, self._ctx, self._dtypes[name]))
-        self._input_shapes = shapes
+        self._input_shapes = _with_free_aux(symbol, shapes, self.aux_dict)
         self._stypes = infer_storage(symbol)
         if args_grad is None:
             self.grad_dict = {
@@ -637,6 +646,9 @@ def allocate_arrays(symbol, ctx, type_dict=None, shapes=None, group2ctx=None):
     if arg_shapes is None:
         arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
         missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s or 0 in s]
+        if not missing:     # every argument known: an output is not (boolean_mask's)
+            from compiler.passes.infer_shapes import infer_shapes
+            infer_shapes(symbol.to_graph(), shapes)        # raises, naming the node
         raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
                          f"as keyword arguments (name=shape)")
     ctx = ctx if isinstance(ctx, Context) else current_context()

@@ -184,7 +184,21 @@ def all_argument_shapes(symbol, shapes: dict) -> dict:
     if arg_shapes is None:
         from ..passes.infer_shapes import infer_shapes
         infer_shapes(symbol.to_graph(), dict(shapes))  # raises, naming what is missing
-    return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+    out = {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+    out.update(free_aux_shapes(symbol, out, shapes))
+    return out
+
+
+def free_aux_shapes(symbol, arg_shapes: dict, given: dict) -> dict:
+    """The shapes in ``given`` of the auxiliary states that ``arg_shapes`` do not decide
+    (the arrays ``reset_arrays`` zeroes, group_adagrad_update's history): part of the
+    Program's inputs, as the arguments' are."""
+    aux = [n for n in symbol.list_auxiliary_states() if n in given]
+    if not aux or symbol.infer_shape(**arg_shapes)[0] is not None:
+        return {}       # the arguments decide every shape (the common case, remembered)
+    _, _, aux_shapes = symbol.infer_shape_partial(**arg_shapes)
+    decided = {n for n, s in zip(symbol.list_auxiliary_states(), aux_shapes) if s and all(s)}
+    return {n: tuple(int(x) for x in given[n]) for n in aux if n not in decided}
 
 
 def optimized_symbol(symbol, shapes: dict):

@@ -63,6 +63,7 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
             raise MXNetError(
                 f"cannot infer the shapes of {missing}: give their shapes (for example "
                 f"{missing[0]}=(...)) or the shapes of the inputs they depend on")
+        _refuse_value_shaped(graph)
         if unknown_dims:
             # mxnet reads 0 as "unknown": one nothing filled is an error, not a 0-size array
             undecided = [f"{graph.describe(n)} {tuple(graph.node(n)['shapes'][0])}"
@@ -87,3 +88,16 @@ def _as_shape(shape, name) -> tuple:
         return tuple(int(x) for x in shape)
     except (TypeError, ValueError, OverflowError):
         raise MXNetError(f"variable '{name}': shape {shape!r} is not a tuple of ints") from None
+
+
+def _refuse_value_shaped(graph: Graph):
+    """Raise for an operator whose output shape depends on its inputs' values
+    (``OpDef.value_shaped``: boolean_mask), naming it: a symbol holding one cannot be
+    bound, as in mxnet."""
+    for n in graph.ops():
+        d = graph.node(n)
+        if d["opdef"].value_shaped is not None and any(s is None for s in d["shapes"] or [None]):
+            raise MXNetError(
+                f"{graph.describe(n)}: its output shape depends on the values of its inputs, "
+                f"which shape inference cannot know; mxnet 1.9.1 cannot bind it either. Run "
+                f"it imperatively (mx.nd), where the values are known")
