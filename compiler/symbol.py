@@ -22,6 +22,7 @@ import numpy as np
 from .frontend import attribute as _attribute
 from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
+from .frontend.collector import gc_paused
 from .frontend.graph import Graph, _raw
 from .ops import REGISTRY, get_op
 from .ops.registry import namespace_members
@@ -567,6 +568,7 @@ class Symbol:
                            lambda: result)
         return tuple(None if r is None else list(r) for r in result)
 
+    @gc_paused()        # a graph of the symbol built and walked: see gc_paused
     def _infer_graph(self, args, kwargs, partial):
         from .passes.infer_shapes import infer_shapes
         graph = self.to_graph()

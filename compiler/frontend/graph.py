@@ -9,7 +9,9 @@ new node's shapes on the spot.
 """
 from __future__ import annotations
 
+import functools
 import heapq
+import inspect
 import itertools
 import numbers
 import os
@@ -69,6 +71,19 @@ def _text(what) -> str:
     return what() if callable(what) else what
 
 
+class _Uncached(nx.MultiDiGraph):
+    """``networkx.MultiDiGraph`` whose views (``nodes``, ``out_degree`` ...) are made
+    on each use instead of cached on the graph: a cached view refers back to its
+    graph, a reference cycle that leaves every graph a pass drops (and all its node
+    data) to the cyclic collector, one walk over every object of the compile."""
+
+
+for _name in dir(nx.MultiDiGraph):
+    _attr = inspect.getattr_static(nx.MultiDiGraph, _name)
+    if isinstance(_attr, functools.cached_property):
+        setattr(_Uncached, _name, property(_attr.func))
+
+
 class Graph:
     """A symbol graph under compilation.
 
@@ -86,7 +101,7 @@ class Graph:
     """
 
     def __init__(self):
-        self.g = nx.MultiDiGraph()
+        self.g = _Uncached()
         self.heads: list = []
         self.meta: dict = {}
         self._ids = itertools.count()

@@ -406,17 +406,21 @@ def _schedule(graph, groups, ins):
         for n in grp["nodes"]:
             index[n] = i
 
-    def producer_groups(n, acc):
-        for u, _ in ins[n]:
-            if u in index:
-                acc.add(index[u])
-            elif is_free_view(graph, u):
-                producer_groups(u, acc)
+    def producer_groups(n):
+        # the groups n reads, through free views (a loop, not a closure calling itself:
+        # that is a reference cycle, left to the cyclic collector)
+        acc, todo = set(), [n]
+        while todo:
+            for u, _ in ins[todo.pop()]:
+                if u in index:
+                    acc.add(index[u])
+                elif is_free_view(graph, u):
+                    todo.append(u)
         return acc
 
     for i, grp in enumerate(groups):
         for n in grp["nodes"]:
-            for j in producer_groups(n, set()):
+            for j in producer_groups(n):
                 if j != i:
                     dag.add_edge(j, i)
     key = lambda i: (groups[i]["phase"] != "fwd", groups[i]["first"])
