@@ -24,6 +24,7 @@ from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
 from .frontend.collector import gc_paused
 from .frontend.graph import Graph, _raw
+from .frontend.json_indent import dumps_indented
 from .ops import REGISTRY, get_op
 from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
@@ -689,7 +690,7 @@ class Symbol:
         ``remove_amp_cast`` (mxnet's default): an input read through ``amp_cast`` /
         ``amp_multicast`` reads the value before the cast, so a converted model saves as
         its float32 graph (the heads stay as they are, as in mxnet)."""
-        return json.dumps(self._json_doc(remove_amp_cast), indent=2)
+        return dumps_indented(self._json_doc(remove_amp_cast), indent=2)
 
     def _json_doc(self, remove_amp_cast=True) -> dict:
         """What :meth:`tojson` writes, as a dict."""

@@ -207,7 +207,7 @@ class Graph:
         generator costs several times more per node.
         """
         pred, succ = self.g._pred, self.g._succ
-        indegree = {n: sum(len(keyed) for keyed in p.values()) for n, p in pred.items()}
+        indegree = {n: sum(map(len, p.values())) for n, p in pred.items()}
         ready = [n for n, d in indegree.items() if d == 0]
         heapq.heapify(ready)
         order = []
@@ -296,11 +296,13 @@ def _through_cast(graph: Graph, src, idx):
     return src, idx
 
 
-def infer_node(graph: Graph, n):
+def infer_node(graph: Graph, n, limit: int = None):
     """Run the operator's shape and dtype rules for node ``n`` once.
 
     Returns True when something new was learned. Raises MXNetError naming
     the node, the operator, its inputs and their shapes on a conflict.
+    ``limit``: :func:`max_elements`, read once by a caller inferring many nodes
+    (reading the environment costs more than the rest of a small node's rules).
     """
     d = graph.g._node[n]
     opdef = d["opdef"]
@@ -310,7 +312,7 @@ def infer_node(graph: Graph, n):
         new_in, out_shapes = opdef.infer_shape(d["attrs"], list(in_shapes))
     except ShapeError as exc:
         raise MXNetError(_shape_message(graph, n, in_shapes, str(exc))) from None
-    limit = max_elements()
+    limit = max_elements() if limit is None else limit
 
     def input_text(i, src):
         names = opdef.list_arguments(d["attrs"]) + opdef.list_aux(d["attrs"])
@@ -423,6 +425,7 @@ class Builder:
         self.phase = phase
         self.prefix = prefix
         self._count = itertools.count()
+        self._limit = max_elements()
 
     def ref(self, entry: Entry) -> Ref:
         return Ref(self, entry[0], entry[1])
@@ -434,7 +437,7 @@ class Builder:
         parsed = opdef.parse_attrs(raw, node_name)
         entries = [r.entry if isinstance(r, Ref) else tuple(r) for r in inputs]
         n = self.graph.add_node(name, node_name, entries, parsed, raw, phase=self.phase)
-        infer_node(self.graph, n)
+        infer_node(self.graph, n, self._limit)
         num_out = len(opdef.list_outputs(parsed))
         refs = [Ref(self, n, i) for i in range(num_out)]
         return refs[0] if num_out == 1 else refs
