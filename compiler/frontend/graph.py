@@ -84,6 +84,22 @@ for _name in dir(nx.MultiDiGraph):
         setattr(_Uncached, _name, property(_attr.func))
 
 
+def _changing(method):
+    """``method`` counting the change in ``_version`` (what :meth:`Graph.topo` keeps)."""
+    @functools.wraps(method)
+    def change(self, *args, **kwargs):
+        self._version += 1
+        return method(self, *args, **kwargs)
+    return change
+
+
+_Uncached._version = 0         # bumped by every change of nodes or edges
+for _name in ("add_node", "add_nodes_from", "remove_node", "remove_nodes_from", "add_edge",
+              "add_edges_from", "add_weighted_edges_from", "remove_edge", "remove_edges_from",
+              "update", "clear", "clear_edges"):
+    setattr(_Uncached, _name, _changing(getattr(nx.MultiDiGraph, _name)))
+
+
 class Graph:
     """A symbol graph under compilation.
 
@@ -111,6 +127,7 @@ class Graph:
                  role: str = "op", phase: str = "fwd") -> int:
         nid = next(self._ids)
         opdef = None if op == "null" else get_op(op, name)
+        self.g._version += 1
         # written into networkx's dicts as ``add_node`` / ``add_edge`` would write them (one
         # keyed edge dict shared by both directions): autodiff and decompose add a node
         # per operator, and the generic calls cost several times more
@@ -156,7 +173,10 @@ class Graph:
         nx._clear_cache(new.g)
         new.heads = list(self.heads)
         new.meta = dict(self.meta)
-        new._ids = itertools.count(max(self.g.nodes, default=-1) + 1)
+        new._ids = itertools.count(max(self.g._node, default=-1) + 1)
+        memo = self._topo_memo
+        if memo is not None and memo[0] is self.g and memo[1] == self.g._version:
+            new._topo_memo = (new.g, new.g._version, memo[2])     # the same nodes and edges
         return new
 
     # -- reading ------------------------------------------------------------
@@ -199,13 +219,26 @@ class Graph:
         return [(v, k) for v, keyed in self.g._succ[n].items() for k, data in keyed.items()
                 if index is None or data["out"] == index]
 
+    # (networkx graph, its _version, order) of the last sort: passes sort an unchanged
+    # graph (or its copy) again and again
+    _topo_memo = None
+
     def topo(self) -> list:
         """Nodes in topological order, the smallest id first among those ready.
 
         The order of ``networkx.lexicographical_topological_sort``, read straight
         from the adjacency dicts: passes sort the graph often, and networkx's
-        generator costs several times more per node.
+        generator costs several times more per node. Kept until a node or an edge
+        changes (a new list each call: callers may change theirs).
         """
+        memo = self._topo_memo
+        if memo is not None and memo[0] is self.g and memo[1] == self.g._version:
+            return list(memo[2])
+        order = self._sorted()
+        self._topo_memo = (self.g, self.g._version, order)
+        return list(order)
+
+    def _sorted(self) -> list:
         pred, succ = self.g._pred, self.g._succ
         indegree = {n: sum(map(len, p.values())) for n, p in pred.items()}
         ready = [n for n, d in indegree.items() if d == 0]
