@@ -71,17 +71,23 @@ def _text(what) -> str:
     return what() if callable(what) else what
 
 
-class _Uncached(nx.MultiDiGraph):
-    """``networkx.MultiDiGraph`` whose views (``nodes``, ``out_degree`` ...) are made
-    on each use instead of cached on the graph: a cached view refers back to its
-    graph, a reference cycle that leaves every graph a pass drops (and all its node
-    data) to the cyclic collector, one walk over every object of the compile."""
+def without_cached_views(base):
+    """A subclass of the networkx graph class ``base`` whose views (``nodes``,
+    ``out_degree`` ...) are made on each use instead of cached on the graph: a cached
+    view refers back to its graph, a reference cycle that leaves every graph a pass
+    drops (and all its node data) to the cyclic collector, one walk over every object
+    of the compile (``frontend/collector.py``)."""
+    cls = type(base.__name__, (base,), {"__doc__": without_cached_views.__doc__,
+                                        "__module__": __name__})
+    for name in dir(base):
+        attr = inspect.getattr_static(base, name)
+        if isinstance(attr, functools.cached_property):
+            setattr(cls, name, property(attr.func))
+    return cls
 
 
-for _name in dir(nx.MultiDiGraph):
-    _attr = inspect.getattr_static(nx.MultiDiGraph, _name)
-    if isinstance(_attr, functools.cached_property):
-        setattr(_Uncached, _name, property(_attr.func))
+_Uncached = without_cached_views(nx.MultiDiGraph)
+UncachedDiGraph = without_cached_views(nx.DiGraph)     # fuse's graph of groups
 
 
 def _changing(method):

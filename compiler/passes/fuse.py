@@ -37,7 +37,7 @@ grows linearly with a chain.
 """
 from __future__ import annotations
 
-from ..frontend.graph import Graph
+from ..frontend.graph import Graph, UncachedDiGraph
 from ..ir.build import build_tile_program
 from ..ir.tile_program import NotFusable
 from ..ops.registry import MatMul, Pointwise, View, prod
@@ -399,7 +399,7 @@ class _GroupDag:
 def _schedule(graph, groups, ins):
     """Order groups topologically (forward phase first); ``ins``: each node's inputs."""
     import networkx as nx
-    dag = nx.DiGraph()
+    dag = UncachedDiGraph()
     index = {}
     for i, grp in enumerate(groups):
         dag.add_node(i)
