@@ -30,7 +30,7 @@ _TARGETS = re.compile(r"([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*) = ")
 
 def assigned(line: str) -> list:
     """The names a generated line assigns (``a = ...`` or ``a, b = ...``), else ``[]``."""
-    m = _TARGETS.match(line)
+    m = _TARGETS.match(line) if " = " in line else None
     return m.group(1).split(", ") if m else []
 
 
@@ -56,7 +56,7 @@ def fold_runs(params, bind, body):
     for line in bind:
         made.update(assigned(line))
     # a name run() assigns holds there what run() gave it, not what bind() made
-    made -= {name for line in body for name in assigned(line.strip())}
+    made -= {name for line in body if " = " in line for name in assigned(line.strip())}
     tables, body = _fold_body(made, body)
     return bind + tables, body
 
