@@ -78,10 +78,14 @@ class Lowering(MatmulLowering, ExprLowering):
         return (name, flips) if store else name
 
     def view_flips(self, t, d, sizes, strides, prefix):
-        sizes = tuple(int(s) for s in sizes)
-        flips = tuple(i for i, (n, st) in enumerate(zip(sizes, strides)) if st < 0 and n > 1)
-        low = sum((n - 1) * int(st) for n, st in zip(sizes, strides) if st < 0)
-        strides = tuple(abs(int(st)) for st in strides)
+        sizes = tuple(map(int, sizes))
+        if not strides or min(strides) >= 0:          # most views: no step backwards
+            flips, low, strides = (), 0, tuple(map(int, strides))
+        else:
+            flips = tuple(i for i, (n, st) in enumerate(zip(sizes, strides))
+                          if st < 0 and n > 1)
+            low = sum((n - 1) * int(st) for n, st in zip(sizes, strides) if st < 0)
+            strides = tuple(abs(int(st)) for st in strides)
         spec = (t, d, sizes, strides, low)
         name = self.views.get(spec)
         if name is None:

@@ -53,8 +53,8 @@ def check_shape(shape, what, limit: int = None) -> tuple:
     ``what`` may be a function giving the text: shape inference checks every
     input and output of every node, and the text is needed only for an error.
     """
-    shape = tuple(int(x) for x in shape)
-    if any(x < 0 for x in shape):
+    shape = tuple(map(int, shape))
+    if shape and min(shape) < 0:
         raise MXNetError(f"{_text(what)}: shape {shape} has a negative dim")
     limit = max_elements() if limit is None else limit
     numel = 0 if 0 in shape else 1
