@@ -7,7 +7,7 @@ line. Such a run differs from line to line only in the names ``bind()`` made, so
 written once, over a table of those names:
 
     bind():  o1_0, o2_0, ... = [_v0.as_strided((8, 16), (16, 1)) for _v0 in (p1_0, p2_0, ...)]
-             _r0 = ((a0_0, o1_0), (o1_0, o2_0), ...)
+             _r0 = tuple(zip((a0_0, o1_0, ...), (o1_0, o2_0, ...)))
     run():   for _v0, _v1 in _r0:
                  torch.clamp_min(_v0, 0.0, out=_v1)
 
@@ -182,7 +182,10 @@ def _inline_constants(template, rows):
 
 
 def _table(rows):
-    """A tuple display of the rows: of names (one per row), or of tuples of names."""
+    """The rows as source: a tuple of names (one per row), or the rows' tuples zipped
+    from one tuple of names per column (CPython compiles twenty thousand small tuple
+    displays in twice the time of the same names in two flat ones)."""
     if all(len(r) == 1 for r in rows):
         return "(" + ", ".join(r[0] for r in rows) + ",)"
-    return "(" + ", ".join("(" + ", ".join(r) + ")" for r in rows) + ",)"
+    columns = ["(" + ", ".join(col) + ",)" for col in zip(*rows)]
+    return "tuple(zip(" + ", ".join(columns) + "))"

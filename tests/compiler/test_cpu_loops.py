@@ -39,7 +39,7 @@ def test_a_chain_folds_into_one_loop_with_the_same_results():
     params, bind, body = _chain(n)
     fbind, fbody = fold_runs(params, bind, body)
     assert fbody == ["for _v0, _v1 in _r0:", "    torch.add(_v0, 0.5, out=_v1)"]
-    assert len(fbind) == 2 and fbind[1].startswith("_r0 = ((a0_0, o1_0), (o1_0, o2_0)")
+    assert len(fbind) == 2 and fbind[1].startswith("_r0 = tuple(zip((a0_0, o1_0, o2_0, ")
     want = [torch.randn(12) for _ in range(n + 1)]
     got = [t.clone() for t in want]
     _run(_module(params, bind, body), want)
