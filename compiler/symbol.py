@@ -22,7 +22,9 @@ import numpy as np
 from .frontend import attribute as _attribute
 from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
+from .frontend.collector import gc_paused
 from .frontend.graph import Graph, _raw
+from .frontend.json_indent import dumps_indented
 from .ops import REGISTRY, get_op
 from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
@@ -592,6 +594,7 @@ class Symbol:
                            lambda: result)
         return tuple(None if r is None else list(r) for r in result)
 
+    @gc_paused()        # a graph of the symbol built and walked: see gc_paused
     def _infer_graph(self, args, kwargs, partial):
         from .passes.infer_shapes import infer_shapes
         graph = self.to_graph()
@@ -712,7 +715,7 @@ class Symbol:
         ``remove_amp_cast`` (mxnet's default): an input read through ``amp_cast`` /
         ``amp_multicast`` reads the value before the cast, so a converted model saves as
         its float32 graph (the heads stay as they are, as in mxnet)."""
-        return json.dumps(self._json_doc(remove_amp_cast), indent=2)
+        return dumps_indented(self._json_doc(remove_amp_cast), indent=2)
 
     def _json_doc(self, remove_amp_cast=True) -> dict:
         """What :meth:`tojson` writes, as a dict."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import MXNetError
-from ..frontend.graph import Graph, check_shape, infer_node
+from ..frontend.graph import Graph, check_shape, infer_node, max_elements
 from ..ops.registry import parse_shape
 from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims
 
@@ -42,6 +42,7 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         d["dtypes"] = [str(dtypes.get(d["name"], d["raw"].get("__dtype__", "float32")))]
     ops = graph.ops()
     sweep = ops
+    limit = max_elements()
     for _ in range(len(ops) + 2):
         # A sweep in topological order carries every shape forward within itself;
         # only a variable's shape learned from a consumer (a weight's from the data
@@ -50,7 +51,7 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         unknown = [v for v in graph.variables() if graph.node(v)["shapes"] is None]
         changed = False
         for n in sweep:
-            changed |= infer_node(graph, n)
+            changed |= infer_node(graph, n, limit)
         learned = [v for v in unknown if graph.node(v)["shapes"] is not None]
         if not changed or not learned:
             break
