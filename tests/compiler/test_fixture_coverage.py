@@ -399,16 +399,15 @@ EXCEPTIONS = {
     "sym.contrib.quantize_asym": "mxnet 1.9.1's pip build crashes (segmentation fault) in "
                                  "it, symbolically and through mx.nd, with and without "
                                  "MKLDNN",
-    # cat21's operators, in the catalogue's NOT_YET on this branch: what this test will
-    # not find in their fixtures (catalogue_rest.json) once they arrive
-    "sym.contrib.edge_id": "arriving with cat21: imperative on csr arrays only (a bound "
-                           "symbol holding it is refused); mxnet's numbers replayed "
-                           "through mx.nd (case op 'csr')",
-    "sym.contrib.getnnz": "arriving with cat21: imperative on csr arrays only (a bound "
-                          "symbol holding it is refused); mxnet's numbers replayed "
-                          "through mx.nd (case op 'csr')",
-    "sym.contrib.quantized_batch_norm": "arriving with cat21: its cases bind without "
-                                        "gradients, and mxnet's (zeros, "
+    # csr operators: no bound symbol can hold them here (an executor's csr arrays are
+    # read through dense copies, whose zeros would count); mxnet's numbers are replayed
+    # through mx.nd by tests/compiler/test_mxnet_fixtures_catalogue_rest.py (op 'csr')
+    "sym.contrib.edge_id": "imperative on csr arrays only (a bound symbol holding it is "
+                           "refused); mxnet's numbers replayed through mx.nd",
+    "sym.contrib.getnnz": "imperative on csr arrays only (a bound symbol holding it is "
+                          "refused); mxnet's numbers replayed through mx.nd",
+    "sym.contrib.quantized_batch_norm": "its forward cases are replayed bit-equal; they "
+                                        "bind without gradients, and mxnet's (zeros, "
                                         "MakeZeroGradNodes) are not recorded",
     "sym.fill_element_0index": "mxnet's Symbol of it cannot be composed (an NDArray "
                                "function, no gradient): mx.nd's numbers "
