@@ -19,9 +19,9 @@ what a machine without a GPU and without the internet needs, the same on both si
   word_lm reads the Sherlock Holmes corpus (``examples/data/sherlockholmes``);
 * ``example/sparse``'s linear_classification (Avazu) and factorization_machine (Criteo)
   read a Criteo-shaped synthetic LibSVM data set (:mod:`examples.criteo_synth`, a fixed
-  seed) under the names they read, with 20,000 features (linear_classification's
-  feature count edited from Avazu's 1,000,001, on both sides); ``_small`` runs use fewer
-  rows and epochs.
+  seed) under the names they read: linear_classification at its own 1,000,001 features
+  (Avazu's), factorization_machine at 20,000 (``--input-size``); ``_small`` runs use
+  fewer rows and epochs.
 """
 from __future__ import annotations
 
