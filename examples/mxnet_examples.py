@@ -19,9 +19,9 @@ what a machine without a GPU and without the internet needs, the same on both si
   word_lm reads the Sherlock Holmes corpus (``examples/data/sherlockholmes``);
 * ``example/sparse``'s linear_classification (Avazu) and factorization_machine (Criteo)
   read a Criteo-shaped synthetic LibSVM data set (:mod:`examples.criteo_synth`, a fixed
-  seed) under the names they read, with 20,000 features (linear_classification's
-  feature count edited from Avazu's 1,000,001, on both sides); ``_small`` runs use fewer
-  rows and epochs.
+  seed) under the names they read: linear_classification at its own 1,000,001 features
+  (Avazu's), factorization_machine at 20,000 (``--input-size``); ``_small`` runs use
+  fewer rows and epochs.
 """
 from __future__ import annotations
 
@@ -55,17 +55,14 @@ REC_ITER = ("    fit.fit(args, sym, lambda args, kv: tuple(mx.io.ImageRecordIter
             "for part in ('train', 'val')))")
 LINEAR_NLL = r"epoch \d+, eval nll = ([\d.]+)"
 FM_LOG_LOSS = r"epoch \d+, eval log loss = ([\d.]+)"
-# linear_classification fixes Avazu's 1,000,001 features in its train.py; executors here
-# bind csr data on dense shadows (batch x features per step), so both sides get 20,001
-LINEAR_FEATURES = [("    'num_features': 1000001,", "    'num_features': 20001,")]
 FM_ARGS = ["--data-train", "data/train.libsvm", "--data-test", "data/test.libsvm",
            "--input-size", "20000", "--log-interval", "10"]
 # the synthetic data of example/sparse (examples/criteo_synth.py): name -> (kind,
 # num_features, train rows, test rows, file names, seed)
 SPARSE_DATA = {
-    "sparse_linear_classification": ("linear", 20001, 10000, 2500,
+    "sparse_linear_classification": ("linear", 1000001, 10000, 2500,
                                      ("avazu-app", "avazu-app.t"), 0),
-    "sparse_linear_classification_small": ("linear", 20001, 2000, 500,
+    "sparse_linear_classification_small": ("linear", 1000001, 2000, 500,
                                            ("avazu-app", "avazu-app.t"), 0),
     "sparse_factorization_machine": ("fm", 20000, 10000, 2500,
                                      ("train.libsvm", "test.libsvm"), 1),
@@ -104,10 +101,10 @@ EXAMPLES = {
                         r"Epoch\[\d+\] Validation-accuracy=([\d.]+)"),
     "sparse_linear_classification": ("sparse/linear_classification", "train.py",
                                      ["--batch-size", "64", "--num-epoch", "5"],
-                                     LINEAR_FEATURES, LINEAR_NLL),
+                                     [], LINEAR_NLL),
     "sparse_linear_classification_small": ("sparse/linear_classification", "train.py",
                                            ["--batch-size", "16", "--num-epoch", "2"],
-                                           LINEAR_FEATURES, LINEAR_NLL),
+                                           [], LINEAR_NLL),
     "sparse_factorization_machine": ("sparse/factorization_machine", "train.py",
                                      FM_ARGS + ["--batch-size", "100", "--num-epoch", "5"],
                                      [], FM_LOG_LOSS),

@@ -133,9 +133,12 @@ class Executor:
         # other sparse arrays are computed on through dense shadows (executor_sparse.py)
         self._rows = plan_row_reads(symbol, self.arg_dict, self.grad_dict, self._stypes,
                                     self._grad_req, shapes, self._dtypes, self._ctx)
+        # arguments the rewritten symbol no longer reads (a table, a csr operand of a
+        # dot read through rows) get no shadow
+        kept = set(self._rows.symbol.list_arguments()) if self._rows else set(arg_names)
         tables = self._rows.tables if self._rows else {}
         self._shadows = SparseShadows(
-            {n: a for n, a in self.arg_dict.items() if n not in tables},
+            {n: a for n, a in self.arg_dict.items() if n in kept},
             {n: g for n, g in self.grad_dict.items() if n not in tables},
             self._stypes["rows"], self._grad_req)
         self._train_prog = None

@@ -22,6 +22,11 @@ the Program, which keeps static shapes. A table qualifies when every consumer re
 it as the weight of an Embedding whose data is an argument, and its gradient (if
 one is asked for) is a bound row_sparse array; other sparse arguments keep the dense
 shadows of ``executor_sparse.py``.
+
+A weight read by ``dot(csr, W)`` goes the same way (``executor_csrdot.py``): the dot
+becomes a row argument of the output's shape, computed before the forward from W's
+rows at the csr's columns; W's gradient is ``csr^T . d(out)``, one row per column.
+A weight may be read by both kinds of node; its gradient sums all of its reads.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ import torch
 from compiler.errors import MXNetError
 from compiler.symbol import load_json
 
+from . import executor_csrdot as D
 from . import sparse_kernels as K
 from .executor_sparse import is_sparse
 from .ndarray import as_ndarray
@@ -49,11 +55,15 @@ class RowReads:
     shapes, grad_req, dtypes : dict
         Its arguments' shapes, grad_req and dtypes.
     tables : dict of str to list of (str, str)
-        Per table: its reads, ``(row argument, data argument)``.
+        Per table: its reads, ``(row argument, data argument)``; the data of a
+        ``dot`` read (its row argument in ``dots``) is its csr operand.
+    dots : set of str
+        The row arguments that stand for ``dot(csr, table)`` nodes.
     """
 
-    def __init__(self, symbol, reads, shapes, grad_req, dtypes, arg_dict, ctx):
+    def __init__(self, symbol, reads, shapes, grad_req, dtypes, arg_dict, ctx, dots=()):
         self.symbol = symbol
+        self.dots = set(dots)
         self.nodes = {w: [node for _, _, node in r] for w, r in reads.items()}
         reads = {w: [(rname, data) for rname, data, _ in r] for w, r in reads.items()}
         self.tables = reads
@@ -89,6 +99,11 @@ class RowReads:
                 table = arg_dict[w]
                 nrows = table.shape[0]
                 for rname, data in table_reads:
+                    if rname in self.dots:
+                        self._ids[rname] = D.csr_parts(arg_dict[data])
+                        D.csr_dot_rows(self._ids[rname], table, self.rows[rname],
+                                       gather_rows)
+                        continue
                     ids = _indices(arg_dict[data], nrows).to(self.rows[rname].device)
                     self._ids[rname] = ids
                     gather_rows(table, ids, self.rows[rname])
@@ -102,18 +117,24 @@ class RowReads:
             for w, table_reads in self.tables.items():
                 if self.table_req[w] == "null" or w not in grad_dict:
                     continue
-                ids = torch.cat([self._ids[r] for r, _ in table_reads])
-                vals = torch.cat([self.grads[r].as_subclass(torch.Tensor)
-                                  for r, _ in table_reads])
+                ids, vals = zip(*[self._read_grad(r) for r, _ in table_reads])
+                ids, vals = torch.cat(ids), torch.cat(vals)
                 grad = grad_dict[w]
                 data, rows = sum_rows(ids, vals)
                 grad._set_parts(data.to(grad.dtype), [rows])
+
+    def _read_grad(self, rname):
+        """``(ids, rows)`` one read adds to its table's gradient (``sum_rows`` of all)."""
+        if rname in self.dots:
+            return D.csr_t_rows(self._ids[rname], self.grads[rname])
+        grad = self.grads[rname].as_subclass(torch.Tensor)
+        return self._ids[rname].to(grad.device), grad
 
     def check_backward(self):
         """mxnet's refusal of ``grad_req='add'`` for a row_sparse Embedding gradient
         (raised by its backward; here before any backward launch)."""
         for w, req in self.table_req.items():
-            if req == "add":
+            if req == "add":      # never a dot's table (is_csr_dot_read)
                 raise MXNetError(
                     f"backward: the row_sparse gradient of '{w}' (the weight of "
                     f"{', '.join(repr(n) for n in self.nodes[w])}) has grad_req 'add'; "
@@ -203,26 +224,31 @@ def plan_row_reads(symbol, arg_dict, grad_dict, stypes, grad_req, shapes, dtypes
         users.setdefault(src, []).append((None, None))
     tables = [i for i, node in enumerate(nodes) if node["op"] == "null" and
               _qualifies(node["name"], users.get(i, []), nodes, arg_dict, grad_dict,
-                         stypes, grad_req)]
+                         stypes, grad_req, shapes)]
     if not tables:
         return None
-    doc, reads, row_shapes = _rewrite(doc, tables, users, shapes)
+    doc, reads, row_shapes, dots = _rewrite(doc, tables, users, shapes)
     new = load_json(json.dumps(doc))
     all_shapes = {**shapes, **row_shapes}
     all_dtypes = dict(dtypes)
     for w, table_reads in reads.items():
         all_dtypes.update({r: dtypes[w] for r, _, _ in table_reads if w in dtypes})
-    return RowReads(new, reads, all_shapes, dict(grad_req), all_dtypes, arg_dict, ctx)
+    return RowReads(new, reads, all_shapes, dict(grad_req), all_dtypes, arg_dict, ctx, dots)
 
 
-def _qualifies(name, uses, nodes, arg_dict, grad_dict, stypes, grad_req):
-    """Whether the argument ``name`` is a table read only through Embedding rows."""
+def _qualifies(name, uses, nodes, arg_dict, grad_dict, stypes, grad_req, shapes):
+    """Whether the argument ``name`` is a table read only through Embedding rows and
+    ``dot(csr, name)`` (``executor_csrdot.is_csr_dot_read``)."""
     if not uses or name not in arg_dict:
         return False
+    dot = False
     for user, slot in uses:
         if user is None:
             return False
         node = nodes[user]
+        if slot == 1 and D.is_csr_dot_read(node, nodes, arg_dict, grad_req, shapes):
+            dot = True
+            continue
         if slot != 1 or node["op"] not in EMBEDDINGS or \
                 nodes[node["inputs"][0][0]]["op"] != "null":
             return False
@@ -230,16 +256,18 @@ def _qualifies(name, uses, nodes, arg_dict, grad_dict, stypes, grad_req):
     sparse_grad = is_sparse(grad_dict.get(name)) and stypes["grads"].get(name) == "row_sparse"
     if req != "null" and not sparse_grad:
         return False
-    return is_sparse(arg_dict[name]) or sparse_grad
+    # a dot read qualifies whatever W's storage: it spares the csr's dense copy
+    return is_sparse(arg_dict[name]) or sparse_grad or dot
 
 
 def _rewrite(doc, tables, users, shapes):
-    """``doc`` with every Embedding of ``tables`` replaced by a Reshape of a new row
-    argument; returns (doc, {table: [(row arg, data arg, node)]}, {row arg: shape})."""
+    """``doc`` with every Embedding / dot of ``tables`` replaced by a Reshape of a new
+    row argument; returns (doc, {table: [(row arg, data arg, node)]}, {row arg: shape},
+    {row args of dots})."""
     nodes = doc["nodes"]
     taken = {n["name"] for n in nodes}
     readers = {u: i for i in tables for u, _ in users[i]}
-    out, remap, reads, row_shapes = [], {}, {}, {}
+    out, remap, reads, row_shapes, dots = [], {}, {}, {}, set()
     for i, node in enumerate(nodes):
         node = dict(node, inputs=[[remap[s], k, *rest] for s, k, *rest in node["inputs"]])
         if i in readers:
@@ -247,15 +275,21 @@ def _rewrite(doc, tables, users, shapes):
             data = nodes[nodes[i]["inputs"][0][0]]["name"]
             rname = _fresh(f"{table}_rows{len(reads.get(table, []))}", taken)
             dim = int(shapes[table][1])
-            row_shapes[rname] = (_numel(shapes[data]), dim)
+            if node["op"] == D.DOT:           # the dot's output, (M, N)
+                row_shapes[rname] = shape = D.dot_shape(shapes, data, table)
+                dots.add(rname)
+            else:                             # one row per index entry
+                row_shapes[rname] = (_numel(shapes[data]), dim)
+                shape = tuple(shapes[data]) + (dim,)
             reads.setdefault(table, []).append((rname, data, node["name"]))
             out.append({"op": "null", "name": rname, "inputs": []})
             node = {"op": "Reshape", "name": node["name"], "inputs": [[len(out) - 1, 0, 0]],
-                    "attrs": {"shape": str(tuple(shapes[data]) + (dim,))}}
+                    "attrs": {"shape": str(shape)}}
         out.append(node)
         remap[i] = len(out) - 1
     heads = [[remap[s], k, *rest] for s, k, *rest in doc["heads"]]
-    return {"nodes": out, "heads": heads, "attrs": doc.get("attrs", {})}, reads, row_shapes
+    doc = {"nodes": out, "heads": heads, "attrs": doc.get("attrs", {})}
+    return doc, reads, row_shapes, dots
 
 
 def _fresh(name, taken):

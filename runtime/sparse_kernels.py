@@ -98,6 +98,8 @@ def add_rows_(out, pos, values):
     ``scatter_add_`` over the rows' flat views: torch's CPU ``index_add_`` on dim 0
     goes parallel even for a few thousand short rows and, with other processes on the
     cores, takes hundreds of milliseconds where this takes a fraction of one."""
+    if pos.numel() == 0:             # nothing to add (and no row size to infer)
+        return out
     flat = out.reshape(out.shape[0], -1)
     vals = _plain(values).reshape(pos.numel(), -1)
     if vals.numel():

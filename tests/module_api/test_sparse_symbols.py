@@ -82,6 +82,8 @@ def test_dot_csr_row_sparse_executor():
     ex = y.simple_bind(mx.cpu(), data=(5, 8), v=(8, 2), label=(5, 2),
                        grad_req={"data": "null", "v": "write", "label": "null"})
     assert [ex.arg_dict[n].stype for n in ("data", "v", "label")] == list(FIX["dot/arg_stypes"])
+    # v and the csr data are read through v's rows (runtime/executor_csrdot.py)
+    assert list(ex._rows.tables) == ["v"] and not ex._shadows
     ex.arg_dict["data"][:] = mx.nd.array(FIX["dot/data"]).tostype("csr")
     ex.arg_dict["v"][:] = mx.nd.array(FIX["dot/v"]).tostype("row_sparse")
     ex.arg_dict["label"][:] = mx.nd.array(FIX["dot/label"])
@@ -96,6 +98,9 @@ def test_factorization_machine_gradients():
     ex = sym.simple_bind(mx.cpu(), data=(6, 12), label=(6, 1),
                          grad_req={"data": "null", "v": "write", "w1_weight": "write",
                                    "w1_bias": "write", "label": "null"})
+    # w1_weight (read by one dot) through its rows; v (also by _square_sum) on shadows
+    assert list(ex._rows.tables) == ["w1_weight"]
+    assert ex._shadows.resolve("grad", "v") is not None
     ex.arg_dict["data"][:] = mx.nd.array(FIX["fm/data"]).tostype("csr")
     for k in ("v", "w1_weight", "w1_bias", "label"):
         src = mx.nd.array(FIX["fm/" + k])

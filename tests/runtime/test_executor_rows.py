@@ -116,7 +116,10 @@ def test_grad_req_add_is_refused_at_backward_as_mxnet():
 def test_other_consumers_keep_the_dense_shadow():
     x = mx.sym.var("data", stype="csr")
     v = mx.sym.var("v", stype="row_sparse")
-    ex = mx.sym.LinearRegressionOutput(mx.sym.dot(x, v), mx.sym.var("label")).simple_bind(
+    # v is read by a dot (which alone would read it through rows) and by _square_sum
+    both = mx.sym.dot(x, v) + mx.sym.dot(
+        mx.sym.square(x), mx.sym._internal._square_sum(v, axis=1, keepdims=True))
+    ex = mx.sym.LinearRegressionOutput(both, mx.sym.var("label")).simple_bind(
         mx.cpu(), data=(4, 6), v=(6, 1), label=(4, 1),
         grad_req={"data": "null", "v": "write", "label": "null"})
     assert ex._rows is None and ex._shadows
