@@ -22,7 +22,9 @@ import numpy as np
 from .frontend import attribute as _attribute
 from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
+from .frontend.collector import gc_paused
 from .frontend.graph import Graph, _raw
+from .frontend.json_indent import dumps_indented
 from .ops import REGISTRY, get_op
 from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
@@ -89,10 +91,20 @@ def _inputs_before_amp_casts(node) -> list:
     return out
 
 
+def _in_mxnet_order(node, inputs):
+    """``inputs`` (a node's, arguments then auxiliary states) in mxnet's order
+    (``OpDef.input_order``: quantized_batch_norm's moving statistics sit in the middle)."""
+    if node.op == "null" or not node.opdef().input_order:
+        return inputs
+    return _reorder_inputs(node.opdef(), node.parsed(), inputs, to_mxnet=True)
+
+
 def _topo(entries, inputs_of=None) -> list:
-    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in order);
-    ``inputs_of(node)``: the input entries to follow (default: the node's own)."""
-    inputs_of = inputs_of or (lambda n: n.inputs)
+    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in
+    mxnet's order); ``inputs_of(node)``: the input entries to follow (default: the
+    node's own)."""
+    follow = inputs_of or (lambda n: n.inputs)
+    inputs_of = lambda n: _in_mxnet_order(n, follow(n))  # noqa: E731
     order, seen = [], set()
     for head, _ in entries:
         if id(head) in seen:
@@ -164,8 +176,13 @@ def is_mode_dependent(symbol) -> bool:
 class Symbol:
     """A symbolic multi-output graph, as ``mxnet.symbol.Symbol``."""
 
-    def __init__(self, outputs):
+    _effects = ()      # a symbol pickled before output-less nodes existed has none
+
+    def __init__(self, outputs, effects=()):
         self._outputs = [(n, int(i)) for n, i in outputs]
+        # operators without outputs that write their inputs (mxnet's ``reset_arrays``):
+        # a symbol keeps them for their writes, as it keeps its outputs for their values
+        self._effects = list(effects)
 
     # -- what is derived from the graph, once ------------------------------------------
     def _derived(self) -> dict:
@@ -197,7 +214,7 @@ class Symbol:
         """Every node, in mxnet's order (:func:`_topo`); do not modify the list."""
         memo = self._derived()
         if "nodes" not in memo:
-            memo["nodes"] = _topo(self._outputs)
+            memo["nodes"] = _topo(self._outputs + [(n, 0) for n in self._effects])
         return memo["nodes"]
 
     def __getstate__(self):
@@ -322,6 +339,12 @@ class Symbol:
         """Names of the arguments (inputs and parameters), in mxnet's order."""
         return [n.name for n in self._variables()[0]]
 
+    def _aux_names(self):
+        memo = self._derived()
+        if "aux_names" not in memo:
+            memo["aux_names"] = frozenset(self.list_auxiliary_states())
+        return memo["aux_names"]
+
     def list_auxiliary_states(self):
         """Names of the auxiliary states (BatchNorm's moving statistics)."""
         return [n.name for n in self._variables()[1]]
@@ -424,6 +447,7 @@ class Symbol:
             mapping[id(node)] = new
         self._outputs = [subst[id(n)] if id(n) in subst else (mapping[id(n)], i)
                          for n, i in self._outputs]
+        self._effects = [mapping[id(n)] for n in self._effects]
         if name and len(self._outputs) == 1 and self._outputs[0][0].op != "null":
             self._outputs[0][0].name = name
 
@@ -438,7 +462,8 @@ class Symbol:
         for node in self._nodes():
             mapping[id(node)] = _Node(node.op, node.name, node.attrs,
                                       [(mapping[id(s)], i) for s, i in node.inputs])
-        return Symbol([(mapping[id(n)], i) for n, i in self._outputs])
+        return Symbol([(mapping[id(n)], i) for n, i in self._outputs],
+                      [mapping[id(n)] for n in self._effects])
 
     def __deepcopy__(self, memo):
         return self.__copy__()
@@ -559,14 +584,17 @@ class Symbol:
         except TypeError:             # not shapes: let inference say what is wrong
             return self._infer_graph(args, kwargs, partial)
         result = self._remember(key, lambda: self._infer_graph(args, kwargs, partial))
-        if result[0] is not None and all(result[0]) and not partial:
+        if result[0] is not None and all(result[0]) and not partial and \
+                not set(kwargs) & set(self._aux_names()):
             # Given every argument's shape it found, inference finds the same again (they
             # met every rule): the executor and the compiler ask in exactly that form.
+            # (Not where auxiliary shapes were given: the arguments may not decide them.)
             names = self.list_arguments()
             self._remember(key[:3] + ((), tuple(sorted(zip(names, result[0])))),
                            lambda: result)
         return tuple(None if r is None else list(r) for r in result)
 
+    @gc_paused()        # a graph of the symbol built and walked: see gc_paused
     def _infer_graph(self, args, kwargs, partial):
         from .passes.infer_shapes import infer_shapes
         graph = self.to_graph()
@@ -687,12 +715,14 @@ class Symbol:
         ``remove_amp_cast`` (mxnet's default): an input read through ``amp_cast`` /
         ``amp_multicast`` reads the value before the cast, so a converted model saves as
         its float32 graph (the heads stay as they are, as in mxnet)."""
-        return json.dumps(self._json_doc(remove_amp_cast), indent=2)
+        return dumps_indented(self._json_doc(remove_amp_cast), indent=2)
 
     def _json_doc(self, remove_amp_cast=True) -> dict:
         """What :meth:`tojson` writes, as a dict."""
         inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
-        nodes = _topo(self._outputs, inputs_of)
+        # an operator without outputs (reset_arrays) is written among the nodes, which
+        # mxnet's heads cannot name: load_json keeps such nodes as effects again
+        nodes = _topo(self._outputs + [(n, 0) for n in self._effects], inputs_of)
         index = {id(n): i for i, n in enumerate(nodes)}
         out_nodes, row_ptr = [], [0]
         for n in nodes:
@@ -892,7 +922,8 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
                     _ATTR_EDITS[0] += 1     # a variable other symbols hold changed
         inputs.append(entry)
     node = _Node(op_name, name, node_attrs, inputs)
-    return Symbol([(node, i) for i in range(opdef.visible_outputs(parsed))])
+    count = opdef.visible_outputs(parsed)
+    return Symbol([(node, i) for i in range(count)], effects=() if count else [node])
 
 
 def _np_type(name):
@@ -957,7 +988,7 @@ def Group(symbols):
         if not isinstance(s, Symbol):
             raise MXNetError("Group takes a list of Symbols")
         entries.extend(s._outputs)
-    return Symbol(entries)
+    return Symbol(entries, [n for s in symbols for n in s._effects])
 
 
 def maximum(left, right):
@@ -1043,9 +1074,11 @@ def load_json(json_str):
     heads = []
     for h in doc["heads"]:
         heads.append(_entry_from_json(h, nodes, "heads"))
-    if not heads:
+    # operators without outputs (reset_arrays), which heads cannot name: kept as effects
+    effects = [n for n in nodes if n.op != "null" and n.num_outputs() == 0]
+    if not heads and not effects:
         raise MXNetError("symbol JSON has no heads")
-    return Symbol(heads)
+    return Symbol(heads, effects)
 
 
 def _node_from_json(i, entry, nodes):
@@ -1333,3 +1366,29 @@ def _internal_namespace():
 
 
 _internal = _internal_namespace()
+
+# mxnet 1.9.1's ``mx.sym.sparse``: the operators it registers with a ``_sparse_`` alias
+# (``MXNET_ADD_SPARSE_OP_ALIAS`` and the unary / regression macros that use it), as its
+# ``dir(mx.sym.sparse)`` lists them; each makes the operator's own node (``dot0``).
+# ``retain`` and ``adagrad_update`` (mxnet's ``_sparse_retain`` / ``_sparse_adagrad_update``)
+# have no registry entry yet and are left out.
+_SPARSE_NAMES = (
+    "ElementWiseSum Embedding FullyConnected LinearRegressionOutput LogisticRegressionOutput "
+    "MAERegressionOutput _contrib_round_ste _contrib_sign_ste abs adam_update add_n arccos "
+    "arccosh arcsin arcsinh arctan arctanh broadcast_add broadcast_div broadcast_minus "
+    "broadcast_mul broadcast_plus broadcast_sub cast_storage cbrt ceil clip concat cos cosh "
+    "degrees dot elemwise_add elemwise_div elemwise_mul elemwise_sub exp expm1 fix floor "
+    "ftrl_update gamma gammaln log log10 log1p log2 make_loss mean negative norm radians relu "
+    "rint round rsqrt sgd_mom_update sgd_update sigmoid sign sin sinh slice sqrt square "
+    "stop_gradient sum tan tanh trunc where zeros_like").split()
+
+
+def _sparse_namespace():
+    import types
+    ns = types.SimpleNamespace(**{name: _make_op_function(name) for name in _SPARSE_NAMES
+                                  if name in REGISTRY})
+    ns.__doc__ = "``mx.sym.sparse``: the operators mxnet 1.9.1 also names ``_sparse_X``."
+    return ns
+
+
+sparse = _sparse_namespace()                  # mx.sym.sparse

@@ -16,7 +16,12 @@ what a machine without a GPU and without the internet needs, the same on both si
   module whose ``jit`` returns the function unchanged (the same arithmetic, slower);
 * MNIST is this project's split of the official test set (:mod:`examples.mnist_data`:
   8,000 training and 2,000 validation images) under the names the programs read;
-  word_lm reads the Sherlock Holmes corpus (``examples/data/sherlockholmes``).
+  word_lm reads the Sherlock Holmes corpus (``examples/data/sherlockholmes``);
+* ``example/sparse``'s linear_classification (Avazu) and factorization_machine (Criteo)
+  read a Criteo-shaped synthetic LibSVM data set (:mod:`examples.criteo_synth`, a fixed
+  seed) under the names they read: linear_classification at its own 1,000,001 features
+  (Avazu's), factorization_machine at 20,000 (``--input-size``); ``_small`` runs use
+  fewer rows and epochs.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from examples import criteo_synth  # noqa: E402
 from examples.mnist_data import split_files  # noqa: E402
 
 FIGURES = os.path.join(ROOT, "examples", "data", "mxnet_module_examples.json")
@@ -47,6 +53,22 @@ REC_ITER = ("    fit.fit(args, sym, lambda args, kv: tuple(mx.io.ImageRecordIter
             "path_imgrec='data/mnist_%s.rec' % part, data_shape=(1, 28, 28), "
             "batch_size=args.batch_size, scale=1.0 / 255, shuffle=part == 'train') "
             "for part in ('train', 'val')))")
+LINEAR_NLL = r"epoch \d+, eval nll = ([\d.]+)"
+FM_LOG_LOSS = r"epoch \d+, eval log loss = ([\d.]+)"
+FM_ARGS = ["--data-train", "data/train.libsvm", "--data-test", "data/test.libsvm",
+           "--input-size", "20000", "--log-interval", "10"]
+# the synthetic data of example/sparse (examples/criteo_synth.py): name -> (kind,
+# num_features, train rows, test rows, file names, seed)
+SPARSE_DATA = {
+    "sparse_linear_classification": ("linear", 1000001, 10000, 2500,
+                                     ("avazu-app", "avazu-app.t"), 0),
+    "sparse_linear_classification_small": ("linear", 1000001, 2000, 500,
+                                           ("avazu-app", "avazu-app.t"), 0),
+    "sparse_factorization_machine": ("fm", 20000, 10000, 2500,
+                                     ("train.libsvm", "test.libsvm"), 1),
+    "sparse_factorization_machine_small": ("fm", 20000, 2000, 500,
+                                           ("train.libsvm", "test.libsvm"), 1),
+}
 # name: (folder in example/, script, arguments, edits (old line, new line), metric pattern)
 EXAMPLES = {
     "python_loss": ("module", "python_loss.py", [], [("    num_gpu = 2", "    num_gpu = 0")],
@@ -77,6 +99,19 @@ EXAMPLES = {
     "train_mnist_rec": ("image-classification", "train_mnist.py", TRAIN_MNIST_ARGS,
                         [("    fit.fit(args, sym, get_mnist_iter)", REC_ITER)],
                         r"Epoch\[\d+\] Validation-accuracy=([\d.]+)"),
+    "sparse_linear_classification": ("sparse/linear_classification", "train.py",
+                                     ["--batch-size", "64", "--num-epoch", "5"],
+                                     [], LINEAR_NLL),
+    "sparse_linear_classification_small": ("sparse/linear_classification", "train.py",
+                                           ["--batch-size", "16", "--num-epoch", "2"],
+                                           [], LINEAR_NLL),
+    "sparse_factorization_machine": ("sparse/factorization_machine", "train.py",
+                                     FM_ARGS + ["--batch-size", "100", "--num-epoch", "5"],
+                                     [], FM_LOG_LOSS),
+    "sparse_factorization_machine_small": ("sparse/factorization_machine", "train.py",
+                                           FM_ARGS + ["--batch-size", "50",
+                                                      "--num-epoch", "2"],
+                                           [], FM_LOG_LOSS),
 }
 
 
@@ -105,6 +140,9 @@ def _prepare(source, name, work):
                              ("val_images", "t10k-images-idx3-ubyte"),
                              ("val_labels", "t10k-labels-idx1-ubyte")):
             os.symlink(split[ours], os.path.join(data, theirs))
+    elif name in SPARSE_DATA:
+        kind, features, train, test, names, seed = SPARSE_DATA[name]
+        criteo_synth.make(data, features, kind, train, test, seed, names)
     else:
         for part in ("train", "valid", "test"):
             os.symlink(os.path.join(SHERLOCK, f"sherlockholmes.{part}.txt"),

@@ -18,9 +18,10 @@ from runtime.ndarray_sparse import BaseSparseNDArray, CSRNDArray
 from .data_iter import DataBatch, DataIter
 from .mnist_iter import MNISTIter
 from .csv_iter import CSVIter
+from .libsvm_iter import LibSVMIter
 from .image_record_iter import ImageRecordIter, ImageRecordUInt8Iter, ImageRecordInt8Iter
 
-__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'CSVIter', 'ImageRecordIter',
+__all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'CSVIter', 'LibSVMIter', 'ImageRecordIter',
            'ImageRecordUInt8Iter', 'ImageRecordInt8Iter',
            'NDArrayIter',
            'PrefetchingIter', 'ResizeIter']

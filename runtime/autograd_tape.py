@@ -381,7 +381,6 @@ class _GradCall:
 
     def __init__(self, e, tensors):
         from compiler.symbol import is_mode_dependent
-        from compiler.artifacts.compile import compile_symbol
         from .executor import Executor
         sym = _ENGINE["symbol"](e.op_name, e.names, e.attr_args, e.attrs)
         arg_names = sym.list_arguments()
@@ -397,12 +396,12 @@ class _GradCall:
         bound = {**self.exe.arg_dict, **self.exe.aux_dict}
         self.dst = [bound[n].as_subclass(torch.Tensor) for n in e.names]
         self.grad_of = [self.exe.grad_dict.get(n) for n in e.names]
+        self.names, self.op_name = list(e.names), e.op_name
         if not e.is_train and is_mode_dependent(sym):
             # predict mode under record (Dropout as the identity): the gradient program
             # of the inference graph
             exe = self.exe
-            exe._train_prog = compile_symbol(sym, exe._input_shapes, True, exe._grad_req,
-                                             False, e.ctx.target, exe._dtypes)
+            exe._train_prog = exe._compile_prog(True, False)
         self.seed = None
         self.exe._set_seed = self._pin_seed     # the recorded seed, not a new one
 
@@ -421,6 +420,12 @@ class _GradCall:
         full = [g if g is not None else torch.zeros_like(o.as_subclass(torch.Tensor))
                 for g, o in zip(ograds + [None] * (len(outs) - len(ograds)), outs)]
         self.exe.backward(full)
+        for name, g in zip(self.names, self.grad_of):
+            if hasattr(g, "_aux_t"):    # attach_grad gives default storage only
+                raise MXNetError(
+                    f"backward of {self.op_name}: the gradient of '{name}' is row_sparse "
+                    f"(sparse_grad); Cannot use sparse_grad = 1, while stype of gradients "
+                    f"w.r.t embedding weight is default")
         return [None if g is None else g.as_subclass(torch.Tensor).clone()
                 for g in self.grad_of]
 

@@ -14,14 +14,16 @@ import bisect
 import numpy as np
 import torch
 
-from compiler.artifacts.compile import all_dtypes, compile_symbol, gc_paused
+from compiler.artifacts.compile import all_dtypes, compile_symbol, free_aux_shapes, gc_paused
 from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
 from compiler.passes.storage_type import infer_storage
 from compiler.symbol import is_mode_dependent
 from compiler.triton.mode import ensure_mode
 
+from . import threads
 from .context import Context, current_context, device_guard
+from .executor_rows import plan_row_reads
 from .executor_sparse import SparseShadows, is_sparse, new_array
 from .launcher import bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
@@ -42,6 +44,15 @@ def _normalize_grad_req(grad_req, arg_names):
             raise MXNetError(f"grad_req names unknown arguments {sorted(unknown)}")
         return {n: grad_req.get(n, "null") for n in arg_names}
     raise MXNetError("grad_req must be a str, list or dict")
+
+
+def _with_free_aux(symbol, shapes, aux_dict) -> dict:
+    """``shapes`` (the arguments') plus the shapes of the bound auxiliary states that
+    the arguments do not decide: a Program is compiled for them too."""
+    if not aux_dict:
+        return shapes
+    free = free_aux_shapes(symbol, shapes, {n: tuple(a.shape) for n, a in aux_dict.items()})
+    return {**shapes, **free} if free else shapes
 
 
 def _to_tensor(value, ctx: Context, what: str):
@@ -104,7 +115,7 @@ class Executor:
                 _, _, aux_shapes = symbol.infer_shape(**shapes)
                 for name, s in zip(aux_names, aux_shapes):
                     self.aux_dict.setdefault(name, empty(s, self._ctx, self._dtypes[name]))
-        self._input_shapes = shapes
+        self._input_shapes = _with_free_aux(symbol, shapes, self.aux_dict)
         self._stypes = infer_storage(symbol)
         if args_grad is None:
             self.grad_dict = {
@@ -118,9 +129,18 @@ class Executor:
                     raise MXNetError(f"args_grad has no array for '{n}' whose grad_req is "
                                      f"'{self._grad_req[n]}'")
         self._for_training = any(r != "null" for r in self._grad_req.values())
-        # sparse arrays are computed on through dense shadows (executor_sparse.py)
-        self._shadows = SparseShadows(self.arg_dict, self.grad_dict, self._stypes["rows"],
-                                      self._grad_req)
+        # embedding tables are read through their batch's rows (executor_rows.py); the
+        # other sparse arrays are computed on through dense shadows (executor_sparse.py)
+        self._rows = plan_row_reads(symbol, self.arg_dict, self.grad_dict, self._stypes,
+                                    self._grad_req, shapes, self._dtypes, self._ctx)
+        # arguments the rewritten symbol no longer reads (a table, a csr operand of a
+        # dot read through rows) get no shadow
+        kept = set(self._rows.symbol.list_arguments()) if self._rows else set(arg_names)
+        tables = self._rows.tables if self._rows else {}
+        self._shadows = SparseShadows(
+            {n: a for n, a in self.arg_dict.items() if n in kept},
+            {n: g for n, g in self.grad_dict.items() if n not in tables},
+            self._stypes["rows"], self._grad_req)
         self._train_prog = None
         self._infer_prog = None
         self._buffers = {}
@@ -168,15 +188,21 @@ class Executor:
             raise MXNetError(f"{what}: no array for {missing}")
         return out
 
+    def _compile_prog(self, for_training, is_train, with_dtypes=True, loss_scale=False):
+        """``compile_symbol`` of what this executor runs: its symbol, or the one whose
+        embedding tables are read through row arguments (``executor_rows.py``)."""
+        rows = self._rows
+        sym, shapes = (rows.symbol, rows.shapes) if rows else (self._symbol, self._input_shapes)
+        req = (rows.grad_req if rows else self._grad_req) if for_training else {}
+        dtypes = (rows.dtypes if rows else self._dtypes) if with_dtypes else None
+        return compile_symbol(sym, shapes, for_training, req, is_train, self._ctx.target,
+                              dtypes, loss_scale=loss_scale)
+
     def _compile(self):
-        target = self._ctx.target
         if self._for_training:
-            self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
-                                              self._grad_req, True, target, self._dtypes,
-                                              loss_scale=self._loss_scaling)
+            self._train_prog = self._compile_prog(True, True, loss_scale=self._loss_scaling)
         if not self._for_training:
-            self._infer_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
-                                              False, target, self._dtypes)
+            self._infer_prog = self._compile_prog(False, False)
         elif is_mode_dependent(self._symbol):
             # compiled when first asked for (a forward with is_train=False): a training
             # run's first step needs only the training program
@@ -192,8 +218,7 @@ class Executor:
         """The inference Program (compiled on first use when training, see _compile)."""
         if self._infer_pending:
             self._infer_pending = False
-            self._infer_prog_now = compile_symbol(self._symbol, self._input_shapes, False, {},
-                                                  False, self._ctx.target, self._dtypes)
+            self._infer_prog_now = self._compile_prog(False, False)
         return self._infer_prog_now
 
     @_infer_prog.setter
@@ -254,6 +279,8 @@ class Executor:
 
         def resolve(kind, name, offset, numel):
             shadow = self._shadows.resolve(kind, name) if self._shadows else None
+            if shadow is None and self._rows:
+                shadow = self._rows.resolve(kind, name)
             if shadow is not None:
                 base = shadow
             elif kind == "arg":
@@ -289,14 +316,15 @@ class Executor:
         if is_train and not self._for_training:
             prog = self._infer_prog if self._train_prog is None else self._train_prog
             if self._train_prog is None and is_mode_dependent(self._symbol):
-                self._train_prog = compile_symbol(self._symbol, self._input_shapes, False, {},
-                                                  True, self._ctx.target)
+                self._train_prog = self._compile_prog(False, True, with_dtypes=False)
                 prog = self._train_prog
         else:
             prog = self._train_prog if is_train else self._infer_prog
         self._set_seed(prog)
         if self._shadows:
             self._shadows.before_forward()
+        if self._rows:      # at the thread policy's count, as the Program's launches
+            threads.run(None, self._rows.before_forward, self.arg_dict)
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
@@ -346,10 +374,14 @@ class Executor:
                 raise MXNetError(f"out_grads[{i}] has shape {tuple(g.shape)}, output "
                                  f"'{prog.output_names[i]}' has {tuple(heads[name].shape)}")
             heads[name].copy_(g)
+        if self._rows:
+            self._rows.check_backward()
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "bwd"))
         if self._shadows:
             self._shadows.after_backward(self.arg_dict)
+        if self._rows:
+            threads.run(None, self._rows.after_backward, self.grad_dict)
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes, sharing memory as mxnet's does.
@@ -443,9 +475,7 @@ class Executor:
         if not self._loss_scaling:
             old = self._train_prog
             self._loss_scaling = True
-            self._train_prog = compile_symbol(self._symbol, self._input_shapes, True,
-                                              self._grad_req, True, self._ctx.target,
-                                              self._dtypes, loss_scale=True)
+            self._train_prog = self._compile_prog(True, True, loss_scale=True)
             if self._infer_prog_now is old:       # (a pending one stays pending)
                 self._infer_prog = self._train_prog
             self._buffers.pop(id(old), None)
@@ -514,7 +544,11 @@ class Executor:
             progs.append(("inference", self._infer_prog, {}, False))
         for title, prog, grad_req, is_train in progs:
             self._buffers_for(prog)
-            values = _buffer_values(self._symbol, self._input_shapes, grad_req, is_train, prog)
+            rows = self._rows         # the plan is the compiled symbol's (executor_rows.py)
+            values = _buffer_values(rows.symbol if rows else self._symbol,
+                                    rows.shapes if rows else self._input_shapes,
+                                    rows.grad_req if rows and grad_req else grad_req,
+                                    is_train, prog)
             lines += _plan_lines(title, prog, values)
         total = self._pool.nbytes()
         # mxnet's own last line (scripts and its tests parse it), then the detail
@@ -615,6 +649,9 @@ def allocate_arrays(symbol, ctx, type_dict=None, shapes=None, group2ctx=None):
     if arg_shapes is None:
         arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
         missing = [n for n, s in zip(symbol.list_arguments(), arg_shapes) if not s or 0 in s]
+        if not missing:     # every argument known: an output is not (boolean_mask's)
+            from compiler.passes.infer_shapes import infer_shapes
+            infer_shapes(symbol.to_graph(), shapes)        # raises, naming the node
         raise MXNetError(f"simple_bind: cannot infer the shapes of {missing}; give them "
                          f"as keyword arguments (name=shape)")
     ctx = ctx if isinstance(ctx, Context) else current_context()

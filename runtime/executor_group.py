@@ -89,10 +89,17 @@ def _load_general(data, targets, major_axis):
             for src, dst in zip(d_src, d_targets):
                 _copy_into(src, dst)
         else:
-            src = _to_tensor(d_src)
+            # a csr batch stays csr (its rows sliced as csr): made dense here, a LibSVM batch
+            # of a million features would cost a (batch, 1e6) array and its conversion back
+            csr = is_sparse(d_src) and d_src.stype == "csr"
+            src = d_src if csr else _to_tensor(d_src)
             for slice_idx, d_dst in d_targets:
                 if axis >= 0 and (slice_idx.start != 0 or src.shape[axis] != slice_idx.stop):
-                    part = src.narrow(axis, slice_idx.start, slice_idx.stop - slice_idx.start)
+                    if csr and axis == 0:
+                        part = src.slice(slice_idx.start, slice_idx.stop)
+                    else:
+                        part = _to_tensor(src).narrow(axis, slice_idx.start,
+                                                      slice_idx.stop - slice_idx.start)
                     _copy_into(part, d_dst)
                 else:
                     _copy_into(src, d_dst)

@@ -2,12 +2,12 @@
 
 An executor's ``arg_dict`` / ``grad_dict`` hold the sparse arrays of
 ``ndarray_sparse.py`` where storage-type inference (``compiler/passes/storage_type.py``)
-says so, as mxnet's do. The compiled Program still computes on dense tensors (no
-generated kernel reads sparse storage yet), so each sparse array has a dense *shadow*
-the Program's launches are bound to:
+says so, as mxnet's do. Embedding tables are read through their batch's rows
+(``executor_rows.py``); for every other sparse array the compiled Program computes
+on a dense *shadow* its launches are bound to:
 
 * before a forward, every sparse argument is written into its shadow (the whole
-  table: a row_sparse weight costs a dense copy per step);
+  array: a dense copy per step);
 * after a backward, every row_sparse gradient takes, from its shadow, the rows
   mxnet's backward stores (the indices an Embedding reads, the columns a csr
   operand of ``dot`` stores, ...; see ``storage_type.py``), zero-valued ones included.

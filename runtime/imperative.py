@@ -61,7 +61,8 @@ class _Call:
         with torch.no_grad():
             given = {n: t.detach().clone(memory_format=torch.contiguous_format)
                      for n, t in zip(input_names, tensors)}
-        missing = [n for n in arg_names if n not in given]
+        needed = arg_names + (aux_names if REGISTRY[op_name].mutates_inputs else [])
+        missing = [n for n in needed if n not in given]
         if missing:
             raise MXNetError(f"{op_name}: missing input(s) {missing}; the operator takes "
                              f"{arg_names + aux_names}")
@@ -76,11 +77,13 @@ class _Call:
         bound = {**self.exe.arg_dict, **self.exe.aux_dict}
         self.dst = [bound[n].as_subclass(torch.Tensor) for n in input_names]
         self.outs = [o.as_subclass(torch.Tensor) for o in self.exe.outputs]
-        # training mode updates auxiliary states (BatchNorm's moving statistics): they go
-        # back into the caller's arrays, as mxnet's imperative call updates them in place
+        # training mode updates auxiliary states (BatchNorm's moving statistics), and an
+        # operator that mutates its inputs (sgd_mom_update's mom, reset_arrays) writes
+        # them always: they go back into the caller's arrays, as mxnet updates them
+        writes = is_train or REGISTRY[op_name].mutates_inputs
         self.aux_back = [(i, bound[n].as_subclass(torch.Tensor))
                          for i, n in enumerate(input_names) if n in self.exe.aux_dict] \
-            if is_train else []
+            if writes else []
         self.ctx = ctx
         self.seeded = self.prog.seed_buffer is not None
         self.fast = ctx.device_type == "cpu" and ctx.target == "cpu"
@@ -151,15 +154,15 @@ def _split(opdef, args, kwargs):
             all(isinstance(a, torch.Tensor) for a in args):
         return declared[:len(args)], args, (), {}       # inputs only, the common call
     n = 0
-    while n < len(args) and isinstance(args[n], torch.Tensor):
+    while n < len(args) and _is_input(args[n]):
         n += 1
-    if any(isinstance(a, torch.Tensor) for a in args[n:]):
+    if any(_is_input(a) for a in args[n:]):
         raise MXNetError(f"{opdef.name}: positional arrays must come before the attributes")
     tensors = list(args[:n])
     names = [f"_in{i}" for i in range(n)]
     attrs = {}
     for k, v in kwargs.items():
-        if isinstance(v, torch.Tensor):
+        if _is_input(v):
             names.append(k)
             tensors.append(v)
         elif v is not None or k in opdef._attr_index:
@@ -176,11 +179,12 @@ _DECLARED: dict = {}
 
 
 def _declared_inputs(opdef):
-    """The operator's input names in order (arguments, then auxiliary states), or None
-    where they depend on the attributes."""
+    """The operator's input names in mxnet's order (``input_order``, else arguments then
+    auxiliary states), or None where they depend on the attributes."""
     names = _DECLARED.get(opdef.name, False)
     if names is False:
-        names = None if callable(opdef.arguments) or opdef.variadic else \
+        names = None if callable(opdef.arguments) or opdef.variadic or \
+            callable(opdef.input_order) else list(opdef.input_order or ()) or \
             list(opdef.arguments) + list(opdef.aux)
         _DECLARED[opdef.name] = names
     return names
@@ -234,7 +238,15 @@ def _invoke(opdef, op_name, args, kwargs):
         out = kwargs.pop("out", None)
         kwargs.pop("name", None)
     names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
+    if opdef.sparse_form is not None or \
+            not all(isinstance(t, torch.Tensor) for t in tensors):
+        # getnnz, edge_id: an operator over a csr array's parts
+        op_name, names, tensors, attrs = _sparse_form(opdef, names, tensors, attr_args, attrs)
+        opdef, attr_args = REGISTRY[op_name], ()
     ctx = _context_of(opdef, tensors, attrs)
+    if opdef.value_shaped is not None:     # boolean_mask: its output shape from the values
+        op_name, attrs = _value_shaped(opdef, names, tensors, attr_args, attrs)
+        opdef, attr_args = REGISTRY[op_name], ()
     # the training flag matters to Dropout, BatchNorm ... only (mx.autograd.train_mode)
     is_train = bool(opdef.mode_dependent) and autograd_tape.STATE.training
     key = (op_name, tuple(names), attr_args and _hashable(attr_args),
@@ -256,6 +268,43 @@ def _invoke(opdef, op_name, args, kwargs):
     if out is not None:
         return _write_out(res, out, op_name)
     return res[0] if len(res) == 1 else res
+
+
+def _is_sparse(x) -> bool:
+    return getattr(x, "stype", "default") in ("csr", "row_sparse")
+
+
+def _is_input(x) -> bool:
+    return isinstance(x, torch.Tensor) or _is_sparse(x)
+
+
+def _sparse_form(opdef, names, tensors, attr_args, attrs):
+    """(name, input names, inputs, attributes) of the operator an imperative call with
+    sparse inputs runs (``OpDef.sparse_form``: the arrays' parts)."""
+    if opdef.sparse_form is None:
+        kinds = sorted({t.stype for t in tensors if _is_sparse(t)})
+        raise MXNetError(f"{opdef.name}: sparse ({', '.join(kinds)}) inputs are not "
+                         f"computed imperatively here; convert them with .tostype('default')")
+    if attr_args:
+        attrs = {**dict(zip([a.name for a in opdef.attrs], attr_args)), **attrs}
+    parsed = opdef.parse_attrs(dict(attrs), _NODE)
+    declared = _declared_inputs(opdef) or names
+    by_name = dict(zip(names, tensors))
+    ordered = [by_name.get(n, t) for n, t in zip(declared, tensors)]
+    name, new_attrs, parts = opdef.sparse_form(parsed, ordered)
+    return name, [f"_in{i}" for i in range(len(parts))], list(parts), new_attrs
+
+
+def _value_shaped(opdef, names, tensors, attr_args, attrs):
+    """(name, attributes) of the fixed-shape operator an imperative call of a
+    value-shaped one runs (``OpDef.value_shaped``)."""
+    if attr_args:
+        attrs = {**dict(zip([a.name for a in opdef.attrs], attr_args)), **attrs}
+    parsed = opdef.parse_attrs({k: v for k, v in attrs.items()}, _NODE)
+    declared = _declared_inputs(opdef) or names
+    by_name = dict(zip(names, tensors))
+    ordered = [by_name.get(n, t) for n, t in zip(declared, tensors)]
+    return opdef.value_shaped(parsed, ordered)
 
 
 def _build(key, op_name, names, tensors, attr_args, attrs, ctx, is_train=False):

@@ -14,6 +14,9 @@ Guarantees, weaker than ``dist_sync`` on purpose (they are mxnet's): updates
 from different workers interleave in arrival order; a pull may return a value
 that already includes other workers' newer updates, or not yet this worker's
 last push to another owner (pushes to one owner are applied in the order sent).
+A ``barrier`` first waits until each owner this worker pushed to has applied
+those pushes, so once every worker has passed it, every push made before it is
+visible to every pull (mxnet's server acknowledges a push only once applied).
 Workers may run different numbers of steps. Nothing is averaged across
 workers: each worker's gradient is applied on its own (``rescale_grad`` is
 ``1/batch_size``, not ``1/(batch_size*num_workers)``). Without ``set_optimizer``
@@ -46,6 +49,8 @@ import torch
 
 from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
+from . import kvstore_async_sparse as rsp
+from . import kvstore_sparse as kvs
 from . import optimizer as opt
 from .dist_group import WorkerLostError, join
 from .kvstore_local import KVStore, _slots, key_value_pairs
@@ -56,19 +61,22 @@ from .ndarray import torch_dtype
 
 __all__ = ["DistAsyncKVStore"]
 
-_PUSH, _PULL, _STATES, _DONE = 1, 2, 3, 4
+_PUSH, _PULL, _STATES, _DONE, _FLUSH, _PUSH_ROWS, _PULL_ROWS = 1, 2, 3, 4, 5, 6, 7
 _TAG_REQUEST, _TAG_PAYLOAD, _TAG_REPLY = 11, 12, 13
 _FAILING_JOIN_S = 5.0       # after a failure, how long close() waits for live peers
 
 
-def _refuse_sparse(key, values, what):
-    if any(getattr(v, "stype", "default") != "default" for v in values):
-        raise MXNetError(f"dist_async {what} of key {key!r}: row_sparse / csr values are not "
-                         f"supported by this store (dist_sync supports row_sparse)")
+def _refuse_csr(key, values, what):
+    if any(getattr(v, "stype", "default") == "csr" for v in values):
+        raise MXNetError(f"dist_async {what} of key {key!r}: csr values are not supported "
+                         f"(a kvstore holds default and row_sparse values)")
 
 
 class DistAsyncKVStore(KVStore):
-    """Asynchronous updates on owner ranks (see the module docstring)."""
+    """Asynchronous updates on owner ranks (see the module docstring; row_sparse
+    values: runtime/kvstore_async_sparse.py)."""
+
+    TAG_REQUEST = _TAG_REQUEST
 
     def __init__(self, kv_type="dist_async"):
         import torch.distributed as dist
@@ -82,6 +90,8 @@ class DistAsyncKVStore(KVStore):
         self._lock = threading.RLock()
         self._server_error = None
         self._closed = False
+        self._unflushed = set()     # owners sent a push since the last barrier
+        self._sparse_keys = set()   # keys initialised with row_sparse values
         self._servers = {r: threading.Thread(target=self._serve, args=(r,), daemon=True,
                                              name=f"symtriton-kv-server-{r}")
                          for r in range(self._group.size) if r != self._group.rank}
@@ -106,27 +116,40 @@ class DistAsyncKVStore(KVStore):
         fresh = []
         for k, vals in key_value_pairs(key, value, "init"):
             self._kind(k)
-            _refuse_sparse(k, vals, "init")
+            _refuse_csr(k, vals, "init")
             if k in self._index:
                 raise MXNetError(f"dist_async: key {k!r} is already initialised")
-            v = vals[0].detach()
-            fresh.append((k, v.to("cpu", copy=True).contiguous().as_subclass(NDArray)))
+            v = vals[0]
+            if kvs.is_sparse(v):
+                fresh.append((k, kvs.stored_copy(k, v, torch.device("cpu"))))
+                continue
+            fresh.append((k, v.detach().to("cpu", copy=True).contiguous().as_subclass(NDArray)))
         with self._lock:
             for k, v in fresh:
                 owner = min(range(self.num_workers), key=lambda r: (self._load[r], r))
-                self._load[owner] += v.numel()
+                self._load[owner] += int(torch.Size(v.shape).numel())
                 self._index[k] = len(self._keys)
                 self._keys.append(k)
                 self._owner[k] = owner
-                self._meta[k] = (tuple(v.shape), torch_dtype(v))
+                self._meta[k] = (tuple(v.shape),
+                                 v.dtype if kvs.is_sparse(v) else torch_dtype(v))
+                if kvs.is_sparse(v):
+                    self._sparse_keys.add(k)
                 if owner == self.rank:
                     self._store[k] = v
         if self.num_workers > 1 and fresh:
             # the keys are registered before any peer can pass the broadcast, and the
             # barrier keeps every request out until every owner holds rank 0's value
             with self._group.collective(f"broadcast of {len(fresh)} initial values"):
-                _flat_collective([v for _, v in fresh],
+                _flat_collective([v for _, v in fresh if not kvs.is_sparse(v)],
                                  lambda f: self._dist.broadcast(f, src=0), _bucket_bytes())
+            kvs.dist_broadcast(self._group, fresh)
+        with self._lock:    # the owner keeps every row, as mxnet's server does
+            for k, v in fresh:
+                if kvs.is_sparse(v) and self._owner[k] == self.rank:
+                    self._store[k] = rsp.all_rows(v)
+        if self.num_workers > 1 and fresh:
+            with self._group.collective("the barrier after init"):
                 self._dist.barrier()
 
     def _stored(self, k):
@@ -153,6 +176,12 @@ class DistAsyncKVStore(KVStore):
         """Apply one worker's pushed value to the owned copy of ``k``."""
         with LAUNCH_LOCK, self._lock:
             stored = self._store[k]
+            if kvs.is_sparse(grad) or kvs.is_sparse(stored):
+                if self._updater is None:   # the pushed value replaces the stored one
+                    self._store[k] = grad
+                else:
+                    self._update_sparse([(k, grad)])
+                return
             if self._updater is not None:
                 self._updater.update_all([k], [grad.as_subclass(NDArray)], [stored])
             else:
@@ -171,15 +200,23 @@ class DistAsyncKVStore(KVStore):
                 if op == _STATES:
                     self._send_bytes(self._owned_states(), src)
                     continue
+                if op == _FLUSH:    # this thread applied src's earlier pushes in order
+                    dist.send(torch.zeros(1, dtype=torch.int64), dst=src, group=g,
+                              tag=_TAG_REPLY)
+                    continue
                 k = self._keys[idx]
-                if op == _PUSH:
+                if op == _PUSH_ROWS:
+                    rsp.serve_push(self, k, src, _TAG_PAYLOAD)
+                elif op == _PULL_ROWS:
+                    rsp.serve_pull(self, k, src, _TAG_PAYLOAD, _TAG_REPLY)
+                elif op == _PUSH:
                     shape, dtype = self._meta[k]
                     buf = torch.empty(shape, dtype=dtype)
                     dist.recv(buf, src=src, group=g, tag=_TAG_PAYLOAD)
                     self._apply(k, buf)
                 elif op == _PULL:
                     with self._lock:
-                        value = self._store[k].detach().clone()
+                        value = rsp.dense_value(self._store[k])
                     dist.send(value, dst=src, group=g, tag=_TAG_REPLY)
         except Exception as e:   # noqa: BLE001 - reported by the next request of this worker
             with self._lock:
@@ -210,14 +247,19 @@ class DistAsyncKVStore(KVStore):
     def push(self, key, value, priority=0):
         """Send each key's gradient to its owner, which updates at once."""
         for k, vals in key_value_pairs(key, value, "push"):
-            _refuse_sparse(k, vals, "push")
+            _refuse_csr(k, vals, "push")
         merged = self._pushed_sums(key, value)
-        works = []
+        works, alive = [], []
         with self._request(f"push of {len(merged)} keys"):
             for k, m in merged:
                 owner = self._owner[k]
                 if owner == self.rank:
                     self._apply(k, m)
+                    continue
+                self._unflushed.add(owner)
+                if kvs.is_sparse(m):
+                    head = torch.tensor([_PUSH_ROWS, self._index[k]], dtype=torch.int64)
+                    alive += rsp.push_rows(self, k, m, owner, head, _TAG_PAYLOAD, works)
                     continue
                 head = torch.tensor([_PUSH, self._index[k]], dtype=torch.int64)
                 works.append(self._dist.isend(head, dst=owner, group=self._p2p,
@@ -227,8 +269,37 @@ class DistAsyncKVStore(KVStore):
             for w in works:
                 w.wait()
 
+    def _sparse_sums(self, pairs):
+        """Each key's sum over this worker's devices, row-wise where a value is
+        row_sparse (the stored value may live on another rank: its shape and dtype
+        stand in for it)."""
+        out = []
+        for k, vals in pairs:
+            self._stored(k)
+            if any(kvs.is_sparse(v) for v in vals):
+                out.append((k, kvs.reduce_rows(k, vals, rsp.stand_in(*self._meta[k]))))
+            else:
+                out.append((k, self._reduce(k, vals).as_subclass(NDArray)))
+        return out
+
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
-        raise MXNetError("dist_async: row_sparse values are not supported (use dist_sync)")
+        """mxnet's ``row_sparse_pull``: only the rows ``row_ids`` of each key move, from
+        its owner (runtime/kvstore_async_sparse.py)."""
+        kvs.row_sparse_pull(self, key, out, row_ids, key_value_pairs)
+
+    def _pull_rows(self, k, out, row_ids):
+        """One key's rows into ``out``: from this rank's copy, or asked of the owner."""
+        if self._owner[k] == self.rank:
+            with self._lock:
+                kvs.pull_rows_local(k, self._store[k], out, row_ids)
+            return
+        kvs.check_row_pull(k, out, row_ids,
+                           "row_sparse" if k in self._sparse_keys else "default",
+                           self._meta[k][0])
+        head = torch.tensor([_PULL_ROWS, self._index[k]], dtype=torch.int64)
+        with self._request(f"row_sparse_pull of key {k!r}"):
+            rsp.pull_rows(self, k, out, row_ids, self._owner[k], head, _TAG_PAYLOAD,
+                          _TAG_REPLY)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copy each key's value, as its owner has it now, into every array of ``out``."""
@@ -257,12 +328,15 @@ class DistAsyncKVStore(KVStore):
         with torch.no_grad():
             for k, outs in pairs:
                 if k in replies:
-                    value = replies[k][0]
+                    value = replies[k][0].as_subclass(NDArray)
                 else:
                     with self._lock:
-                        value = self._store[k].detach().clone()
+                        value = rsp.dense_value(self._store[k]).as_subclass(NDArray)
                 for o in outs:
-                    o.copy_(value)
+                    if kvs.is_sparse(o):
+                        kvs.pull_into(k, value, o, ignore_sparse, self._pull_warned)
+                    else:
+                        o.copy_(value)
 
     # -- optimizer states --------------------------------------------------------------
     def _owned_states(self):
@@ -340,7 +414,25 @@ class DistAsyncKVStore(KVStore):
             os._exit(1)
 
     def barrier(self):
-        """Wait until every worker reaches this point."""
+        """Wait until every worker reaches this point, with every push made before it
+        applied by its owner."""
+        self._flush_pushes()
         self._group.barrier("kvstore barrier")
+
+    def _flush_pushes(self):
+        """Wait until every owner sent a push since the last flush has applied it: the
+        owner's thread serving this worker answers a flush after the pushes before it."""
+        owners, self._unflushed = sorted(self._unflushed), set()
+        if not owners:
+            return
+        replies = []
+        with self._request(f"waiting for ranks {owners} to apply this worker's pushes"):
+            for r in owners:
+                ack = torch.zeros(1, dtype=torch.int64)
+                replies.append(self._dist.irecv(ack, src=r, group=self._p2p, tag=_TAG_REPLY))
+                head = torch.tensor([_FLUSH, 0], dtype=torch.int64)
+                self._dist.send(head, dst=r, group=self._p2p, tag=_TAG_REQUEST)
+            for w in replies:
+                w.wait()
 
     _barrier = barrier

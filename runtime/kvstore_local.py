@@ -29,6 +29,7 @@ from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 
 from . import kvstore_sparse as kvs
+from . import threads
 from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
 from .ndarray import NDArray
@@ -45,6 +46,15 @@ def _check_key(k):
     if isinstance(k, bool) or not isinstance(k, (int, str)):
         raise MXNetError(f"kvstore keys must be int or str, not {type(k).__name__}")
     return k
+
+
+def _builtin(updater) -> bool:
+    """Whether ``updater`` runs only this project's code (the Updater of a built-in
+    optimizer), so that it may run with the thread policy's count: the user's own
+    torch code never sees a changed count (runtime/threads.py)."""
+    opt_ = getattr(updater, "optimizer", None)
+    return opt_ is not None and type(updater).__module__.startswith("runtime.") and \
+        type(opt_).__module__.startswith("runtime.")
 
 
 def key_value_pairs(key, value, what):
@@ -220,7 +230,7 @@ class KVStore(KVStoreBase):
         pairs = key_value_pairs(key, value, "push")
         if any(kvs.is_sparse(self._stored(k)) or any(kvs.is_sparse(v) for v in vals)
                for k, vals in pairs):
-            return self._sparse_sums(pairs)
+            return threads.run(None, self._sparse_sums, pairs)
         comp = self._compression
         if comp is None:
             return [(k, self._reduce(k, vals)) for k, vals in pairs]
@@ -250,30 +260,39 @@ class KVStore(KVStoreBase):
         # on a step that is mostly this bookkeeping; the arithmetic here needs none of it
         with _plain_tensors():
             merged = self._pushed_sums(key, value)
-            sparse = any(kvs.is_sparse(m) or kvs.is_sparse(self._store[k]) for k, m in merged)
             self._combine(merged)
             if self._updater is None:
                 for k, m in merged:
-                    if sparse:      # the sum replaces the stored value, whatever its stype
+                    if kvs.is_sparse(m) or kvs.is_sparse(self._store[k]):
+                        # the sum replaces the stored value, whatever its stype
                         self._store[k] = m
                     else:
                         self._store[k].copy_(m)
                 return
-        if sparse:
-            self._update_sparse(merged)
+        # a push of several keys may mix row_sparse and dense ones: each kind its own way
+        rsp = [(k, m) for k, m in merged if kvs.is_sparse(m) or kvs.is_sparse(self._store[k])]
+        if rsp and _builtin(self._updater):  # row updates: at the thread policy's count
+            threads.run(None, self._update_sparse, rsp)
+        elif rsp:   # outside the policy: the updater runs the user's Python
+            self._update_sparse(rsp)
+        dense = [(k, m) for k, m in merged if not (kvs.is_sparse(m) or
+                                                    kvs.is_sparse(self._store[k]))]
+        if not dense:
             return
         # outside: an updater may run the user's Python (a custom optimizer's update)
-        keys = [k for k, _ in merged]
-        self._updater.update_all(keys, [m for _, m in merged], [self._store[k] for k in keys])
+        keys = [k for k, _ in dense]
+        self._updater.update_all(keys, [m for _, m in dense], [self._store[k] for k in keys])
 
     def _update_sparse(self, merged):
-        """Updates where a gradient or a stored weight is row_sparse (sparse_update):
-        a plain ``f(key, grad, weight)`` updater gets the arrays as they are."""
+        """Updates of a push where a gradient or a stored weight is row_sparse
+        (sparse_update), dense keys of the same push included: a plain
+        ``f(key, grad, weight)`` updater gets the arrays as they are."""
         for k, m in merged:
             stored = self._store[k]
             if isinstance(self._updater, _PerKeyUpdater):
                 self._updater(k, m, stored)
-            elif kvs.is_sparse(m):
+            elif kvs.is_sparse(m) or not kvs.is_sparse(stored):
+                # a dense key pushed beside row_sparse ones (the bias of example/sparse)
                 self._updater.update_all([k], [m], [stored])
             else:
                 raise MXNetError(f"kvstore push of key {k!r}: a dense gradient for a "
@@ -307,7 +326,8 @@ class KVStore(KVStoreBase):
         (one id list for every array of ``out``, or one per array); see
         :mod:`runtime.kvstore_sparse`."""
         with _plain_tensors():
-            kvs.row_sparse_pull(self, key, out, row_ids, key_value_pairs)
+            # row bookkeeping: at the thread policy's count, as the Programs' launches
+            threads.run(None, kvs.row_sparse_pull, self, key, out, row_ids, key_value_pairs)
 
     def set_gradient_compression(self, compression_params):
         """2-bit gradient compression with error feedback, as mxnet 1.9.1 does it.

@@ -112,8 +112,12 @@ def row_sparse_pull(kv, key, out, row_ids, key_value_pairs):
     outs = key_value_pairs(key, first, "row_sparse_pull")
     ids = key_value_pairs(key, row_ids, "row_sparse_pull")
     flat = [(k, o, r) for (k, os_), (_, rs) in zip(outs, ids) for o, r in _pair(os_, rs)]
+    pull_one = getattr(kv, "_pull_rows", None)     # a store whose values live elsewhere
     for k, o, r in flat:
-        _pull_rows(k, kv._stored(k), o, r)
+        if pull_one is not None:
+            pull_one(k, o, r)
+        else:
+            pull_rows_local(k, kv._stored(k), o, r)
     if single:
         for o in out[1:]:
             out[0].copyto(o)
@@ -126,20 +130,27 @@ def _pair(outs, ids):
     return zip(outs, ids)
 
 
-def _pull_rows(key, stored, out, row_ids):
+def check_row_pull(key, out, row_ids, stored_stype, stored_shape):
+    """mxnet's checks of one ``row_sparse_pull`` (the stored value's storage type and
+    shape given, wherever it lives)."""
     if stype_of(out) != "row_sparse":
         raise MXNetError(f"row_sparse_pull of key {key!r}: expected row_sparse storage type "
                          f"for the values, but got {stype_of(out)}")
     if is_sparse(row_ids):
         raise MXNetError(f"row_sparse_pull of key {key!r}: row_ids must be dense, got "
                          f"{row_ids.stype}")
-    if stype_of(stored) != "row_sparse":
+    if stored_stype != "row_sparse":
         raise MXNetError(f"row_sparse_pull of key {key!r}: the stored value is "
-                         f"{stype_of(stored)}; PullRowSparse expects a row_sparse value "
+                         f"{stored_stype}; PullRowSparse expects a row_sparse value "
                          f"(init the key with a RowSparseNDArray)")
-    if tuple(out.shape) != tuple(stored.shape):
+    if tuple(out.shape) != tuple(stored_shape):
         raise MXNetError(f"row_sparse_pull of key {key!r}: out shape {tuple(out.shape)} vs "
-                         f"stored {tuple(stored.shape)}")
+                         f"stored {tuple(stored_shape)}")
+
+
+def pull_rows_local(key, stored, out, row_ids):
+    """``out`` gets the rows ``row_ids`` of ``stored`` (a store's own copy)."""
+    check_row_pull(key, out, row_ids, stype_of(stored), stored.shape)
     uniq = K.unique_row_ids(row_ids, _device_of(stored))
     rows, idx = K.retain_rows(stored._data_t, stored._aux_t[0], stored.shape, uniq)
     out._set_parts(rows, [idx])

@@ -375,16 +375,55 @@ class Optimizer:
         has_clip = clip is not None and bool(clip) and float(clip) >= 0
         scalars = (float(self.rescale_grad), float(clip) if has_clip else 0.0) + \
             tuple(float(s) for s in self._scalars())
+        key = self._plan_key(weights, grads, states, has_clip, multi_precision, inputs, rule)
+        cached = self._plans.get(key) if key is not None else None
+        if cached is not None:
+            plan = cached[0]
+        else:
+            plan, reusable = self._plan(weights, grads, states, has_clip, multi_precision,
+                                        inputs, rule)
+            if key is not None and reusable:
+                if len(self._plans) >= 16:      # a few key sets (buckets) at most
+                    self._plans.clear()
+                # the plan keeps the keyed objects alive, so no other object takes an id
+                self._plans[key] = (plan, tuple(weights), tuple(grads), tuple(states))
         lrs, wds = columns[0], columns[1]
-        extras = list(zip(*columns[2:])) if len(columns) > 2 else [()] * len(indices)
-        inputs = inputs if inputs is not None else [[] for _ in indices]
+        extras = list(zip(*columns[2:])) if len(columns) > 2 else None
+        for spec, device, groups, pos in plan:
+            _launch(spec, groups, [lrs[i] for i in pos], [wds[i] for i in pos], scalars, device,
+                    [extras[i] for i in pos] if len(spec.hyp_names) > 2 else None)
+
+    @property
+    def _plans(self):
+        """Launch plans by :meth:`_plan_key` (built lazily: unpickled optimizers too)."""
+        plans = self.__dict__.get("_launch_plans")
+        if plans is None:
+            plans = self.__dict__["_launch_plans"] = {}
+        return plans
+
+    def _plan_key(self, weights, grads, states, has_clip, multi_precision, inputs, rule):
+        """What a launch plan depends on, when it can be reused: the very tensors and
+        state objects (a plan holds them, so their ids stay theirs), each one's rule
+        and the flags. None where a plan is not reused (multi-precision, read-only
+        inputs, states kept in lists, which can change in place)."""
+        if inputs is not None or (multi_precision is None and self.multi_precision):
+            return None
+        if any(isinstance(s, list) for s in states):
+            return None
+        rules = rule or tuple(self._rule(s) for s in states)
+        return (tuple(map(id, weights)), tuple(map(id, grads)), tuple(map(id, states)),
+                rules, has_clip, self._clip_weights(), multi_precision)
+
+    def _plan(self, weights, grads, states, has_clip, multi_precision, inputs, rule):
+        """Group the parameters by kernel: [(spec, device, role tensors per parameter,
+        parameter positions)], and whether the plan may be reused (no gradient had to
+        be converted to its weight's dtype or device)."""
+        inputs = inputs if inputs is not None else [[] for _ in weights]
         plan: dict = {}
-        for w, g, s, lr, wd, ex, inp in zip(weights, grads, states, lrs, wds, extras, inputs):
+        reusable = True
+        for pos, (w, g, s, inp) in enumerate(zip(weights, grads, states, inputs)):
             mp = self._mp(w) if multi_precision is None else False
-            if mp:
-                inner, master = self._split_mp(s)
-            else:
-                inner, master = s, None
+            inner, master = self._split_mp(s) if mp else (s, None)
             st = self._state_tensors(inner)
             s_dtype = torch_dtype(st[0]) if st else torch_dtype(w)
             spec = _Spec(rule or self._rule(inner), torch_dtype(w), s_dtype, has_clip,
@@ -393,21 +432,18 @@ class Optimizer:
                 torch.Tensor.as_subclass(g, torch.Tensor)   # attribute reads skip NDArray
             if torch_dtype(g_t) != torch_dtype(w_t) or g_t.device != w_t.device:
                 g = g.to(device=w_t.device, dtype=torch_dtype(w_t))
+                reusable = False
             tensors = [w, g] + st + list(inp) + ([master] if mp else [])
-            entry = plan.setdefault((spec.key, str(w_t.device)),
-                                    (spec, w_t.device, [], [], [], []))
+            entry = plan.setdefault((spec.key, str(w_t.device)), (spec, w_t.device, [], []))
             entry[2].append(tensors)
-            entry[3].append(lr)
-            entry[4].append(wd)
-            entry[5].append(ex)
-        for spec, device, groups, glrs, gwds, gex in plan.values():
-            _launch(spec, groups, glrs, gwds, scalars, device,
-                    gex if len(spec.hyp_names) > 2 else None)
+            entry[3].append(pos)
+        return list(plan.values()), reusable
 
     # -- pickling (mxnet compatibility; our own files never pickle) ---------------
     def __getstate__(self):
         ret = self.__dict__.copy()
         ret.pop("param_dict", None)
+        ret.pop("_launch_plans", None)
         return ret
 
     def __setstate__(self, state):

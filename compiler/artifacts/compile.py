@@ -1,9 +1,7 @@
 """Compile a Symbol for given input shapes into a cached :class:`Program`."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import logging
 import os
 import time
@@ -11,6 +9,7 @@ import time
 from . import cache
 from ..ir.dtypes import fp32_matmul_precision
 from ..errors import MXNetError
+from ..frontend.collector import gc_paused
 from ..ops.custom import refuse_compile
 from ..passes.pipeline import run_passes
 from .program import Program, build_program
@@ -91,28 +90,6 @@ def _canonical_json(symbol) -> str:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
-@contextlib.contextmanager
-def gc_paused():
-    """Pause Python's cyclic garbage collector for a compile (or a bind).
-
-    A compile allocates millions of small objects that live until it ends
-    (graph copies, tile programs, generated calls). Each allocation burst sets
-    off a collection that walks every tracked object, the compile's own
-    included, so with the collector on, compile time grows faster than the
-    graph: a 40,000-node graph spent half its compile in collections. The
-    objects are freed by reference counting when the compile ends; the collector
-    runs again afterwards. A caller that already paused it keeps it paused.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
                    is_train: bool = None, target: str = "cpu", dtypes: dict = None,
                    loss_scale: bool = False) -> Program:
@@ -184,7 +161,21 @@ def all_argument_shapes(symbol, shapes: dict) -> dict:
     if arg_shapes is None:
         from ..passes.infer_shapes import infer_shapes
         infer_shapes(symbol.to_graph(), dict(shapes))  # raises, naming what is missing
-    return {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+    out = {n: tuple(int(x) for x in s) for n, s in zip(symbol.list_arguments(), arg_shapes)}
+    out.update(free_aux_shapes(symbol, out, shapes))
+    return out
+
+
+def free_aux_shapes(symbol, arg_shapes: dict, given: dict) -> dict:
+    """The shapes in ``given`` of the auxiliary states that ``arg_shapes`` do not decide
+    (the arrays ``reset_arrays`` zeroes, group_adagrad_update's history): part of the
+    Program's inputs, as the arguments' are."""
+    aux = [n for n in symbol.list_auxiliary_states() if n in given]
+    if not aux or symbol.infer_shape(**arg_shapes)[0] is not None:
+        return {}       # the arguments decide every shape (the common case, remembered)
+    _, _, aux_shapes = symbol.infer_shape_partial(**arg_shapes)
+    decided = {n for n, s in zip(symbol.list_auxiliary_states(), aux_shapes) if s and all(s)}
+    return {n: tuple(int(x) for x in given[n]) for n in aux if n not in decided}
 
 
 def optimized_symbol(symbol, shapes: dict):
@@ -219,6 +210,7 @@ def _dtypes_key(dtypes: dict) -> tuple:
     return ("all_dtypes", tuple(sorted((str(k), str(v)) for k, v in dtypes.items())))
 
 
+@gc_paused()            # a graph of the symbol built and walked: see gc_paused
 def _infer_all_dtypes(symbol, dtypes: dict) -> dict:
     from ..passes.infer_types import infer_types
     graph = infer_types(symbol.to_graph(), dtypes)

@@ -160,4 +160,5 @@ def conv_kernel_lines(prog: TileProgram, strides: list, shapes: list, slots: lis
     the epilogue's calls."""
     k = _ConvLowering(prog, strides, shapes, slots)
     stores = k.build()
+    k.release()
     return k.bind_lines, call_lines(k.ops, plan(k.ops, stores), TORCH[prog.compute_dtype])

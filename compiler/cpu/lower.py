@@ -49,6 +49,16 @@ class Lowering(MatmulLowering, ExprLowering):
         self.cdt = TORCH[prog.compute_dtype]     # what ``f`` values are held in
         self.handler = CpuOps(self)
 
+    def release(self):
+        """Drop the references back (handler to lowering, value to the op making it, a
+        matmul sum's chain) once the ops are final: each is a reference cycle, which
+        only the cyclic collector would free, one walk over every object of the compile
+        (``artifacts/compile.gc_paused``). Code generation reads none of them."""
+        self.handler = None
+        for v in list(self.values.values()) + [op.out for op in self.ops]:
+            v.op = None
+            v.chain = []
+
     def widen(self, t, text):
         """Operand text of tensor ``t`` in the compute dtype."""
         return text if TORCH[self.dtypes[t]] == self.cdt else f"{text}.to({self.cdt})"
@@ -68,10 +78,14 @@ class Lowering(MatmulLowering, ExprLowering):
         return (name, flips) if store else name
 
     def view_flips(self, t, d, sizes, strides, prefix):
-        sizes = tuple(int(s) for s in sizes)
-        flips = tuple(i for i, (n, st) in enumerate(zip(sizes, strides)) if st < 0 and n > 1)
-        low = sum((n - 1) * int(st) for n, st in zip(sizes, strides) if st < 0)
-        strides = tuple(abs(int(st)) for st in strides)
+        sizes = tuple(map(int, sizes))
+        if not strides or min(strides) >= 0:          # most views: no step backwards
+            flips, low, strides = (), 0, tuple(map(int, strides))
+        else:
+            flips = tuple(i for i, (n, st) in enumerate(zip(sizes, strides))
+                          if st < 0 and n > 1)
+            low = sum((n - 1) * int(st) for n, st in zip(sizes, strides) if st < 0)
+            strides = tuple(abs(int(st)) for st in strides)
         spec = (t, d, sizes, strides, low)
         name = self.views.get(spec)
         if name is None:
@@ -348,4 +362,5 @@ def lower(prog: TileProgram, strides: list, shapes: list, slots: list):
     compute dtype)."""
     k = Lowering(prog, strides, shapes, slots)
     stores = k.build()
+    k.release()
     return k.bind_lines, k.ops, stores

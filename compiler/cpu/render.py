@@ -13,6 +13,7 @@ import re
 
 from .codegen import call_lines, plan
 from .conv import conv_kernel_lines
+from .loops import assigned, fold_runs
 from .lower import lower
 from .matmul import mergeable
 from .pool import render_pool_cpu
@@ -57,6 +58,7 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
     summary = (conv_summary(prog.instrs[0].extra) if prog.kind == "conv" else
                f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}")
     names = [f"p{t}_{d}" for t, d in params]
+    bind, body = fold_runs(names, bind, body)
     source = environment.get_template("cpu_kernel.py.j2").render(k={
         "params": ", ".join(names), "summary": summary,
         "bind_lines": bind, "body_lines": body or ["pass"],
@@ -64,7 +66,6 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
     return Rendered(source, params, m, n, 0, prog.kind)
 
 
-_ASSIGNED = re.compile(r"(\w+) = ")
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
@@ -74,9 +75,7 @@ def _run_params(params, bind, body) -> str:
     arguments (``templates/cpu_kernel.py.j2`` says why)."""
     made = list(params)
     for line in bind:
-        m = _ASSIGNED.match(line)
-        if m:
-            made.append(m.group(1))
+        made.extend(assigned(line))
     used = set(_NAME.findall("\n".join(body)))
     seen, out = set(), []
     for name in made:

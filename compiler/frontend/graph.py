@@ -9,7 +9,9 @@ new node's shapes on the spot.
 """
 from __future__ import annotations
 
+import functools
 import heapq
+import inspect
 import itertools
 import numbers
 import os
@@ -51,8 +53,8 @@ def check_shape(shape, what, limit: int = None) -> tuple:
     ``what`` may be a function giving the text: shape inference checks every
     input and output of every node, and the text is needed only for an error.
     """
-    shape = tuple(int(x) for x in shape)
-    if any(x < 0 for x in shape):
+    shape = tuple(map(int, shape))
+    if shape and min(shape) < 0:
         raise MXNetError(f"{_text(what)}: shape {shape} has a negative dim")
     limit = max_elements() if limit is None else limit
     numel = 0 if 0 in shape else 1
@@ -67,6 +69,41 @@ def check_shape(shape, what, limit: int = None) -> tuple:
 
 def _text(what) -> str:
     return what() if callable(what) else what
+
+
+def without_cached_views(base):
+    """A subclass of the networkx graph class ``base`` whose views (``nodes``,
+    ``out_degree`` ...) are made on each use instead of cached on the graph: a cached
+    view refers back to its graph, a reference cycle that leaves every graph a pass
+    drops (and all its node data) to the cyclic collector, one walk over every object
+    of the compile (``frontend/collector.py``)."""
+    cls = type(base.__name__, (base,), {"__doc__": without_cached_views.__doc__,
+                                        "__module__": __name__})
+    for name in dir(base):
+        attr = inspect.getattr_static(base, name)
+        if isinstance(attr, functools.cached_property):
+            setattr(cls, name, property(attr.func))
+    return cls
+
+
+_Uncached = without_cached_views(nx.MultiDiGraph)
+UncachedDiGraph = without_cached_views(nx.DiGraph)     # fuse's graph of groups
+
+
+def _changing(method):
+    """``method`` counting the change in ``_version`` (what :meth:`Graph.topo` keeps)."""
+    @functools.wraps(method)
+    def change(self, *args, **kwargs):
+        self._version += 1
+        return method(self, *args, **kwargs)
+    return change
+
+
+_Uncached._version = 0         # bumped by every change of nodes or edges
+for _name in ("add_node", "add_nodes_from", "remove_node", "remove_nodes_from", "add_edge",
+              "add_edges_from", "add_weighted_edges_from", "remove_edge", "remove_edges_from",
+              "update", "clear", "clear_edges"):
+    setattr(_Uncached, _name, _changing(getattr(nx.MultiDiGraph, _name)))
 
 
 class Graph:
@@ -86,7 +123,7 @@ class Graph:
     """
 
     def __init__(self):
-        self.g = nx.MultiDiGraph()
+        self.g = _Uncached()
         self.heads: list = []
         self.meta: dict = {}
         self._ids = itertools.count()
@@ -96,6 +133,7 @@ class Graph:
                  role: str = "op", phase: str = "fwd") -> int:
         nid = next(self._ids)
         opdef = None if op == "null" else get_op(op, name)
+        self.g._version += 1
         # written into networkx's dicts as ``add_node`` / ``add_edge`` would write them (one
         # keyed edge dict shared by both directions): autodiff and decompose add a node
         # per operator, and the generic calls cost several times more
@@ -141,7 +179,10 @@ class Graph:
         nx._clear_cache(new.g)
         new.heads = list(self.heads)
         new.meta = dict(self.meta)
-        new._ids = itertools.count(max(self.g.nodes, default=-1) + 1)
+        new._ids = itertools.count(max(self.g._node, default=-1) + 1)
+        memo = self._topo_memo
+        if memo is not None and memo[0] is self.g and memo[1] == self.g._version:
+            new._topo_memo = (new.g, new.g._version, memo[2])     # the same nodes and edges
         return new
 
     # -- reading ------------------------------------------------------------
@@ -184,15 +225,28 @@ class Graph:
         return [(v, k) for v, keyed in self.g._succ[n].items() for k, data in keyed.items()
                 if index is None or data["out"] == index]
 
+    # (networkx graph, its _version, order) of the last sort: passes sort an unchanged
+    # graph (or its copy) again and again
+    _topo_memo = None
+
     def topo(self) -> list:
         """Nodes in topological order, the smallest id first among those ready.
 
         The order of ``networkx.lexicographical_topological_sort``, read straight
         from the adjacency dicts: passes sort the graph often, and networkx's
-        generator costs several times more per node.
+        generator costs several times more per node. Kept until a node or an edge
+        changes (a new list each call: callers may change theirs).
         """
+        memo = self._topo_memo
+        if memo is not None and memo[0] is self.g and memo[1] == self.g._version:
+            return list(memo[2])
+        order = self._sorted()
+        self._topo_memo = (self.g, self.g._version, order)
+        return list(order)
+
+    def _sorted(self) -> list:
         pred, succ = self.g._pred, self.g._succ
-        indegree = {n: sum(len(keyed) for keyed in p.values()) for n, p in pred.items()}
+        indegree = {n: sum(map(len, p.values())) for n, p in pred.items()}
         ready = [n for n, d in indegree.items() if d == 0]
         heapq.heapify(ready)
         order = []
@@ -281,11 +335,13 @@ def _through_cast(graph: Graph, src, idx):
     return src, idx
 
 
-def infer_node(graph: Graph, n):
+def infer_node(graph: Graph, n, limit: int = None):
     """Run the operator's shape and dtype rules for node ``n`` once.
 
     Returns True when something new was learned. Raises MXNetError naming
     the node, the operator, its inputs and their shapes on a conflict.
+    ``limit``: :func:`max_elements`, read once by a caller inferring many nodes
+    (reading the environment costs more than the rest of a small node's rules).
     """
     d = graph.g._node[n]
     opdef = d["opdef"]
@@ -295,7 +351,7 @@ def infer_node(graph: Graph, n):
         new_in, out_shapes = opdef.infer_shape(d["attrs"], list(in_shapes))
     except ShapeError as exc:
         raise MXNetError(_shape_message(graph, n, in_shapes, str(exc))) from None
-    limit = max_elements()
+    limit = max_elements() if limit is None else limit
 
     def input_text(i, src):
         names = opdef.list_arguments(d["attrs"]) + opdef.list_aux(d["attrs"])
@@ -408,6 +464,7 @@ class Builder:
         self.phase = phase
         self.prefix = prefix
         self._count = itertools.count()
+        self._limit = max_elements()
 
     def ref(self, entry: Entry) -> Ref:
         return Ref(self, entry[0], entry[1])
@@ -419,7 +476,7 @@ class Builder:
         parsed = opdef.parse_attrs(raw, node_name)
         entries = [r.entry if isinstance(r, Ref) else tuple(r) for r in inputs]
         n = self.graph.add_node(name, node_name, entries, parsed, raw, phase=self.phase)
-        infer_node(self.graph, n)
+        infer_node(self.graph, n, self._limit)
         num_out = len(opdef.list_outputs(parsed))
         refs = [Ref(self, n, i) for i in range(num_out)]
         return refs[0] if num_out == 1 else refs

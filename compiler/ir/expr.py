@@ -315,17 +315,21 @@ def shared_nodes(expr) -> list:
     exponentially (a log written by exponent reduction reuses its operand at each
     step); ``tile_program`` computes each of these nodes once, as an SSA value.
     """
+    # an explicit stack, not a recursive closure: a closure that calls itself is a
+    # reference cycle, left to the cyclic collector once per expression
     counts, order = {}, []
-
-    def visit(e):
+    stack = [(expr, False)]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+            continue
         if e.op in LEAVES:
-            return
+            continue
         counts[id(e)] = counts.get(id(e), 0) + 1
         if counts[id(e)] == 1:
-            for a in e.args:
-                visit(a)
-            order.append(e)
-    visit(expr)
+            stack.append((e, True))
+            stack.extend((a, False) for a in reversed(e.args))
     return [e for e in order if counts[id(e)] > 1]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .dtypes import compute_dtype, saturate_to_dtype
-from .expr import Expr, coord_reads, ops, shared_nodes, substitute, value_reads
+from .expr import LEAVES, Expr, coord_reads, ops, shared_nodes, substitute, value_reads
 from ..ops.matmul import dot_dims
 from ..ops.registry import MatMul, Pointwise, Reduction, Special, View, prod
 
@@ -361,12 +361,14 @@ class ProgramBuilder:
             attrs = dict(attrs, **{k: saturate_to_dtype(attrs[k], dtype)
                                    for k in d["opdef"].dtype_scalars if k in attrs})
         expr = d["opdef"].lowering.expr(attrs, *[ops.value(a) for a in args], **kw)
+        origin = _origin(d)
         if not isinstance(expr, Expr):
-            raise TypeError(f"{_origin(d)}: its Pointwise math returned "
+            raise TypeError(f"{origin}: its Pointwise math returned "
                             f"{type(expr).__name__}, not an expression of compiler/ir/expr.py")
-        expr = self.emit_shared(expr, _origin(d))
+        if not all(a.op in LEAVES for a in expr.args):   # one operation shares no node
+            expr = self.emit_shared(expr, origin)
         self.instrs.append(Instr("expr", name, tuple(args), expr=expr, varies=frozenset(varies),
-                                 origin=_origin(d)))
+                                 origin=origin))
         return varies
 
     def emit_shared(self, expr, origin):

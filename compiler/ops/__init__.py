@@ -52,3 +52,7 @@ from . import quantization_calib  # noqa: F401
 from . import quantization_conv  # noqa: F401
 from . import control_flow  # noqa: F401
 from . import sparse  # noqa: F401
+from . import catalogue_rest  # noqa: F401
+from . import quantization_bn  # noqa: F401
+from . import boolean_mask  # noqa: F401
+from . import sparse_csr  # noqa: F401

@@ -409,6 +409,16 @@ class OpDef:
     # are inputs the operator writes in place on every forward, inference too; its
     # ``Decompose`` returns their new values after the outputs
     mutates_inputs: bool = False
+    # an operator whose output shape depends on its inputs' values (boolean_mask): shape
+    # inference leaves its output unknown, so a symbol holding it does not bind (as in
+    # mxnet); an imperative call, which has the values, runs the operator that
+    # ``value_shaped(attrs, tensors) -> (name, attrs)`` gives, of a fixed output shape
+    value_shaped: Optional[Callable] = None
+    # an operator that reads a csr array's stored entries (explicit zeros count: getnnz,
+    # edge_id), which the Program's dense view of a sparse array loses: an imperative call
+    # runs ``sparse_form(attrs, inputs) -> (name, attrs, inputs)``, an operator over the
+    # arrays' parts (data, indices, indptr)
+    sparse_form: Optional[Callable] = None
     # mxnet's order of the inputs (positional symbols and JSON follow it), where it is
     # not the arguments then the auxiliary states (multi_sgd_mom_update's weight_0,
     # grad_0, mom_0, weight_1 ...): a list or callable(attrs) -> list

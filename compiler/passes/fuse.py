@@ -37,7 +37,7 @@ grows linearly with a chain.
 """
 from __future__ import annotations
 
-from ..frontend.graph import Graph
+from ..frontend.graph import Graph, UncachedDiGraph
 from ..ir.build import build_tile_program
 from ..ir.tile_program import NotFusable
 from ..ops.registry import MatMul, Pointwise, View, prod
@@ -399,24 +399,28 @@ class _GroupDag:
 def _schedule(graph, groups, ins):
     """Order groups topologically (forward phase first); ``ins``: each node's inputs."""
     import networkx as nx
-    dag = nx.DiGraph()
+    dag = UncachedDiGraph()
     index = {}
     for i, grp in enumerate(groups):
         dag.add_node(i)
         for n in grp["nodes"]:
             index[n] = i
 
-    def producer_groups(n, acc):
-        for u, _ in ins[n]:
-            if u in index:
-                acc.add(index[u])
-            elif is_free_view(graph, u):
-                producer_groups(u, acc)
+    def producer_groups(n):
+        # the groups n reads, through free views (a loop, not a closure calling itself:
+        # that is a reference cycle, left to the cyclic collector)
+        acc, todo = set(), [n]
+        while todo:
+            for u, _ in ins[todo.pop()]:
+                if u in index:
+                    acc.add(index[u])
+                elif is_free_view(graph, u):
+                    todo.append(u)
         return acc
 
     for i, grp in enumerate(groups):
         for n in grp["nodes"]:
-            for j in producer_groups(n, set()):
+            for j in producer_groups(n):
                 if j != i:
                     dag.add_edge(j, i)
     key = lambda i: (groups[i]["phase"] != "fwd", groups[i]["first"])

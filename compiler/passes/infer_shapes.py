@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import MXNetError
-from ..frontend.graph import Graph, check_shape, infer_node
+from ..frontend.graph import Graph, check_shape, infer_node, max_elements
 from ..ops.registry import parse_shape
 from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims
 
@@ -42,6 +42,7 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         d["dtypes"] = [str(dtypes.get(d["name"], d["raw"].get("__dtype__", "float32")))]
     ops = graph.ops()
     sweep = ops
+    limit = max_elements()
     for _ in range(len(ops) + 2):
         # A sweep in topological order carries every shape forward within itself;
         # only a variable's shape learned from a consumer (a weight's from the data
@@ -50,7 +51,7 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         unknown = [v for v in graph.variables() if graph.node(v)["shapes"] is None]
         changed = False
         for n in sweep:
-            changed |= infer_node(graph, n)
+            changed |= infer_node(graph, n, limit)
         learned = [v for v in unknown if graph.node(v)["shapes"] is not None]
         if not changed or not learned:
             break
@@ -63,6 +64,7 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
             raise MXNetError(
                 f"cannot infer the shapes of {missing}: give their shapes (for example "
                 f"{missing[0]}=(...)) or the shapes of the inputs they depend on")
+        _refuse_value_shaped(graph)
         if unknown_dims:
             # mxnet reads 0 as "unknown": one nothing filled is an error, not a 0-size array
             undecided = [f"{graph.describe(n)} {tuple(graph.node(n)['shapes'][0])}"
@@ -87,3 +89,16 @@ def _as_shape(shape, name) -> tuple:
         return tuple(int(x) for x in shape)
     except (TypeError, ValueError, OverflowError):
         raise MXNetError(f"variable '{name}': shape {shape!r} is not a tuple of ints") from None
+
+
+def _refuse_value_shaped(graph: Graph):
+    """Raise for an operator whose output shape depends on its inputs' values
+    (``OpDef.value_shaped``: boolean_mask), naming it: a symbol holding one cannot be
+    bound, as in mxnet."""
+    for n in graph.ops():
+        d = graph.node(n)
+        if d["opdef"].value_shaped is not None and any(s is None for s in d["shapes"] or [None]):
+            raise MXNetError(
+                f"{graph.describe(n)}: its output shape depends on the values of its inputs, "
+                f"which shape inference cannot know; mxnet 1.9.1 cannot bind it either. Run "
+                f"it imperatively (mx.nd), where the values are known")

@@ -25,6 +25,8 @@ Rules are ``(kind, input name)`` pairs: ``("indices", "data")``, ``("columns",
 """
 from __future__ import annotations
 
+from ..frontend.collector import gc_paused
+
 STYPE_OF_ID = {"-1": "default", "0": "default", "1": "row_sparse", "2": "csr"}
 
 # unary operators whose output keeps a csr / row_sparse input's storage (mxnet's
@@ -103,6 +105,7 @@ def _grad_rule(g, idx, slot):
     return None
 
 
+@gc_paused()            # a graph of the symbol built and walked: see gc_paused
 def infer_storage(symbol):
     """Storage types of a symbol's arguments, outputs and argument gradients.
 

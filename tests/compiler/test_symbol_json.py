@@ -108,3 +108,18 @@ def test_tuple_attributes_keep_their_floats_and_integers():
     assert h.attr_dict()["h"]["range"] == "(0.1, 0.4)"
     assert sym.reshape(x, shape=(np.int64(2), 3)).list_attr()["shape"] == "(2, 3)"
     assert sym.slice(x, begin=(None, 1), end=(2, None)).list_attr()["begin"] == "(None, 1)"
+
+
+def test_the_indented_writer_gives_json_dumps_text_exactly():
+    """``tojson``'s writer (``frontend/json_indent.py``) against ``json.dumps(indent=2)``."""
+    from compiler.frontend.json_indent import dumps_indented
+    odd = ["é\"\\\n\x01\u2603", "", 0, -7, 2.5, -0.0, 1e300, float("nan"), float("inf"),
+           -float("inf"), True, False, None, (1, 2), [], {}, [[0, 0, 0]], {"": {"x": [{}]}}]
+    for doc in ({"nodes": odd, "attrs": {"k": ["int", 10901]}}, [], {}, "x", 3, odd):
+        assert dumps_indented(doc) == json.dumps(doc, indent=2)
+        assert dumps_indented(doc, 4) == json.dumps(doc, indent=4)
+    assert dumps_indented({1: [2]}) == json.dumps({1: [2]}, indent=2)   # left to json
+    x = sym.Variable("data")
+    for _ in range(3):
+        x = sym.Activation(x, act_type="relu", name=None)
+    assert x.tojson() == json.dumps(x._json_doc(), indent=2)

@@ -44,7 +44,7 @@ def _assert_identical_workers(results):
             np.testing.assert_array_equal(v, init0[k])
 
 
-@pytest.mark.parametrize("job", ["kv_api_sync", "kv_api_async"])
+@pytest.mark.parametrize("job", ["kv_api_sync", "kv_api_async", "kv_api_async_late_apply"])
 def test_kvstore_api_across_three_workers(tmp_path, job):
     launch.run(job, 3, tmp_path)
     results = _load(tmp_path, 3)
@@ -54,6 +54,8 @@ def test_kvstore_api_across_three_workers(tmp_path, job):
         # init took rank 0's values
         np.testing.assert_array_equal(res["first:a"], np.full((3,), 10.0))
         np.testing.assert_array_equal(res["first:c"], np.full((5,), -1.0))
+        # (late_apply: owners apply a peer's push a second after it arrives, and a
+        # barrier still waits for it)
         if job == "kv_api_sync":   # sum over workers r=0..2 of (r+1) + 1
             expected = sum(r + 1 + 1 for r in range(3))
         else:                      # the last worker's push replaced the value
@@ -284,6 +286,34 @@ def test_create_outside_a_job_says_how_to_start_one(monkeypatch):
     monkeypatch.setattr(dist_group, "_GROUP", None)
     with pytest.raises(mx.MXNetError, match="torchrun --nproc_per_node"):
         mx.kv.create("dist_sync")
+
+
+def test_row_sparse_on_dist_async(tmp_path):
+    """row_sparse init / push / row_sparse_pull over dist_async on 3 workers
+    (worker.kv_sparse_async_job): only the pushed rows change, by lr 1 x each push."""
+    launch.run("kv_sparse_async", 3, tmp_path)
+    want_first = np.zeros((6, 3), np.float32)
+    want_first[[0, 4]] = 10.0                       # rank 0's rows and values
+    pushes = np.zeros((6, 3), np.float32)
+    for r in range(3):
+        pushes[[r, r + 2]] += r + 1.0
+        pushes[5] += 1.0
+    for res in _load(tmp_path, 3):
+        np.testing.assert_array_equal(res["first"], want_first)
+        np.testing.assert_array_equal(res["after"], want_first - pushes)
+        np.testing.assert_array_equal(res["dense"], 1.0 - pushes)   # rank 0's ones
+        assert res["rows_indices"].tolist() == [0, 1, 5]
+        np.testing.assert_array_equal(res["rows_data"], (want_first - pushes)[[0, 1, 5]])
+
+
+def test_dist_async_module_with_row_sparse_weight_equals_local_training(tmp_path):
+    """Two workers taking turns on dist_async (prepare pulls the batch's rows, update
+    pushes a row_sparse gradient to the owner's lazy SGD with momentum) end with the
+    weights of one process training the same batches in order on a local store."""
+    launch.run("sparse_module_async", 2, tmp_path)
+    for res in _load(tmp_path, 2):
+        np.testing.assert_allclose(res["shared"], res["local"], rtol=1e-6, atol=1e-7)
+        assert np.abs(res["local"] - res["initial"]).max() > 1e-2     # it trained
 
 
 def test_row_sparse_on_two_workers(tmp_path):

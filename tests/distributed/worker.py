@@ -13,6 +13,7 @@ import random
 import signal
 import sys
 import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
@@ -182,6 +183,19 @@ def kv_api_job(kv_type, out, compress=False):
              **{f"after:{k}": v.asnumpy() for k, v in zip(keys, after)})
 
 
+def _late_async_apply(delay=1.0):
+    """Owners apply a peer's dist_async push ``delay`` seconds after it arrives: a
+    barrier right after the push must still wait for it."""
+    from runtime.kvstore_async import DistAsyncKVStore
+    apply = DistAsyncKVStore._apply
+
+    def late(self, k, grad):
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(delay)
+        apply(self, k, grad)
+    DistAsyncKVStore._apply = late
+
+
 def kv_sparse_job(out):
     """row_sparse values on dist_sync: init takes rank 0's rows; worker r's two devices
     push rows [r, r+2] of value r+1 and row [5] of value 1; row_sparse_pull reads rows
@@ -212,6 +226,86 @@ def kv_sparse_job(out):
     np.savez(os.path.join(out, f"rank{r}.npz"), rank=r, workers=n, first=first.asnumpy(),
              after=after.asnumpy(), rows_indices=rows.indices.asnumpy(),
              rows_data=rows.data.asnumpy(), updated=updated.asnumpy())
+
+
+def kv_sparse_async_job(out):
+    """row_sparse values on dist_async, 3 workers: init takes rank 0's rows; with SGD
+    (lr 1) on the owners, worker r's two devices push rows [r, r+2] of value r+1 and
+    row [5] of value 1, each push applied lazily on its own; after a barrier
+    row_sparse_pull reads rows [5, 1, 0, 5] and a dense pull reads all of it. Key
+    "d" is dense with row_sparse pushes (an Embedding's sparse gradient)."""
+    kv = mx.kv.create("dist_async")
+    r, n = kv.rank, kv.num_workers
+    init = mx.nd.sparse.row_sparse_array((np.full((2, 3), 10.0 * (r + 1), np.float32),
+                                          [r, 4]), shape=(6, 3))
+    kv.init(["w", "d"], [init, mx.nd.full((6, 3), 1.0 + r)])
+    first = mx.nd.sparse.zeros("row_sparse", (6, 3))
+    kv.row_sparse_pull("w", out=first, row_ids=mx.nd.arange(0, 6, dtype="int64"))
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=1.0))
+    kv.barrier()
+    pushed = [mx.nd.sparse.row_sparse_array((np.full((2, 3), r + 1.0, np.float32), [r, r + 2]),
+                                            shape=(6, 3)),
+              mx.nd.sparse.row_sparse_array((np.ones((1, 3), np.float32), [5]), shape=(6, 3))]
+    kv.push(["w", "d"], [pushed, [p.copy() for p in pushed]])
+    kv.barrier()
+    rows = mx.nd.sparse.zeros("row_sparse", (6, 3))
+    kv.row_sparse_pull("w", out=rows, row_ids=mx.nd.array([5, 1, 0, 5], dtype="int64"))
+    after, dense = mx.nd.zeros((6, 3)), mx.nd.zeros((6, 3))
+    kv.pull(["w", "d"], out=[after, dense])
+    kv.barrier()
+    np.savez(os.path.join(out, f"rank{r}.npz"), rank=r, workers=n,
+             first=first.asnumpy(), after=after.asnumpy(), dense=dense.asnumpy(),
+             rows_indices=rows.indices.asnumpy(), rows_data=rows.data.asnumpy())
+
+
+def _sparse_embedding_table():
+    return np.random.RandomState(6).randn(10, 3).astype(np.float32)
+
+
+def _train_sparse_embedding(kvstore, turn, steps=6, batch=4):
+    """A SparseEmbedding regression trained with lazy SGD on ``kvstore``; batch ``i``
+    is trained here where ``turn(i)``, its rows pulled by ``prepare``; a dist store
+    barriers after every batch, so the workers take turns."""
+    rng = np.random.RandomState(5)
+    idx = rng.randint(0, 10, size=(steps * batch, 2)).astype(np.float32)
+    label = rng.randn(steps * batch).astype(np.float32)
+    table = _sparse_embedding_table()
+    weight = mx.sym.var("embed_weight", stype="row_sparse")
+    emb = mx.sym.contrib.SparseEmbedding(data=mx.sym.var("data"), weight=weight,
+                                         input_dim=10, output_dim=3, name="embed")
+    sym = mx.sym.LinearRegressionOutput(mx.sym.sum(emb, axis=(1, 2)), mx.sym.var("label"))
+    mod = mx.mod.Module(sym, context=mx.cpu(), label_names=["label"])
+    mod.bind(data_shapes=[("data", (batch, 2))], label_shapes=[("label", (batch,))])
+    mod.init_params(arg_params={"embed_weight": mx.nd.array(table).tostype("row_sparse")})
+    mod.init_optimizer(kvstore=kvstore, optimizer="sgd",
+                       optimizer_params={"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01})
+    for i in range(steps):
+        if turn(i):
+            part = slice(i * batch, (i + 1) * batch)
+            b = mx.io.DataBatch([mx.nd.array(idx[part])], [mx.nd.array(label[part])])
+            rows = {"embed_weight": mx.nd.array(np.unique(idx[part]), dtype="int64")}
+            mod.prepare(b, sparse_row_id_fn=lambda _: rows)
+            mod.forward_backward(b)
+            mod.update()
+        if not isinstance(kvstore, str):
+            kvstore.barrier()
+    return mod
+
+
+def sparse_module_async_job(out):
+    """Module training of a row_sparse embedding over dist_async, the workers taking
+    turns; then one process trains the same batches in order on a local store."""
+    kv = mx.kv.create("dist_async")
+    r, n = kv.rank, kv.num_workers
+    _train_sparse_embedding(kv, lambda i: i % n == r)
+    shared = mx.nd.sparse.zeros("row_sparse", (10, 3))
+    kv.row_sparse_pull("embed_weight", out=shared, row_ids=mx.nd.arange(0, 10, dtype="int64"))
+    ref = _train_sparse_embedding("local", lambda i: True)
+    ref.prepare(None, sparse_row_id_fn=lambda _: {"embed_weight": mx.nd.arange(0, 10)})
+    kv.barrier()
+    np.savez(os.path.join(out, f"rank{r}.npz"), rank=r, workers=n, shared=shared.asnumpy(),
+             local=ref.get_params()[0]["embed_weight"].asnumpy(),
+             initial=_sparse_embedding_table())
 
 
 def mismatched_keys_job(out):
@@ -300,12 +394,19 @@ def main(job, out):
         mlp_job("dist_sync", out, unsharded_steps=2 if os.environ["RANK"] == "1" else 6)
     elif job == "kv_sparse_sync":
         kv_sparse_job(out)
+    elif job == "kv_sparse_async":
+        kv_sparse_async_job(out)
+    elif job == "sparse_module_async":
+        sparse_module_async_job(out)
     elif job == "kv_mismatched_keys":
         mismatched_keys_job(out)
     elif job == "kv_api_compressed":
         kv_api_job("dist_sync", out, compress=True)
     elif job in ("kv_api_sync", "kv_api_async"):
         kv_api_job("dist_sync" if job == "kv_api_sync" else "dist_async", out)
+    elif job == "kv_api_async_late_apply":
+        _late_async_apply()
+        kv_api_job("dist_async", out)
     elif job == "lstm_sync":
         lstm_job("dist_sync", out)
     else:

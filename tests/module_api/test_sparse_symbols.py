@@ -2,6 +2,7 @@
 (tests/fixtures/make_sparse_symbol_fixtures.py): storage-type inference, csr data and
 row_sparse weights in executors, row_sparse gradients (their rows and values), and a
 Module trained by SGD's lazy update."""
+import json
 import os
 
 import numpy as np
@@ -81,6 +82,8 @@ def test_dot_csr_row_sparse_executor():
     ex = y.simple_bind(mx.cpu(), data=(5, 8), v=(8, 2), label=(5, 2),
                        grad_req={"data": "null", "v": "write", "label": "null"})
     assert [ex.arg_dict[n].stype for n in ("data", "v", "label")] == list(FIX["dot/arg_stypes"])
+    # v and the csr data are read through v's rows (runtime/executor_csrdot.py)
+    assert list(ex._rows.tables) == ["v"] and not ex._shadows
     ex.arg_dict["data"][:] = mx.nd.array(FIX["dot/data"]).tostype("csr")
     ex.arg_dict["v"][:] = mx.nd.array(FIX["dot/v"]).tostype("row_sparse")
     ex.arg_dict["label"][:] = mx.nd.array(FIX["dot/label"])
@@ -95,6 +98,9 @@ def test_factorization_machine_gradients():
     ex = sym.simple_bind(mx.cpu(), data=(6, 12), label=(6, 1),
                          grad_req={"data": "null", "v": "write", "w1_weight": "write",
                                    "w1_bias": "write", "label": "null"})
+    # w1_weight (read by one dot) through its rows; v (also by _square_sum) on shadows
+    assert list(ex._rows.tables) == ["w1_weight"]
+    assert ex._shadows.resolve("grad", "v") is not None
     ex.arg_dict["data"][:] = mx.nd.array(FIX["fm/data"]).tostype("csr")
     for k in ("v", "w1_weight", "w1_bias", "label"):
         src = mx.nd.array(FIX["fm/" + k])
@@ -249,3 +255,15 @@ def test_init_params_gives_row_sparse_parameters():
     assert np.all(np.abs(value.asnumpy()) <= 0.1)
     assert mod._exec_group.param_arrays[0][0].stype == "row_sparse"
     np.testing.assert_array_equal(mod._exec_group.param_arrays[0][0].asnumpy(), value.asnumpy())
+
+
+def test_sym_sparse_namespace_makes_the_operators_own_nodes():
+    """``mx.sym.sparse.X`` (mxnet's ``_sparse_X`` aliases) builds the operator ``X``."""
+    x = mx.sym.Variable("data", stype="csr")
+    w = mx.sym.Variable("w", stype="row_sparse")
+    with mx.name.NameManager():
+        out = mx.sym.sparse.dot(x, w)
+    node = json.loads(out.tojson())["nodes"][-1]
+    assert (node["op"], node["name"]) == ("dot", "dot0")
+    assert callable(mx.sym.sparse.cast_storage) and callable(mx.sym.sparse.square)
+    assert not hasattr(mx.sym.sparse, "batch_dot")      # not one of mxnet's _sparse_ names

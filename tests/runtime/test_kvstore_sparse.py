@@ -132,3 +132,33 @@ def test_updater_with_row_sparse_gradients_matches_the_store(lazy, wstype):
                                rtol=1e-6, atol=1e-7)
     assert upd.optimizer._index_update_count == {0: 3, 1: 3}
     assert float(dense_other.asnumpy()[0, 0]) != 1.0      # the dense one updated as before
+
+
+def test_dense_key_pushed_beside_row_sparse_ones_updates():
+    """example/sparse pushes its dense bias with its row_sparse weights in one call: the
+    bias gets the optimizer's dense update, as when pushed alone."""
+    def run(together):
+        kv = mx.kv.create("local")
+        kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9, wd=0.01))
+        kv.init(["w", "b"], [mx.nd.array(FIX["sgd/w0"]).tostype("row_sparse"),
+                             mx.nd.ones((2,))])
+        for i in range(3):
+            grads = [mx.nd.array(FIX[f"sgd/g{i}"]).tostype("row_sparse"),
+                     mx.nd.array([0.5, -1.0])]
+            if together:
+                kv.push(["w", "b"], grads)
+            else:
+                kv.push("w", grads[0])
+                kv.push("b", grads[1])
+        bias, weight = mx.nd.zeros((2,)), mx.nd.zeros((6, 3))
+        kv.pull("b", out=bias)
+        kv.pull("w", out=weight, ignore_sparse=False)
+        return bias.asnumpy(), weight.asnumpy()
+    (b1, w1), (b2, w2) = run(True), run(False)
+    np.testing.assert_array_equal(b1, b2)
+    np.testing.assert_array_equal(w1, w2)
+    want, mom = np.ones(2), np.zeros(2)
+    for _ in range(3):      # mxnet's sgd_mom_update
+        mom = 0.9 * mom - 0.1 * (np.array([0.5, -1.0]) + 0.01 * want)
+        want = want + mom
+    np.testing.assert_allclose(b1, want, rtol=1e-6)

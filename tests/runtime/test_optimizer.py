@@ -573,3 +573,45 @@ def test_nag_multi_precision_and_sgd_without_momentum_states_round_trip():
         u2.set_states(u.get_states())
         assert (u2.states[0][0] is None) == (name == "sgd")
         torch.testing.assert_close(u2.states[0][1], master)
+
+
+# ------------------------------------------------------------ reused launch plans
+def _plan_case_step(updater, weights, grads):
+    updater([0, 1], grads, weights)
+    return [w.clone() for w in weights]
+
+
+@pytest.mark.parametrize("name, kw", [("sgd", dict(learning_rate=0.1, momentum=0.9, wd=0.01)),
+                                      ("adam", dict(learning_rate=0.01, clip_gradient=0.3))])
+def test_a_reused_launch_plan_follows_replaced_states_and_changed_rules(name, kw):
+    """The fused update reuses its grouping of tensors between calls on the same arrays;
+    replaced states (set_states), a changed rule (momentum switched off) and other
+    gradient arrays must still be what it updates: equal, bit for bit, to an optimizer
+    that plans every call afresh."""
+    g = torch.Generator().manual_seed(0)
+    def arrays():
+        return [torch.randn(4, 3, generator=g).as_subclass(NDArray),
+                torch.randn(3, generator=g).as_subclass(NDArray)]
+    weights, grads, other_grads = arrays(), arrays(), arrays()
+    fresh_w = [w.clone() for w in weights]
+    reused = opt.get_updater(opt.create(name, **kw))
+    fresh = opt.get_updater(opt.create(name, **kw))
+
+    def both(gs):
+        fresh.optimizer._plans.clear()
+        want = _plan_case_step(fresh, fresh_w, [x.clone() for x in gs])
+        got = _plan_case_step(reused, weights, gs)
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)
+    for _ in range(2):
+        both(grads)
+    assert len(reused.optimizer._plans) == 1
+    reused.set_states(reused.get_states())      # new state objects
+    fresh.set_states(fresh.get_states())
+    both(grads)
+    both(other_grads)
+    if name == "sgd":
+        reused.optimizer.momentum = fresh.optimizer.momentum = 0.0
+        both(grads)
+    both(grads)
+    assert reused.get_states() == fresh.get_states()    # the states updated are the new ones
