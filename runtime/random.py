@@ -1,5 +1,10 @@
 """The project's random generators, one per context, seeded by ``mx.random.seed``.
 
+Until a program calls ``mx.random.seed`` they start from a fixed default seed, as
+mxnet 1.9.1's do: a program that never seeds draws the same numbers (initial
+weights, Dropout masks, samplers) on every run. The numbers themselves are not
+mxnet's: its generators are other algorithms.
+
 Initializers, ``mx.nd.random`` and SGLD's noise draw from them directly. Kernels
 that draw random numbers (Dropout, LeakyReLU's rrelu) compute them on the device
 with Philox from a seed (``compiler/ops/nn.py``); :func:`set_step_seed` gives that
@@ -10,7 +15,8 @@ from __future__ import annotations
 import torch
 
 _GENERATORS: dict = {}
-_SEED = [None]
+DEFAULT_SEED = 0
+_SEED = [DEFAULT_SEED]
 
 
 def seed(value: int):
@@ -30,19 +36,17 @@ def generator_for(ctx) -> torch.Generator:
     Returns
     -------
     torch.Generator
-        Seeded from ``mx.random.seed`` if it was called, from the OS otherwise.
+        Seeded from ``mx.random.seed``'s value (:data:`DEFAULT_SEED` until it is
+        called).
     """
     key = (ctx.device_type, ctx.device_id)
     gen = _GENERATORS.get(key)
     if gen is None:
         gen = torch.Generator(device="cpu")
-        if _SEED[0] is None:
-            gen.seed()
-        else:
-            # a per-context stream that is the same in every process (str hashes
-            # change with PYTHONHASHSEED, so the device type maps to a fixed number)
-            kind = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}.get(key[0], 7)
-            gen.manual_seed(_SEED[0] * 1000003 + kind * 1009 + key[1])
+        # a per-context stream that is the same in every process (str hashes
+        # change with PYTHONHASHSEED, so the device type maps to a fixed number)
+        kind = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}.get(key[0], 7)
+        gen.manual_seed(_SEED[0] * 1000003 + kind * 1009 + key[1])
         _GENERATORS[key] = gen
     return gen
 

@@ -1,6 +1,7 @@
 """``mx.init``: suffix dispatch, ``__init__`` attributes, statistics, dumps()
 strings as mxnet 1.9.1 prints them."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -180,3 +181,21 @@ def test_legacy_string_call_warns():
     with pytest.warns(DeprecationWarning):
         init.One()("fc_gamma", arr)
     assert arr.tolist() == [1, 1]
+
+
+def test_a_program_that_never_seeds_draws_the_same_numbers_every_run():
+    """mxnet 1.9.1 starts its generators from a fixed seed: two runs of a program that
+    never calls mx.random.seed get the same initial weights and samples (here from
+    this project's generators, not mxnet's numbers)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import module_api as mx\n"
+            "a = mx.nd.zeros((3, 4))\n"
+            "mx.init.Xavier()(mx.init.InitDesc('fc_weight'), a)\n"
+            "print(a.asnumpy().tolist(), mx.nd.random.normal(shape=3).asnumpy().tolist())\n")
+    env = dict(os.environ, PYTHONPATH=root)
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.strip()
