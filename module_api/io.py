@@ -5,6 +5,7 @@ be numpy arrays, torch tensors / NDArrays, nested lists, or lists and dicts
 of these.
 """
 import numbers
+import sys
 import threading
 from collections import OrderedDict
 
@@ -220,10 +221,27 @@ class PrefetchingIter(_BatchHolder):
 # NDArrayIter
 # --------------------------------------------------------------------------
 
+def _is_h5py_dataset(value) -> bool:
+    """An ``h5py.Dataset`` (checked without importing h5py: a program passing one has)."""
+    h5py = sys.modules.get("h5py")
+    return h5py is not None and isinstance(value, h5py.Dataset)
+
+
+def _read_h5py_rows(dataset, rows):
+    """``dataset[rows]`` for any row order and repeats (h5py reads increasing, unique
+    indices only), as an NDArray of the dataset's dtype."""
+    if len(rows) == 0:
+        values = np.empty((0,) + tuple(dataset.shape[1:]), dtype=dataset.dtype)
+    else:
+        uniq, back = np.unique(rows, return_inverse=True)
+        values = np.asarray(dataset[uniq])[back]
+    return as_ndarray(torch.from_numpy(np.ascontiguousarray(values)))
+
+
 def _to_ndarray(value):
-    """torch tensors and csr arrays keep their dtype; anything else becomes float32 like
-    ``mx.nd.array``."""
-    if isinstance(value, CSRNDArray):
+    """torch tensors and csr arrays keep their dtype, an ``h5py.Dataset`` stays on disk
+    (read a batch at a time); anything else becomes float32 like ``mx.nd.array``."""
+    if isinstance(value, CSRNDArray) or _is_h5py_dataset(value):
         return value
     if isinstance(value, BaseSparseNDArray):
         raise TypeError("NDArrayIter takes dense or csr arrays, not %s" % value.stype)
@@ -239,7 +257,8 @@ def _init_data(data, allow_empty, default_name):
     assert (data is not None) or allow_empty
     if data is None:
         data = []
-    if isinstance(data, (np.ndarray, torch.Tensor, BaseSparseNDArray)):
+    if isinstance(data, (np.ndarray, torch.Tensor, BaseSparseNDArray)) or \
+            _is_h5py_dataset(data):
         data = [data]
     if isinstance(data, (list, tuple)):
         if not allow_empty:
@@ -249,7 +268,7 @@ def _init_data(data, allow_empty, default_name):
         else:
             data = OrderedDict([('_%d_%s' % (i, default_name), d) for i, d in enumerate(data)])
     if not isinstance(data, dict):
-        raise TypeError("Input must be NDArray, numpy.ndarray, "
+        raise TypeError("Input must be NDArray, numpy.ndarray, h5py.Dataset, "
                         "a list of them or dict with them as values")
     out = {}
     for k, v in data.items():
@@ -257,7 +276,7 @@ def _init_data(data, allow_empty, default_name):
             out[k] = _to_ndarray(v)
         except Exception as err:
             raise TypeError(("Invalid type '%s' for %s, " % (type(v), k)) +
-                            "should be NDArray or numpy.ndarray") from err
+                            "should be NDArray, numpy.ndarray or h5py.Dataset") from err
     return list(sorted(out.items()))
 
 
@@ -296,11 +315,13 @@ def _take_rows(data, rows):
     """``(name, NDArray)`` pairs restricted to ``rows`` (axis 0), dtype kept."""
     out = []
     for k, v in data:
-        if isinstance(v, CSRNDArray):
+        if _is_h5py_dataset(v):     # read through NDArrayIter._order
+            out.append((k, v))
+        elif isinstance(v, CSRNDArray):
             out.append((k, v.take_rows(np.asarray(rows))))
-            continue
-        index = torch.as_tensor(rows, dtype=torch.long, device=v.device)
-        out.append((k, as_ndarray(v.index_select(0, index))))
+        else:
+            index = torch.as_tensor(rows, dtype=torch.long, device=v.device)
+            out.append((k, as_ndarray(v.index_select(0, index))))
     return out
 
 
@@ -308,6 +329,9 @@ def _getdata_by_idx(data, idx):
     """Reorder every array by ``idx``; like mxnet, the result is float32."""
     out = []
     for k, v in data:
+        if _is_h5py_dataset(v):     # read through NDArrayIter._order
+            out.append((k, v))
+            continue
         if isinstance(v, CSRNDArray):      # mxnet: scipy's row indexing, dtype kept
             out.append((k, v.take_rows(np.asarray(idx))))
             continue
@@ -324,6 +348,8 @@ class NDArrayIter(DataIter):
     data, label : array, list of arrays or dict of name -> array
         Lists are named ``_0_data``, ``_1_data`` ...; dicts are ordered by
         sorted key. A single array is named ``data_name`` / ``label_name``.
+        An ``h5py.Dataset`` stays on disk: each batch reads its rows (along
+        axis 0, in the batch's order, as mxnet reads them).
     batch_size : int
     shuffle : bool
         Reshuffle (numpy's global RNG) on every ``reset``.
@@ -363,13 +389,17 @@ class NDArrayIter(DataIter):
                                       " with `last_batch_handle` set to `discard`.")
         num_rows = self.data[0][1].shape[0]
         _check_parts(num_parts, part_index, num_rows, 'data rows')
+        # the original row behind each row of the (parted, shuffled) in-memory arrays:
+        # how an h5py.Dataset, which stays on disk, is read
+        self._order = np.arange(num_rows)
         if num_parts > 1:
             rows = _part_rows(num_rows, num_parts, part_index)
             self.data = _take_rows(self.data, rows)
             self.label = _take_rows(self.label, rows)
+            self._order = rows
         self.num_parts = num_parts
         self.part_index = part_index
-        self.idx = np.arange(self.data[0][1].shape[0])
+        self.idx = np.arange(len(self._order))
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
         self.batch_size = batch_size
@@ -442,6 +472,11 @@ class NDArrayIter(DataIter):
         axis = self.layout.find('N')
         out = []
         for _, arr in data_source:
+            if _is_h5py_dataset(arr):   # mxnet reads h5py along axis 0
+                size = len(self._order)
+                lo, hi = min(max(start, 0), size), min(max(end, 0), size)
+                out.append(_read_h5py_rows(arr, self._order[lo:hi]))
+                continue
             size = arr.shape[axis]
             lo, hi = min(max(start, 0), size), min(max(end, 0), size)
             if isinstance(arr, CSRNDArray):     # mxnet's slice_axis: a dense result
@@ -513,3 +548,4 @@ class NDArrayIter(DataIter):
         np.random.shuffle(self.idx)
         self.data = _getdata_by_idx(self.data, self.idx)
         self.label = _getdata_by_idx(self.label, self.idx)
+        self._order = self._order[self.idx]
