@@ -383,7 +383,9 @@ class Optimizer:
             plan, reusable = self._plan(weights, grads, states, has_clip, multi_precision,
                                         inputs, rule)
             if key is not None and reusable:
-                if len(self._plans) >= 16:      # a few key sets (buckets) at most
+                # a plan holds its arrays: keep few, so arrays a rebind replaced are
+                # not held for long (one plan per set of gradient arrays is the usual)
+                if len(self._plans) >= 4:
                     self._plans.clear()
                 # the plan keeps the keyed objects alive, so no other object takes an id
                 self._plans[key] = (plan, tuple(weights), tuple(grads), tuple(states))
