@@ -99,6 +99,13 @@ def _in_mxnet_order(node, inputs):
     return _reorder_inputs(node.opdef(), node.parsed(), inputs, to_mxnet=True)
 
 
+def _shapes_key(shapes: dict) -> tuple:
+    """What decides a graph's inferred shapes: the variables' shapes by name, and the
+    element limit (kept graphs, ``Symbol._take_inferred_graph``)."""
+    return (os.environ.get("SYMTRITON_MAX_ELEMENTS"),
+            tuple(sorted((str(k), tuple(int(x) for x in v)) for k, v in shapes.items())))
+
+
 def _topo(entries, inputs_of=None) -> list:
     """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in
     mxnet's order); ``inputs_of(node)``: the input entries to follow (default: the
@@ -209,6 +216,42 @@ class Symbol:
                 del memo[values[0]]
             memo[key] = compute()
         return memo[key]
+
+    def _inference_graph(self, kind: str):
+        """The graph that shape or dtype inference (``kind``: ``shapes`` or ``dtypes``)
+        fills next: the one kept from the other kind's last inference if it has not
+        been filled with this kind yet (the two fill disjoint parts of the node data),
+        else a new one. A bind infers dtypes and shapes once each; the compile then
+        takes the graph (:meth:`_take_inferred_graph`) instead of building and
+        inferring a third."""
+        slot = self._derived().get("inferred_graph")
+        if slot is None or slot[kind] is not None:
+            slot = {"graph": self.to_graph(), "shapes": None, "dtypes": None}
+        self._derived()["inferred_graph"] = dict(slot, **{kind: None})
+        return slot["graph"]
+
+    def _inferred(self, kind: str, graph, key):
+        """Record that ``graph`` (from :meth:`_inference_graph`) holds the complete
+        result of ``kind`` inference for ``key``; ``key`` None: it holds a partial or
+        failed one, and is dropped."""
+        memo = self._derived()
+        slot = memo.get("inferred_graph")
+        if slot is None or slot["graph"] is not graph:
+            return
+        if key is None:
+            del memo["inferred_graph"]
+        else:
+            slot[kind] = key
+
+    def _take_inferred_graph(self, shapes_key, dtypes_key):
+        """The kept graph if both its shapes and its dtypes are those of the keys
+        (it is no longer kept: the caller owns it), else None."""
+        memo = self._derived()
+        slot = memo.get("inferred_graph")
+        if slot is None or slot["shapes"] != shapes_key or slot["dtypes"] != dtypes_key:
+            return None
+        del memo["inferred_graph"]
+        return slot["graph"]
 
     def _nodes(self) -> list:
         """Every node, in mxnet's order (:func:`_topo`); do not modify the list."""
@@ -597,9 +640,13 @@ class Symbol:
     @gc_paused()        # a graph of the symbol built and walked: see gc_paused
     def _infer_graph(self, args, kwargs, partial):
         from .passes.infer_shapes import infer_shapes
-        graph = self.to_graph()
         shapes = self._shape_args(args, kwargs, "infer_shape")
-        infer_shapes(graph, shapes, partial=True)
+        graph = self._inference_graph("shapes")
+        try:
+            infer_shapes(graph, shapes, partial=True, types=False)
+        except BaseException:
+            self._inferred("shapes", graph, None)
+            raise
         by_name = {}
         for n in graph.variables():
             d = graph.node(n)
@@ -608,6 +655,10 @@ class Symbol:
         aux_shapes = [by_name.get(n) for n in self.list_auxiliary_states()]
         out_shapes = [graph.shape(h) for h in graph.heads]
         complete = all(s is not None for s in arg_shapes + aux_shapes + out_shapes)
+        keep = complete and not graph.meta["unknown_dims"] and \
+            not set(shapes) & set(self._aux_names())
+        self._inferred("shapes", graph, _shapes_key(dict(zip(self.list_arguments(), arg_shapes)))
+                       if keep else None)
         if not complete and not partial:
             return None, None, None
         if not complete:

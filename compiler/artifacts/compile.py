@@ -213,17 +213,43 @@ def _dtypes_key(dtypes: dict) -> tuple:
 @gc_paused()            # a graph of the symbol built and walked: see gc_paused
 def _infer_all_dtypes(symbol, dtypes: dict) -> dict:
     from ..passes.infer_types import infer_types
-    graph = infer_types(symbol.to_graph(), dtypes)
-    return {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
+    graph = symbol._inference_graph("dtypes")
+    try:
+        infer_types(graph, dtypes)
+    except BaseException:
+        symbol._inferred("dtypes", graph, None)
+        raise
+    found = {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
+    symbol._inferred("dtypes", graph, _dtypes_key(found))
+    return found
+
+
+def _inferred_graph(symbol, shapes: dict, dtypes: dict):
+    """The symbol's graph with every shape and dtype already inferred for ``shapes``
+    and ``dtypes`` (all arguments' shapes, all variables' dtypes), as the pipeline's
+    ``infer_shapes`` and ``infer_types`` would fill it: the one a bind's
+    ``infer_shape`` and ``all_dtypes`` filled, taken from the symbol; None where
+    there is none (then the pipeline infers on a new graph)."""
+    from ..symbol import _shapes_key
+    graph = symbol._take_inferred_graph(_shapes_key(shapes), _dtypes_key(dtypes))
+    if graph is None:
+        return None
+    nodes = graph.g._node.values()
+    if any(d["shapes"] is None or d["dtypes"] is None or len(d["shapes"]) != len(d["dtypes"])
+           for d in nodes):
+        return None
+    return graph
 
 
 def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, loss_scale=False,
            given=None):
     timings = {}
     t0 = time.perf_counter()
-    graph = symbol.to_graph()
+    graph = _inferred_graph(symbol, shapes, dtypes)
+    inferred = graph is not None
+    graph = symbol.to_graph() if graph is None else graph
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
-                                 is_train, timings, dtypes, loss_scale)
+                                 is_train, timings, dtypes, loss_scale, inferred)
     sources = {}
     t1 = time.perf_counter()
     launches, group_ops = build_program(g, groups, plan, target, sources)

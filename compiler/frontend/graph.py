@@ -335,13 +335,14 @@ def _through_cast(graph: Graph, src, idx):
     return src, idx
 
 
-def infer_node(graph: Graph, n, limit: int = None):
+def infer_node(graph: Graph, n, limit: int = None, types: bool = True):
     """Run the operator's shape and dtype rules for node ``n`` once.
 
     Returns True when something new was learned. Raises MXNetError naming
     the node, the operator, its inputs and their shapes on a conflict.
     ``limit``: :func:`max_elements`, read once by a caller inferring many nodes
     (reading the environment costs more than the rest of a small node's rules).
+    ``types`` False: the dtypes are left to ``passes/infer_types`` (whole graphs).
     """
     d = graph.g._node[n]
     opdef = d["opdef"]
@@ -389,6 +390,8 @@ def infer_node(graph: Graph, n, limit: int = None):
         if d["shapes"] != out_shapes:
             changed = changed or any(s is not None for s in out_shapes)
         d["shapes"] = [None if s is None else tuple(s) for s in out_shapes]
+    if not types:
+        return changed
     in_types = [graph.dtype(e) if graph.g._node[e[0]]["dtypes"] else None for e in ins]
     _, out_types = opdef.infer_type(d["attrs"], in_types)
     out_types = list(out_types) + [out_types[-1] if out_types else None] * len(out_shapes)

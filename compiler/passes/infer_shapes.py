@@ -8,7 +8,7 @@ from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims
 
 
 def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
-                 dtypes: dict = None) -> Graph:
+                 dtypes: dict = None, types: bool = True) -> Graph:
     """Fill ``shapes``/``dtypes`` of every node from the given input shapes.
 
     Parameters
@@ -21,9 +21,16 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
     partial : bool
         If False, raise when some shape stays unknown, naming the variables.
     dtypes : dict of str -> str, optional
+    types : bool
+        Also fill ``dtypes`` (each operator's rule given its inputs' dtypes); False
+        leaves them as they are, for :func:`~compiler.passes.infer_types.infer_types`
+        to fill (the pipeline and ``Symbol.infer_shape`` do).
+
+    ``graph.meta['unknown_dims']`` says whether a given shape, hint or constant
+    held an unknown (0) dim.
     """
     dtypes = dtypes or {}
-    unknown_dims = has_unknown_dims(graph, shapes)
+    unknown_dims = graph.meta["unknown_dims"] = has_unknown_dims(graph, shapes)
     if unknown_dims:
         shapes = infer_unknown_dims(graph, shapes)
     for n in graph.variables():
@@ -39,7 +46,8 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
                 shape = hint
         if shape is not None:
             d["shapes"] = [check_shape(_as_shape(shape, d["name"]), f"variable '{d['name']}'")]
-        d["dtypes"] = [str(dtypes.get(d["name"], d["raw"].get("__dtype__", "float32")))]
+        if types:
+            d["dtypes"] = [str(dtypes.get(d["name"], d["raw"].get("__dtype__", "float32")))]
     ops = graph.ops()
     sweep = ops
     limit = max_elements()
@@ -51,37 +59,46 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         unknown = [v for v in graph.variables() if graph.node(v)["shapes"] is None]
         changed = False
         for n in sweep:
-            changed |= infer_node(graph, n, limit)
+            changed |= infer_node(graph, n, limit, types)
         learned = [v for v in unknown if graph.node(v)["shapes"] is not None]
         if not changed or not learned:
             break
         after = graph.descendants(learned)
         sweep = [n for n in ops if n in after]
     if not partial:
-        missing = [graph.node(n)["name"] for n in graph.variables()
-                   if graph.node(n)["shapes"] is None]
-        if missing:
-            raise MXNetError(
-                f"cannot infer the shapes of {missing}: give their shapes (for example "
-                f"{missing[0]}=(...)) or the shapes of the inputs they depend on")
-        _refuse_value_shaped(graph)
-        if unknown_dims:
-            # mxnet reads 0 as "unknown": one nothing filled is an error, not a 0-size array
-            undecided = [f"{graph.describe(n)} {tuple(graph.node(n)['shapes'][0])}"
-                         for n in graph.topo()
-                         if (graph.node(n)["op"] == "null" or not graph.inputs(n))
-                         and graph.node(n)["shapes"] and graph.node(n)["shapes"][0] is not None
-                         and 0 in graph.node(n)["shapes"][0]]
-            if undecided:
-                raise MXNetError(
-                    f"cannot decide the unknown (0) dims of {undecided}: a 0 in a shape "
-                    f"means unknown, as in mxnet; give these shapes in full, or the shapes "
-                    f"of the inputs they meet")
-        unknown = [graph.describe(n) for n in ops
-                   if any(s is None for s in graph.node(n)["shapes"])]
-        if unknown:
-            raise MXNetError(f"cannot infer the output shapes of {unknown[:5]}")
+        check_inferred(graph)
     return graph
+
+
+def check_inferred(graph: Graph):
+    """Raise unless :func:`infer_shapes` left ``graph`` complete: every variable's
+    shape known, no operator whose output shape needs its inputs' values, every
+    unknown (0) dim decided, every output shape known."""
+    ops = graph.ops()
+    unknown_dims = graph.meta.get("unknown_dims", True)
+    missing = [graph.node(n)["name"] for n in graph.variables()
+               if graph.node(n)["shapes"] is None]
+    if missing:
+        raise MXNetError(
+            f"cannot infer the shapes of {missing}: give their shapes (for example "
+            f"{missing[0]}=(...)) or the shapes of the inputs they depend on")
+    _refuse_value_shaped(graph)
+    if unknown_dims:
+        # mxnet reads 0 as "unknown": one nothing filled is an error, not a 0-size array
+        undecided = [f"{graph.describe(n)} {tuple(graph.node(n)['shapes'][0])}"
+                     for n in graph.topo()
+                     if (graph.node(n)["op"] == "null" or not graph.inputs(n))
+                     and graph.node(n)["shapes"] and graph.node(n)["shapes"][0] is not None
+                     and 0 in graph.node(n)["shapes"][0]]
+        if undecided:
+            raise MXNetError(
+                f"cannot decide the unknown (0) dims of {undecided}: a 0 in a shape "
+                f"means unknown, as in mxnet; give these shapes in full, or the shapes "
+                f"of the inputs they meet")
+    unknown = [graph.describe(n) for n in ops
+               if any(s is None for s in graph.node(n)["shapes"])]
+    if unknown:
+        raise MXNetError(f"cannot infer the output shapes of {unknown[:5]}")
 
 
 def _as_shape(shape, name) -> tuple:

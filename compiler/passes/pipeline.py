@@ -20,7 +20,7 @@ from .autodiff import autodiff
 from .decompose import decompose
 from .fuse import fuse, unfused_counts
 from .hoist_matmuls import hoist_matmuls
-from .infer_shapes import infer_shapes
+from .infer_shapes import check_inferred, infer_shapes
 from .infer_types import infer_types
 from .plan_memory import contiguous_strides, plan_memory
 from .simplify import simplify
@@ -93,8 +93,14 @@ def prepare_heads(graph: Graph) -> Graph:
 
 
 def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
-               timings: dict = None, dtypes: dict = None, loss_scale: bool = False) -> tuple:
-    """Run every pass; return ``(graph, groups, plan)`` (``loss_scale``: autodiff's)."""
+               timings: dict = None, dtypes: dict = None, loss_scale: bool = False,
+               inferred: bool = False) -> tuple:
+    """Run every pass; return ``(graph, groups, plan)`` (``loss_scale``: autodiff's).
+
+    ``inferred``: ``graph`` already holds the shapes and dtypes that ``infer_shapes``
+    and ``infer_types`` would give it for ``shapes`` and ``dtypes`` (a bind inferred
+    them on it before the compile); only the completeness checks run again.
+    """
     timings = timings if timings is not None else {}
 
     def timed(name, fn, *args):
@@ -103,8 +109,12 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
         return result
 
-    g = timed("infer_shapes", infer_shapes, graph, shapes)
-    g = timed("infer_types", infer_types, g, dtypes)
+    if inferred:
+        g = graph
+        timed("infer_shapes", check_inferred, g)
+    else:
+        g = timed("infer_shapes", infer_shapes, graph, shapes, False, None, False)
+        g = timed("infer_types", infer_types, g, dtypes)
     # the backward phase wherever gradients are asked for, in either mode: a gradient
     # program in predict mode (mx.autograd's predict_mode under record) differentiates
     # Dropout as the identity it decomposes to
