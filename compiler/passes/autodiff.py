@@ -19,7 +19,8 @@ from ..ops.chain_rule import differentiate_node, scaled, sum_refs
 GRAD_REQS = ("write", "add", "null")
 
 
-def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False) -> Graph:
+def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False,
+             in_place: bool = False) -> Graph:
     """Return a copy of ``graph`` whose heads are followed by argument gradients.
 
     Parameters
@@ -31,6 +32,9 @@ def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False) -> Graph:
         ``grad_in`` variable) and adds to it.
     loss_scale : bool
         Multiply each head's starting gradient by a ``loss_scale`` variable.
+    in_place : bool
+        Add the backward to ``graph`` itself and return it (the pipeline owns its
+        graphs: a copy of 40,000 nodes costs a tenth of a second).
 
     Returns
     -------
@@ -42,7 +46,7 @@ def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False) -> Graph:
     for name, req in grad_req.items():
         if req not in GRAD_REQS:
             raise MXNetError(f"grad_req for '{name}' must be one of {GRAD_REQS}, got {req!r}")
-    out = graph.copy()
+    out = graph if in_place else graph.copy()
     b = Builder(out, "bwd", "grad")
     wanted = {n for n in out.variables("arg") if grad_req.get(out.node(n)["name"], "null") != "null"}
     out.meta["num_forward_heads"] = len(out.heads)

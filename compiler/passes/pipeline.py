@@ -36,14 +36,14 @@ def _written_by_kernel(graph: Graph, node) -> bool:
     return d["op"] != "null" and not isinstance(d["opdef"].lowering, View)
 
 
-def prepare_heads(graph: Graph) -> Graph:
+def prepare_heads(graph: Graph, in_place: bool = False) -> Graph:
     """Make every head and every non-stride view read a value a kernel writes.
 
     A head that is a variable or a view gets a copy (``_materialize``); a
     view whose input layout cannot be expressed by strides gets its input
-    copied first.
+    copied first. Returns a copy (``graph`` itself, changed, with ``in_place``).
     """
-    out = graph.copy()
+    out = graph if in_place else graph.copy()
     b = Builder(out, "fwd", "copy")
     layouts = {}      # views' layouts; a value a kernel writes is contiguous from 0
 
@@ -119,13 +119,15 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     # program in predict mode (mx.autograd's predict_mode under record) differentiates
     # Dropout as the identity it decomposes to
     wants_grad = is_train or any(r != "null" for r in grad_req.values())
-    g = timed("autodiff", autodiff, g, grad_req, loss_scale) if wants_grad else g
+    # every pass below may change ``g`` in place: the pipeline owns it (a caller's
+    # graph is the one shape inference fills)
+    g = timed("autodiff", autodiff, g, grad_req, loss_scale, True) if wants_grad else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train)
     g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures
     g = timed("hoist_matmuls", hoist_matmuls, g)
-    g = timed("simplify", simplify, g)
-    g = timed("prepare_heads", prepare_heads, g)
+    g = timed("simplify", simplify, g, True)
+    g = timed("prepare_heads", prepare_heads, g, True)
     groups = timed("fuse", fuse, g)
     plan = timed("plan_memory", plan_memory, g, groups)
     return g, groups, plan

@@ -7,9 +7,10 @@ _ADDS = {"elemwise_add", "broadcast_add"}
 _ZERO_SOURCES = {"zeros_like"}
 
 
-def simplify(graph: Graph) -> Graph:
-    """Return a copy with dead nodes removed, duplicates merged, ``x + 0`` folded."""
-    out = graph.copy()
+def simplify(graph: Graph, in_place: bool = False) -> Graph:
+    """Return a copy with dead nodes removed, duplicates merged, ``x + 0`` folded
+    (``graph`` itself, changed, with ``in_place``: the pipeline owns its graphs)."""
+    out = graph if in_place else graph.copy()
     out.meta["keep_variables"] = True
     _fold_zero_adds(out)
     _merge_common(out)
