@@ -37,13 +37,32 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     NotFusable
         When the nodes cannot share one domain, or a store would be a race.
     """
-    if any(is_extern(graph, n) for n in nodes):
+    family = _family(graph, nodes)
+    if family == "extern":
         prog = extern_program(graph, nodes, outside_uses)
-    elif any(special_kind(graph, n) in CONV_KINDS for n in nodes):
+    elif family == "conv":
         prog = conv_program(graph, nodes, outside_uses)
-    elif any(special_kind(graph, n) in POOL_KINDS for n in nodes):
+    elif family == "pool":
         prog = pool_program(graph, nodes, outside_uses)
     else:
         prog = build_fused_program(graph, nodes, outside_uses)
     prog.dtypes = [graph.dtype(e) for e in prog.tensors]
     return prog
+
+
+def _family(graph, nodes) -> str:
+    """``extern`` if a node of ``nodes`` is lowered as an extern launch, else ``conv`` if
+    one is a convolution, else ``pool`` if one is a pooling, else ``fused``: one look
+    at each node (a chain's group holds tens of thousands)."""
+    found = set()
+    for n in nodes:
+        if is_extern(graph, n):
+            return "extern"
+        kind = special_kind(graph, n)
+        if kind is not None:
+            found.add(kind)
+    if not found.isdisjoint(CONV_KINDS):
+        return "conv"
+    if not found.isdisjoint(POOL_KINDS):
+        return "pool"
+    return "fused"

@@ -261,24 +261,26 @@ def _pointwise_trees(graph, order, ins, kernel, head_set, readers) -> list:
     and a path from the root back into the tree would be a cycle of the graph.
     """
     closed, link = set(), {}
+    nodes = graph.g._node
     for n in order:
         if n not in kernel:
             continue
-        d = graph.node(n)
+        d = nodes[n]
         phase = d["phase"]
-        if isinstance(d["opdef"].lowering, MatMul):
+        low = d["opdef"].lowering
+        if isinstance(low, MatMul):
             pass     # a leaf: its operands are read from memory, no merge joins their producers
-        elif not _is_pointwise(graph, n) or \
-                any(u in kernel and graph.node(u)["phase"] == phase and link.get(u) != n
+        elif not isinstance(low, Pointwise) or \
+                any(u in kernel and nodes[u]["phase"] == phase and link.get(u) != n
                     for u, _ in ins[n]):
             continue
         closed.add(n)
         if len(d["shapes"]) != 1 or (n, 0) in head_set:
             continue
-        same = {v for v in readers.get((n, 0), ()) if graph.node(v)["phase"] == phase}
+        same = {v for v in readers.get((n, 0), ()) if nodes[v]["phase"] == phase}
         if len(same) == 1:
             (v,) = same
-            if v in kernel and _is_pointwise(graph, v):
+            if v in kernel and isinstance(nodes[v]["opdef"].lowering, Pointwise):
                 link[n] = v
     root_of, trees = {}, {}
     for n in reversed(order):              # a parent comes after its children
@@ -432,13 +434,27 @@ def unfused_counts(graph: Graph) -> dict:
     """Launches and bytes if every live non-view operator ran as its own kernel."""
     live = graph.ancestors(h for h, _ in graph.heads)
     counts = {"fwd": 0, "bwd": 0, "bytes": 0}
-    for n in graph.ops():
-        if n not in live or is_free_view(graph, n) or is_source(graph, n):
+    nodes, pred = graph.g._node, graph.g._pred
+    numel = {}                 # shape -> elements: the same few shapes, again and again
+
+    def size(shape):
+        shape = tuple(shape)
+        got = numel.get(shape)
+        if got is None:
+            got = numel[shape] = prod(shape)
+        return got
+
+    elements = 0
+    for n in live:             # sums and counts: any order gives the same
+        d = nodes[n]
+        if d["op"] == "null" or isinstance(d["opdef"].lowering, View):
             continue
-        d = graph.node(n)
         counts[d["phase"]] += 1
-        for e in graph.inputs(n):
-            counts["bytes"] += 4 * prod(graph.shape(e))
+        for u, keyed in pred[n].items():
+            shapes = nodes[u]["shapes"]
+            for data in keyed.values():           # one edge per input slot
+                elements += size(shapes[data["out"]])
         for s in d["shapes"]:
-            counts["bytes"] += 4 * prod(s)
+            elements += size(s)
+    counts["bytes"] = 4 * elements
     return counts
