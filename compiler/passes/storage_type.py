@@ -105,7 +105,6 @@ def _grad_rule(g, idx, slot):
     return None
 
 
-@gc_paused()            # a graph of the symbol built and walked: see gc_paused
 def infer_storage(symbol):
     """Storage types of a symbol's arguments, outputs and argument gradients.
 
@@ -118,8 +117,43 @@ def infer_storage(symbol):
     dict
         ``args``: {argument: stype}; ``outputs``: [stype per output];
         ``grads``: {argument: stype}; ``rows``: {argument: [row rule]} for the
-        arguments with a row_sparse gradient (see the module docstring).
+        arguments with a row_sparse gradient (see the module docstring). A new
+        dict each call; the answer is found once while the symbol stays as it is
+        (a bind asks twice).
     """
+    memo = symbol._derived()
+    found = memo.get("storage")
+    if found is None:
+        found = memo["storage"] = _infer_storage(symbol)
+    return {"args": dict(found["args"]), "outputs": list(found["outputs"]),
+            "grads": dict(found["grads"]),
+            "rows": {k: list(v) for k, v in found["rows"].items()}}
+
+
+# operators whose rules give something other than ``default`` storage with dense inputs
+_SPARSE_MAKERS = {"cast_storage", "_sparse_cast_storage", "Embedding",
+                  "_contrib_SparseEmbedding"}
+
+
+def _all_dense(symbol) -> bool:
+    """Whether no variable is sparse and no operator can make sparse storage out of
+    dense: then every answer is ``default`` (most symbols; one look per node)."""
+    for node in symbol._nodes():
+        if node.op == "null":
+            if node.attrs and _var_stype({"attrs": node.attrs}) != "default":
+                return False
+        elif node.op in _SPARSE_MAKERS:
+            return False
+    return True
+
+
+@gc_paused()            # a graph of the symbol built and walked: see gc_paused
+def _infer_storage(symbol):
+    if _all_dense(symbol):
+        args = symbol.list_arguments()
+        return {"args": dict.fromkeys(args, "default"),
+                "outputs": ["default"] * len(symbol._outputs),
+                "grads": dict.fromkeys(args, "default"), "rows": {}}
     graph = _graph_of(symbol)
     nodes = graph["nodes"]
     out = []                       # per node: the storage of its outputs
