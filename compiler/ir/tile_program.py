@@ -196,12 +196,15 @@ class ProgramBuilder:
                 if all(shape[j] == self.domain[p] or shape[j] == 1 for j, p in enumerate(dm)):
                     self.set_dimmap(entry, [p if shape[j] == self.domain[p] else None
                                             for j, p in enumerate(dm)])
+        dimmap, nodes = self.dimmap, g.g._node
         for n in reversed(self.order):
-            outs = [(n, i) for i in range(len(g.node(n)["shapes"]))]
-            known = [e for e in outs if e in self.dimmap]
-            if not known:
+            dm = dimmap.get((n, 0))          # the first output placed (most often the only)
+            if dm is None:
+                dm = next((dimmap[(n, i)] for i in range(1, len(nodes[n]["shapes"]))
+                           if (n, i) in dimmap), None)
+            if dm is None:
                 raise NotFusable(f"cannot place {g.describe(n)} in the domain {self.domain}")
-            self.propagate(n, self.dimmap[known[0]])
+            self.propagate(n, dm)
 
     def propagate(self, n, out_dm):
         g = self.graph
@@ -209,17 +212,22 @@ class ProgramBuilder:
         low = d["opdef"].lowering
         ins = g.inputs(n)
         out_shape = d["shapes"][0]
-        if special_kind(g, n) == "softmax_ce_grad":
+        special = low.kind if isinstance(low, Special) else None
+        if special == "softmax_ce_grad":
             ax = d["attrs"]["axis"] % len(out_shape)
             self.set_dimmap(ins[0], out_dm)
             self.set_dimmap(ins[1], [p for j, p in enumerate(out_dm) if j != ax])
             self.ce_axis_pos = getattr(self, "ce_axis_pos", {})
             self.ce_axis_pos[n] = out_dm[ax]
-        elif isinstance(low, Pointwise) or special_kind(g, n) == "constant":
+        elif isinstance(low, Pointwise) or special == "constant":
             dims = low.input_dims(d["attrs"], [g.shape(e) for e in ins], out_shape) \
                 if isinstance(low, Pointwise) and low.input_dims else None
             for k, e in enumerate(ins):
                 shape = g.shape(e)
+                if not dims and shape == out_shape and len(out_dm) == len(shape):
+                    # the same shape: the same places
+                    self.set_dimmap(e, out_dm)
+                    continue
                 pos = dims[k] if dims else _right_aligned(shape, out_shape)
                 self.set_dimmap(e, [out_dm[p] if shape[j] == out_shape[p] else None
                                     for j, p in enumerate(pos)])
@@ -250,10 +258,10 @@ class ProgramBuilder:
         elif isinstance(low, MatMul):
             if list(out_dm) != list(range(len(self.domain))) or self.kind != "matmul":
                 raise NotFusable("a matmul must span the whole matmul domain")
-        elif special_kind(g, n) == "gather":
+        elif special == "gather":
             idx = ins[0]
             self.set_dimmap(idx, out_dm[:-1])
-        elif special_kind(g, n) == "concat":
+        elif special == "concat":
             for e in ins:
                 if e[0] in self.nodes:
                     raise NotFusable("Concat reads its inputs from memory")
@@ -304,7 +312,7 @@ class ProgramBuilder:
             d = g.node(n)
             low = d["opdef"].lowering
             ins = g.inputs(n)
-            special = special_kind(g, n)
+            special = low.kind if isinstance(low, Special) else None
             if isinstance(low, MatMul):
                 self.emit_dot(n, ins)
                 continue
