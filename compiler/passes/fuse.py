@@ -87,6 +87,7 @@ def _fuse(graph: Graph) -> list:
             "cycle_visits": 0, "merges": 0}
     readers = _readers(graph, order)
     ins = graph._inputs_memo
+    node_data = graph.g._node
     sources = {n for n in order if is_source(graph, n)}
     kernel_nodes = [n for n in order if n not in sources and not is_free_view(graph, n)]
     group_of = {n: n for n in kernel_nodes}
@@ -169,8 +170,9 @@ def _fuse(graph: Graph) -> list:
                 continue
             for u, _ in ins[v]:
                 gu, gv = group_of.get(u), group_of[v]
-                if gu is not None and gu != gv:      # (try_merge's first test, inlined)
-                    merged |= try_merge(gu, gv)
+                if gu is not None and gu != gv and \
+                        node_data[gu]["phase"] == node_data[gv]["phase"]:
+                    merged |= try_merge(gu, gv)      # (try_merge's first tests, inlined)
         # Horizontal: siblings feeding the same consumer, or reading the same input.
         for v in order:
             if v not in group_of and v not in sources:
@@ -183,7 +185,11 @@ def _fuse(graph: Graph) -> list:
             for i in range(len(near)):
                 for j in range(i + 1, len(near)):
                     a, c = group_of.get(near[i]), group_of.get(near[j])
+                    # groups of two phases never merge (try_merge's test, made before
+                    # their programs are asked for: a forward value and the backward
+                    # reading it, at every node of a chain)
                     if a is not None and c is not None and a != c and \
+                            node_data[a]["phase"] == node_data[c]["phase"] and \
                             program_of(a) is not None and program_of(c) is not None and \
                             programs[a].kind == "pointwise" == programs[c].kind:
                         merged |= try_merge(a, c)
