@@ -773,7 +773,8 @@ class Symbol:
         inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
         # an operator without outputs (reset_arrays) is written among the nodes, which
         # mxnet's heads cannot name: load_json keeps such nodes as effects again
-        nodes = _topo(self._outputs + [(n, 0) for n in self._effects], inputs_of)
+        nodes = _topo(self._outputs + [(n, 0) for n in self._effects], inputs_of) \
+            if remove_amp_cast else self._nodes()      # (the same walk, remembered)
         index = {id(n): i for i, n in enumerate(nodes)}
         out_nodes, row_ptr = [], [0]
         for n in nodes:
@@ -782,14 +783,16 @@ class Symbol:
             if attrs:
                 entry["attrs"] = attrs
             ins = inputs_of(n)
-            if n.op != "null" and n.opdef().input_order:
-                ins = _reorder_inputs(n.opdef(), n.opdef().parse_attrs(n.attrs, n.name), ins,
+            opdef = n.opdef()
+            if opdef is not None and opdef.input_order:
+                ins = _reorder_inputs(opdef, opdef.parse_attrs(n.attrs, n.name), ins,
                                       to_mxnet=True)
             entry["inputs"] = [[index[id(s)], i, 0] for s, i in ins]
-            if n.op != "null" and "subgraphs" in n.attrs:   # control flow: mxnet's own field
+            if opdef is not None and "subgraphs" in n.attrs:   # control flow: mxnet's own field
                 entry["subgraphs"] = json.loads(n.attrs["subgraphs"])
             out_nodes.append(entry)
-            row_ptr.append(row_ptr[-1] + n.num_outputs())
+            row_ptr.append(row_ptr[-1] + (1 if opdef is None else
+                                          len(opdef.list_outputs(n.parsed()))))
         doc = {
             "nodes": out_nodes,
             "arg_nodes": [i for i, n in enumerate(nodes) if n.op == "null"],
