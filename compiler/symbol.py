@@ -99,6 +99,9 @@ def _in_mxnet_order(node, inputs):
     return _reorder_inputs(node.opdef(), node.parsed(), inputs, to_mxnet=True)
 
 
+_FILLING = ("filling",)      # Symbol._inference_graph: a kind of inference under way
+
+
 def _shapes_key(shapes: dict) -> tuple:
     """What decides a graph's inferred shapes: the variables' shapes by name, and the
     element limit (kept graphs, ``Symbol._take_inferred_graph``)."""
@@ -227,7 +230,9 @@ class Symbol:
         slot = self._derived().get("inferred_graph")
         if slot is None or slot[kind] is not None:
             slot = {"graph": self.to_graph(), "shapes": None, "dtypes": None}
-        self._derived()["inferred_graph"] = dict(slot, **{kind: None})
+        # being filled: another inference of this kind (another thread's) takes a new
+        # graph, and :meth:`_take_inferred_graph` does not take this one yet
+        self._derived()["inferred_graph"] = dict(slot, **{kind: _FILLING})
         return slot["graph"]
 
     def _inferred(self, kind: str, graph, key):
@@ -239,7 +244,7 @@ class Symbol:
         if slot is None or slot["graph"] is not graph:
             return
         if key is None:
-            del memo["inferred_graph"]
+            memo.pop("inferred_graph", None)
         else:
             slot[kind] = key
 
@@ -250,7 +255,8 @@ class Symbol:
         slot = memo.get("inferred_graph")
         if slot is None or slot["shapes"] != shapes_key or slot["dtypes"] != dtypes_key:
             return None
-        del memo["inferred_graph"]
+        if memo.pop("inferred_graph", None) is not slot:
+            return None                 # another thread took it first
         return slot["graph"]
 
     def _nodes(self) -> list:
