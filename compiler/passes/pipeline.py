@@ -112,6 +112,9 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     if inferred:
         g = graph
         timed("infer_shapes", check_inferred, g)
+        # inferred before the compile: the same pass names either way (a rebuilt
+        # program.json keeps its stored timings only under the same names, aot_verify)
+        timings.setdefault("infer_types", 0.0)
     else:
         g = timed("infer_shapes", infer_shapes, graph, shapes, False, None, False)
         g = timed("infer_types", infer_types, g, dtypes)
