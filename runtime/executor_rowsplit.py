@@ -12,8 +12,9 @@ The halves share the executor's memory where that is exact: their batch inputs a
 outputs are views of the first and second half of the executor's arrays (dim 0),
 their input gradients likewise (each half honours the argument's ``grad_req`` on
 its own rows); parameters are the same arrays. A parameter gradient is the sum of
-the halves' private gradients, written (``write``) or added (``add``) once both
-are done; ``null`` stays untouched. Nothing is built until the policy asks for a
+the halves': the first half writes (``write``) or adds (``add``) its own to the
+executor's array, the second writes a private one, added once both are done;
+``null`` stays untouched. Nothing is built until the policy asks for a
 row-split run (:meth:`RowSplitter.prepare`), so binding costs nothing more.
 
 A backward phase runs the way its forward ran (the halves hold the forward's
@@ -26,6 +27,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
+
+from compiler.errors import MXNetError
 
 _WORKER = []            # one worker thread for the process, started on first use
 _WORKER_LOCK = threading.Lock()
@@ -60,8 +63,8 @@ class PhaseSplit:
     def usable(self) -> bool:
         return self.splitter.usable()
 
-    def prepare(self) -> None:
-        self.splitter.prepare()
+    def prepare(self) -> bool:
+        return self.splitter.prepare()
 
     def run(self) -> None:
         self.splitter.run(self.phase)
@@ -116,10 +119,16 @@ class RowSplitter:
         plan, reason = analyse(exe._symbol, exe._input_shapes)
         return (plan or False), reason
 
-    def prepare(self) -> None:
-        """Bind the two half executors (compiling the half Program) once."""
+    def prepare(self) -> bool:
+        """Bind the two half executors (compiling the half Program) once; whether they
+        are ready. A half that does not bind (a Program that does not compile at
+        half the batch) leaves the executor unsplit for good, the reason kept."""
         if self.halves is None and self.usable():
-            self.halves = [self._half(0), self._half(1)]
+            try:
+                self.halves = [self._half(0), self._half(1)]
+            except MXNetError as exc:
+                self.plan, self.reason = False, f"the half executors: {exc}"
+        return self.halves is not None
 
     def _half(self, k):
         from .executor import Executor
@@ -137,8 +146,10 @@ class RowSplitter:
                 req[n] = r
                 if n in exe.grad_dict and r != "null":
                     grads[n] = part(exe.grad_dict[n])
-            else:
-                req[n] = "write"        # private; the sum goes to the executor's array
+            elif k == 0:                # the first half writes (adds) the executor's
+                req[n], grads[n] = r, exe.grad_dict[n]
+            else:                       # the second's, private, is added after the join
+                req[n] = "write"
                 grads[n] = as_ndarray(torch.zeros_like(exe.grad_dict[n].as_subclass(
                     torch.Tensor)), exe._ctx)
         half = Executor(exe._symbol, exe._ctx, args, grads or None, req, {})
@@ -181,13 +192,10 @@ class RowSplitter:
         half.backward(out_grads=grads)
 
     def _sum_grads(self):
-        a, b = self.halves
+        """The second half's parameter gradients added to the executor's, which the
+        first half wrote (``write``) or added to (``add``)."""
+        second = self.halves[1].grad_dict
         rows = set(self.plan.rows)
         for n, r in self.exe._grad_req.items():
-            if r == "null" or n in rows:
-                continue
-            out = self.exe.grad_dict[n]
-            if r == "add":
-                out.add_(a.grad_dict[n]).add_(b.grad_dict[n])
-            else:
-                out.copy_(a.grad_dict[n]).add_(b.grad_dict[n])
+            if r != "null" and n not in rows:
+                self.exe.grad_dict[n].add_(second[n])

@@ -37,6 +37,20 @@ in use), and tries again later, since the load of a machine changes:
   it would use: such a trial loses, several runs slower, every time (LeNet on 2
   cores with two busy loops: 5-10x); it counts as a lost trial that cost nothing.
 
+* below two threads the ladder holds one more candidate, :data:`SPLIT`: a
+  training executor's phase run as two half-batch executors, one on a worker
+  thread and one on the caller's, each on ONE intra-op thread (ATen releases
+  the GIL), joined once per phase (``runtime/executor_rowsplit.py``; the graph
+  must be provably separable along the batch axis: ``compiler/row_split.py``).
+  The two threads never wait for each other inside a phase: Linux shares the
+  cores per runnable thread, so beside two busy loops on 2 cores they get about
+  a core where one thread gets two thirds of one, and on an idle machine they
+  skip the barriers of an intra-op team. It is tried and kept like any count
+  (only when 10% faster), counts as one thread for the load rule above (a
+  stalled half costs its share, not a barrier), starts only on a launch list
+  that can split, and the half-batch Program compiles only when a trial of it
+  is due. A backward runs the way its forward ran, whatever was chosen between.
+
 The policy's clock is the time spent in timed launch lists, not the wall
 clock, so what a program does between steps does not count as waiting.
 
@@ -52,7 +66,8 @@ last bit, as they do between two machines with different core counts. So
 results can differ at rounding level between runs whose load differed. For
 bit-for-bit reproducible runs, use ``SYMTRITON_THREADS=fixed`` (or
 ``torch.use_deterministic_algorithms(True)``, which the policy also honours by
-leaving the count alone).
+leaving the count alone and never splitting rows). A row-split step sums each
+parameter's gradient over two halves: one more rounding than a whole step.
 
 ``SYMTRITON_THREADS`` (read at the first launch; :func:`reset` reads it again):
 
@@ -491,6 +506,15 @@ def pinned(fn, *args):
         _LOCAL.pinned = False
 
 
+def _one_thread(fn):
+    cap = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn()
+    finally:
+        torch.set_num_threads(cap)
+
+
 def _split_now(rs, n) -> bool:
     """Whether a run with row-split ``rs`` (or None) and chosen count ``n`` runs split."""
     if rs is None:
@@ -517,8 +541,8 @@ def run(key, fn, *args):
     p = policy()
     rs = getattr(key, "row_split", None)
     if p is None or torch.are_deterministic_algorithms_enabled():
-        if rs is not None and rs.forced:
-            return rs.run()
+        if rs is not None and rs.forced:    # the forward ran split before the change
+            return _one_thread(rs.run)
         return fn(*args) if key is None else fn(*args, check=None)
     cap = torch.get_num_threads()
     clock = time.perf_counter
@@ -527,8 +551,9 @@ def run(key, fn, *args):
         split = _split_now(rs, n)
         limit = None if key is None or split else p.limit(key, n)
         back = _threads_of(p.count)
+    if split and not rs.prepare():      # the halves bind (and compile) once, untimed
+        split, n = False, (1 if n == SPLIT else n)
     if split:
-        rs.prepare()        # the halves bind (and compile) once, outside the timing
         n = SPLIT
     threads_n = _threads_of(n)
     t0 = clock()
