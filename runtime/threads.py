@@ -91,6 +91,7 @@ ENV = "SYMTRITON_THREADS"
 
 _LOCK = threading.Lock()
 SPLIT = 0                   # the ladder's "2 row halves x 1 thread" (executor_rowsplit.py)
+MIN_SPLIT_S = 0.002         # a launch list faster than this is not worth two halves
 MAX_DEFER = 16              # runs of other keys a due SPLIT trial waits for a key that splits
 _LOCAL = threading.local()  # ``pinned``: inside a row-split half, launches run as they are
 MIN_BASE = 2                # runs of a key that make a baseline a trial may compare with
@@ -230,7 +231,7 @@ class ThreadPolicy:
         if self.due is not None and self.clock >= self.due and key is not None and \
                 len(self.ladder) > 1:
             mean = _mean_of(key, self.gen)
-            target = self._neighbour(key) if mean is not None else None
+            target = self._neighbour(key, mean) if mean is not None else None
             if target is None or (target != SPLIT and mean > 1.5 * self.least):
                 return self.count
             if _threads_of(target) > _threads_of(self.count) and self._cores_taken(target):
@@ -242,10 +243,12 @@ class ThreadPolicy:
             return self.probe
         return self.count
 
-    def _neighbour(self, key):
+    def _neighbour(self, key, mean):
         """The ladder's next count from the one in use, in the current direction; None
         to wait for another key. :data:`SPLIT` is stepped over where ``key`` cannot
-        split (its graph is refused), where no key that may split has run, or after
+        split (its graph is refused, or its runs take under ``MIN_SPLIT_S``: the
+        halves' fixed costs would eat the gain), where no key that may split has
+        run, or after
         ``MAX_DEFER`` runs of keys without a row-split (an optimizer's, an imperative
         call's) while it was due."""
         i = self.ladder.index(self.count)
@@ -261,7 +264,7 @@ class ThreadPolicy:
         rs = getattr(key, "row_split", None)
         if rs is not None and rs.forced is not None:
             return None              # a backward runs as its forward ran: wait for that
-        if rs is not None and rs.usable():
+        if rs is not None and mean >= MIN_SPLIT_S and rs.usable():
             return SPLIT
         if rs is None and self.split_seen and self.deferred < MAX_DEFER:
             self.deferred += 1

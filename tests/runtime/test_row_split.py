@@ -255,9 +255,10 @@ class Splittable:
     """A stand-in for ``executor_rowsplit.PhaseSplit``."""
 
     def __init__(self, usable=True):
-        self.forced, self._usable = None, usable
+        self.forced, self._usable, self.analysed = None, usable, 0
 
     def usable(self):
+        self.analysed += 1
         return self._usable
 
 
@@ -271,7 +272,7 @@ def drive(policy, timing, keys, steps, cap=2):
     for _ in range(steps):
         for k in keys:
             n = policy.choose(cap, k)
-            split = n == SPLIT and k.row_split.usable()
+            split = n == SPLIT and k.row_split._usable
             n = SPLIT if split else (1 if n == SPLIT else n)
             policy.observe(k, n, timing(k, n))
             counts.append(n)
@@ -315,3 +316,12 @@ def test_keys_that_cannot_split_step_over_it():
     p = ThreadPolicy(others_running=lambda: 2)
     counts = drive(p, timing(busy), [Key("fwd", False), Key("bwd", False)], 200)
     assert p.count == 1 and SPLIT not in counts
+
+
+def test_launch_lists_under_two_ms_are_not_worth_splitting():
+    tiny = {2: 0.0006, 1: 0.0004, SPLIT: 0.0001}
+    p = ThreadPolicy(others_running=lambda: 2)
+    keys = [Key("fwd"), Key("bwd")]
+    counts = drive(p, timing(tiny), keys, 2000)
+    assert p.count == 1 and SPLIT not in counts
+    assert all(k.row_split.analysed == 0 for k in keys)       # never analysed either
