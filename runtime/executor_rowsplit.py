@@ -8,6 +8,8 @@ phase. Neither thread waits for the other inside the phase, so on a busy machine
 the two get the scheduler's share of two threads without the barriers of an
 intra-op team, and on an idle one they skip those barriers.
 
+Each half takes its internal buffers from a pool of its own, kept on the
+executor's pool, so the halves of executors that share memory share theirs too.
 The halves share the executor's memory where that is exact: their batch inputs and
 outputs are views of the first and second half of the executor's arrays (dim 0),
 their input gradients likewise (each half honours the argument's ``grad_req`` on
@@ -48,6 +50,21 @@ def _on_one_thread(fn, *args):
     team of its own beside the caller's (LeNet's FC layers 3-12x slower)."""
     torch.set_num_threads(1)
     return fn(*args)
+
+
+class _PoolOwner:
+    """What a half executor takes its buffers from (as ``shared_exec``): the k-th half
+    pool of the executor's own pool, so the halves of executors that share memory
+    (buckets, reshapes: never run at the same time) share theirs too."""
+
+    _loss_scaling, _loss_scale = False, None
+
+    def __init__(self, exe, k):
+        from .executor import _BufferPool
+        pools = getattr(exe._pool, "row_halves", None)
+        if pools is None:
+            pools = exe._pool.row_halves = (_BufferPool(), _BufferPool())
+        self._pool = pools[k]
 
 
 class PhaseSplit:
@@ -152,7 +169,8 @@ class RowSplitter:
                 req[n] = "write"
                 grads[n] = as_ndarray(torch.zeros_like(exe.grad_dict[n].as_subclass(
                     torch.Tensor)), exe._ctx)
-        half = Executor(exe._symbol, exe._ctx, args, grads or None, req, {})
+        half = Executor(exe._symbol, exe._ctx, args, grads or None, req, {},
+                        shared_exec=_PoolOwner(exe, k))
         half.outputs = [part(o) for o in exe.outputs]
         return half
 

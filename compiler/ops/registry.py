@@ -370,6 +370,9 @@ class OpDef:
         (0) dims are filled through them both ways
         (``passes/infer_unknown_dims.py``); ``pattern == "elemwise"`` links
         every dim of same-rank inputs and the output without this.
+    rows_independent : bool or callable(attrs) -> bool, optional
+        Row ``i`` of the outputs depends on row ``i`` of the batch-carrying inputs
+        alone (see :meth:`separates_rows`; ``compiler/row_split.py``).
     """
     name: str
     pattern: str

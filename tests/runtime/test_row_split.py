@@ -325,3 +325,31 @@ def test_launch_lists_under_two_ms_are_not_worth_splitting():
     counts = drive(p, timing(tiny), keys, 2000)
     assert p.count == 1 and SPLIT not in counts
     assert all(k.row_split.analysed == 0 for k in keys)       # never analysed either
+
+
+def test_bucketing_lstm_split_matches_whole_and_buckets_share_half_pools():
+    def sym_gen(seq_len):
+        sym, _ = lstm_lm(seq_len)
+        return sym, ("data",), ("softmax_label",)
+    rng = np.random.RandomState(0)
+    batches = [(k, rng.randint(0, 11, (4, k)).astype(np.float32),
+                rng.randint(0, 11, (4, k)).astype(np.float32)) for k in (3, 2, 3, 2)]
+    got = []
+    for policy in (None, AlwaysSplit()):
+        threads.reset(policy)
+        mod = mx.mod.BucketingModule(sym_gen, default_bucket_key=3, context=mx.cpu())
+        mod.bind([("data", (4, 3))], [("softmax_label", (4, 3))])
+        mx.random.seed(0)
+        mod.init_params(mx.init.Xavier())
+        mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.5})
+        for key, x, y in batches:
+            mod.forward_backward(mx.io.DataBatch(
+                [mx.nd.array(x)], [mx.nd.array(y)], bucket_key=key,
+                provide_data=[("data", (4, key))], provide_label=[("softmax_label", (4, key))]))
+            mod.update()
+        got.append({k: v.asnumpy() for k, v in mod.get_params()[0].items()})
+    execs = [m._exec_group.execs[0] for m in mod._buckets.values()]
+    assert all(e._row_split.halves is not None for e in execs)
+    assert execs[0]._pool.row_halves is execs[1]._pool.row_halves
+    for k in got[0]:
+        np.testing.assert_allclose(got[1][k], got[0][k], rtol=1e-4, atol=1e-5, err_msg=k)
