@@ -73,16 +73,8 @@ def load_module(source_hash: str):
     module = _MODULES.get(source_hash)
     if module is not None:
         return module
-    try:
-        path = cache.trusted_kernel_path(source_hash)   # UntrustedCacheError propagates
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        path = cache.kernel_path(source_hash)
-        raise MXNetError(f"kernel {source_hash} is missing from the cache ({path}); delete the "
-                         f"program entry or recompile") from None
-    if hashlib.sha256(data).hexdigest()[:24] != source_hash:
-        raise MXNetError(f"kernel file {path} does not match its checksum; refusing to load it")
+    fresh = cache.fresh_kernel(source_hash)   # written by this process: its own bytes
+    path, data = fresh if fresh is not None else _checked_kernel(source_hash)
     if b"import triton" in data:
         from compiler.triton.mode import ensure_mode
         if not ensure_mode():    # before triton's first import: the interpreter, or not
@@ -95,6 +87,22 @@ def load_module(source_hash: str):
     _MODULES[source_hash] = module
     cache.bump("kernels_compiled" if cache.generated_here(source_hash) else "kernels_loaded")
     return module
+
+
+def _checked_kernel(source_hash: str):
+    """``(path, bytes)`` of a cached kernel file, its directories trusted and its bytes
+    matching their hash."""
+    try:
+        path = cache.trusted_kernel_path(source_hash)   # UntrustedCacheError propagates
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        path = cache.kernel_path(source_hash)
+        raise MXNetError(f"kernel {source_hash} is missing from the cache ({path}); delete the "
+                         f"program entry or recompile") from None
+    if hashlib.sha256(data).hexdigest()[:24] != source_hash:
+        raise MXNetError(f"kernel file {path} does not match its checksum; refusing to load it")
+    return path, data
 
 
 _TRITON_CACHE_SET = []

@@ -75,6 +75,9 @@ _stats_lock = threading.Lock()
 _STATS = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "kernels_compiled": 0,
           "kernels_loaded": 0, "compile_seconds": 0.0, "corrupt_entries": 0}
 _GENERATED: set = set()             # kernel hashes whose source this process generated
+# kernel hash -> (path, source bytes) of the kernels this process wrote and has not yet
+# imported: their first import compiles these bytes, not the file read back and checked
+_FRESH: dict = {}
 _MEMORY: dict = {}
 _MEMORY_ONLY_DIRS: set = set()      # cache dirs found unwritable (warned once per process)
 _REPORTED_STALE: set = set()        # (entry, versions) already reported as a version mismatch
@@ -121,6 +124,7 @@ def clear_memory_cache():
     """Forget in-memory Programs (tests use it to exercise the disk cache)."""
     _MEMORY.clear()
     _REPORTED_STALE.clear()
+    _FRESH.clear()
 
 
 def bump(name, amount=1):
@@ -492,7 +496,8 @@ def write_kernel(source_hash: str, source: str) -> str:
         _GENERATED.add(source_hash)
         try:
             cache_trust.make_dirs(os.path.dirname(path))
-            atomic_write_text(path, source, cache_trust.FILE_MODE)
+            atomic_write_bytes(path, data, cache_trust.FILE_MODE)
+            _FRESH[source_hash] = (path, data)
             return path
         except OSError as exc:
             _memory_only(root, exc)
@@ -512,7 +517,23 @@ def _write_private_kernel(source_hash: str, source: str) -> str:
     path = os.path.join(_FALLBACK_DIR, f"k_{source_hash}.py")
     if not os.path.exists(path):
         atomic_write_text(path, source, cache_trust.FILE_MODE)
+    _FRESH[source_hash] = (path, source.encode("utf-8"))
     return path
+
+
+def fresh_kernel(source_hash: str):
+    """``(path, source bytes)`` of a kernel this process wrote since the last
+    :func:`clear_memory_cache` and asks for the first time, where :func:`kernel_path`
+    still finds it; else None (then the file is read back and checked for trust).
+
+    The bytes are the ones hashed into ``source_hash`` and written: importing them
+    needs neither the file read back nor the walk over its directories that
+    :func:`trusted_kernel_path` makes (Inception-BN's 271 kernels: 5,400 ``lstat``
+    calls on a cold first step)."""
+    item = _FRESH.pop(source_hash, None)
+    if item is None or item[0] != kernel_path(source_hash):
+        return None
+    return item
 
 
 def _sha(data: bytes) -> str:
@@ -554,6 +575,8 @@ def write_kernels(sources: dict):
                       if exc is not None]
     except OSError as exc:
         failed = [(h, exc) for h, _, _ in todo]
+    bad = {h for h, _ in failed}
+    _FRESH.update((h, (path, data)) for h, path, data in todo if h not in bad)
     if failed:
         _memory_only(root, failed[0][1])
         for h, _ in failed:
