@@ -228,8 +228,9 @@ def _summary_line(source: str) -> str:
 
 def _extent(shape, strides):
     """Elements from the view's first element to its last (+1), for slicing the base."""
-    if any(s == 0 for s in shape):
+    if 0 in shape:
         return 0
-    hi = sum((d - 1) * s for d, s in zip(shape, strides) if s > 0)
-    lo = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0)
-    return hi - lo + 1
+    span = 1          # one pass: the steps forwards and backwards, each (d - 1) * |s|
+    for d, s in zip(shape, strides):
+        span += (d - 1) * (s if s > 0 else -s)
+    return span
