@@ -196,19 +196,23 @@ def bind_launches(launches, resolve) -> list:
             bound.host_threads |= bool(flat) and flat[0].device.type == "cpu"
             continue
         module = load_module(ln.kernel)
-        flat = [resolve(*arg) for arg in ln.args]
+        flat = [_plain(resolve(*arg)) for arg in ln.args]
         if hasattr(module, "bind"):
             # plain tensors: NDArray's __torch_function__ would wrap every call of run()
-            bound.append(module.bind(*[t.as_subclass(torch.Tensor) for t in flat]))
+            bound.append(module.bind(*flat))
             bound.host_threads = True
         else:
             # plain tensors: Triton reads each argument's dtype, a numpy type on an NDArray
-            bound.append(_triton_launch(module.kernel,
-                                        [t.as_subclass(torch.Tensor) for t in flat], ln.config))
+            bound.append(_triton_launch(module.kernel, flat, ln.config))
     return bound
 
 
 _WIDEN = (torch.float16, torch.bfloat16)
+
+
+def _plain(t):
+    """``t`` as a plain ``torch.Tensor`` (an executor's resolver gives plain ones already)."""
+    return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
 
 
 def _extern_launch(ln, flat):
