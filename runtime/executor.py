@@ -302,7 +302,9 @@ class Executor:
                 base = self._loss_scale
             else:
                 base = bufs[int(name)]
-            flat = base.reshape(-1)
+            # a plain tensor: NDArray's __torch_function__ would wrap the reshape and the
+            # slice (bind_launches hands launches plain tensors in any case)
+            flat = base.as_subclass(torch.Tensor).reshape(-1)
             return flat[offset:offset + max(numel, 1)] if offset or numel < flat.numel() else flat
         return resolve
 
