@@ -61,6 +61,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 TAG = "DIST_TRAINING_JSON "
 CELL = 28                      # width of a table column
+MODELS = ("mlp", "lenet")
+DDP_PASSES = {"mlp": 20, "lenet": 2}     # DDP's timed window: not a few milliseconds
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
 
 
@@ -68,10 +70,13 @@ COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_t
 
 def job_data(args, world):
     """Training rows for ``world`` workers (one warm-up + ``steps`` batches each), and
-    the held-out rows every run scores on."""
+    the held-out rows every run scores on. LeNet's rows are 1x28x28 images of blobs."""
     per_worker = (args.steps + 1) * args.batch
     n = per_worker * world
-    x, y = make_data(n + args.val, args.dim, args.classes)
+    dim = 28 * 28 if args.model == "lenet" else args.dim
+    x, y = make_data(n + args.val, dim, args.classes)
+    if args.model == "lenet":
+        x = x.reshape(-1, 1, 28, 28)
     return x[:n], y[:n], x[n:], y[n:]
 
 
@@ -96,6 +101,34 @@ def mlp_torch(dim, hidden, classes):
         torch.nn.Linear(dim, hidden), torch.nn.ReLU(),
         torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
         torch.nn.Linear(hidden, classes))
+
+
+def lenet_torch(classes):
+    """mxnet's ``symbols/lenet.py`` (examples/mnist_symbols.py) in torch."""
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 20, 5), torch.nn.Tanh(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Conv2d(20, 50, 5), torch.nn.Tanh(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Flatten(), torch.nn.Linear(800, 500), torch.nn.Tanh(),
+        torch.nn.Linear(500, classes))
+
+
+def model_symbol(mx, args):
+    if args.model == "lenet":
+        from examples.mnist_symbols import lenet     # noqa: PLC0415 - imports module_api
+        return lenet(num_classes=args.classes)
+    return mlp_symbol(mx, args.hidden, args.classes)
+
+
+def model_torch(args):
+    if args.model == "lenet":
+        return lenet_torch(args.classes)
+    return mlp_torch(args.dim, args.hidden, args.classes)
+
+
+def describe(args, model):
+    if model == "lenet":
+        return "LeNet (conv 5x5x20, conv 5x5x50, FC 500, FC 10; tanh, max-pool) on 1x28x28"
+    return f"MLP {args.dim}-{args.hidden}-{args.hidden}-{args.classes}"
 
 
 # ------------------------------------------------------------------ worker: symtriton
@@ -168,13 +201,14 @@ class StepClock:
 def run_symtriton(args):
     import module_api as mx                         # noqa: PLC0415 - workers only
     from runtime.launcher import LaunchCounter      # noqa: PLC0415
+    from runtime import kvstore_overlap as overlap  # noqa: PLC0415
     kv = mx.kv.create("dist_sync")
     mx.random.seed(0)               # init takes rank 0's values anyway
     counter = CollectiveCounter()
     x, y, xv, yv = job_data(args, kv.num_workers)
     train = mx.io.NDArrayIter(x, y, batch_size=args.batch, shuffle=False,
                               num_parts=kv.num_workers, part_index=kv.rank)
-    mod = mx.mod.Module(mlp_symbol(mx, args.hidden, args.classes), context=mx.cpu())
+    mod = mx.mod.Module(model_symbol(mx, args), context=mx.cpu())
     phases = PhaseTimer(mod, ("forward_backward", "update"))
     snap = {}
 
@@ -182,10 +216,13 @@ def run_symtriton(args):
         LaunchCounter.reset()
         counter.reset()
         phases.reset()
+        overlap.STATS["wait_s"] = 0.0
 
     def stop():
+        # ms in collectives: starting them, and waiting for the ones started in backward
         snap.update(launches=LaunchCounter.total, calls=dict(counter.calls),
-                    comm_s=counter.seconds, phases=dict(phases.seconds))
+                    comm_s=counter.seconds + overlap.STATS["wait_s"],
+                    phases=dict(phases.seconds))
 
     clock = StepClock(kv.barrier, 1, args.steps, start, stop)
     mod.fit(train, num_epoch=1, kvstore=kv, optimizer="sgd", initializer=mx.init.Xavier(),
@@ -223,7 +260,7 @@ def run_ddp(args):
     x, y, xv, yv = job_data(args, world)
     xs, ys = torch.from_numpy(shard(x, rank, world)), torch.from_numpy(shard(y, rank, world))
     torch.manual_seed(0)
-    model = DistributedDataParallel(mlp_torch(args.dim, args.hidden, args.classes))
+    model = DistributedDataParallel(model_torch(args))
     # SoftmaxOutput's gradient with rescale_grad 1/(batch * workers) is the mean
     # cross entropy over the global batch: reduction='mean' here, DDP averages.
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
@@ -361,10 +398,11 @@ def print_table(args, workers, sym, ddp):
         [f"{sym[w]['accuracy']:.3f} / {ddp[w]['accuracy']:.3f}" for w in workers])
 
 
-def print_results(workers, sym, ddp):
+def print_results(model, workers, sym, ddp):
     for w in workers:
         s, d = sym[w], ddp[w]
-        print(f"RESULT dist workers={w} sym_sps={s['sps']:.2f} ddp_sps={d['sps']:.2f} "
+        print(f"RESULT dist model={model} workers={w} sym_sps={s['sps']:.2f} "
+              f"ddp_sps={d['sps']:.2f} "
               f"ratio={s['sps'] / d['sps']:.6f} sym_step_ms={s['step_ms']:.3f} "
               f"ddp_step_ms={d['step_ms']:.4f} sym_launches={s['launches']:g} "
               f"sym_allreduce={s['collectives'].get('all_reduce', 0):g} "
@@ -375,7 +413,8 @@ def print_results(workers, sym, ddp):
               f"ddp_acc={d['accuracy']:.4f}")
     if len(workers) > 1:
         a, b = workers[0], workers[-1]
-        print(f"RESULT dist_scaling from={a} to={b} sym={sym[b]['sps'] / sym[a]['sps']:.4f} "
+        print(f"RESULT dist_scaling model={model} from={a} to={b} "
+              f"sym={sym[b]['sps'] / sym[a]['sps']:.4f} "
               f"ddp={ddp[b]['sps'] / ddp[a]['sps']:.4f}")
 
 
@@ -386,8 +425,10 @@ def parse_args(argv):
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--batch", type=int, default=32, help="per-worker batch")
     p.add_argument("--steps", type=int, default=50, help="timed steps per worker")
-    p.add_argument("--ddp-passes", type=int, default=20,
-                   help="times DDP goes over its timed steps")
+    p.add_argument("--ddp-passes", type=int, default=None,
+                   help="times DDP goes over its timed steps (default: MLP 20, LeNet 2)")
+    p.add_argument("--models", default="mlp,lenet", help="comma-separated: mlp, lenet")
+    p.add_argument("--model", choices=MODELS, default="mlp", help=argparse.SUPPRESS)
     p.add_argument("--workers", default="1,2")
     p.add_argument("--val", type=int, default=512, help="held-out rows")
     p.add_argument("--lr", type=float, default=0.05)
@@ -398,28 +439,51 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
-    if args.worker:
-        return worker_main(args)
-    workers = sorted({int(w) for w in args.workers.split(",")})
-    cache_dir = os.environ.get("SYMTRITON_CACHE_DIR") or \
-        tempfile.mkdtemp(prefix="symtriton-dist-bench-")
-    t_start, load_before = time.perf_counter(), os.getloadavg()[0]
+def run_model(args, argv, model, workers, cache_dir):
+    """The rounds of one model: (symtriton, DDP) median runs per worker count."""
+    argv = argv + ["--model", model]
     runs = {(side, w): [] for side in ("symtriton", "ddp") for w in workers}
     for _ in range(args.repeats):           # rounds, so load drifts hit every config
         for w in workers:
             for side in ("symtriton", "ddp"):
                 runs[side, w].append(combine(launch(side, w, argv, cache_dir, args.timeout)))
-    sym = {w: median_run(runs["symtriton", w]) for w in workers}
-    ddp = {w: median_run(runs["ddp", w]) for w in workers}
+    return ({w: median_run(runs["symtriton", w]) for w in workers},
+            {w: median_run(runs["ddp", w]) for w in workers})
+
+
+def report(args, model, workers, sym, ddp):
+    """One model's table."""
+    print(f"model: {describe(args, model)}, per-worker batch {args.batch}, SGD lr {args.lr} "
+          f"momentum 0.9; timed steps per worker: symtriton {args.steps}, DDP {args.steps} x "
+          f"{ddp_passes(args, model)} passes; 1 warm-up step; figures of the median of "
+          f"{args.repeats} runs (samples/s range in brackets)")
+    print()
+    print_table(args, workers, sym, ddp)
+    print()
+
+
+def ddp_passes(args, model):
+    return args.ddp_passes if args.ddp_passes is not None else DDP_PASSES[model]
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if args.worker:
+        args.ddp_passes = ddp_passes(args, args.model)
+        return worker_main(args)
+    workers = sorted({int(w) for w in args.workers.split(",")})
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SystemExit(f"--models: unknown {', '.join(unknown)} (choose from "
+                         f"{', '.join(MODELS)})")
+    cache_dir = os.environ.get("SYMTRITON_CACHE_DIR") or \
+        tempfile.mkdtemp(prefix="symtriton-dist-bench-")
+    t_start, load_before = time.perf_counter(), os.getloadavg()[0]
+    results = {m: run_model(args, argv, m, workers, cache_dir) for m in models}
     print("Data-parallel training: symtriton Module.fit (kvstore dist_sync) vs PyTorch "
           "DistributedDataParallel (gloo), worker processes on this machine")
-    print(f"model: MLP {args.dim}-{args.hidden}-{args.hidden}-{args.classes}, per-worker "
-          f"batch {args.batch}, SGD lr {args.lr} momentum 0.9; timed steps per worker: "
-          f"symtriton {args.steps}, DDP {args.steps} x {args.ddp_passes} passes; 1 warm-up step; "
-          f"figures of the median of {args.repeats} runs (samples/s range in brackets)")
     from runtime.context import cpu_target
     print(f"machine: {os.cpu_count()}-core CPU, symtriton target {cpu_target()}, 1 thread per "
           f"worker; torch {torch.__version__}; load average {load_before:.2f} before, "
@@ -429,15 +493,18 @@ def main(argv=None):
               f"else on the machine; the ratios, not the absolute numbers, are the figures "
               f"that count")
     print()
-    print_table(args, workers, sym, ddp)
+    for m in models:
+        report(args, m, workers, *results[m])
     print("(samples / s: all workers' timed samples over the slowest rank's time between "
           "barriers; collectives: symtriton's counted by wrapping torch.distributed, DDP's "
           "c10d ops over one extra step; with 1 worker our kvstore skips communication, DDP "
-          "still all-reduces; ms in collectives includes waiting for the peer; CPU time / "
-          "wall: the worker process's CPU seconds over the timed window, mean over ranks, "
-          "below 1 when it waits or other processes take its core)")
+          "still all-reduces; ms in collectives: symtriton's time starting them and waiting "
+          "for them (those started during the backward included), with the wait for the "
+          "peer; CPU time / wall: the worker process's CPU seconds over the timed window, "
+          "mean over ranks, below 1 when it waits or other processes take its core)")
     print()
-    print_results(workers, sym, ddp)
+    for m in models:
+        print_results(m, workers, *results[m])
     print(f"total benchmark time {time.perf_counter() - t_start:.1f} s")
     return None
 

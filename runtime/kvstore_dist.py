@@ -31,7 +31,8 @@ A Module's gradients are reduced while its backward still runs: the first push o
 a set of keys lets the workers agree on buckets in the order the backward finishes
 the gradients, each all-reduced asynchronously from the backward launch that
 finishes it, and the push waits on those reductions (:mod:`runtime.kvstore_overlap`,
-which lists where the plain path above is kept instead).
+which lists where the plain path above is kept instead; ``SYMTRITON_DIST_OVERLAP=0``
+on every worker keeps it always).
 
 row_sparse values (:mod:`runtime.kvstore_sparse`): ``init`` broadcasts rank 0's rows;
 a push all-gathers each worker's row count, then its rows and row ids (padded to the
@@ -170,7 +171,8 @@ class DistSyncKVStore(KVStore):
 
     def _plan_here(self, pairs):
         """The plan this worker would use for a push of ``pairs``, or None."""
-        if self._compression is not None or not pairs:
+        if self._compression is not None or not pairs or \
+                os.environ.get("SYMTRITON_DIST_OVERLAP", "1") == "0":
             return None
         owner = eligible_owner(pairs[0][1][0])
         if owner is None:

@@ -32,7 +32,8 @@ by the push, so the sum is always of the values the push was given.
 Where the plan does not apply the push takes the plain path of
 :mod:`runtime.kvstore_dist` (reduce at push time): several devices per worker,
 ``grad_req='add'``, gradient compression, row_sparse values, a kvstore used
-without a Module, or workers that disagree on the plan.
+without a Module, workers that disagree on the plan, or
+``SYMTRITON_DIST_OVERLAP=0`` (set it on every worker).
 """
 from __future__ import annotations
 
