@@ -301,7 +301,9 @@ def run_ddp(args):
 def worker_main(args):
     torch.set_num_threads(1)
     logging.getLogger().setLevel(logging.WARNING)
-    result = run_symtriton(args) if args.worker == "symtriton" else run_ddp(args)
+    if args.worker == "symtriton_plain":    # every worker: the push reduces, as before
+        os.environ["SYMTRITON_DIST_OVERLAP"] = "0"
+    result = run_ddp(args) if args.worker == "ddp" else run_symtriton(args)
     print(TAG + json.dumps(result), flush=True)
     # PyTorch's teardown at interpreter exit can abort a worker whose work is done
     # ("terminate called without an active exception", exit -6: a DDP rank 1 in 1 of
@@ -356,7 +358,7 @@ def fmt_collectives(calls):
     return ", ".join(f"{v:g} {k}" for k, v in sorted(calls.items())) or "none"
 
 
-def print_table(args, workers, sym, ddp):
+def print_table(args, workers, sym, ddp, plain=None):
     first = workers[0]
     head = "".join(f"{f'{w} worker' + ('s' if w > 1 else ''):>{CELL}}" for w in workers)
     scale_head = f"{'scaling ' + str(workers[-1]) + '/' + str(first):>16}" \
@@ -379,6 +381,11 @@ def print_table(args, workers, sym, ddp):
     row("symtriton samples / s", [sps(sym, w) for w in workers], scale(sym))
     row("DDP samples / s", [sps(ddp, w) for w in workers], scale(ddp))
     row("ratio symtriton / DDP", [f"{sym[w]['sps'] / ddp[w]['sps']:.5f}" for w in workers])
+    if plain is not None:
+        row("symtriton overlap off samples / s", [sps(plain, w) for w in workers], scale(plain))
+        row("ratio overlap off / DDP", [f"{plain[w]['sps'] / ddp[w]['sps']:.5f}"
+                                        for w in workers])
+        row("overlap off ms / step", [f"{plain[w]['step_ms']:.2f}" for w in workers])
     row("symtriton ms / step", [f"{sym[w]['step_ms']:.2f}" for w in workers])
     row("  of which forward_backward", [f"{sym[w]['phase_ms']['forward_backward']:.2f}"
                                         for w in workers])
@@ -398,7 +405,7 @@ def print_table(args, workers, sym, ddp):
         [f"{sym[w]['accuracy']:.3f} / {ddp[w]['accuracy']:.3f}" for w in workers])
 
 
-def print_results(model, workers, sym, ddp):
+def print_results(model, workers, sym, ddp, plain=None):
     for w in workers:
         s, d = sym[w], ddp[w]
         print(f"RESULT dist model={model} workers={w} sym_sps={s['sps']:.2f} "
@@ -410,7 +417,9 @@ def print_results(model, workers, sym, ddp):
               f"ddp_ops={d['launches']:g} ddp_allreduce={d['collectives'].get('allreduce', 0):g} "
               f"sym_comm_ms={s['comm_ms']:.3f} sym_cpu_share={s['cpu_share']:.3f} "
               f"ddp_cpu_share={d['cpu_share']:.3f} sym_acc={s['accuracy']:.4f} "
-              f"ddp_acc={d['accuracy']:.4f}")
+              f"ddp_acc={d['accuracy']:.4f}" +
+              (f" plain_sps={plain[w]['sps']:.2f} plain_ratio={plain[w]['sps'] / d['sps']:.6f}"
+               if plain is not None else ""))
     if len(workers) > 1:
         a, b = workers[0], workers[-1]
         print(f"RESULT dist_scaling model={model} from={a} to={b} "
@@ -435,30 +444,37 @@ def parse_args(argv):
     p.add_argument("--repeats", type=int, default=3,
                    help="rounds over all configurations; the median run is shown")
     p.add_argument("--timeout", type=float, default=600, help="seconds per run")
-    p.add_argument("--worker", choices=("symtriton", "ddp"), help=argparse.SUPPRESS)
+    p.add_argument("--plain", action="store_true",
+                   help="also run symtriton with SYMTRITON_DIST_OVERLAP=0 (gradients "
+                        "reduced at the push, not during the backward), in the same rounds")
+    p.add_argument("--worker", choices=("symtriton", "symtriton_plain", "ddp"),
+                   help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def run_model(args, argv, model, workers, cache_dir):
     """The rounds of one model: (symtriton, DDP) median runs per worker count."""
     argv = argv + ["--model", model]
-    runs = {(side, w): [] for side in ("symtriton", "ddp") for w in workers}
+    sides = ("symtriton", "ddp") + (("symtriton_plain",) if args.plain else ())
+    runs = {(side, w): [] for side in sides for w in workers}
     for _ in range(args.repeats):           # rounds, so load drifts hit every config
         for w in workers:
-            for side in ("symtriton", "ddp"):
+            for side in sides:
                 runs[side, w].append(combine(launch(side, w, argv, cache_dir, args.timeout)))
-    return ({w: median_run(runs["symtriton", w]) for w in workers},
-            {w: median_run(runs["ddp", w]) for w in workers})
+
+    def medians(side):
+        return {w: median_run(runs[side, w]) for w in workers} if side in sides else None
+    return medians("symtriton"), medians("ddp"), medians("symtriton_plain")
 
 
-def report(args, model, workers, sym, ddp):
+def report(args, model, workers, sym, ddp, plain):
     """One model's table."""
     print(f"model: {describe(args, model)}, per-worker batch {args.batch}, SGD lr {args.lr} "
           f"momentum 0.9; timed steps per worker: symtriton {args.steps}, DDP {args.steps} x "
           f"{ddp_passes(args, model)} passes; 1 warm-up step; figures of the median of "
           f"{args.repeats} runs (samples/s range in brackets)")
     print()
-    print_table(args, workers, sym, ddp)
+    print_table(args, workers, sym, ddp, plain)
     print()
 
 
