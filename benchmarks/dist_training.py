@@ -1,9 +1,18 @@
 """Samples per second of data-parallel training on 1 and 2 worker processes:
 symtriton's ``Module.fit`` with kvstore ``dist_sync`` beside PyTorch's
-``DistributedDataParallel`` (gloo, CPU) training the same MLP in the same run.
+``DistributedDataParallel`` (gloo, CPU) training the same network in the same run,
+an MLP and LeNet.
 
-    python benchmarks/dist_training.py [--hidden 64] [--batch 32] [--steps 50]
-                                       [--workers 1,2] [--ddp-passes 20] [--repeats 3]
+    python benchmarks/dist_training.py [--models mlp,lenet] [--hidden 64] [--batch 32]
+                                       [--steps 50] [--workers 1,2] [--ddp-passes N]
+                                       [--repeats 3] [--plain]
+
+Models: ``mlp`` (64-64-64-10 on 64 features) and ``lenet`` (mxnet's
+``symbols/lenet.py``, examples/mnist_symbols.py, on 1x28x28 images of the same
+kind of blobs; the same layers in torch on the DDP side). ``--plain`` adds a
+third side in the same rounds: symtriton with ``SYMTRITON_DIST_OVERLAP=0``, whose
+push reduces the gradients after the backward instead of during it
+(runtime/kvstore_overlap.py).
 
 The script is both the driver and the worker. For each worker count W and each
 side it starts W processes of itself with the environment torchrun gives its
@@ -19,14 +28,15 @@ prints one table, each column from the run with the median samples/s:
 
 * samples / s: all workers' samples of the timed steps over the slowest rank's
   wall time between two barriers, after one warm-up step (kernel loading, DDP's
-  bucket rebuild). DDP's steps take milliseconds, so it goes over its shard
-  ``--ddp-passes`` times in the timed window; symtriton goes over it once.
+  bucket rebuild). DDP's MLP steps take a millisecond, so it goes over its
+  shard ``--ddp-passes`` times in the timed window (default: 20 for the MLP, 2
+  for LeNet); symtriton goes over it once.
   The range over the repeats is in brackets.
 * symtriton / DDP at each W, and the scaling (the largest W's samples/s over
   the smallest W's) of each side.
 * per step: symtriton's kernel launches (``LaunchCounter``) and the
   collectives its kvstore calls (counted by wrapping ``torch.distributed``'s
-  functions), with the time spent inside them; DDP's ATen operators and
+  functions), with the time spent starting them and waiting for them; DDP's ATen operators and
   collectives, counted with a ``TorchDispatchMode`` over one extra step after
   the clock stops, and DDP's own average backward communication time.
 * ms per step (slowest rank); on our side split into ``forward_backward``
@@ -35,8 +45,8 @@ prints one table, each column from the run with the median samples/s:
   below 1 when it waits for a peer or other processes take its core); the
   validation accuracy rank 0 reaches.
 
-The last lines are ``RESULT dist workers=W ...`` per worker count and
-``RESULT dist_scaling ...``.
+The last lines are ``RESULT dist model=M workers=W ...`` per model and worker
+count and ``RESULT dist_scaling model=M ...``.
 """
 from __future__ import annotations
 
