@@ -404,6 +404,8 @@ class Executor:
             marked = BoundLaunches(bound)
             marked.names, marked.ids = bound.names, bound.ids
             marked.host_threads = bound.host_threads
+            # what else the list carries (how the thread policy may run it) stays
+            marked.__dict__.update(bound.__dict__)
             for i, mark in marks.items():
                 if 0 <= i < len(bound):
                     marked[i] = _then(bound[i], mark)
