@@ -24,6 +24,7 @@ from compiler.triton.mode import ensure_mode
 from . import threads
 from .context import Context, current_context, device_guard
 from .executor_rows import plan_row_reads
+from .executor_rowsplit import RowSplitter
 from .executor_sparse import SparseShadows, is_sparse, new_array
 from .launcher import BoundLaunches, bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
@@ -158,6 +159,8 @@ class Executor:
             shared_scale.device == self._ctx.torch_device else \
             torch.ones(1, dtype=torch.float32, device=self._ctx.torch_device)
         self._compile()
+        # the thread policy may run the training phases as two half batches
+        self._row_split = RowSplitter.for_executor(self)
 
     # -- construction -------------------------------------------------------------
     def _collect(self, arrays, names, what, allow_missing=False, where=None):
@@ -271,6 +274,8 @@ class Executor:
         if bound is None:
             with gc_paused():      # thousands of views and closures: see gc_paused
                 bound = bind_launches(prog.launches_in(phase), self._resolver(prog))
+            if self._row_split is not None:
+                self._row_split.attach(bound, prog, phase)
             self._bound[key] = bound
         return bound
 
@@ -298,7 +303,9 @@ class Executor:
                 base = self._loss_scale
             else:
                 base = bufs[int(name)]
-            flat = base.reshape(-1)
+            # a plain tensor: NDArray's __torch_function__ would wrap the reshape and the
+            # slice (bind_launches hands launches plain tensors in any case)
+            flat = base.as_subclass(torch.Tensor).reshape(-1)
             return flat[offset:offset + max(numel, 1)] if offset or numel < flat.numel() else flat
         return resolve
 
@@ -326,6 +333,8 @@ class Executor:
             self._shadows.before_forward()
         if self._rows:      # at the thread policy's count, as the Program's launches
             threads.run(None, self._rows.before_forward, self.arg_dict)
+        if self._row_split is not None:
+            self._row_split.before_forward(is_train)
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
@@ -377,6 +386,8 @@ class Executor:
             heads[name].copy_(g)
         if self._rows:
             self._rows.check_backward()
+        if self._row_split is not None:
+            self._row_split.before_backward()
         with device_guard(self._ctx):
             run_bound(self._marked(self._launches(prog, "bwd")))
         if self._shadows:
@@ -504,6 +515,7 @@ class Executor:
         if not self._loss_scaling:
             old = self._train_prog
             self._loss_scaling = True
+            self._row_split = None          # the halves would lack the scale
             self._train_prog = self._compile_prog(True, True, loss_scale=True)
             if self._infer_prog_now is old:       # (a pending one stays pending)
                 self._infer_prog = self._train_prog

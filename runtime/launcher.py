@@ -73,16 +73,8 @@ def load_module(source_hash: str):
     module = _MODULES.get(source_hash)
     if module is not None:
         return module
-    try:
-        path = cache.trusted_kernel_path(source_hash)   # UntrustedCacheError propagates
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        path = cache.kernel_path(source_hash)
-        raise MXNetError(f"kernel {source_hash} is missing from the cache ({path}); delete the "
-                         f"program entry or recompile") from None
-    if hashlib.sha256(data).hexdigest()[:24] != source_hash:
-        raise MXNetError(f"kernel file {path} does not match its checksum; refusing to load it")
+    fresh = cache.fresh_kernel(source_hash)   # written by this process: its own bytes
+    path, data = fresh if fresh is not None else _checked_kernel(source_hash)
     if b"import triton" in data:
         from compiler.triton.mode import ensure_mode
         if not ensure_mode():    # before triton's first import: the interpreter, or not
@@ -95,6 +87,22 @@ def load_module(source_hash: str):
     _MODULES[source_hash] = module
     cache.bump("kernels_compiled" if cache.generated_here(source_hash) else "kernels_loaded")
     return module
+
+
+def _checked_kernel(source_hash: str):
+    """``(path, bytes)`` of a cached kernel file, its directories trusted and its bytes
+    matching their hash."""
+    try:
+        path = cache.trusted_kernel_path(source_hash)   # UntrustedCacheError propagates
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        path = cache.kernel_path(source_hash)
+        raise MXNetError(f"kernel {source_hash} is missing from the cache ({path}); delete the "
+                         f"program entry or recompile") from None
+    if hashlib.sha256(data).hexdigest()[:24] != source_hash:
+        raise MXNetError(f"kernel file {path} does not match its checksum; refusing to load it")
+    return path, data
 
 
 _TRITON_CACHE_SET = []
@@ -188,19 +196,23 @@ def bind_launches(launches, resolve) -> list:
             bound.host_threads |= bool(flat) and flat[0].device.type == "cpu"
             continue
         module = load_module(ln.kernel)
-        flat = [resolve(*arg) for arg in ln.args]
+        flat = [_plain(resolve(*arg)) for arg in ln.args]
         if hasattr(module, "bind"):
             # plain tensors: NDArray's __torch_function__ would wrap every call of run()
-            bound.append(module.bind(*[t.as_subclass(torch.Tensor) for t in flat]))
+            bound.append(module.bind(*flat))
             bound.host_threads = True
         else:
             # plain tensors: Triton reads each argument's dtype, a numpy type on an NDArray
-            bound.append(_triton_launch(module.kernel,
-                                        [t.as_subclass(torch.Tensor) for t in flat], ln.config))
+            bound.append(_triton_launch(module.kernel, flat, ln.config))
     return bound
 
 
 _WIDEN = (torch.float16, torch.bfloat16)
+
+
+def _plain(t):
+    """``t`` as a plain ``torch.Tensor`` (an executor's resolver gives plain ones already)."""
+    return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
 
 
 def _extern_launch(ln, flat):

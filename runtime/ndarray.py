@@ -131,6 +131,15 @@ class NDArray(torch.Tensor):
     __rmod__ = _mx._binary("__rmod__", torch.remainder, reverse=True)
     __pow__ = _mx._binary("__pow__", torch.pow)
     __rpow__ = _mx._binary("__rpow__", torch.pow, reverse=True)
+    # comparisons: mxnet's operators, 1/0 in the input's dtype; defining __eq__ would
+    # drop the inherited __hash__, which dicts and sets of arrays need
+    __eq__ = _mx._comparison("__eq__", "broadcast_equal", "_equal_scalar")
+    __ne__ = _mx._comparison("__ne__", "broadcast_not_equal", "_not_equal_scalar")
+    __gt__ = _mx._comparison("__gt__", "broadcast_greater", "_greater_scalar")
+    __ge__ = _mx._comparison("__ge__", "broadcast_greater_equal", "_greater_equal_scalar")
+    __lt__ = _mx._comparison("__lt__", "broadcast_lesser", "_lesser_scalar")
+    __le__ = _mx._comparison("__le__", "broadcast_lesser_equal", "_lesser_equal_scalar")
+    __hash__ = torch.Tensor.__hash__
     __iadd__ = _mx._inplace("__iadd__", torch.add)
     __isub__ = _mx._inplace("__isub__", torch.sub)
     __imul__ = _mx._inplace("__imul__", torch.mul)

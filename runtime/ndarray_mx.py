@@ -59,6 +59,20 @@ def mxnet_caller(depth: int = 2) -> bool:
     return not name.startswith(_TENSOR_LIBRARIES)
 
 
+# this project's packages: code of theirs was written against torch's meaning of the
+# methods below, which a program's code gets in mxnet's
+_OWN_PACKAGES = ("runtime", "compiler", "module_api")
+
+
+def program_caller(depth: int = 2) -> bool:
+    """Whether the code ``depth`` frames up is a program's (user code, tests, mxnet's
+    scripts through the alias): neither torch's nor this project's own packages."""
+    if not mxnet_caller(depth + 1):
+        return False
+    name = sys._getframe(depth).f_globals.get("__name__", "")
+    return not any(name == p or name.startswith(p + ".") for p in _OWN_PACKAGES)
+
+
 # ``runtime.imperative.invoke``, which registers itself when imported (it imports this
 # module's NDArray, so this module cannot import it)
 _ENGINE: list = []
@@ -162,6 +176,30 @@ def _binary(name, mx_fn, reverse=False):
         with _DISABLED():
             res = mx_fn(other, self) if reverse else mx_fn(self, other)
         return _like(res, self)
+    method.__name__ = name
+    return method
+
+
+def _comparison(name, broadcast_op, scalar_op):
+    """A comparison as mxnet's NDArray runs it: the registry's ``broadcast_*`` operator
+    against an array, its ``_*_scalar`` operator against a number; the result has the
+    input's dtype (1 and 0), not bool. Torch's and this project's own code (written for
+    bool masks) get torch's operator."""
+    torch_op = getattr(torch.Tensor, name)
+
+    def method(self, other):
+        if not program_caller():
+            return torch_op(self, other)
+        if getattr(other, "stype", None) in ("csr", "row_sparse") and \
+                not isinstance(other, torch.Tensor):
+            return NotImplemented
+        if isinstance(other, torch.Tensor):
+            _check_same_dtype(self, other, f"NDArray.{name}")
+            return _invoke(broadcast_op, (self, other), {})
+        if _is_scalar(other):
+            return _invoke(scalar_op, (self,), {"scalar": other})
+        raise TypeError(f"NDArray.{name}: type {type(other).__name__} not supported "
+                        f"(mxnet compares an NDArray with an NDArray or a number)")
     method.__name__ = name
     return method
 
@@ -291,14 +329,23 @@ _UNARY_METHODS = (
     "relu", "sigmoid", "softmax", "log_softmax", "transpose", "clip", "expand_dims",
     "squeeze", "split", "repeat", "swapaxes", "flip")
 RECORDED_METHODS = {**{n: n for n in _UNARY_METHODS},
-                    "flatten": "Flatten", "astype": "Cast", "copy": "_copy"}
+                    "flatten": "Flatten", "astype": "Cast", "copy": "_copy",
+                    "sort": "sort", "argsort": "argsort", "topk": "topk"}
+# torch's methods of the same name mean something else (``flatten`` to 1-D, ``round``
+# half to even, ``topk`` with another signature ...): a program's code gets mxnet's
+# operator whether or not it records
+SIGNATURE_METHODS = frozenset((
+    "transpose", "flatten", "split", "sort", "argsort", "topk", "squeeze", "repeat", "clip",
+    "round", "flip", "swapaxes", "softmax", "log_softmax"))
 
 
 def _recorded_method(name, op_name, original):
     """``original`` (torch's or NDArray's method), or registry operator ``op_name`` with
-    mxnet's signature while an array on the tape is recorded."""
+    mxnet's signature while an array on the tape is recorded, and always for a
+    program's calls of :data:`SIGNATURE_METHODS`."""
     def method(self, *args, **kwargs):
-        if records(self) and mxnet_caller():
+        if (records(self) and mxnet_caller()) or \
+                (name in SIGNATURE_METHODS and program_caller()):
             if name == "transpose" and args and all(isinstance(a, int) for a in args):
                 args = (tuple(args),)       # x.transpose(1, 0) as x.transpose((1, 0))
             kwargs.pop("copy" if name == "astype" else "inplace", None)

@@ -37,6 +37,20 @@ in use), and tries again later, since the load of a machine changes:
   it would use: such a trial loses, several runs slower, every time (LeNet on 2
   cores with two busy loops: 5-10x); it counts as a lost trial that cost nothing.
 
+* below two threads the ladder holds one more candidate, :data:`SPLIT`: a
+  training executor's phase run as two half-batch executors, one on a worker
+  thread and one on the caller's, each on ONE intra-op thread (ATen releases
+  the GIL), joined once per phase (``runtime/executor_rowsplit.py``; the graph
+  must be provably separable along the batch axis: ``compiler/row_split.py``).
+  The two threads never wait for each other inside a phase: Linux shares the
+  cores per runnable thread, so beside two busy loops on 2 cores they get about
+  a core where one thread gets two thirds of one, and on an idle machine they
+  skip the barriers of an intra-op team. It is tried and kept like any count
+  (only when 10% faster), counts as one thread for the load rule above (a
+  stalled half costs its share, not a barrier), starts only on a launch list
+  that can split, and the half-batch Program compiles only when a trial of it
+  is due. A backward runs the way its forward ran, whatever was chosen between.
+
 The policy's clock is the time spent in timed launch lists, not the wall
 clock, so what a program does between steps does not count as waiting.
 
@@ -52,7 +66,8 @@ last bit, as they do between two machines with different core counts. So
 results can differ at rounding level between runs whose load differed. For
 bit-for-bit reproducible runs, use ``SYMTRITON_THREADS=fixed`` (or
 ``torch.use_deterministic_algorithms(True)``, which the policy also honours by
-leaving the count alone).
+leaving the count alone and never splitting rows). A row-split step sums each
+parameter's gradient over two halves: one more rounding than a whole step.
 
 ``SYMTRITON_THREADS`` (read at the first launch; :func:`reset` reads it again):
 
@@ -75,6 +90,10 @@ from compiler.errors import MXNetError
 ENV = "SYMTRITON_THREADS"
 
 _LOCK = threading.Lock()
+SPLIT = 0                   # the ladder's "2 row halves x 1 thread" (executor_rowsplit.py)
+MIN_SPLIT_S = 0.002         # a launch list faster than this is not worth two halves
+MAX_DEFER = 16              # runs of other keys a due SPLIT trial waits for a key that splits
+_LOCAL = threading.local()  # ``pinned``: inside a row-split half, launches run as they are
 MIN_BASE = 2                # runs of a key that make a baseline a trial may compare with
 _POLICY: list = []          # [the policy object, or None for ``fixed``] once read
 
@@ -166,6 +185,7 @@ class ThreadPolicy:
         self.min_interval, self.max_interval = min_interval, max_interval
         self.budget, self.drift = budget, drift
         self.others_running = others_running
+        self.split_seen = False      # whether any key with a row_split has run
         self.skipped = 0             # trials of more threads not run: the cores were taken
         self.cap = None
         self.decisions = deque(maxlen=64)   # (time, from, tried, kept, tried/baseline)
@@ -186,6 +206,7 @@ class ThreadPolicy:
         self.earliest = float("-inf")
         self.interval = self.min_interval
         self.direction = -1          # from the user's count the only way is down
+        self.deferred = 0            # runs of keys without a row-split while SPLIT was due
         self.least = float("inf")    # the smallest baseline mean of a key: trials start there
         self._clear_trial()
 
@@ -197,30 +218,59 @@ class ThreadPolicy:
 
     def choose(self, cap: int, key=None) -> int:
         """The thread count for a run of ``key`` about to start, ``cap`` being
-        torch's current count. A trial starts only on a timed ``key`` with a
-        baseline among the cheapest (so a losing trial's first run costs little)."""
+        torch's current count (:data:`SPLIT`: two row halves of one thread each,
+        where ``key`` can split; one thread where it cannot). A trial starts only on
+        a timed ``key`` with a baseline, among the cheapest (so a losing trial's
+        first run costs little), or, for :data:`SPLIT`, one that can split."""
         if cap != self.cap:
             self._restart(cap)
+        if not self.split_seen and getattr(key, "row_split", None) is not None:
+            self.split_seen = True   # a key that may split exists: SPLIT trials wait for it
         if self.probe is not None:
             return self.probe
         if self.due is not None and self.clock >= self.due and key is not None and \
                 len(self.ladder) > 1:
             mean = _mean_of(key, self.gen)
-            if mean is not None and mean <= 1.5 * self.least:
-                i = self.ladder.index(self.count)
-                if i == 0:
-                    j = 1
-                elif i == len(self.ladder) - 1:
-                    j = i - 1
-                else:    # the ladder runs from many threads to one: down is i + 1
-                    j = i + 1 if self.direction < 0 else i - 1
-                if self.ladder[j] > self.count and self._cores_taken(self.ladder[j]):
-                    self._skip_trial()
-                    return self.count
-                self.probe = self.ladder[j]
-                self.trials += 1
-                return self.probe
+            target = self._neighbour(key, mean) if mean is not None else None
+            if target is None or (target != SPLIT and mean > 1.5 * self.least):
+                return self.count
+            if _threads_of(target) > _threads_of(self.count) and self._cores_taken(target):
+                self._skip_trial()
+                return self.count
+            self.probe = target
+            self.trials += 1
+            self.deferred = 0
+            return self.probe
         return self.count
+
+    def _neighbour(self, key, mean):
+        """The ladder's next count from the one in use, in the current direction; None
+        to wait for another key. :data:`SPLIT` is stepped over where ``key`` cannot
+        split (its graph is refused, or its runs take under ``MIN_SPLIT_S``: the
+        halves' fixed costs would eat the gain), where no key that may split has
+        run, or after
+        ``MAX_DEFER`` runs of keys without a row-split (an optimizer's, an imperative
+        call's) while it was due."""
+        i = self.ladder.index(self.count)
+        if i == 0:
+            step = 1
+        elif i == len(self.ladder) - 1:
+            step = -1
+        else:    # the ladder runs from many threads to one: down is i + 1
+            step = 1 if self.direction < 0 else -1
+        j = i + step
+        if self.ladder[j] != SPLIT:
+            return self.ladder[j]
+        rs = getattr(key, "row_split", None)
+        if rs is not None and rs.forced is not None:
+            return None              # a backward runs as its forward ran: wait for that
+        if rs is not None and mean >= MIN_SPLIT_S and rs.usable():
+            return SPLIT
+        if rs is None and self.split_seen and self.deferred < MAX_DEFER:
+            self.deferred += 1
+            return None
+        j += step
+        return self.ladder[j] if 0 <= j < len(self.ladder) else None
 
     def _cores_taken(self, n: int) -> bool:
         """Whether other runnable tasks leave fewer than ``n`` cores free right now
@@ -230,7 +280,7 @@ class ThreadPolicy:
         if self.others_running is None:
             return False
         others = self.others_running()
-        return others is not None and others + n > _cores()
+        return others is not None and others + _threads_of(n) > _cores()
 
     def _skip_trial(self):
         """A trial of more threads not run (the cores are taken): counted as a lost
@@ -328,7 +378,8 @@ class ThreadPolicy:
                 st.recent.append(seconds)
                 del st.recent[:-self.window]
             self.interval = self.min_interval
-            self.direction = -1 if tried < old else 1      # the way that paid, again
+            # the way that paid, again (the ladder runs from many threads to one)
+            self.direction = -1 if self.ladder.index(tried) > self.ladder.index(old) else 1
         else:
             self.interval = min(self.interval * 2.0, self.max_interval)
             self.direction = -self.direction
@@ -341,22 +392,35 @@ class ThreadPolicy:
     def state(self) -> dict:
         """What the policy chose and did, for reports: mode, cap, count, trials,
         and the count changes as (from, to, tried/baseline)."""
-        return {"mode": "adaptive", "cap": self.cap, "count": self.count,
+        return {"mode": "adaptive", "cap": self.cap, "count": _label(self.count),
                 "trials": self.trials, "skipped": self.skipped, "lost_s": round(self.lost, 3),
-                "changes": [(d[1], d[3], round(d[4], 3)) for d in self.decisions
-                            if d[1] != d[3]]}
+                "changes": [(_label(d[1]), _label(d[3]), round(d[4], 3))
+                            for d in self.decisions if d[1] != d[3]]}
 
 
 def _ladder(cap: int) -> list:
-    """The counts the policy moves between: ``cap``, its half, quarter, ..., 1."""
+    """The counts the policy moves between: ``cap``, its half, quarter, ..., 2,
+    :data:`SPLIT` (two threads that never wait for each other inside a phase), 1."""
     out, n = [], cap
     while n >= 1:
         if not out or out[-1] != n:
+            if n == 1 and cap >= 2:
+                out.append(SPLIT)
             out.append(n)
         if n == 1:
             break
         n //= 2
     return out
+
+
+def _threads_of(n: int) -> int:
+    """The intra-op team a ladder entry runs: :data:`SPLIT` counts as one (its two
+    threads never wait for each other, so a busy core costs it a share, not a stall)."""
+    return 1 if n == SPLIT else n
+
+
+def _label(n):
+    return "split" if n == SPLIT else n
 
 
 def _cores() -> int:
@@ -435,6 +499,34 @@ def state() -> dict:
     return {"mode": "fixed"} if p is None else p.state()
 
 
+def pinned(fn, *args):
+    """``fn(*args)`` with every launch list inside run as it is: no policy, no timing,
+    torch's count untouched (the halves of a row-split run, each on one thread)."""
+    _LOCAL.pinned = True
+    try:
+        return fn(*args)
+    finally:
+        _LOCAL.pinned = False
+
+
+def _one_thread(fn):
+    cap = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn()
+    finally:
+        torch.set_num_threads(cap)
+
+
+def _split_now(rs, n) -> bool:
+    """Whether a run with row-split ``rs`` (or None) and chosen count ``n`` runs split."""
+    if rs is None:
+        return False
+    if rs.forced is not None:
+        return rs.forced
+    return n == SPLIT and rs.usable()
+
+
 def run(key, fn, *args):
     """``fn(*args)`` with the policy's thread count; the run timed under ``key``.
 
@@ -443,23 +535,38 @@ def run(key, fn, *args):
     a keyword ``check``: a callable to call between its launches, or None; in a
     trial run it sets the count in use back once the run is too slow (see
     :meth:`ThreadPolicy.limit`). torch's count is set back afterwards, also when
-    ``fn`` raises.
+    ``fn`` raises. A key with a ``row_split`` (``executor_rowsplit.PhaseSplit``)
+    runs as two row halves on one thread each instead where the policy chose
+    :data:`SPLIT` or the key's ``forced`` says so (then ``fn`` is not called).
     """
+    if getattr(_LOCAL, "pinned", False):
+        return fn(*args) if key is None else fn(*args, check=None)
     p = policy()
+    rs = getattr(key, "row_split", None)
     if p is None or torch.are_deterministic_algorithms_enabled():
+        if rs is not None and rs.forced:    # the forward ran split before the change
+            return _one_thread(rs.run)
         return fn(*args) if key is None else fn(*args, check=None)
     cap = torch.get_num_threads()
     clock = time.perf_counter
-    t0 = clock()
     with _LOCK:
         n = p.choose(cap, key)
-        limit = None if key is None else p.limit(key, n)
-        back = p.count
-    if n != cap:
-        torch.set_num_threads(n)
+        split = _split_now(rs, n)
+        limit = None if key is None or split else p.limit(key, n)
+        back = _threads_of(p.count)
+    if split and not rs.prepare():      # the halves bind (and compile) once, untimed
+        split, n = False, (1 if n == SPLIT else n)
+    if split:
+        n = SPLIT
+    threads_n = _threads_of(n)
+    t0 = clock()
+    if threads_n != cap:
+        torch.set_num_threads(threads_n)
     cut = []
     try:
-        if key is None:
+        if split:
+            out = rs.run()
+        elif key is None:
             out = fn(*args)
         elif limit is None:
             out = fn(*args, check=None)
@@ -472,10 +579,10 @@ def run(key, fn, *args):
                     cut.append(True)
             out = fn(*args, check=check)
     finally:
-        if n != cap or cut:
+        if threads_n != cap or cut:
             torch.set_num_threads(cap)
     if key is not None:
         t1 = clock()
         with _LOCK:
-            p.observe(key, n, t1 - t0, bool(cut))
+            p.observe(key, n if split or n != SPLIT else 1, t1 - t0, bool(cut))
     return out

@@ -75,6 +75,9 @@ _stats_lock = threading.Lock()
 _STATS = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "kernels_compiled": 0,
           "kernels_loaded": 0, "compile_seconds": 0.0, "corrupt_entries": 0}
 _GENERATED: set = set()             # kernel hashes whose source this process generated
+# kernel hash -> (path, source bytes) of the kernels this process wrote and has not yet
+# imported: their first import compiles these bytes, not the file read back and checked
+_FRESH: dict = {}
 _MEMORY: dict = {}
 _MEMORY_ONLY_DIRS: set = set()      # cache dirs found unwritable (warned once per process)
 _REPORTED_STALE: set = set()        # (entry, versions) already reported as a version mismatch
@@ -121,6 +124,7 @@ def clear_memory_cache():
     """Forget in-memory Programs (tests use it to exercise the disk cache)."""
     _MEMORY.clear()
     _REPORTED_STALE.clear()
+    _FRESH.clear()
 
 
 def bump(name, amount=1):
@@ -492,7 +496,8 @@ def write_kernel(source_hash: str, source: str) -> str:
         _GENERATED.add(source_hash)
         try:
             cache_trust.make_dirs(os.path.dirname(path))
-            atomic_write_text(path, source, cache_trust.FILE_MODE)
+            atomic_write_bytes(path, data, cache_trust.FILE_MODE)
+            _FRESH[source_hash] = (path, data)
             return path
         except OSError as exc:
             _memory_only(root, exc)
@@ -512,22 +517,116 @@ def _write_private_kernel(source_hash: str, source: str) -> str:
     path = os.path.join(_FALLBACK_DIR, f"k_{source_hash}.py")
     if not os.path.exists(path):
         atomic_write_text(path, source, cache_trust.FILE_MODE)
+    _FRESH[source_hash] = (path, source.encode("utf-8"))
     return path
+
+
+def fresh_kernel(source_hash: str):
+    """``(path, source bytes)`` of a kernel this process wrote since the last
+    :func:`clear_memory_cache` and asks for the first time, where :func:`kernel_path`
+    still finds it; else None (then the file is read back and checked for trust).
+
+    The bytes are the ones hashed into ``source_hash`` and written: importing them
+    needs neither the file read back nor the walk over its directories that
+    :func:`trusted_kernel_path` makes (Inception-BN's 271 kernels: 5,400 ``lstat``
+    calls on a cold first step)."""
+    item = _FRESH.pop(source_hash, None)
+    if item is None or item[0] != kernel_path(source_hash):
+        return None
+    return item
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class KernelSources(dict):
+    """``{kernel hash: source}`` of a Program being built, whose kernel files start being
+    written (by a few threads, as :func:`write_kernels` writes them) as each new kernel
+    is added: the writes, each waiting on its ``fsync``, overlap the rest of code
+    generation, which holds the interpreter on the other core. :func:`write_kernels`
+    waits for them and finishes the bookkeeping; :meth:`close` only waits (a build that
+    failed).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.root = cache_dir()
+        self.pool = None
+        self.started = []        # (hash, path, bytes, future of _write_if_changed)
+        self.off = self.root in _MEMORY_ONLY_DIRS
+
+    def __setitem__(self, source_hash, source):
+        if source_hash not in self and not self.off:
+            self._start(source_hash, source)
+        super().__setitem__(source_hash, source)
+
+    def _start(self, source_hash, source):
+        if self.pool is None:
+            try:
+                cache_trust.make_dirs(os.path.join(self.root, "kernels"))
+            except OSError:
+                self.off = True          # write_kernels finds out again, and says so
+                return
+            self.pool = concurrent.futures.ThreadPoolExecutor(8)
+        path = os.path.join(self.root, "kernels", f"k_{source_hash}.py")
+        data = source.encode("utf-8")
+        self.started.append((source_hash, path, data,
+                             self.pool.submit(_write_if_changed, path, data)))
+
+    def close(self):
+        """Wait for the writes started; ``[(hash, path, bytes, outcome)]``, the outcome
+        ``"same"`` (the file was there), ``"written"`` or the ``OSError``."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        done = [(h, path, data, fut.result()) for h, path, data, fut in self.started]
+        self.pool, self.started = None, []
+        return done
+
+
+def _write_if_changed(path, data: bytes):
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:          # already in the cache: loading it is not a compile
+                return "same"
+    except OSError:
+        pass
+    return _try_write((None, path, data)) or "written"
+
+
+def _finish_started(sources: KernelSources):
+    """:func:`write_kernels` of a :class:`KernelSources`: its started writes waited
+    for, the kernels this process wrote recorded, the failed ones and any not
+    started written as :func:`write_kernels` writes them."""
+    done = sources.close()
+    todo = [(h, path, data) for h, path, data, outcome in done if outcome != "same"]
+    _GENERATED.update(h for h, _, _ in todo)
+    failed = [(h, outcome) for h, _, _, outcome in done if isinstance(outcome, OSError)]
+    bad = {h for h, _ in failed}
+    _FRESH.update((h, (path, data)) for h, path, data in todo if h not in bad)
+    if failed:
+        _memory_only(sources.root, failed[0][1])
+        for h, _ in failed:
+            _write_private_kernel(h, sources[h])
+    seen = {h for h, *_ in done}
+    rest = {h: src for h, src in sources.items() if h not in seen}
+    if rest:
+        write_kernels(rest)
+
+
 def write_kernels(sources: dict):
     """:func:`write_kernel` for every ``{hash: source}`` of a Program, the files that
-    are missing (or differ) written by a few threads at once.
+    are missing (or differ) written by a few threads at once (for a
+    :class:`KernelSources`, the writes it started are waited for).
 
     Each atomic write waits on its own ``fsync``; the file system commits concurrent
     ones together, so eight writers publish a few hundred kernels (an Inception
     network) in a tenth of the time one does. What is decided per file (already
     there? which directory when the cache cannot be written?) stays in this thread.
     """
+    if isinstance(sources, KernelSources):
+        _finish_started(sources)
+        return
     root = cache_dir()
     if root in _MEMORY_ONLY_DIRS or len(sources) < 2:
         for h, src in sources.items():
@@ -554,6 +653,8 @@ def write_kernels(sources: dict):
                       if exc is not None]
     except OSError as exc:
         failed = [(h, exc) for h, _, _ in todo]
+    bad = {h for h, _ in failed}
+    _FRESH.update((h, (path, data)) for h, path, data in todo if h not in bad)
     if failed:
         _memory_only(root, failed[0][1])
         for h, _ in failed:

@@ -224,9 +224,13 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     graph = symbol.to_graph()
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
                                  is_train, timings, dtypes, loss_scale)
-    sources = {}
+    sources = cache.KernelSources()      # kernel files written while the rest renders
     t1 = time.perf_counter()
-    launches, group_ops = build_program(g, groups, plan, target, sources)
+    try:
+        launches, group_ops = build_program(g, groups, plan, target, sources)
+    except BaseException:
+        sources.close()
+        raise
     timings["codegen"] = time.perf_counter() - t1
     num_fwd = g.meta.get("num_forward_heads", len(g.heads))
     # the shapes the key was computed from: the symbol remembers what they gave

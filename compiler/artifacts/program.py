@@ -17,6 +17,7 @@ from ..cpu.render import render_cpu, render_cpu_fill
 from ..triton.codegen import render_fill, tile_config
 from ..triton.render import render
 from ..ir.dtypes import ITEMSIZE, fp32_matmul_precision
+from ..ir.tile_program import Instr
 from ..ops.registry import prod
 
 
@@ -142,6 +143,7 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
 _RENDERED: dict = {}
 _RENDERED_MAX = 4096
 _RENDER_KEY_MAX_INSTRS = 2048
+_INSTR_FIELDS = tuple(f.name for f in dataclasses.fields(Instr) if f.name != "origin")
 
 
 def _render_once(prog, strides, shapes, slots, target, fp32_dot):
@@ -169,11 +171,16 @@ def _render(prog, strides, shapes, slots, target, fp32_dot):
 
 def _render_key(prog, strides, shapes, slots, target, fp32_dot) -> str:
     """Everything a renderer reads: every field of the tile program but which graph
-    entries its tensors are (``tensors``, ``nodes``: renderers use their count only),
-    the layouts, and which destinations share an array (slots by kind and first
+    entries its tensors are (``tensors``, ``nodes``: renderers use their count only)
+    and which nodes its instructions compute (``origin``: named in errors only), the
+    layouts, and which destinations share an array (slots by kind and first
     appearance: views of one array may overlap, the cpu plan must know)."""
     fields = [(f.name, getattr(prog, f.name)) for f in dataclasses.fields(prog)
-              if f.name not in ("tensors", "nodes")]
+              if f.name not in ("tensors", "nodes", "instrs")]
+    # an instruction's origin names its node for errors only: a twin group of another
+    # node (Inception-BN's 69 BatchNorms) renders the same source
+    fields.append(("instrs", [tuple(getattr(ins, f) for f in _INSTR_FIELDS)
+                              for ins in prog.instrs]))
     first = {}
     same = [[(slot[0], first.setdefault(slot, len(first))) for slot in per] for per in slots]
     return repr((target, fp32_dot, fields, len(prog.tensors), strides, shapes, same))
@@ -221,8 +228,9 @@ def _summary_line(source: str) -> str:
 
 def _extent(shape, strides):
     """Elements from the view's first element to its last (+1), for slicing the base."""
-    if any(s == 0 for s in shape):
+    if 0 in shape:
         return 0
-    hi = sum((d - 1) * s for d, s in zip(shape, strides) if s > 0)
-    lo = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0)
-    return hi - lo + 1
+    span = 1          # one pass: the steps forwards and backwards, each (d - 1) * |s|
+    for d, s in zip(shape, strides):
+        span += (d - 1) * (s if s > 0 else -s)
+    return span

@@ -291,6 +291,8 @@ class Lowering(MatmulLowering, ExprLowering):
         """``exp(x - max(x)) / sum(...)`` as ATen's softmax, and ``xs - log(sum(exp(xs)))``
         (``xs = x - max(x)``) as its log_softmax: one kernel and two passes over the data
         where the spelled-out form (``decompose``'s) makes five calls and five passes."""
+        if not any(op.fn in ("div", "sub") for op in self.ops):
+            return          # no pattern can end here: no table of readers to build
         readers = {}
         for op in self.ops:
             for a in op.args:

@@ -164,7 +164,7 @@ def _batch_link(attrs, in_ranks, out_ranks):
 
 
 register(OpDef(
-    name="Convolution", pattern="opaque", lowering=Special("conv_fwd"),
+    name="Convolution", pattern="opaque", lowering=Special("conv_fwd"), rows_independent=True,
     arguments=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
     attrs=_COMMON + [Attr("workspace", parse_nonneg_int, 1024), Attr("no_bias", parse_bool, False)],
     infer_shape=_conv_shape, reference=_conv_ref, gradient=_conv_gradient,

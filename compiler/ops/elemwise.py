@@ -467,6 +467,7 @@ _identity_view = View(view=lambda attrs, in_shape, out_shape, strides, offset: (
                       dimmap=lambda attrs, in_shape, out_shape: list(range(len(in_shape))))
 register(OpDef(
     name="BlockGrad", pattern="injective", lowering=_identity_view, infer_shape=same_shape,
+    rows_independent=True,
     reference=lambda attrs, ins, is_train: [ins[0]],
     # no contribution at all (rather than zeros): the forward values behind a
     # BlockGrad are then not kept for a backward pass that would multiply them by 0

@@ -251,6 +251,8 @@ def _so_gradient(b, n):
 register(OpDef(
     name="SoftmaxOutput", pattern="composite", lowering=Decompose(_so_build),
     arguments=("data", "label"), is_loss=True, aliases=("Softmax",),
+    # 'batch' / 'valid' divide the gradient by counts over the whole batch
+    rows_independent=lambda attrs: attrs["normalization"] == "null",
     attrs=[Attr("grad_scale", parse_float, 1.0), Attr("ignore_label", parse_float, -1.0),
            Attr("multi_output", parse_bool, False), Attr("use_ignore", parse_bool, False),
            Attr("preserve_shape", parse_bool, False),
@@ -302,6 +304,7 @@ def _reg_gradient(name):
 for _name, (_op, _fwd, _) in REGRESSION.items():
     register(OpDef(
         name=_name, pattern="composite", arguments=("data", "label"), is_loss=True,
+        rows_independent=True,      # grad_scale over the elements of one row
         lowering=Decompose(lambda b, n, is_train, op=_op: [b.op(op, n.inputs[0])]),
         attrs=[Attr("grad_scale", parse_float, 1.0)], infer_shape=_reg_shape,
         reference=lambda attrs, ins, is_train, f=_fwd: [f(ins[0])],
@@ -323,6 +326,7 @@ def _make_loss_gradient(b, n):
 
 register(OpDef(
     name="MakeLoss", pattern="composite", is_loss=True, aliases=("make_loss",),
+    rows_independent=lambda attrs: attrs["normalization"] == "null",
     lowering=Decompose(lambda b, n, is_train: [b.op("_copy", n.inputs[0])]),
     attrs=[Attr("grad_scale", parse_float, 1.0), Attr("valid_thresh", parse_float, 0.0),
            Attr("normalization", choice("null", "batch", "valid"), "null")],

@@ -100,6 +100,7 @@ def _fc_dim_links(attrs, in_ranks, out_ranks):
 
 register(OpDef(
     name="FullyConnected", pattern="composite", lowering=Decompose(_fc_build),
+    rows_independent=True,
     dim_links=_fc_dim_links,
     arguments=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
     attrs=[Attr("num_hidden", parse_int), Attr("no_bias", parse_bool, False),
@@ -135,7 +136,7 @@ def _emb_gradient(b, n):
 
 
 register(OpDef(
-    name="Embedding", pattern="injective", lowering=Special("gather"),
+    name="Embedding", pattern="injective", lowering=Special("gather"), rows_independent=True,
     arguments=("data", "weight"),
     attrs=[Attr("input_dim", parse_int), Attr("output_dim", parse_int),
            Attr("dtype", parse_dtype, "float32"), Attr("sparse_grad", parse_bool, False)],

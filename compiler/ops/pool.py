@@ -238,6 +238,7 @@ def _batch_channel_link(attrs, in_ranks, out_ranks):
 
 register(OpDef(
     name="Pooling", pattern="opaque", lowering=Special("pool_fwd"), attrs=ATTRS,
+    rows_independent=True,
     aliases=("_npx_pooling",), outputs=_pool_outputs, num_visible=lambda attrs: 1,
     infer_type=_pool_types,
     infer_shape=_pool_shape, reference=_pool_ref, gradient=_pool_gradient,

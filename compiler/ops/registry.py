@@ -370,6 +370,9 @@ class OpDef:
         (0) dims are filled through them both ways
         (``passes/infer_unknown_dims.py``); ``pattern == "elemwise"`` links
         every dim of same-rank inputs and the output without this.
+    rows_independent : bool or callable(attrs) -> bool, optional
+        Row ``i`` of the outputs depends on row ``i`` of the batch-carrying inputs
+        alone (see :meth:`separates_rows`; ``compiler/row_split.py``).
     """
     name: str
     pattern: str
@@ -423,6 +426,12 @@ class OpDef:
     # not the arguments then the auxiliary states (multi_sgd_mom_update's weight_0,
     # grad_0, mom_0, weight_1 ...): a list or callable(attrs) -> list
     input_order: Any = None
+    # whether row i of the outputs depends on row i of the batch-carrying inputs alone
+    # (axis 0 is the batch: no mixing along it, no random draw, no aux update, no
+    # normalization by the batch size): True, False, callable(attrs) -> bool, or None for
+    # the default (:meth:`separates_rows`). The runtime's row-split execution
+    # (``compiler/row_split.py``) relies on it, with a shape check of its own
+    rows_independent: Any = None
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
 
@@ -430,6 +439,20 @@ class OpDef:
         self._attr_index = {a.name: a for a in self.attrs}
         if self.dtype_scalars is None:
             self.dtype_scalars = ("scalar",) if "scalar" in self._attr_index else ()
+
+    def separates_rows(self, attrs: dict) -> bool:
+        """Whether this node maps row i of its batch-carrying inputs to row i of its
+        outputs and nothing else (``rows_independent``). Unset, only pointwise
+        elementwise / broadcast operators without randomness, position, auxiliary
+        states or training-mode behaviour qualify: when in doubt, not separable."""
+        flag = self.rows_independent
+        if callable(flag):
+            return bool(flag(attrs))
+        if flag is not None:
+            return bool(flag)
+        return (self.pattern in ("elemwise", "broadcast") and isinstance(self.lowering, Pointwise)
+                and not (self.needs_random or self.needs_coords or self.aux
+                         or self.mutates_inputs or self.mode_dependent))
 
     # -- attributes ---------------------------------------------------------
     def parse_attrs(self, raw: dict, node_name: str = "?") -> dict:

@@ -183,6 +183,8 @@ _RESHAPE_VIEW = View(view=_reshape_view, dimmap=_unit_dimmap)
 
 register(OpDef(
     name="Reshape", pattern="injective", lowering=_RESHAPE_VIEW,
+    # row-major: (B, ...) -> (k B, ...) keeps each half of the rows a half of the memory
+    rows_independent=True,
     attrs=[Attr("shape", parse_shape, ()), Attr("reverse", parse_bool, False),
            Attr("target_shape", parse_shape, ()), Attr("keep_highest", parse_bool, False)],
     infer_shape=_reshape_shape,
@@ -203,6 +205,7 @@ def _flatten_shape(attrs, in_shapes):
 
 register(OpDef(
     name="Flatten", pattern="injective", lowering=_RESHAPE_VIEW, infer_shape=_flatten_shape,
+    rows_independent=True,
     reference=lambda attrs, ins, is_train: [ins[0].reshape(ins[0].shape[0], -1)
                                             if ins[0].dim() > 0 else ins[0].reshape(1, 1)],
     gradient=_reshape_back, aliases=("flatten",)))
@@ -240,6 +243,7 @@ def _expand_dimmap(attrs, in_shape, out_shape):
 
 register(OpDef(
     name="expand_dims", pattern="injective", lowering=View(_expand_view, _expand_dimmap),
+    rows_independent=lambda attrs: attrs["axis"] > 0,
     attrs=[Attr("axis", parse_int)], infer_shape=_expand_shape,
     reference=lambda attrs, ins, is_train: [ins[0].unsqueeze(_expand_axis(attrs, ins[0].dim()))],
     gradient=_reshape_back))
@@ -278,6 +282,7 @@ def _transpose_grad(b, n):
 
 register(OpDef(
     name="transpose", pattern="injective",
+    rows_independent=lambda attrs: bool(attrs["axes"]) and int(attrs["axes"][0]) == 0,
     lowering=View(
         view=lambda attrs, i, o, strides, offset: (
             tuple(strides[p] for p in _perm(attrs, len(i))), offset),
@@ -372,6 +377,7 @@ def _concat_dim_links(attrs, in_ranks, out_ranks):
 
 register(OpDef(
     name="Concat", pattern="injective", lowering=Special("concat"),
+    rows_independent=lambda attrs: attrs["dim"] > 0,
     dim_links=_concat_dim_links,
     arguments=lambda attrs: [f"arg{i}" for i in range(attrs["num_args"])],
     attrs=[Attr("num_args", parse_count), Attr("dim", parse_int, 1)],
@@ -434,6 +440,7 @@ def _slice_grad(b, n):
 
 register(OpDef(
     name="slice_axis", pattern="injective", lowering=View(_slice_view, None),
+    rows_independent=lambda attrs: attrs["axis"] > 0,
     attrs=[Attr("axis", parse_int), Attr("begin", parse_int), Attr("end", parse_optional_int, None)],
     infer_shape=_slice_shape, reference=_slice_ref, gradient=_slice_grad))
 
@@ -520,6 +527,7 @@ def _split_dim_links(attrs, in_ranks, out_ranks):
 
 register(OpDef(
     name="SliceChannel", pattern="injective", lowering=Decompose(_split_build),
+    rows_independent=lambda attrs: attrs["axis"] > 0,
     dim_links=_split_dim_links,
     outputs=lambda attrs: [f"output{i}" for i in range(attrs["num_outputs"])],
     attrs=[Attr("num_outputs", parse_count), Attr("axis", parse_int, 1),
@@ -633,6 +641,7 @@ register(OpDef(
     reference=_bcast_ref(_bcast_to_target), gradient=_bcast_grad))
 register(OpDef(
     name="broadcast_axis", pattern="broadcast", lowering=_BCAST_VIEW,
+    rows_independent=lambda attrs: all(int(a) > 0 for a in attrs["axis"]),
     attrs=[Attr("axis", parse_shape, ()), Attr("size", parse_shape, ())],
     infer_shape=_bcast_shape(_bcast_axis_target),
     reference=_bcast_ref(_bcast_axis_target), gradient=_bcast_grad,

@@ -48,13 +48,13 @@ def test_rrelu_training_draws_slopes_and_backward_uses_them(cpu_target):
     x = torch.randn(shape)
     exe.arg_dict["x"][:] = x
     out, mask = (o.clone() for o in exe.forward(is_train=True))
-    assert ((mask >= lo) & (mask < hi)).all()
+    assert torch.logical_and(mask >= lo, mask < hi).all()   # NDArray compares give 0/1
     assert abs(mask.mean().item() - (lo + hi) / 2) < 0.01
     assert mask.std().item() > 0.05                            # one slope per element
     torch.testing.assert_close(out, torch.where(x > 0, x, x * mask))
     og = torch.randn(shape)
     exe.backward([og, torch.randn(shape)])                      # mask's head gradient: unused
-    torch.testing.assert_close(exe.grad_dict["x"], torch.where(out > 0, og, og * mask))
+    torch.testing.assert_close(exe.grad_dict["x"], torch.where(torch.gt(out, 0), og, og * mask))
     assert not torch.equal(exe.forward(is_train=True)[1], mask)  # a new step, new slopes
     out_i, mask_i = exe.forward(is_train=False)
     slope = (lo + hi) / 2

@@ -280,7 +280,7 @@ def test_dropout_cell():
     assert states == [] and isinstance(outs, sym.Symbol)
     vals, o, ogs, grads = _run(outs, data=(N, T, 64))
     x = vals['data']
-    kept = o[0] != 0
+    kept = torch.ne(o[0], 0)      # a bool mask (NDArray's `!=` gives mxnet's 0/1)
     torch.testing.assert_close(o[0][kept], 2 * x[kept])
     assert 0.25 < kept.float().mean() < 0.75
     torch.testing.assert_close(grads['data'], ogs[0] * kept.float() * 2)
@@ -321,7 +321,7 @@ def test_zoneout_training_picks_new_or_previous():
     base_out = outs[1].get_internals()['z_t1_out_output']
     prev = outs[0]
     _, o, _, _ = _run(sym.Group([outs[1], base_out, prev]), data=(N, 2, C))
-    new_or_old = (o[0] == o[1]) | (o[0] == o[2])
+    new_or_old = torch.eq(o[0], o[1]) | torch.eq(o[0], o[2])
     assert new_or_old.all()
 
 

@@ -26,7 +26,7 @@ import torch
 
 from compiler.errors import MXNetError
 from runtime import threads
-from runtime.threads import FixedCount, ThreadPolicy, _ladder
+from runtime.threads import SPLIT, FixedCount, ThreadPolicy, _ladder
 
 
 class Key:
@@ -71,9 +71,9 @@ def keys():
 
 def test_ladder_halves_down_to_one():
     assert _ladder(1) == [1]
-    assert _ladder(2) == [2, 1]
-    assert _ladder(6) == [6, 3, 1]
-    assert _ladder(16) == [16, 8, 4, 2, 1]
+    assert _ladder(2) == [2, SPLIT, 1]       # SPLIT: two row halves of one thread
+    assert _ladder(6) == [6, 3, SPLIT, 1]
+    assert _ladder(16) == [16, 8, 4, 2, SPLIT, 1]
 
 
 def test_idle_machine_keeps_the_users_count_and_backs_off(keys):
@@ -212,9 +212,9 @@ def test_first_run_at_a_count_is_a_warm_up(keys):
 def test_a_new_cap_starts_over_at_it(keys):
     p = ThreadPolicy()
     drive(p, 4, table({1: 0.012, 2: 0.03, 4: 0.06}), keys, 300)
-    assert p.count == 1 and p.ladder == [4, 2, 1]
+    assert p.count == 1 and p.ladder == [4, 2, SPLIT, 1]
     assert p.choose(2, keys[0]) == 2               # the user set 2: start there
-    assert p.cap == 2 and p.ladder == [2, 1] and p.count == 2
+    assert p.cap == 2 and p.ladder == [2, SPLIT, 1] and p.count == 2
     assert p.choose(1, keys[0]) == 1 and p.ladder == [1]
 
 

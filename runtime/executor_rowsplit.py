@@ -1,0 +1,219 @@
+"""Row-split runs: a training executor's phases as two half-batch Programs on two threads.
+
+Where ``compiler/row_split.py`` proves a bound graph separable along the batch
+axis, the thread policy (``runtime/threads.py``) may run a phase of the executor's
+training Program as two half executors, one on a worker thread and one on the
+caller's, each with ONE intra-op thread (ATen releases the GIL), joined once per
+phase. Neither thread waits for the other inside the phase, so on a busy machine
+the two get the scheduler's share of two threads without the barriers of an
+intra-op team, and on an idle one they skip those barriers.
+
+Each half takes its internal buffers from a pool of its own, kept on the
+executor's pool, so the halves of executors that share memory share theirs too.
+The halves share the executor's memory where that is exact: their batch inputs and
+outputs are views of the first and second half of the executor's arrays (dim 0),
+their input gradients likewise (each half honours the argument's ``grad_req`` on
+its own rows); parameters are the same arrays. A parameter gradient is the sum of
+the halves': the first half writes (``write``) or adds (``add``) its own to the
+executor's array, the second writes a private one, added once both are done;
+``null`` stays untouched. Nothing is built until the policy asks for a
+row-split run (:meth:`RowSplitter.prepare`), so binding costs nothing more.
+
+A backward phase runs the way its forward ran (the halves hold the forward's
+values): each phase's bound launch list carries a :class:`PhaseSplit` as
+``row_split``, whose ``forced`` says so.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from compiler.errors import MXNetError
+
+_WORKER = []            # one worker thread for the process, started on first use
+_WORKER_LOCK = threading.Lock()
+
+
+def _worker():
+    if not _WORKER:
+        with _WORKER_LOCK:
+            if not _WORKER:
+                _WORKER.append(ThreadPoolExecutor(1, thread_name_prefix="symtriton-rows"))
+    return _WORKER[0]
+
+
+def _on_one_thread(fn, *args):
+    """``fn(*args)`` in the worker with one intra-op thread. MKL keeps its count per
+    thread (``mkl_set_num_threads_local``): unset there, a worker's GEMM would open a
+    team of its own beside the caller's (LeNet's FC layers 3-12x slower)."""
+    torch.set_num_threads(1)
+    return fn(*args)
+
+
+class _PoolOwner:
+    """What a half executor takes its buffers from (as ``shared_exec``): the k-th half
+    pool of the executor's own pool, so the halves of executors that share memory
+    (buckets, reshapes: never run at the same time) share theirs too."""
+
+    _loss_scaling, _loss_scale = False, None
+
+    def __init__(self, exe, k):
+        from .executor import _BufferPool
+        pools = getattr(exe._pool, "row_halves", None)
+        if pools is None:
+            pools = exe._pool.row_halves = (_BufferPool(), _BufferPool())
+        self._pool = pools[k]
+
+
+class PhaseSplit:
+    """What ``threads.run`` sees on a bound launch list that may run split.
+
+    ``forced``: None (the policy chooses), True (must: the forward ran split) or
+    False (must not: it ran whole).
+    """
+
+    def __init__(self, splitter, phase):
+        self.splitter, self.phase, self.forced = splitter, phase, None
+
+    def usable(self) -> bool:
+        return self.splitter.usable()
+
+    def prepare(self) -> bool:
+        return self.splitter.prepare()
+
+    def run(self) -> None:
+        self.splitter.run(self.phase)
+
+
+class RowSplitter:
+    """The half executors of one :class:`~runtime.executor.Executor` (module doc)."""
+
+    def __init__(self, exe):
+        self.exe = exe
+        self.plan = None        # the analysis: RowSplit, or False when refused
+        self.reason = None
+        self.halves = None
+        self.is_train = True
+        self.ran_split = False
+        self.phases = {"fwd": PhaseSplit(self, "fwd"), "bwd": PhaseSplit(self, "bwd")}
+
+    @classmethod
+    def for_executor(cls, exe):
+        """A splitter for a training executor on the cpu target, or None."""
+        ctx = exe._ctx
+        if not exe._for_training or ctx.device_type == "gpu" or ctx.target != "cpu":
+            return None
+        return cls(exe)
+
+    def attach(self, bound, prog, phase) -> None:
+        """Mark the training Program's bound ``phase`` as one that may run split."""
+        if prog is self.exe._train_prog and phase in self.phases:
+            bound.row_split = self.phases[phase]
+
+    def before_forward(self, is_train) -> None:
+        self.is_train = bool(is_train)
+        self.ran_split = False
+        self.phases["fwd"].forced = None
+
+    def before_backward(self) -> None:
+        self.phases["bwd"].forced = self.ran_split
+
+    def usable(self) -> bool:
+        """Whether the executor may run split (analysed on the first call)."""
+        if self.plan is None:
+            self.plan, self.reason = self._analyse()
+        return bool(self.plan)
+
+    def _analyse(self):
+        exe = self.exe
+        if exe._rows or exe._shadows or exe._loss_scaling or exe.aux_dict:
+            return False, "sparse arrays, a loss scale or auxiliary states"
+        if exe._train_prog.seed_buffer is not None:
+            return False, "random operators"
+        from compiler.row_split import analyse
+        plan, reason = analyse(exe._symbol, exe._input_shapes)
+        return (plan or False), reason
+
+    def prepare(self) -> bool:
+        """Bind the two half executors (compiling the half Program) once; whether they
+        are ready. A half that does not bind (a Program that does not compile at
+        half the batch) leaves the executor unsplit for good, the reason kept."""
+        if self.halves is None and self.usable():
+            try:
+                self.halves = [self._half(0), self._half(1)]
+            except MXNetError as exc:
+                self.plan, self.reason = False, f"the half executors: {exc}"
+        return self.halves is not None
+
+    def _half(self, k):
+        from .executor import Executor
+        from .ndarray import as_ndarray
+        exe, plan = self.exe, self.plan
+        rows = set(plan.rows)
+
+        def part(arr):
+            h = arr.shape[0] // 2
+            return as_ndarray(arr[k * h:(k + 1) * h], exe._ctx)
+        args = {n: part(a) if n in rows else a for n, a in exe.arg_dict.items()}
+        grads, req = {}, {}
+        for n, r in exe._grad_req.items():
+            if r == "null" or n in rows:
+                req[n] = r
+                if n in exe.grad_dict and r != "null":
+                    grads[n] = part(exe.grad_dict[n])
+            elif k == 0:                # the first half writes (adds) the executor's
+                req[n], grads[n] = r, exe.grad_dict[n]
+            else:                       # the second's, private, is added after the join
+                req[n] = "write"
+                grads[n] = as_ndarray(torch.zeros_like(exe.grad_dict[n].as_subclass(
+                    torch.Tensor)), exe._ctx)
+        half = Executor(exe._symbol, exe._ctx, args, grads or None, req, {},
+                        shared_exec=_PoolOwner(exe, k))
+        half.outputs = [part(o) for o in exe.outputs]
+        return half
+
+    def run(self, phase) -> None:
+        """Run ``phase`` on the two halves, the worker thread taking the first."""
+        from . import threads
+        from .launcher import LaunchCounter
+        a, b = self.halves
+        fn = self._forward if phase == "fwd" else self._backward
+        count = LaunchCounter.total     # the phase counts as its Program's launches, once
+        job = _worker().submit(_on_one_thread, threads.pinned, fn, a)
+        try:
+            threads.pinned(fn, b)
+        finally:
+            job.result()
+            LaunchCounter.total = count
+        if phase == "fwd":
+            self.ran_split = True
+        else:
+            self._sum_grads()
+
+    def _forward(self, half):
+        half.forward(is_train=self.is_train)
+
+    def _backward(self, half):
+        exe = self.exe
+        prog = exe._train_prog
+        heads = exe._head_grads.get(id(prog), {})
+        grads = None
+        if prog.head_grads:
+            k = 0 if half is self.halves[0] else 1
+            grads = [None] * len(prog.output_shapes)
+            for i, name in prog.head_grads.items():
+                g = heads[name]
+                h = g.shape[0] // 2
+                grads[int(i)] = g[k * h:(k + 1) * h]
+        half.backward(out_grads=grads)
+
+    def _sum_grads(self):
+        """The second half's parameter gradients added to the executor's, which the
+        first half wrote (``write``) or added to (``add``)."""
+        second = self.halves[1].grad_dict
+        rows = set(self.plan.rows)
+        for n, r in self.exe._grad_req.items():
+            if r != "null" and n not in rows:
+                self.exe.grad_dict[n].add_(second[n])
