@@ -81,3 +81,37 @@ def test_buckets_follow_the_order_and_the_caps():
     assert _cut(order, grads, 25 << 20) == [[2, 0], [1, 3, 4], [5]]
     # a cap below one gradient's size: each its own bucket
     assert _cut(order, grads, 8) == [[2], [0], [1], [3], [4], [5]]
+
+
+def test_a_marked_backward_still_runs_the_way_its_forward_ran():
+    """Under a row-split run (runtime/executor_rowsplit.py) the marked launch list
+    keeps the split: a split forward's backward runs split (its marks do not run: the
+    halves' gradients are summed after both, so the push sends those buckets), and
+    gives the whole run's gradients."""
+    from runtime import threads
+    from tests.runtime.test_row_split import AlwaysSplit, _fill, mlp as split_mlp
+    sym, shapes = split_mlp()
+    cap = torch.get_num_threads()
+    try:
+        threads.reset(None)
+        whole = sym.simple_bind(mx.cpu(), grad_req="write", **shapes)
+        _fill(whole, 0)
+        whole.forward(is_train=True)
+        whole.backward()
+        want = {n: g.asnumpy().copy() for n, g in whole.grad_dict.items()}
+        exe = sym.simple_bind(mx.cpu(), grad_req="write", **shapes)
+        fired = []
+        exe.set_backward_marks({0: lambda: fired.append(0)})
+        _fill(exe, 0)
+        threads.reset(AlwaysSplit())
+        exe.forward(is_train=True)
+        assert exe._row_split.halves is not None
+        threads.reset(None)
+        exe.backward()
+        assert fired == []
+        for n in want:
+            np.testing.assert_allclose(exe.grad_dict[n].asnumpy(), want[n], rtol=1e-5,
+                                       atol=1e-6, err_msg=n)
+    finally:
+        threads.reset()
+        torch.set_num_threads(cap)
