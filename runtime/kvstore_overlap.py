@@ -23,8 +23,8 @@ gives it, and the gradient arrays themselves keep this worker's values.
 
 Every worker issues the buckets' all-reduces in the same order: a bucket whose
 mark did not run since the last push (another executor of a BucketingModule
-shares the arrays; a reshaped executor; ``update`` without a new backward) is
-reduced by the push, and firing a bucket first fires the earlier ones. A
+shares the arrays; a reshaped executor; a backward run as row-split halves;
+``update`` without a new backward) is reduced by the push, and firing a bucket first fires the earlier ones. A
 gradient written again after its bucket was sent (a second ``backward``, the
 user's own edit of a gradient array: its version counter moved) is sent again
 by the push, so the sum is always of the values the push was given.
