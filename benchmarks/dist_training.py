@@ -1,9 +1,18 @@
 """Samples per second of data-parallel training on 1 and 2 worker processes:
 symtriton's ``Module.fit`` with kvstore ``dist_sync`` beside PyTorch's
-``DistributedDataParallel`` (gloo, CPU) training the same MLP in the same run.
+``DistributedDataParallel`` (gloo, CPU) training the same network in the same run,
+an MLP and LeNet.
 
-    python benchmarks/dist_training.py [--hidden 64] [--batch 32] [--steps 50]
-                                       [--workers 1,2] [--ddp-passes 20] [--repeats 3]
+    python benchmarks/dist_training.py [--models mlp,lenet] [--hidden 64] [--batch 32]
+                                       [--steps 50] [--workers 1,2] [--ddp-passes N]
+                                       [--repeats 3] [--plain]
+
+Models: ``mlp`` (64-64-64-10 on 64 features) and ``lenet`` (mxnet's
+``symbols/lenet.py``, examples/mnist_symbols.py, on 1x28x28 images of the same
+kind of blobs; the same layers in torch on the DDP side). ``--plain`` adds a
+third side in the same rounds: symtriton with ``SYMTRITON_DIST_OVERLAP=0``, whose
+push reduces the gradients after the backward instead of during it
+(runtime/kvstore_overlap.py).
 
 The script is both the driver and the worker. For each worker count W and each
 side it starts W processes of itself with the environment torchrun gives its
@@ -19,14 +28,15 @@ prints one table, each column from the run with the median samples/s:
 
 * samples / s: all workers' samples of the timed steps over the slowest rank's
   wall time between two barriers, after one warm-up step (kernel loading, DDP's
-  bucket rebuild). DDP's steps take milliseconds, so it goes over its shard
-  ``--ddp-passes`` times in the timed window; symtriton goes over it once.
+  bucket rebuild). DDP's MLP steps take a millisecond, so it goes over its
+  shard ``--ddp-passes`` times in the timed window (default: 20 for the MLP, 2
+  for LeNet); symtriton goes over it once.
   The range over the repeats is in brackets.
 * symtriton / DDP at each W, and the scaling (the largest W's samples/s over
   the smallest W's) of each side.
 * per step: symtriton's kernel launches (``LaunchCounter``) and the
   collectives its kvstore calls (counted by wrapping ``torch.distributed``'s
-  functions), with the time spent inside them; DDP's ATen operators and
+  functions), with the time spent starting them and waiting for them; DDP's ATen operators and
   collectives, counted with a ``TorchDispatchMode`` over one extra step after
   the clock stops, and DDP's own average backward communication time.
 * ms per step (slowest rank); on our side split into ``forward_backward``
@@ -35,8 +45,8 @@ prints one table, each column from the run with the median samples/s:
   below 1 when it waits for a peer or other processes take its core); the
   validation accuracy rank 0 reaches.
 
-The last lines are ``RESULT dist workers=W ...`` per worker count and
-``RESULT dist_scaling ...``.
+The last lines are ``RESULT dist model=M workers=W ...`` per model and worker
+count and ``RESULT dist_scaling model=M ...``.
 """
 from __future__ import annotations
 
@@ -61,6 +71,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 TAG = "DIST_TRAINING_JSON "
 CELL = 28                      # width of a table column
+MODELS = ("mlp", "lenet")
+DDP_PASSES = {"mlp": 20, "lenet": 2}     # DDP's timed window: not a few milliseconds
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
 
 
@@ -68,10 +80,13 @@ COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_t
 
 def job_data(args, world):
     """Training rows for ``world`` workers (one warm-up + ``steps`` batches each), and
-    the held-out rows every run scores on."""
+    the held-out rows every run scores on. LeNet's rows are 1x28x28 images of blobs."""
     per_worker = (args.steps + 1) * args.batch
     n = per_worker * world
-    x, y = make_data(n + args.val, args.dim, args.classes)
+    dim = 28 * 28 if args.model == "lenet" else args.dim
+    x, y = make_data(n + args.val, dim, args.classes)
+    if args.model == "lenet":
+        x = x.reshape(-1, 1, 28, 28)
     return x[:n], y[:n], x[n:], y[n:]
 
 
@@ -96,6 +111,34 @@ def mlp_torch(dim, hidden, classes):
         torch.nn.Linear(dim, hidden), torch.nn.ReLU(),
         torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
         torch.nn.Linear(hidden, classes))
+
+
+def lenet_torch(classes):
+    """mxnet's ``symbols/lenet.py`` (examples/mnist_symbols.py) in torch."""
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 20, 5), torch.nn.Tanh(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Conv2d(20, 50, 5), torch.nn.Tanh(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Flatten(), torch.nn.Linear(800, 500), torch.nn.Tanh(),
+        torch.nn.Linear(500, classes))
+
+
+def model_symbol(mx, args):
+    if args.model == "lenet":
+        from examples.mnist_symbols import lenet     # noqa: PLC0415 - imports module_api
+        return lenet(num_classes=args.classes)
+    return mlp_symbol(mx, args.hidden, args.classes)
+
+
+def model_torch(args):
+    if args.model == "lenet":
+        return lenet_torch(args.classes)
+    return mlp_torch(args.dim, args.hidden, args.classes)
+
+
+def describe(args, model):
+    if model == "lenet":
+        return "LeNet (conv 5x5x20, conv 5x5x50, FC 500, FC 10; tanh, max-pool) on 1x28x28"
+    return f"MLP {args.dim}-{args.hidden}-{args.hidden}-{args.classes}"
 
 
 # ------------------------------------------------------------------ worker: symtriton
@@ -168,13 +211,14 @@ class StepClock:
 def run_symtriton(args):
     import module_api as mx                         # noqa: PLC0415 - workers only
     from runtime.launcher import LaunchCounter      # noqa: PLC0415
+    from runtime import kvstore_overlap as overlap  # noqa: PLC0415
     kv = mx.kv.create("dist_sync")
     mx.random.seed(0)               # init takes rank 0's values anyway
     counter = CollectiveCounter()
     x, y, xv, yv = job_data(args, kv.num_workers)
     train = mx.io.NDArrayIter(x, y, batch_size=args.batch, shuffle=False,
                               num_parts=kv.num_workers, part_index=kv.rank)
-    mod = mx.mod.Module(mlp_symbol(mx, args.hidden, args.classes), context=mx.cpu())
+    mod = mx.mod.Module(model_symbol(mx, args), context=mx.cpu())
     phases = PhaseTimer(mod, ("forward_backward", "update"))
     snap = {}
 
@@ -182,10 +226,13 @@ def run_symtriton(args):
         LaunchCounter.reset()
         counter.reset()
         phases.reset()
+        overlap.STATS["wait_s"] = 0.0
 
     def stop():
+        # ms in collectives: starting them, and waiting for the ones started in backward
         snap.update(launches=LaunchCounter.total, calls=dict(counter.calls),
-                    comm_s=counter.seconds, phases=dict(phases.seconds))
+                    comm_s=counter.seconds + overlap.STATS["wait_s"],
+                    phases=dict(phases.seconds))
 
     clock = StepClock(kv.barrier, 1, args.steps, start, stop)
     mod.fit(train, num_epoch=1, kvstore=kv, optimizer="sgd", initializer=mx.init.Xavier(),
@@ -223,7 +270,7 @@ def run_ddp(args):
     x, y, xv, yv = job_data(args, world)
     xs, ys = torch.from_numpy(shard(x, rank, world)), torch.from_numpy(shard(y, rank, world))
     torch.manual_seed(0)
-    model = DistributedDataParallel(mlp_torch(args.dim, args.hidden, args.classes))
+    model = DistributedDataParallel(model_torch(args))
     # SoftmaxOutput's gradient with rescale_grad 1/(batch * workers) is the mean
     # cross entropy over the global batch: reduction='mean' here, DDP averages.
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
@@ -264,7 +311,9 @@ def run_ddp(args):
 def worker_main(args):
     torch.set_num_threads(1)
     logging.getLogger().setLevel(logging.WARNING)
-    result = run_symtriton(args) if args.worker == "symtriton" else run_ddp(args)
+    if args.worker == "symtriton_plain":    # every worker: the push reduces, as before
+        os.environ["SYMTRITON_DIST_OVERLAP"] = "0"
+    result = run_ddp(args) if args.worker == "ddp" else run_symtriton(args)
     print(TAG + json.dumps(result), flush=True)
     # PyTorch's teardown at interpreter exit can abort a worker whose work is done
     # ("terminate called without an active exception", exit -6: a DDP rank 1 in 1 of
@@ -319,7 +368,7 @@ def fmt_collectives(calls):
     return ", ".join(f"{v:g} {k}" for k, v in sorted(calls.items())) or "none"
 
 
-def print_table(args, workers, sym, ddp):
+def print_table(args, workers, sym, ddp, plain=None):
     first = workers[0]
     head = "".join(f"{f'{w} worker' + ('s' if w > 1 else ''):>{CELL}}" for w in workers)
     scale_head = f"{'scaling ' + str(workers[-1]) + '/' + str(first):>16}" \
@@ -342,6 +391,11 @@ def print_table(args, workers, sym, ddp):
     row("symtriton samples / s", [sps(sym, w) for w in workers], scale(sym))
     row("DDP samples / s", [sps(ddp, w) for w in workers], scale(ddp))
     row("ratio symtriton / DDP", [f"{sym[w]['sps'] / ddp[w]['sps']:.5f}" for w in workers])
+    if plain is not None:
+        row("symtriton overlap off samples / s", [sps(plain, w) for w in workers], scale(plain))
+        row("ratio overlap off / DDP", [f"{plain[w]['sps'] / ddp[w]['sps']:.5f}"
+                                        for w in workers])
+        row("overlap off ms / step", [f"{plain[w]['step_ms']:.2f}" for w in workers])
     row("symtriton ms / step", [f"{sym[w]['step_ms']:.2f}" for w in workers])
     row("  of which forward_backward", [f"{sym[w]['phase_ms']['forward_backward']:.2f}"
                                         for w in workers])
@@ -361,10 +415,11 @@ def print_table(args, workers, sym, ddp):
         [f"{sym[w]['accuracy']:.3f} / {ddp[w]['accuracy']:.3f}" for w in workers])
 
 
-def print_results(workers, sym, ddp):
+def print_results(model, workers, sym, ddp, plain=None):
     for w in workers:
         s, d = sym[w], ddp[w]
-        print(f"RESULT dist workers={w} sym_sps={s['sps']:.2f} ddp_sps={d['sps']:.2f} "
+        print(f"RESULT dist model={model} workers={w} sym_sps={s['sps']:.2f} "
+              f"ddp_sps={d['sps']:.2f} "
               f"ratio={s['sps'] / d['sps']:.6f} sym_step_ms={s['step_ms']:.3f} "
               f"ddp_step_ms={d['step_ms']:.4f} sym_launches={s['launches']:g} "
               f"sym_allreduce={s['collectives'].get('all_reduce', 0):g} "
@@ -372,10 +427,13 @@ def print_results(workers, sym, ddp):
               f"ddp_ops={d['launches']:g} ddp_allreduce={d['collectives'].get('allreduce', 0):g} "
               f"sym_comm_ms={s['comm_ms']:.3f} sym_cpu_share={s['cpu_share']:.3f} "
               f"ddp_cpu_share={d['cpu_share']:.3f} sym_acc={s['accuracy']:.4f} "
-              f"ddp_acc={d['accuracy']:.4f}")
+              f"ddp_acc={d['accuracy']:.4f}" +
+              (f" plain_sps={plain[w]['sps']:.2f} plain_ratio={plain[w]['sps'] / d['sps']:.6f}"
+               if plain is not None else ""))
     if len(workers) > 1:
         a, b = workers[0], workers[-1]
-        print(f"RESULT dist_scaling from={a} to={b} sym={sym[b]['sps'] / sym[a]['sps']:.4f} "
+        print(f"RESULT dist_scaling model={model} from={a} to={b} "
+              f"sym={sym[b]['sps'] / sym[a]['sps']:.4f} "
               f"ddp={ddp[b]['sps'] / ddp[a]['sps']:.4f}")
 
 
@@ -386,40 +444,72 @@ def parse_args(argv):
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--batch", type=int, default=32, help="per-worker batch")
     p.add_argument("--steps", type=int, default=50, help="timed steps per worker")
-    p.add_argument("--ddp-passes", type=int, default=20,
-                   help="times DDP goes over its timed steps")
+    p.add_argument("--ddp-passes", type=int, default=None,
+                   help="times DDP goes over its timed steps (default: MLP 20, LeNet 2)")
+    p.add_argument("--models", default="mlp,lenet", help="comma-separated: mlp, lenet")
+    p.add_argument("--model", choices=MODELS, default="mlp", help=argparse.SUPPRESS)
     p.add_argument("--workers", default="1,2")
     p.add_argument("--val", type=int, default=512, help="held-out rows")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--repeats", type=int, default=3,
                    help="rounds over all configurations; the median run is shown")
     p.add_argument("--timeout", type=float, default=600, help="seconds per run")
-    p.add_argument("--worker", choices=("symtriton", "ddp"), help=argparse.SUPPRESS)
+    p.add_argument("--plain", action="store_true",
+                   help="also run symtriton with SYMTRITON_DIST_OVERLAP=0 (gradients "
+                        "reduced at the push, not during the backward), in the same rounds")
+    p.add_argument("--worker", choices=("symtriton", "symtriton_plain", "ddp"),
+                   help=argparse.SUPPRESS)
     return p.parse_args(argv)
+
+
+def run_model(args, argv, model, workers, cache_dir):
+    """The rounds of one model: (symtriton, DDP) median runs per worker count."""
+    argv = argv + ["--model", model]
+    sides = ("symtriton", "ddp") + (("symtriton_plain",) if args.plain else ())
+    runs = {(side, w): [] for side in sides for w in workers}
+    for _ in range(args.repeats):           # rounds, so load drifts hit every config
+        for w in workers:
+            for side in sides:
+                runs[side, w].append(combine(launch(side, w, argv, cache_dir, args.timeout)))
+
+    def medians(side):
+        return {w: median_run(runs[side, w]) for w in workers} if side in sides else None
+    return medians("symtriton"), medians("ddp"), medians("symtriton_plain")
+
+
+def report(args, model, workers, sym, ddp, plain):
+    """One model's table."""
+    print(f"model: {describe(args, model)}, per-worker batch {args.batch}, SGD lr {args.lr} "
+          f"momentum 0.9; timed steps per worker: symtriton {args.steps}, DDP {args.steps} x "
+          f"{ddp_passes(args, model)} passes; 1 warm-up step; figures of the median of "
+          f"{args.repeats} runs (samples/s range in brackets)")
+    print()
+    print_table(args, workers, sym, ddp, plain)
+    print()
+
+
+def ddp_passes(args, model):
+    return args.ddp_passes if args.ddp_passes is not None else DDP_PASSES[model]
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     if args.worker:
+        args.ddp_passes = ddp_passes(args, args.model)
         return worker_main(args)
     workers = sorted({int(w) for w in args.workers.split(",")})
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SystemExit(f"--models: unknown {', '.join(unknown)} (choose from "
+                         f"{', '.join(MODELS)})")
     cache_dir = os.environ.get("SYMTRITON_CACHE_DIR") or \
         tempfile.mkdtemp(prefix="symtriton-dist-bench-")
     t_start, load_before = time.perf_counter(), os.getloadavg()[0]
-    runs = {(side, w): [] for side in ("symtriton", "ddp") for w in workers}
-    for _ in range(args.repeats):           # rounds, so load drifts hit every config
-        for w in workers:
-            for side in ("symtriton", "ddp"):
-                runs[side, w].append(combine(launch(side, w, argv, cache_dir, args.timeout)))
-    sym = {w: median_run(runs["symtriton", w]) for w in workers}
-    ddp = {w: median_run(runs["ddp", w]) for w in workers}
+    results = {m: run_model(args, argv, m, workers, cache_dir) for m in models}
     print("Data-parallel training: symtriton Module.fit (kvstore dist_sync) vs PyTorch "
           "DistributedDataParallel (gloo), worker processes on this machine")
-    print(f"model: MLP {args.dim}-{args.hidden}-{args.hidden}-{args.classes}, per-worker "
-          f"batch {args.batch}, SGD lr {args.lr} momentum 0.9; timed steps per worker: "
-          f"symtriton {args.steps}, DDP {args.steps} x {args.ddp_passes} passes; 1 warm-up step; "
-          f"figures of the median of {args.repeats} runs (samples/s range in brackets)")
     from runtime.context import cpu_target
     print(f"machine: {os.cpu_count()}-core CPU, symtriton target {cpu_target()}, 1 thread per "
           f"worker; torch {torch.__version__}; load average {load_before:.2f} before, "
@@ -429,15 +519,18 @@ def main(argv=None):
               f"else on the machine; the ratios, not the absolute numbers, are the figures "
               f"that count")
     print()
-    print_table(args, workers, sym, ddp)
+    for m in models:
+        report(args, m, workers, *results[m])
     print("(samples / s: all workers' timed samples over the slowest rank's time between "
           "barriers; collectives: symtriton's counted by wrapping torch.distributed, DDP's "
           "c10d ops over one extra step; with 1 worker our kvstore skips communication, DDP "
-          "still all-reduces; ms in collectives includes waiting for the peer; CPU time / "
-          "wall: the worker process's CPU seconds over the timed window, mean over ranks, "
-          "below 1 when it waits or other processes take its core)")
+          "still all-reduces; ms in collectives: symtriton's time starting them and waiting "
+          "for them (those started during the backward included), with the wait for the "
+          "peer; CPU time / wall: the worker process's CPU seconds over the timed window, "
+          "mean over ranks, below 1 when it waits or other processes take its core)")
     print()
-    print_results(workers, sym, ddp)
+    for m in models:
+        print_results(m, workers, *results[m])
     print(f"total benchmark time {time.perf_counter() - t_start:.1f} s")
     return None
 

@@ -34,7 +34,8 @@ names rank 0.
 Ending
 ------
 At exit (``atexit``, also after an uncaught error) :meth:`WorkerGroup.close`
-stops the heartbeat thread and *joins* it, marks this worker finished (or
+runs what was registered with :meth:`WorkerGroup.on_close` (waiting for
+gradient reductions no push collected), stops the heartbeat thread and *joins* it, marks this worker finished (or
 failed, after an uncaught exception), and destroys the process group it made.
 A thread still inside a C++ call of the store when the interpreter finalizes is
 ended by ``pthread_exit``, whose unwinding through torch's C++ frames aborts the
@@ -148,6 +149,7 @@ class WorkerGroup:
         self._heartbeat_store = self._new_store()
         self._probe_store = self._new_store()
         self._thread = None
+        self._on_close = []           # on_close: run first in close()
         if self._heartbeat_store is not None:
             self._heartbeat_store.add(self._key("hb", self.rank), 1)
             self._thread = threading.Thread(target=self._heartbeat, name="symtriton-heartbeat",
@@ -342,6 +344,12 @@ class WorkerGroup:
         if self._closed:
             return
         self._closed = True
+        for fn in self._on_close:
+            try:
+                fn()
+            except Exception as e:   # noqa: BLE001 - exiting anyway; say it under dist logs
+                _LOG.debug("rank %s: at close: %s", self.rank, e)
+        self._on_close = []
         self._stop.set()
         if self._thread is not None:
             # bounded: one store call times out after _STORE_OP_TIMEOUT_S
@@ -360,6 +368,11 @@ class WorkerGroup:
             except Exception as e:   # noqa: BLE001 - exiting anyway; say it under dist logs
                 _LOG.debug("rank %s: destroy_process_group: %s", self.rank, e)
         self._heartbeat_store = self._probe_store = self._rendezvous_store = None
+
+    def on_close(self, fn):
+        """Call ``fn()`` when this worker closes, before the process group goes
+        (a kvstore waits there for reductions nobody collected)."""
+        self._on_close.append(fn)
 
     @property
     def failed(self):

@@ -26,7 +26,7 @@ from .context import Context, current_context, device_guard
 from .executor_rows import plan_row_reads
 from .executor_rowsplit import RowSplitter
 from .executor_sparse import SparseShadows, is_sparse, new_array
-from .launcher import bind_launches, run_bound
+from .launcher import BoundLaunches, bind_launches, run_bound
 from .ndarray import NDArray, as_ndarray, empty
 from .ndarray import torch_dtype
 
@@ -146,6 +146,7 @@ class Executor:
         self._infer_prog = None
         self._buffers = {}
         self._bound = {}            # (id(program), phase) -> launches bound to our arrays
+        self._bwd_marks = None      # set_backward_marks: (marks, bound list, marked list)
         self._head_grads = {}
         self._last_train = False
         self.outputs = []
@@ -388,11 +389,39 @@ class Executor:
         if self._row_split is not None:
             self._row_split.before_backward()
         with device_guard(self._ctx):
-            run_bound(self._launches(prog, "bwd"))
+            run_bound(self._marked(self._launches(prog, "bwd")))
         if self._shadows:
             self._shadows.after_backward(self.arg_dict)
         if self._rows:
             threads.run(None, self._rows.after_backward, self.grad_dict)
+
+    def set_backward_marks(self, marks):
+        """Call ``marks[i]()`` right after backward launch ``i`` of the training
+        Program (positions in ``launches_in("bwd")``); ``None`` or ``{}``: no calls.
+
+        A mark sees the arrays that launch and the ones before it wrote (a
+        distributed kvstore starts reducing a gradient there, see
+        runtime/kvstore_overlap.py); it runs inside the launch list, under
+        ``torch.inference_mode``.
+        """
+        self._bwd_marks = (dict(marks), None, None) if marks else None
+
+    def _marked(self, bound):
+        """``bound`` with the marks of :meth:`set_backward_marks` run after their launches."""
+        if self._bwd_marks is None:
+            return bound
+        marks, source, marked = self._bwd_marks
+        if source is not bound:
+            marked = BoundLaunches(bound)
+            marked.names, marked.ids = bound.names, bound.ids
+            marked.host_threads = bound.host_threads
+            # what else the list carries (how the thread policy may run it) stays
+            marked.__dict__.update(bound.__dict__)
+            for i, mark in marks.items():
+                if 0 <= i < len(bound):
+                    marked[i] = _then(bound[i], mark)
+            self._bwd_marks = (marks, bound, marked)
+        return marked
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes, sharing memory as mxnet's does.
@@ -604,6 +633,14 @@ class _BufferPool:
 
     def nbytes(self):
         return sum(t.element_size() * t.numel() for t in self.tensors)
+
+
+def _then(run, mark):
+    """A launch's ``run`` followed by ``mark()``."""
+    def run_then_mark():
+        run()
+        mark()
+    return run_then_mark
 
 
 def _output_dtypes(prog):

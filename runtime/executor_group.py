@@ -34,6 +34,7 @@ from .executor import placement
 from .ndarray import as_ndarray, empty
 from .ndarray_sparse import BaseSparseNDArray
 from .executor_sparse import array_nbytes, is_sparse, new_array
+from .kvstore_overlap import eligible_owner, mark_eligible
 from .ndarray import torch_dtype
 
 _LOG = logging.getLogger(__name__)
@@ -236,6 +237,7 @@ class DataParallelExecutorGroup:
         self._default_execs = None
         self._exec_cache = {}
         self._monitors = []
+        self._armed = {}      # id(executor) -> (executor, the overlap plan it is marked for)
         self.data_arrays = None
         self.label_arrays = None
         self.param_arrays = None
@@ -343,6 +345,63 @@ class DataParallelExecutorGroup:
         else:
             self.input_grad_arrays = None
         self.aux_arrays = [[e.aux_dict[name] for e in self.execs] for name in self.aux_names]
+        self._mark_overlap_eligible()
+
+    # -- gradients a distributed kvstore reduces during backward (kvstore_overlap) -----
+    def _mark_overlap_eligible(self):
+        """Tag the gradients a dist_sync push may reduce while the backward runs: one
+        executor, ``grad_req='write'``, dense, computed by the executor's own launches.
+        Arrays shared with a group bound before (bucketing) keep that group's tag."""
+        if not self.for_training or len(self.execs) != 1:
+            return
+        exe = self.execs[0]
+        if getattr(exe, "_rows", None) or getattr(exe, "_shadows", None) or \
+                not hasattr(exe, "set_backward_marks"):
+            return
+        for name, grads in zip([n for n in self.arg_names if n in self.param_names],
+                               self.grad_arrays):
+            g = grads[0]
+            if g is not None and self.grad_req.get(name) == 'write' and not is_sparse(g) \
+                    and eligible_owner(g) is None:
+                mark_eligible(g, self)
+
+    @staticmethod
+    def _last_touch(exe):
+        """Gradient name -> position of the last backward launch that touches it."""
+        prog = getattr(exe, "_train_prog", None)
+        if prog is None:
+            return None
+        last = {}
+        for pos, ln in enumerate(prog.launches_in("bwd")):
+            for arg in ln.args:
+                if arg[0] == "grad":
+                    last[arg[1]] = pos
+        return last
+
+    def gradient_finish(self, grads):
+        """Per array of ``grads`` (this group's gradients), the backward launch after
+        which it is final (-1: no launch writes it); None where that is not known."""
+        if len(self.execs) != 1:
+            return None
+        exe = self.execs[0]
+        last = self._last_touch(exe)
+        if last is None:
+            return None
+        names = {id(g): n for n, g in exe.grad_dict.items()}
+        if any(id(g) not in names for g in grads):
+            return None
+        return [last.get(names[id(g)], -1) for g in grads]
+
+    def _arm_overlap(self, exe):
+        """Mark ``exe``'s backward launches for the overlap plan its gradients carry."""
+        first = next((g[0] for g in self.grad_arrays or [] if g[0] is not None), None)
+        plan = getattr(first, "_overlap_plan", None)
+        armed = self._armed.get(id(exe))
+        if (armed[1] if armed else None) is plan or not hasattr(exe, "set_backward_marks"):
+            return
+        last = self._last_touch(exe) if plan is not None else None
+        exe.set_backward_marks(plan.marks_for(exe.grad_dict, last) if last else None)
+        self._armed[id(exe)] = (exe, plan)
 
     def bind_exec(self, data_shapes, label_shapes, shared_group=None, reshape=False):
         """Bind executors on their respective devices.
@@ -667,6 +726,8 @@ class DataParallelExecutorGroup:
             out_grads = []
         elif isinstance(out_grads, torch.Tensor):
             out_grads = [out_grads]
+        if len(self.execs) == 1:
+            self._arm_overlap(self.execs[0])
         for i, (exec_, islice) in enumerate(zip(self.execs, self.slices)):
             out_grads_slice = []
             for grad, axis in zip(out_grads, self.output_layouts):

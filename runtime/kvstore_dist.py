@@ -27,6 +27,13 @@ difference instead of a reduction of mismatched buffers (its peers then fail at 
 next collective, naming it as lost). Float16 and bfloat16 pushes (and jobs of more
 than 8,192 workers) exchange the summary in an all-gather of its own first.
 
+A Module's gradients are reduced while its backward still runs: the first push of
+a set of keys lets the workers agree on buckets in the order the backward finishes
+the gradients, each all-reduced asynchronously from the backward launch that
+finishes it, and the push waits on those reductions (:mod:`runtime.kvstore_overlap`,
+which lists where the plain path above is kept instead; ``SYMTRITON_DIST_OVERLAP=0``
+on every worker keeps it always).
+
 row_sparse values (:mod:`runtime.kvstore_sparse`): ``init`` broadcasts rank 0's rows;
 a push all-gathers each worker's row count, then its rows and row ids (padded to the
 largest count), and every worker sums them in rank order; ``row_sparse_pull`` reads
@@ -42,7 +49,8 @@ import torch
 from compiler.errors import MXNetError
 from . import kvstore_sparse as kvs
 from .dist_group import join
-from .kvstore_local import KVStore
+from .kvstore_local import KVStore, key_value_pairs
+from .kvstore_overlap import OverlapPlan, eligible_owner
 from .ndarray import torch_dtype
 
 __all__ = ["DistSyncKVStore", "bucket_tensors"]
@@ -124,6 +132,8 @@ class DistSyncKVStore(KVStore):
         super().__init__(kv_type)
         self._group = join(kv_type)
         self._limit = _bucket_bytes()
+        self._plans = {}          # tuple of pushed keys -> OverlapPlan, or None: plain path
+        self._collected = None    # the sums a plan gave this push (_combine has no work)
 
     @property
     def rank(self):
@@ -146,8 +156,66 @@ class DistSyncKVStore(KVStore):
         with self._group.collective(f"broadcast of {len(dense)} initial values from rank 0"):
             _flat_collective(dense, lambda f: dist.broadcast(f, src=0), self._limit)
 
+    # -- gradients reduced while the backward runs (runtime/kvstore_overlap.py) -----
+    def _pushed_sums(self, key, value):
+        if self.num_workers > 1:
+            pairs = key_value_pairs(key, value, "push")
+            keys = tuple(k for k, _ in pairs)
+            if keys not in self._plans:
+                self._plans[keys] = self._agree_plan(pairs)
+            plan = self._plans[keys]
+            if plan is not None and plan.matches(pairs):
+                self._collected = plan.collect()
+                return self._collected
+        return super()._pushed_sums(key, value)
+
+    def _plan_here(self, pairs):
+        """The plan this worker would use for a push of ``pairs``, or None."""
+        if self._compression is not None or not pairs or \
+                os.environ.get("SYMTRITON_DIST_OVERLAP", "1") == "0":
+            return None
+        owner = eligible_owner(pairs[0][1][0])
+        if owner is None:
+            return None
+        for k, vals in pairs:
+            stored = self._store.get(k)
+            if stored is None or len(vals) != 1 or eligible_owner(vals[0]) is not owner or \
+                    kvs.is_sparse(stored) or kvs.is_sparse(vals[0]) or \
+                    torch_dtype(vals[0]) != torch_dtype(stored) or \
+                    vals[0].device != stored.device or \
+                    tuple(vals[0].shape) != tuple(stored.shape):
+                return None
+        grads = [vals[0] for _, vals in pairs]
+        finish = owner.gradient_finish(grads)
+        if finish is None:
+            return None
+        return OverlapPlan(self._group, [k for k, _ in pairs], grads, finish, self._limit)
+
+    def _agree_plan(self, pairs):
+        """Decide, with every worker, whether pushes of these keys use a plan: one
+        all-gather of (eligible, bucket layout, key summary) per set of keys."""
+        import torch.distributed as dist
+        plan = self._plan_here(pairs)
+        keys = [k for k, _ in pairs]
+        names = "\0".join(map(str, keys)).encode()
+        numel = sum(_sized(v[0]).numel() for _, v in pairs)
+        mine = torch.tensor([plan is not None, plan.layout() if plan else 0, len(keys),
+                             numel, zlib.crc32(names)], dtype=torch.int64)
+        everyone = [torch.empty_like(mine) for _ in range(self.num_workers)]
+        with self._group.collective(f"agreement on the buckets of {len(keys)} keys"):
+            dist.all_gather(everyone, mine)
+        if plan is None or any(not torch.equal(e, mine) for e in everyone):
+            return None     # the plain path (whose key check names a mismatch)
+        for g in plan.buckets:
+            for grad in g.grads:
+                grad._overlap_plan = plan
+        return plan
+
     def _combine(self, merged):
         import torch.distributed as dist
+        if merged is self._collected:      # reduced by a plan already
+            self._collected = None
+            return
         if self.num_workers == 1 or not merged:
             return
         if any(kvs.is_sparse(m) for _, m in merged):

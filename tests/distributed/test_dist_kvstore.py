@@ -75,8 +75,9 @@ def test_dist_sync_compresses_each_workers_sum(tmp_path):
             np.testing.assert_allclose(res[f"after:{k}"], np.full_like(res[f"after:{k}"], 1.5))
 
 
-def _mlp_reference(results, world):
-    """One process, kvstore='local', each step on the workers' batches concatenated."""
+def _mlp_reference(results, world, halve_at=None):
+    """One process, kvstore='local', each step on the workers' batches concatenated
+    (the gradients halved before the update of step ``halve_at``)."""
     batch = worker.MLP_BATCH * world
     mod = mx.mod.Module(mlp(hidden=(32,), classes=4), context=mx.cpu())
     mod.bind([("data", (batch, 10))], [("softmax_label", (batch,))])
@@ -86,6 +87,9 @@ def _mlp_reference(results, world):
         x = np.concatenate([res[f"data:{i}"] for res in results])
         y = np.concatenate([res[f"label:{i}"] for res in results])
         mod.forward_backward(mx.io.DataBatch([mx.nd.array(x)], [mx.nd.array(y)]))
+        if i == halve_at:
+            for grads in mod._exec_group.grad_arrays:
+                grads[0] *= 0.5
         mod.update()
     return {k: v.asnumpy() for k, v in mod.get_params()[0].items()}
 
@@ -107,6 +111,30 @@ def test_dist_sync_mlp_equals_one_process_on_concatenated_batches(tmp_path, worl
         np.testing.assert_array_equal(v.asnumpy(), got[k])
     moved = max(float(np.abs(got[k] - _section(results[0], "init")[k]).max()) for k in got)
     assert moved > 1e-2, "training did not change the parameters"
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+@pytest.mark.parametrize("job", ["mlp_overlap", "mlp_overlap_local_update"])
+def test_gradients_reduced_during_backward_equal_one_process(tmp_path, job):
+    """A bucket per gradient, each all-reduced from the backward launch that finishes
+    it (kvstore_overlap): the same parameters as one process on the concatenated
+    batches, also after a second backward and an in-place edit of the gradients
+    between backward and update (both re-send the buckets at the push)."""
+    launch.run(job, 2, tmp_path)
+    results = _load(tmp_path, 2)
+    _assert_identical_workers(results)
+    steps = len(results[0]["keys"])
+    assert steps == worker.MLP_STEPS
+    assert int(results[0]["on_kvstore"]) == (job == "mlp_overlap")
+    n_grads = len(_section(results[0], "final"))
+    for res in results:
+        # the first push agrees on the plan and sends everything; after that the
+        # backward sends every bucket, and the pushes of steps 1 and 2 send them again
+        assert int(res["fired_in_backward"]) == n_grads * (steps - 1)
+        assert int(res["fired_at_push"]) == n_grads * 3
+    ref = _mlp_reference(results, 2, halve_at=2)
+    got = _section(results[0], "final")
     for k in ref:
         np.testing.assert_allclose(got[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
 

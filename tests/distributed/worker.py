@@ -131,6 +131,46 @@ def mlp_job(kv_type, out, epochs=1, steps=MLP_STEPS, batch=MLP_BATCH, kill_at=No
     print(f"rank {kv.rank}: accuracy {acc:.3f}", flush=True)
 
 
+def mlp_overlap_job(out, on_kvstore):
+    """dist_sync through a hand-written loop, a bucket per gradient (a tiny bucket cap),
+    so that each gradient is all-reduced from the backward launch that finishes it.
+    Batch 1 runs backward twice (the gradients are written again after their buckets
+    were sent); after batch 2's backward the loop halves every gradient in place (the
+    user's own edit, after the buckets were sent): the pushes must reduce the values
+    they are given. ``on_kvstore``: MXNET_UPDATE_ON_KVSTORE=1, else 0 (the workers
+    update, the store only sums)."""
+    os.environ["SYMTRITON_DIST_BUCKET_MB"] = "0.0001"
+    os.environ["MXNET_UPDATE_ON_KVSTORE"] = "1" if on_kvstore else "0"
+    from runtime import kvstore_overlap
+    kv = mx.kv.create("dist_sync")
+    mx.random.seed(100 + kv.rank)
+    n = kv.num_workers * MLP_BATCH * MLP_STEPS
+    x, y = blobs(n)
+    train = mx.io.NDArrayIter(x, y, batch_size=MLP_BATCH, num_parts=kv.num_workers,
+                              part_index=kv.rank)
+    mod = mx.mod.Module(mlp(hidden=(32,), classes=4), context=mx.cpu())
+    mod.bind(train.provide_data, train.provide_label)
+    mod.init_params(mx.init.Xavier())
+    mod.init_optimizer(kvstore=kv, optimizer='sgd', optimizer_params=SGD)
+    initial = _params(mod)
+    rec = Recorder()
+    for i, batch in enumerate(train):
+        mod.forward_backward(batch)
+        if i == 1:
+            mod.backward()
+        if i == 2:
+            for grads in mod._exec_group.grad_arrays:
+                grads[0] *= 0.5
+        mod.update()
+        rec.data.append(batch.data[0].asnumpy())
+        rec.label.append(batch.label[0].asnumpy())
+        rec.keys.append(-1)
+    stats = kvstore_overlap.STATS
+    _save(out, kv, initial, mod, rec, on_kvstore=np.int64(mod._update_on_kvstore),
+          fired_in_backward=np.int64(stats["fired_in_backward"]),
+          fired_at_push=np.int64(stats["fired_at_push"]))
+
+
 def lstm_job(kv_type, out):
     kv = mx.kv.create(kv_type)
     mx.random.seed(100 + kv.rank)
@@ -407,6 +447,8 @@ def main(job, out):
     elif job == "kv_api_async_late_apply":
         _late_async_apply()
         kv_api_job("dist_async", out)
+    elif job in ("mlp_overlap", "mlp_overlap_local_update"):
+        mlp_overlap_job(out, on_kvstore=job == "mlp_overlap")
     elif job == "lstm_sync":
         lstm_job("dist_sync", out)
     else:
