@@ -5,8 +5,8 @@ the environment (:func:`offline`; ``SYMTRITON_FORCE_RECOMPILE`` through
 :func:`_flag`), the cache directories this process found it cannot write (reported
 once with a warning; the process then keeps its Programs in memory and its kernels
 in a private directory, see ``kernel_files``), and the counters of
-:func:`cache_stats`. Everything else in ``compiler/artifacts/cache*.py`` and
-``kernel_files.py`` builds on this module, which imports none of them.
+:func:`cache_stats`. It imports no other cache module: ``kernel_files``,
+``cache_entries`` and ``cache`` build on it.
 """
 from __future__ import annotations
 
