@@ -39,7 +39,7 @@ import time
 
 import torch
 
-from compiler.artifacts import cache
+from compiler.artifacts import cache, kernel_files
 from compiler.triton.cubin import launch_kwargs, use_triton_cache
 from compiler.errors import MXNetError
 
@@ -73,7 +73,7 @@ def load_module(source_hash: str):
     module = _MODULES.get(source_hash)
     if module is not None:
         return module
-    fresh = cache.fresh_kernel(source_hash)   # written by this process: its own bytes
+    fresh = kernel_files.fresh_kernel(source_hash)   # written by this process: its own bytes
     path, data = fresh if fresh is not None else _checked_kernel(source_hash)
     if b"import triton" in data:
         from compiler.triton.mode import ensure_mode
@@ -85,7 +85,8 @@ def load_module(source_hash: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     _MODULES[source_hash] = module
-    cache.bump("kernels_compiled" if cache.generated_here(source_hash) else "kernels_loaded")
+    cache.bump("kernels_compiled" if kernel_files.generated_here(source_hash)
+               else "kernels_loaded")
     return module
 
 
@@ -93,7 +94,7 @@ def _checked_kernel(source_hash: str):
     """``(path, bytes)`` of a cached kernel file, its directories trusted and its bytes
     matching their hash."""
     try:
-        path = cache.trusted_kernel_path(source_hash)   # UntrustedCacheError propagates
+        path = kernel_files.trusted_kernel_path(source_hash)   # UntrustedCacheError propagates
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
@@ -110,15 +111,15 @@ _TRITON_CACHE_SET = []
 
 def _point_triton_at_cache_dir():
     """Once per GPU process: Triton keeps its compiled kernels in ``<cache dir>/triton``
-    (``compiler.artifacts.cache.triton_dir``), where ``symtriton compile --target cuda:<arch>``
-    put them under the keys these launches compute, so an ahead-of-time directory
-    runs with no Triton compile. A ``TRITON_CACHE_DIR`` the user set wins."""
+    (``compiler.artifacts.kernel_files.triton_dir``), where ``symtriton compile
+    --target cuda:<arch>`` put them under the keys these launches compute, so an
+    ahead-of-time directory runs with no Triton compile. A ``TRITON_CACHE_DIR`` the user set wins."""
     if _TRITON_CACHE_SET:
         return
     _TRITON_CACHE_SET.append(True)
     if os.environ.get("TRITON_CACHE_DIR"):
         return
-    path = cache.triton_dir()        # UntrustedCacheError propagates
+    path = kernel_files.triton_dir()        # UntrustedCacheError propagates
     if path is not None:
         use_triton_cache(path)
 

@@ -244,11 +244,11 @@ def update_function(spec):
     """The generated update function of ``spec`` (rendered, cached as a kernel file, loaded)."""
     fn = _FUNCTIONS.get(spec.key)
     if fn is None:
-        from compiler.artifacts import cache
+        from compiler.artifacts import kernel_files
         from .launcher import load_module
         source = render(spec)
         h = hashlib.sha256(source.encode()).hexdigest()[:24]
-        cache.write_kernel(h, source)
+        kernel_files.write_kernel(h, source)
         fn = load_module(h).update
         _FUNCTIONS[spec.key] = fn
     return fn

@@ -93,11 +93,11 @@ _PTRS: dict = {}
 def _kernel_for(spec: _Spec):
     fn = _KERNELS.get(spec.key)
     if fn is None:
-        from compiler.artifacts import cache
+        from compiler.artifacts import kernel_files
         from .launcher import load_kernel
         source = spec.render()
         h = hashlib.sha256(source.encode()).hexdigest()[:24]
-        cache.write_kernel(h, source)
+        kernel_files.write_kernel(h, source)
         fn = load_kernel(h)
         _KERNELS[spec.key] = fn
     return fn
@@ -110,7 +110,7 @@ def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> li
     kernel source in the cache: the Triton kernel for ``interpret`` / ``cuda:<arch>``
     targets, the foreach function for ``cpu``. Returns the sources' hashes.
     """
-    from compiler.artifacts import cache
+    from compiler.artifacts import kernel_files
     clip = optimizer.clip_gradient
     has_clip = clip is not None and bool(clip) and float(clip) >= 0
     hashes = []
@@ -128,7 +128,7 @@ def precompile(optimizer, dtypes=(torch.float32,), targets=("interpret",)) -> li
                 ([spec.render()] if any(t != "cpu" for t in targets) else [])
         for source in sources:
             h = hashlib.sha256(source.encode()).hexdigest()[:24]
-            cache.write_kernel(h, source)
+            kernel_files.write_kernel(h, source)
             if h not in hashes:
                 hashes.append(h)
     return hashes

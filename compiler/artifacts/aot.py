@@ -49,7 +49,7 @@ import shutil
 import sys
 import time
 
-from . import cache, cache_trust
+from . import cache, cache_entries, cache_keys, cache_trust, kernel_files
 from .atomic import atomic_write_bytes, atomic_write_text
 from ..frontend.batch_slices import split_input_slice
 from .compile import canonical_graph_json, compile_record
@@ -61,8 +61,8 @@ MANIFEST = "symtriton-manifest.json"
 #: 2: every program records its compile inputs (``compile``) and the symbols are stored
 #: under ``symbols/``, so ``symtriton cache verify --rebuild`` can regenerate everything.
 FORMAT = 2
-SYMBOLS = cache.SYMBOLS
-TRITON_DIR = cache.TRITON_DIR
+SYMBOLS = cache_entries.SYMBOLS
+TRITON_DIR = kernel_files.TRITON_DIR
 
 
 class AOTError(MXNetError):
@@ -210,12 +210,12 @@ def program_key(symbol, shapes, for_training, grad_req, is_train, target, dtypes
     parts = program_parts(symbol, all_argument_shapes(symbol, shapes), for_training,
                           dict(grad_req or {}), is_train, target,
                           all_dtypes(symbol, dict(dtypes or {})), loss_scale)
-    return cache.make_key(parts), parts
+    return cache_keys.make_key(parts), parts
 
 
 def symbol_file(symbol) -> str:
     """Where a compiled symbol's JSON is stored: ``symbols/<sha256 prefix>.json``."""
-    return cache.symbol_file(symbol.tojson(remove_amp_cast=False))
+    return cache_entries.symbol_file(symbol.tojson(remove_amp_cast=False))
 
 
 def sha_file(path) -> str:
@@ -246,7 +246,7 @@ def _versions() -> dict:
         out["symtriton"] = version("symtriton")
     except Exception:
         out["symtriton"] = "checkout"
-    cache_versions = getattr(cache, "_versions", None)
+    cache_versions = getattr(cache_keys, "_versions", None)
     if cache_versions is not None:
         out["cache"] = cache_versions()
     return out
@@ -407,7 +407,7 @@ def _compile_aot(symbol, sym_gen, bucket_keys, shapes, shapes_json, train, predi
                             continue
                         job = {"key": pkey, "bucket": key, "contexts": [ctx_i], "target": target,
                                "mode": mname, "inputs": {k: list(v) for k, v in sl.items()},
-                               "description": cache.describe_key(parts),
+                               "description": cache_keys.describe_key(parts),
                                "compile": compile_record(sym_file, sl, ft, g, it, target,
                                                          dtypes),
                                "_call": (s, sl, ft, g, it, target, dtypes)}

@@ -16,7 +16,7 @@ from the symbols it lists.
 * every path the manifest names must be relative, free of ``..`` and resolve (after
   symlinks) inside DIR; any other path is a problem and is never opened;
 * the sha256 of every file the manifest lists, then every program entry
-  (``cache.verify_cache``: checksums, versions; nothing outside DIR is read);
+  (``cache_entries.verify_cache``: checksums, versions; nothing outside DIR is read);
 * anything the runtime would refuse to load (``cache_trust.audit``: not owned by
   you or root, group- or world-writable, symlinks leading out of DIR).
 
@@ -56,7 +56,7 @@ import stat
 import tempfile
 from contextlib import contextmanager
 
-from . import aot, cache, cache_trust
+from . import aot, cache_entries, cache_keys, cache_trust
 from .atomic import atomic_write_bytes, atomic_write_text
 from ..errors import MXNetError
 
@@ -120,7 +120,7 @@ def verify_dir(root, rebuild: bool = False, repair: bool = False, repaired=None)
         elif not os.path.isdir(os.path.join(root, "programs", key)):
             problems.append(f"programs/{key}: missing")
     seen = {x.split(":", 1)[0] for x in problems}
-    for pr in cache.verify_cache(root):
+    for pr in cache_entries.verify_cache(root):
         if f"programs/{pr.split(':', 1)[0]}" not in seen:
             problems.append(f"programs/{pr}")
     problems += [f"{rel}: {why}" for rel, why in cache_trust.audit(root)]
@@ -149,7 +149,7 @@ def _unrepaired(problems, repaired) -> list:
 
 def _verify_runtime_dir(root, rebuild, repair, repaired) -> list:
     """:func:`verify_dir` of a directory without a directory manifest (run-time cache)."""
-    problems = [f"programs/{pr}" for pr in cache.verify_cache(root)]
+    problems = [f"programs/{pr}" for pr in cache_entries.verify_cache(root)]
     problems += _misnamed(root)
     problems += [f"{rel}: {why}" for rel, why in cache_trust.audit(root)]
     if rebuild:
@@ -164,7 +164,7 @@ def _misnamed(root) -> list:
     """Kernel and symbol files whose content does not hash to their name."""
     problems = []
     for folder, pattern in (("kernels", re.compile(r"k_([0-9a-f]{24})\.py")),
-                            (cache.SYMBOLS, re.compile(r"([0-9a-f]{24})\.json"))):
+                            (cache_entries.SYMBOLS, re.compile(r"([0-9a-f]{24})\.json"))):
         path = os.path.join(root, folder)
         if not os.path.isdir(path) or not cache_trust.inside(path, root):
             continue
@@ -189,12 +189,12 @@ def _entry_records(root, problems) -> list:
             continue
         path, why = safe_path(root, f"programs/{key}/manifest.json")
         if path is None:
-            continue            # reported by cache.verify_cache
+            continue            # reported by cache_entries.verify_cache
         try:
             with open(path, encoding="utf-8") as f:
                 rec = json.load(f).get("compile")
         except (OSError, ValueError, AttributeError):
-            continue            # reported by cache.verify_cache
+            continue            # reported by cache_entries.verify_cache
         if not isinstance(rec, dict):
             problems.append(f"programs/{key}: records no compile inputs (written by an older "
                             f"symtriton), so it cannot be rebuilt; remove it (the next run "
@@ -232,7 +232,7 @@ def rebuild_problems(root, m, programs, repair=False, repaired=None) -> list:
                 f"'symtriton compile' to make it checkable"]
     built = (m.get("versions") or {}).get("cache") if isinstance(m.get("versions"), dict) \
         else None
-    ours = cache._versions()
+    ours = cache_keys._versions()
     if built != ours:
         diff = ", ".join(f"{k} {(built or {}).get(k)!r} != {v!r}" for k, v in sorted(ours.items())
                          if (built or {}).get(k) != v)
@@ -511,4 +511,4 @@ def _with_stored_timings(built: bytes, stored: bytes) -> bytes:
 def _with_program_checksum(built: bytes, program: bytes) -> bytes:
     doc = json.loads(built)
     doc["files"]["program.json"] = hashlib.sha256(program).hexdigest()
-    return json.dumps(doc, sort_keys=True).encode()     # as cache._write_entry writes it
+    return json.dumps(doc, sort_keys=True).encode()     # as cache_entries._write_entry writes it

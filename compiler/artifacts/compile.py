@@ -6,7 +6,7 @@ import logging
 import os
 import time
 
-from . import cache
+from . import cache, cache_entries, cache_keys, kernel_files
 from ..ir.dtypes import fp32_matmul_precision
 from ..errors import MXNetError
 from ..frontend.collector import gc_paused
@@ -133,17 +133,17 @@ def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dt
     loss_scale = bool(loss_scale and for_training)
     parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
                           loss_scale)
-    key = cache.make_key(parts)
+    key = cache_keys.make_key(parts)
 
     def build():
         if "compiles" in os.environ.get("SYMTRITON_LOG", ""):
-            log.warning("symtriton: compiling %s (key %s)", cache.describe_key(parts), key)
+            log.warning("symtriton: compiling %s (key %s)", cache_keys.describe_key(parts), key)
         return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
                       loss_scale, given)
 
     def record():
         text = symbol.tojson(remove_amp_cast=False)
-        return text, compile_record(cache.symbol_file(text), shapes, for_training, grad_req,
+        return text, compile_record(cache_entries.symbol_file(text), shapes, for_training, grad_req,
                                     is_train, target, dtypes, loss_scale)
 
     prog = cache.lookup(key, parts, build, record)
@@ -250,7 +250,7 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     graph = symbol.to_graph() if graph is None else graph
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
                                  is_train, timings, dtypes, loss_scale, inferred)
-    sources = cache.KernelSources()      # kernel files written while the rest renders
+    sources = kernel_files.KernelSources()      # kernel files written while the rest renders
     t1 = time.perf_counter()
     try:
         launches, group_ops = build_program(g, groups, plan, target, sources)

@@ -191,11 +191,11 @@ def test_pointer_alignment_follows_element_offsets():
 
 
 def test_triton_cache_that_others_may_write_is_refused(tmp_path, monkeypatch):
-    from compiler.artifacts import cache, cache_trust
+    from compiler.artifacts import cache_trust, kernel_files
     root = tmp_path / "cache"
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(root))
     cache_trust.forget_checks()
-    path = cache.triton_dir()
+    path = kernel_files.triton_dir()
     assert path == str(root / "triton") and os.path.isdir(path)
     entry = root / "triton" / "ENTRY"
     entry.mkdir()
@@ -203,9 +203,9 @@ def test_triton_cache_that_others_may_write_is_refused(tmp_path, monkeypatch):
     os.chmod(entry / "kernel.cubin", 0o666)
     cache_trust.forget_checks()
     with pytest.raises(cache_trust.UntrustedCacheError, match="kernel.cubin"):
-        cache.triton_dir()
+        kernel_files.triton_dir()
     os.chmod(entry / "kernel.cubin", 0o644)
-    assert cache.triton_dir() == path
+    assert kernel_files.triton_dir() == path
 
 
 def test_entries_written_under_umask_002_pass_the_trust_check(tmp_path):
@@ -217,7 +217,7 @@ import os, sys, json
 sys.path.insert(0, os.getcwd())
 os.umask(0o002)
 import module_api as mx
-from compiler.artifacts import cache, cache_trust
+from compiler.artifacts import cache, cache_trust, kernel_files
 from compiler.triton import cubin
 from compiler.artifacts.compile import compile_symbol
 net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=4),

@@ -20,7 +20,7 @@ import time
 import pytest
 
 import compiler
-from compiler.artifacts import cache
+from compiler.artifacts import cache, cache_entries, cache_keys
 from compiler.ir import rendering
 from compiler.artifacts.compile import all_argument_shapes, compile_symbol, program_parts
 from compiler.errors import MXNetError
@@ -77,7 +77,7 @@ def _spawn(cache_dir, **extra):
 def current_compiler_hash(monkeypatch):
     """Hash the compiler sources now, as the child processes will (this process may have
     cached the hash of an older checkout earlier in the session)."""
-    monkeypatch.setattr(cache, "_COMPILER_HASH", None)
+    monkeypatch.setattr(cache_keys, "_COMPILER_HASH", None)
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_concurrent_processes_build_a_key_once(fresh_cache, tmp_path):
     assert len({r["program"] for r in results}) == 1          # identical Programs
     assert sum(r["compiles"] for r in results) == 1           # built once (the lock)
     assert sum(r["disk_hits"] for r in results) == 3
-    assert cache.verify_cache(str(fresh_cache)) == []
+    assert cache_entries.verify_cache(str(fresh_cache)) == []
     assert _program_dirs(fresh_cache) == _entries(fresh_cache)   # no temp dirs left
     assert len(_entries(fresh_cache)) == 1                    # one directory per key
     # and this process loads the same Program from disk without compiling
@@ -133,7 +133,7 @@ def _check_repaired(cache_dir):
     cache.clear_memory_cache()
     compiler.reset_cache_stats()
     os.environ["SYMTRITON_CACHE_DIR"] = str(cache_dir)
-    before = cache.verify_cache(str(cache_dir))
+    before = cache_entries.verify_cache(str(cache_dir))
     prog = _compile_here()
     st = compiler.cache_stats()
     # the crash left either a good entry (a disk hit) or none/bad (exactly one compile)
@@ -141,7 +141,7 @@ def _check_repaired(cache_dir):
     if before:                                   # a bad entry was detected, not loaded
         assert st["compiles"] == 1
     assert prog.stats["forward_launches"] >= 1
-    assert cache.verify_cache(str(cache_dir)) == []
+    assert cache_entries.verify_cache(str(cache_dir)) == []
     assert len(_entries(cache_dir)) == 1
     assert _program_dirs(cache_dir) == _entries(cache_dir)    # crash leftovers removed
     cache.clear_memory_cache()
@@ -154,7 +154,7 @@ def _check_repaired(cache_dir):
 
 def test_crash_at_each_stage_then_repair(fresh_cache, tmp_path, monkeypatch):
     # ("aside" needs an existing entry to replace: see the next test)
-    stages = [s for s in cache.CRASH_STAGES if s != "aside"]
+    stages = [s for s in cache_entries.CRASH_STAGES if s != "aside"]
     procs = {s: _spawn(tmp_path / f"c-{s}", SYMTRITON_TEST_CRASH_AT=s) for s in stages}
     for stage, p in procs.items():
         _, err = p.communicate(timeout=120)
@@ -164,7 +164,7 @@ def test_crash_at_each_stage_then_repair(fresh_cache, tmp_path, monkeypatch):
         if stage in ("locked", "kernels", "program", "manifest"):
             assert _entries(d) == [], stage       # nothing published yet: invisible
         if stage == "published":
-            assert cache.verify_cache(str(d)) == []
+            assert cache_entries.verify_cache(str(d)) == []
         _check_repaired(d)
 
 
@@ -221,8 +221,8 @@ def test_version_mismatch_rebuilds_online(fresh_cache, caplog):
     reports = [r for r in caplog.records if "other versions" in r.getMessage()]
     assert len(reports) == 1 and "triton" in reports[0].getMessage()
     manifest = json.loads((entry / "manifest.json").read_text())
-    assert manifest["versions"] == cache._versions()          # rebuilt with ours
-    assert cache.verify_cache(str(fresh_cache)) == []
+    assert manifest["versions"] == cache_keys._versions()          # rebuilt with ours
+    assert cache_entries.verify_cache(str(fresh_cache)) == []
     assert _program_dirs(fresh_cache) == _entries(fresh_cache)
 
 
@@ -287,7 +287,7 @@ KEYS = r"""
 import json, sys
 sys.path.insert(0, %(root)r)
 from compiler import symbol as sym
-from compiler.artifacts import cache
+from compiler.artifacts import cache_keys
 from compiler.artifacts.compile import all_argument_shapes, program_parts
 
 def net(act="relu"):
@@ -319,7 +319,7 @@ TABLE = {
 }
 
 def keys():
-    return {name: cache.make_key(parts(**kw)) for name, kw in TABLE.items()}
+    return {name: cache_keys.make_key(parts(**kw)) for name, kw in TABLE.items()}
 
 if __name__ == "__main__":
     print(json.dumps(keys()))
@@ -363,7 +363,7 @@ def test_force_recompile_bypasses_hits(fresh_cache, monkeypatch):
     _compile_here()
     st = compiler.cache_stats()
     assert st["compiles"] == 3 and st["disk_hits"] == 0
-    assert cache.verify_cache(str(fresh_cache)) == []
+    assert cache_entries.verify_cache(str(fresh_cache)) == []
     assert len(_entries(fresh_cache)) == 1
     assert _program_dirs(fresh_cache) == _entries(fresh_cache)
     monkeypatch.delenv("SYMTRITON_FORCE_RECOMPILE")
@@ -376,8 +376,9 @@ def test_lock_timeout_is_a_clear_error(fresh_cache, monkeypatch):
     import filelock
     s = _model()
     shapes = all_argument_shapes(s, {"data": (4, 12), "softmax_label": (4,)})
-    key = cache.make_key(program_parts(s, shapes, True, {n: "write" for n in s.list_arguments()},
-                                       True, "cpu"))
+    key = cache_keys.make_key(program_parts(s, shapes, True,
+                                            {n: "write" for n in s.list_arguments()},
+                                            True, "cpu"))
     os.makedirs(fresh_cache / "locks", exist_ok=True)
     held = filelock.FileLock(str(fresh_cache / "locks" / f"{key}.lock"))
     monkeypatch.setenv("SYMTRITON_CACHE_LOCK_TIMEOUT", "0.2")

@@ -7,7 +7,7 @@ import os
 import pytest
 
 import compiler
-from compiler.artifacts import cache, program
+from compiler.artifacts import cache, kernel_files, program
 from compiler.artifacts.compile import compile_symbol
 from compiler.ir.expr import ops
 from compiler.ir.tile_program import Instr, Store, TileProgram
@@ -59,12 +59,12 @@ def test_kernel_files_written_and_imported_from_the_bytes_written(fresh_cache):
     for h in kernels:
         with open(fresh_cache / "kernels" / f"k_{h}.py", "rb") as f:
             assert hashlib.sha256(f.read()).hexdigest()[:24] == h
-        assert cache.generated_here(h)
+        assert kernel_files.generated_here(h)
     # each kernel is imported once from the bytes this process wrote, then forgotten
-    assert all(h in cache._FRESH for h in kernels)
+    assert all(h in kernel_files._FRESH for h in kernels)
     for h in kernels:
         assert launcher.load_module(h).bind
-        assert h not in cache._FRESH
+        assert h not in kernel_files._FRESH
     assert compiler.cache_stats()["kernels_compiled"] == len(kernels)
 
 
@@ -81,7 +81,7 @@ def test_a_kernel_not_written_here_is_read_back_and_checked(fresh_cache):
 
 
 def test_a_failed_build_waits_for_the_writes_it_started(fresh_cache):
-    sources = cache.KernelSources()
+    sources = kernel_files.KernelSources()
     sources["0" * 24] = "x = 1\n"
     sources["0" * 24] = "x = 1\n"        # the same kernel again: one write
     done = sources.close()

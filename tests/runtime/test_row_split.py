@@ -6,7 +6,7 @@
 * a split run gives the single run's outputs, input gradients and parameter
   gradients (``write``, ``add``, ``null``) up to the rounding of the halves' sum;
 * a backward runs the way its forward ran, whatever the policy says in between;
-* the policy (``runtime/threads.py``) tries ``SPLIT`` as one more count and keeps
+* the policy (``runtime/threads_policy.py``) tries ``SPLIT`` as one more count and keeps
   it only when it measured faster; ``fixed`` never splits.
 """
 import numpy as np

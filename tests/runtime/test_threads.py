@@ -25,8 +25,9 @@ import pytest
 import torch
 
 from compiler.errors import MXNetError
-from runtime import threads
-from runtime.threads import SPLIT, FixedCount, ThreadPolicy, _ladder
+from runtime import threads, threads_policy
+from runtime.threads import SPLIT, FixedCount, ThreadPolicy
+from runtime.threads_policy import _ladder
 
 
 class Key:
@@ -166,7 +167,7 @@ def test_trials_of_more_threads_wait_while_other_tasks_take_the_cores(keys, monk
     """With another runnable task for each core, a trial of more threads is not run
     (it would lose, several runs slower): the policy stays at one thread at no cost
     and backs off; once the cores free up, the trial runs and the threads come back."""
-    monkeypatch.setattr(threads, "_cores", lambda: 2)
+    monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
     others = [2]
     p = ThreadPolicy(others_running=lambda: others[0])
     used = drive(p, 2, table(BUSY), keys, 400)
@@ -181,7 +182,7 @@ def test_trials_of_more_threads_wait_while_other_tasks_take_the_cores(keys, monk
 
 
 def test_one_other_task_on_two_cores_leaves_room_for_no_second_thread(monkeypatch):
-    monkeypatch.setattr(threads, "_cores", lambda: 2)
+    monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
     assert ThreadPolicy(others_running=lambda: 1)._cores_taken(2)
     assert not ThreadPolicy(others_running=lambda: 0)._cores_taken(2)
     assert not ThreadPolicy(others_running=lambda: None)._cores_taken(2)   # unknown
