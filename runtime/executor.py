@@ -821,3 +821,5 @@ def _plan_lines(title, prog, values):
     lines.append(f"Total {len(prog.buffers)} buffers, {total} bytes planned")
     return lines
 
+
+RowSplitter.executor_class = Executor     # the halves are plain Executors

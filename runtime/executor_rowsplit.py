@@ -60,10 +60,10 @@ class _PoolOwner:
     _loss_scaling, _loss_scale = False, None
 
     def __init__(self, exe, k):
-        from .executor import _BufferPool
+        pool_class = type(exe._pool)     # runtime.executor's, not imported: no circle
         pools = getattr(exe._pool, "row_halves", None)
         if pools is None:
-            pools = exe._pool.row_halves = (_BufferPool(), _BufferPool())
+            pools = exe._pool.row_halves = (pool_class(), pool_class())
         self._pool = pools[k]
 
 
@@ -89,6 +89,10 @@ class PhaseSplit:
 
 class RowSplitter:
     """The half executors of one :class:`~runtime.executor.Executor` (module doc)."""
+
+    # the class of the halves: runtime.executor sets it to its Executor (that module
+    # imports this one, so this one cannot import it)
+    executor_class = None
 
     def __init__(self, exe):
         self.exe = exe
@@ -148,7 +152,6 @@ class RowSplitter:
         return self.halves is not None
 
     def _half(self, k):
-        from .executor import Executor
         from .ndarray import as_ndarray
         exe, plan = self.exe, self.plan
         rows = set(plan.rows)
@@ -169,7 +172,7 @@ class RowSplitter:
                 req[n] = "write"
                 grads[n] = as_ndarray(torch.zeros_like(exe.grad_dict[n].as_subclass(
                     torch.Tensor)), exe._ctx)
-        half = Executor(exe._symbol, exe._ctx, args, grads or None, req, {},
+        half = RowSplitter.executor_class(exe._symbol, exe._ctx, args, grads or None, req, {},
                         shared_exec=_PoolOwner(exe, k))
         half.outputs = [part(o) for o in exe.outputs]
         return half
