@@ -2,12 +2,23 @@
 backward marks, the group's "last launch touching each gradient", and the buckets
 (runtime/kvstore_overlap.py)."""
 import numpy as np
+import pytest
 import torch
 
 import module_api as mx
-from runtime import kvstore_overlap
+from runtime import kvstore_overlap, threads
 from runtime.kvstore_overlap import _cut, eligible_owner
 from tests.models import mlp
+
+
+@pytest.fixture(autouse=True)
+def whole_runs():
+    """Launch lists run whole, as the marks need: on a loaded machine the thread policy
+    may try a row-split run (runtime/threads_split.py), whose backward fires no marks
+    (the push then sends the buckets the backward did not)."""
+    threads.reset(threads.FixedCount(torch.get_num_threads()))
+    yield
+    threads.reset()
 
 
 def _trained_module(grad_req="write", contexts=None):
