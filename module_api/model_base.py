@@ -20,7 +20,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from compiler.artifacts.atomic import write_group
+from compiler.artifacts.atomic import pid_alive, write_group
 from compiler.errors import MXNetError
 from runtime.context import cpu
 
@@ -247,20 +247,13 @@ def _sweep_legacy_temps(prefix):
             else:
                 m = pid_style.fullmatch(n)
                 stale = m is not None and int(m.group(1)) != os.getpid() and \
-                    not _pid_alive(int(m.group(1)))
+                    not pid_alive(int(m.group(1)))
             if stale:
                 os.unlink(path)
         except OSError:
             pass
 
 
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
     return True
 
 

@@ -47,7 +47,9 @@ def temp_path(path) -> str:
                                 f"{secrets.token_hex(4)}.{name}")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host may still be running (a process of another
+    user, or one whose state cannot be read, counts as alive: its files are kept)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -84,7 +86,7 @@ def sweep_temps(folder) -> list:
         if m is None or m.group(2) != host:
             continue
         pid = int(m.group(1))
-        if pid == os.getpid() or _pid_alive(pid):
+        if pid == os.getpid() or pid_alive(pid):
             continue
         path = os.path.join(folder, name)
         try:

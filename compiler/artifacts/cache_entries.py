@@ -45,7 +45,7 @@ import tempfile
 import time
 
 from . import cache_trust
-from .atomic import atomic_write_text
+from .atomic import atomic_write_text, pid_alive
 from .cache_keys import _versions, describe_key
 from .cache_state import _MEMORY_ONLY_DIRS, _memory_only, bump, cache_dir, offline
 from .kernel_files import _KERNEL_HASH, write_kernels
@@ -160,7 +160,7 @@ def _remove_leftovers(parent, key):
         parts = rest.split("-")
         if rest.startswith(host + "-") and len(parts) >= 3 and parts[-2].isdigit():
             pid = int(parts[-2])
-            dead = pid == os.getpid() or not _pid_alive(pid)
+            dead = pid == os.getpid() or not pid_alive(pid)
         else:
             try:
                 dead = time.time() - os.stat(path).st_mtime > _STALE_TEMP_SECONDS
@@ -170,13 +170,6 @@ def _remove_leftovers(parent, key):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
     return True
 
 
