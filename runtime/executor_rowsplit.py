@@ -32,6 +32,8 @@ import torch
 
 from compiler.errors import MXNetError
 
+from . import launcher
+
 _WORKER = []            # one worker thread for the process, started on first use
 _WORKER_LOCK = threading.Lock()
 
@@ -78,7 +80,9 @@ class PhaseSplit:
         self.splitter, self.phase, self.forced = splitter, phase, None
 
     def usable(self) -> bool:
-        return self.splitter.usable()
+        # while mx.profiler records, the graph's own launches run, once a phase: the
+        # trace and its counts are the program's, as a user profiling it expects
+        return not launcher.PROFILING and self.splitter.usable()
 
     def prepare(self) -> bool:
         return self.splitter.prepare()

@@ -211,6 +211,27 @@ def test_a_backward_runs_the_way_its_forward_ran():
                                    atol=1e-6, err_msg=n)
 
 
+def test_no_split_while_the_profiler_records(monkeypatch):
+    """A profiled run shows the graph's own launches once a phase (the trace's
+    operators and counts), even where the policy would split."""
+    from runtime import launcher
+    sym, shapes = mlp()
+    req = _requests(sym, shapes)
+    _, _, want = _bind_and_run(sym, shapes, req, None)
+    monkeypatch.setattr(launcher, "PROFILING", True)
+    recorded = len(launcher.RECORD)
+    try:
+        exe, _, got = _bind_and_run(sym, shapes, req, AlwaysSplit())
+    finally:
+        del launcher.RECORD[recorded:]          # no profiler session owns these
+    assert exe._row_split.halves is None
+    for n in want:
+        np.testing.assert_array_equal(got[n], want[n], err_msg=n)
+    monkeypatch.setattr(launcher, "PROFILING", False)
+    exe.forward(is_train=True)
+    assert exe._row_split.halves is not None      # the same executor splits after
+
+
 def test_fixed_and_deterministic_never_split():
     sym, shapes = mlp()
     req = _requests(sym, shapes)
