@@ -159,6 +159,12 @@ def _operand(self, other, what):
     return other
 
 
+def _sparse_operand(x) -> bool:
+    """Whether ``x`` is a csr / row_sparse array (not a tensor): its own method runs."""
+    return getattr(x, "stype", None) in ("csr", "row_sparse") and \
+        not isinstance(x, torch.Tensor)
+
+
 def _binary(name, mx_fn, reverse=False):
     """An arithmetic operator: ``mx_fn`` with mxnet's dtype rules for user code,
     torch's operator of the same name for torch's own callers."""
@@ -167,8 +173,7 @@ def _binary(name, mx_fn, reverse=False):
     def method(self, other):
         if not mxnet_caller():
             return torch_op(self, other)
-        if getattr(other, "stype", None) in ("csr", "row_sparse") and \
-                not isinstance(other, torch.Tensor):
+        if _sparse_operand(other):
             return NotImplemented      # a sparse array's reflected method computes it
         other = _operand(self, other, f"NDArray.{name}")
         if records(self, other):
@@ -190,8 +195,7 @@ def _comparison(name, broadcast_op, scalar_op):
     def method(self, other):
         if not program_caller():
             return torch_op(self, other)
-        if getattr(other, "stype", None) in ("csr", "row_sparse") and \
-                not isinstance(other, torch.Tensor):
+        if _sparse_operand(other):
             return NotImplemented
         if isinstance(other, torch.Tensor):
             _check_same_dtype(self, other, f"NDArray.{name}")
@@ -229,8 +233,7 @@ def _inplace(name, mx_fn):
     def method(self, other):
         if not mxnet_caller():
             return torch_op(self, other)
-        if getattr(other, "stype", None) in ("csr", "row_sparse") and \
-                not isinstance(other, torch.Tensor):
+        if _sparse_operand(other):
             return NotImplemented      # a sparse array's reflected method computes it
         other = _operand(self, other, f"NDArray.{name}")
         if records(self, other):
