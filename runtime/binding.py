@@ -14,6 +14,7 @@ from compiler.symbol import register_runtime
 from .context import Context, current_context
 from .executor import Executor, allocate_arrays
 from .executor_partitioned import PartitionedExecutor, custom_nodes, spans_contexts
+from .threads import chosen_count
 
 
 def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
@@ -45,7 +46,8 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
     ctx = ctx if isinstance(ctx, Context) else current_context()
     spans = bool(group2ctx) and spans_contexts(symbol, ctx, args, aux_states, group2ctx)
     cls = PartitionedExecutor if spans or custom_nodes(symbol) else Executor
-    return cls(symbol, ctx, args, args_grad, grad_req, aux_states, shared_exec, group2ctx)
+    with chosen_count():        # the executor zeroes its buffers: a busy machine's count
+        return cls(symbol, ctx, args, args_grad, grad_req, aux_states, shared_exec, group2ctx)
 
 
 def simple_bind(symbol, ctx, grad_req="write", type_dict=None, shared_exec=None,
@@ -70,8 +72,9 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, shared_exec=None,
     Executor
     """
     ctx = ctx if isinstance(ctx, Context) else current_context()
-    args, aux = allocate_arrays(symbol, ctx, type_dict, shapes, group2ctx)
-    return bind(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
+    with chosen_count():
+        args, aux = allocate_arrays(symbol, ctx, type_dict, shapes, group2ctx)
+        return bind(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
 
 
 register_runtime(bind, simple_bind, current_context)

@@ -252,14 +252,15 @@ class Executor:
         bufs = self._buffers.get(id(prog))
         if bufs is None:
             dev = self._ctx.torch_device
-            bufs = self._pool.take([max(int(n), 1) for n in prog.buffers], dev,
-                                   prog.buffer_dtypes or ["float32"] * len(prog.buffers))
+            with threads.chosen_count():    # zeroing the pool: a busy machine's count
+                bufs = self._pool.take([max(int(n), 1) for n in prog.buffers], dev,
+                                       prog.buffer_dtypes or ["float32"] * len(prog.buffers))
+                out_dtypes = _output_dtypes(prog)
+                heads = {name: torch.zeros(prog.output_shapes[int(i)],
+                                           dtype=getattr(torch, out_dtypes[int(i)]), device=dev)
+                         for i, name in prog.head_grads.items()}
             self._buffers[id(prog)] = bufs
-            out_dtypes = _output_dtypes(prog)
-            self._head_grads[id(prog)] = {
-                name: torch.zeros(prog.output_shapes[int(i)],
-                                  dtype=getattr(torch, out_dtypes[int(i)]), device=dev)
-                for i, name in prog.head_grads.items()}
+            self._head_grads[id(prog)] = heads
         return bufs
 
     @property

@@ -431,22 +431,23 @@ class DataParallelExecutorGroup:
         if label_shapes is not None:
             self.label_layouts = self.decide_slices(label_shapes)
         key = self._shape_key(data_shapes, label_shapes)
-        for i in range(len(self.contexts)):
-            data_shapes_i = self._sliced_shape(data_shapes, i, self.data_layouts)
-            if label_shapes is not None:
-                label_shapes_i = self._sliced_shape(label_shapes, i, self.label_layouts)
-            else:
-                label_shapes_i = []
-            if reshape:
-                cached = self._exec_cache.get((key, i))
-                if cached is None:
-                    cached = self._reshape_ith_exec(i, data_shapes_i + label_shapes_i)
-                    self._exec_cache[(key, i)] = cached
-                self.execs[i] = cached
-            else:
-                exe = self._bind_ith_exec(i, data_shapes_i, label_shapes_i, shared_group)
-                self._exec_cache[(key, i)] = exe
-                self.execs.append(exe)
+        with threads.chosen_count():        # zeroing the arrays: a busy machine's count
+            for i in range(len(self.contexts)):
+                data_shapes_i = self._sliced_shape(data_shapes, i, self.data_layouts)
+                if label_shapes is not None:
+                    label_shapes_i = self._sliced_shape(label_shapes, i, self.label_layouts)
+                else:
+                    label_shapes_i = []
+                if reshape:
+                    cached = self._exec_cache.get((key, i))
+                    if cached is None:
+                        cached = self._reshape_ith_exec(i, data_shapes_i + label_shapes_i)
+                        self._exec_cache[(key, i)] = cached
+                    self.execs[i] = cached
+                else:
+                    exe = self._bind_ith_exec(i, data_shapes_i, label_shapes_i, shared_group)
+                    self._exec_cache[(key, i)] = exe
+                    self.execs.append(exe)
         self.data_shapes = data_shapes
         self.label_shapes = label_shapes
         self.data_names = [i.name for i in self.data_shapes]

@@ -51,6 +51,7 @@ parameter's gradient over two halves: one more rounding than a whole step.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -63,8 +64,8 @@ from .threads_load import others_running
 from .threads_policy import FixedCount, ThreadPolicy
 from .threads_split import _LOCAL, SPLIT, _one_thread, _split_now, _threads_of, pinned
 
-__all__ = ["ENV", "SPLIT", "FixedCount", "ThreadPolicy", "others_running", "parse_mode",
-           "pinned", "policy", "reset", "run", "state"]
+__all__ = ["ENV", "SPLIT", "FixedCount", "ThreadPolicy", "chosen_count", "others_running",
+           "parse_mode", "pinned", "policy", "reset", "run", "state"]
 
 ENV = "SYMTRITON_THREADS"
 
@@ -115,6 +116,42 @@ def state() -> dict:
     return {"mode": "fixed"} if p is None else p.state()
 
 
+@contextlib.contextmanager
+def chosen_count():
+    """A block of ATen work outside the launch lists (allocating and zeroing a bind's
+    arrays, initialising parameters) run with the policy's current count, torch's
+    count set back after.
+
+    Such work opens parallel regions as a step does (``torch.zeros`` of a large
+    buffer fills it on the whole team), so on a busy machine it stalls the same
+    way: Inception-BN's bind and ``init_params`` took 2.5 s at 2 threads beside
+    other load and 0.3 s at 1. The block is not timed; it may be the first thing a
+    program does, and then the policy starts here, at the count the machine's load
+    allows (``ThreadPolicy._restart``). Launch lists run inside it still see the
+    user's count as the cap. Nothing changes under ``SYMTRITON_THREADS=fixed``,
+    deterministic algorithms, or inside a row-split half.
+    """
+    p = policy()
+    if p is None or getattr(_LOCAL, "pinned", False) or \
+            torch.are_deterministic_algorithms_enabled():
+        yield
+        return
+    entry = torch.get_num_threads()
+    outer = getattr(_LOCAL, "cap", None)
+    cap = outer or entry
+    with _LOCK:
+        n = _threads_of(p.choose(cap, None))
+    if n != entry:
+        torch.set_num_threads(n)
+    _LOCAL.cap = cap
+    try:
+        yield
+    finally:
+        _LOCAL.cap = outer
+        if n != entry:
+            torch.set_num_threads(entry)
+
+
 def run(key, fn, *args):
     """``fn(*args)`` with the policy's thread count; the run timed under ``key``.
 
@@ -135,7 +172,8 @@ def run(key, fn, *args):
         if rs is not None and rs.forced:    # the forward ran split before the change
             return _one_thread(rs.run)
         return fn(*args) if key is None else fn(*args, check=None)
-    cap = torch.get_num_threads()
+    entry = torch.get_num_threads()
+    cap = getattr(_LOCAL, "cap", None) or entry     # the user's, inside chosen_count too
     clock = time.perf_counter
     with _LOCK:
         n = p.choose(cap, key)
@@ -148,9 +186,10 @@ def run(key, fn, *args):
         n = SPLIT
     threads_n = _threads_of(n)
     t0 = clock()
-    if threads_n != cap:
+    if threads_n != entry:
         torch.set_num_threads(threads_n)
     cut = []
+    outer, _LOCAL.cap = getattr(_LOCAL, "cap", None), cap   # for a chosen_count inside
     try:
         if split:
             out = rs.run()
@@ -167,8 +206,9 @@ def run(key, fn, *args):
                     cut.append(True)
             out = fn(*args, check=check)
     finally:
-        if threads_n != cap or cut:
-            torch.set_num_threads(cap)
+        _LOCAL.cap = outer
+        if threads_n != entry or cut:
+            torch.set_num_threads(entry)
     if key is not None:
         t1 = clock()
         with _LOCK:

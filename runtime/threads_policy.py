@@ -140,13 +140,15 @@ class ThreadPolicy:
         """Start over at ``cap`` (the first call, or the user changed the count)."""
         self.cap = cap
         self.ladder = _ladder(cap) if cap else [1]
-        self.count = cap
+        self.count = self._starting_count(cap)
         self.gen = getattr(self, "gen", 0) + 1
         self.probe = None
         self.due = None              # the first trial: once some key has a baseline
         self.earliest = float("-inf")
         self.interval = self.min_interval
-        self.direction = -1          # from the user's count the only way is down
+        # from the user's count the only way is down; from a count the load chose,
+        # the first trial goes up (it waits while the cores stay taken)
+        self.direction = -1 if self.count == cap else 1
         self.deferred = 0            # runs of keys without a row-split while SPLIT was due
         self.least = float("inf")    # the smallest baseline mean of a key: trials start there
         self._clear_trial()
@@ -212,6 +214,20 @@ class ThreadPolicy:
             return None
         j += step
         return self.ladder[j] if 0 <= j < len(self.ladder) else None
+
+    def _starting_count(self, cap):
+        """The count a (re)start begins at: ``cap``, or on a busy machine the most
+        threads of the ladder that the free cores hold (1 at least). Starting at
+        ``cap`` there would stall every parallel region of the first steps (and of a
+        bind, ``runtime.threads.chosen_count``) until a trial moved down: Inception-BN's
+        first training step on 2 cores beside other load took 18 s at 2 threads and
+        0.9 s at 1."""
+        if not cap or cap == 1 or not self._cores_taken(cap):
+            return cap
+        for n in self.ladder:
+            if n != SPLIT and not self._cores_taken(n):
+                return n
+        return 1
 
     def _cores_taken(self, n: int) -> bool:
         """Whether other runnable tasks leave fewer than ``n`` cores free right now

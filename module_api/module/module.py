@@ -17,6 +17,7 @@ import torch
 from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
 from runtime import context as ctx
+from runtime import threads
 from runtime.executor_group import DataParallelExecutorGroup
 from runtime.updater import load_states_file
 
@@ -278,19 +279,22 @@ class Module(BaseModule):
                 initializer(name, arr)
 
         attrs = self._symbol.attr_dict()
-        for name, arr in sorted(self._arg_params.items()):
-            desc = InitDesc(name, attrs.get(name, None))
-            _impl(desc, arr, arg_params)
-        for name, arr in sorted(self._aux_params.items()):
-            desc = InitDesc(name, attrs.get(name, None))
-            _impl(desc, arr, aux_params)
+        # filling and copying the parameters opens parallel regions as a step does:
+        # the thread policy's count (fewer threads on a busy machine)
+        with threads.chosen_count():
+            for name, arr in sorted(self._arg_params.items()):
+                desc = InitDesc(name, attrs.get(name, None))
+                _impl(desc, arr, arg_params)
+            for name, arr in sorted(self._aux_params.items()):
+                desc = InitDesc(name, attrs.get(name, None))
+                _impl(desc, arr, aux_params)
 
-        self.params_initialized = True
-        self._params_dirty = False
+            self.params_initialized = True
+            self._params_dirty = False
 
-        # copy the initialized parameters to devices
-        self._exec_group.set_params(self._arg_params, self._aux_params,
-                                    allow_extra=allow_extra)
+            # copy the initialized parameters to devices
+            self._exec_group.set_params(self._arg_params, self._aux_params,
+                                        allow_extra=allow_extra)
 
     def set_params(self, arg_params, aux_params, allow_missing=False, force_init=True,
                    allow_extra=False):
@@ -377,12 +381,13 @@ class Module(BaseModule):
             self._exec_group.set_params(self._arg_params, self._aux_params)
         else:
             assert self._arg_params is None and self._aux_params is None
-            param_arrays = [nd.zeros(shape=x[0].shape, dtype=x[0].dtype,
-                                     stype=getattr(x[0], "stype", "default"))
-                            for x in self._exec_group.param_arrays]
+            with threads.chosen_count():
+                param_arrays = [nd.zeros(shape=x[0].shape, dtype=x[0].dtype,
+                                         stype=getattr(x[0], "stype", "default"))
+                                for x in self._exec_group.param_arrays]
+                aux_arrays = [nd.zeros(x[0].shape, dtype=x[0].dtype)
+                              for x in self._exec_group.aux_arrays]
             self._arg_params = {name: arr for name, arr in zip(self._param_names, param_arrays)}
-            aux_arrays = [nd.zeros(x[0].shape, dtype=x[0].dtype)
-                          for x in self._exec_group.aux_arrays]
             self._aux_params = {name: arr for name, arr in zip(self._aux_names, aux_arrays)}
 
         if shared_module is not None and shared_module.optimizer_initialized:

@@ -17,11 +17,12 @@ def test_cold_start_benchmark_quick(tmp_path):
     out = subprocess.run([sys.executable, SCRIPT, "--chain", "60", "--image-size", "28",
                           "--classes", "10", "--lstm-buckets", "3,5", "--lstm-batch", "2",
                           "--lstm-hidden", "8", "--lstm-embed", "8", "--lstm-vocab", "30",
-                          "--threads", "1"],
+                          "--threads", "1", "--busy", "1"],
                          capture_output=True, text=True, env=env, timeout=600, check=True).stdout
     found = dict(re.findall(r"RESULT cold_start side=after figure=(\w+) seconds=([\d.]+)", out))
     assert set(found) == {"chain", "inception_cold", "inception_warm", "lstm"}, out
     assert all(float(v) > 0 for v in found.values())
+    assert "busy: 1 spinning process" in out and "threads=1 busy=1" in out
     # the warm run finds every program on disk and compiles nothing
     warm = re.search(r"after inception_warm: .*compiles (\d+), .*disk_hits (\d+)", out)
     assert warm and warm.group(1) == "0" and int(warm.group(2)) >= 1, out

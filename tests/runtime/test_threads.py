@@ -18,6 +18,7 @@ when the call raises), leaves it alone for ``fixed`` and under
 model trained with one thread per launch and with torch's count agrees to
 rounding, with the same launches.
 """
+import threading
 import time
 
 import numpy as np
@@ -164,21 +165,35 @@ def test_trials_stay_within_the_budget(keys):
 
 
 def test_trials_of_more_threads_wait_while_other_tasks_take_the_cores(keys, monkeypatch):
-    """With another runnable task for each core, a trial of more threads is not run
-    (it would lose, several runs slower): the policy stays at one thread at no cost
-    and backs off; once the cores free up, the trial runs and the threads come back."""
+    """With another runnable task for each core, the policy starts at one thread and
+    a trial of more threads is not run (it would lose, several runs slower): it stays
+    at one thread at no cost and backs off; once the cores free up, the trial runs
+    and the threads come back."""
     monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
     others = [2]
     p = ThreadPolicy(others_running=lambda: others[0])
     used = drive(p, 2, table(BUSY), keys, 400)
     assert p.count == 1 and p.skipped >= 3
-    # the first trial (down to one thread) ran; none of 2 threads after it
-    assert [(d[1], d[2]) for d in p.decisions] == [(2, 1)]
-    assert sum(row.count(2) for row in used[4:]) == 0
+    # no run ever used 2 threads, and no trial ran
+    assert list(p.decisions) == []
+    assert sum(row.count(2) for row in used) == 0
     lost = p.lost
     others[0] = 0                                  # the machine is idle now
     drive(p, 2, table({1: 0.014, 2: 0.010}), keys, 600)
     assert p.count == 2 and p.lost >= lost
+
+
+@pytest.mark.parametrize("cores, others, start", [
+    (2, 2, 1), (2, 1, 1), (2, 0, 2), (2, None, 2), (16, 5, 8), (16, 13, 2), (16, 40, 1)])
+def test_the_policy_starts_at_the_threads_the_free_cores_hold(monkeypatch, cores, others,
+                                                                start):
+    """The first count is the user's, or on a busy machine the most threads of the
+    ladder that the cores other tasks leave free can hold (never the row-split rung,
+    which needs a key that can split); from there the first trial goes up."""
+    monkeypatch.setattr(threads_policy, "_cores", lambda: cores)
+    p = ThreadPolicy(others_running=lambda: others)
+    assert p.choose(cores) == start and p.count == start
+    assert p.direction == (-1 if start == cores else 1)
 
 
 def test_one_other_task_on_two_cores_leaves_room_for_no_second_thread(monkeypatch):
@@ -271,6 +286,60 @@ def test_run_sets_the_chosen_count_and_torchs_back(torch_threads):
     with pytest.raises(RuntimeError, match="launch failed"):
         threads.run(Key("k"), boom)
     assert torch.get_num_threads() == 2
+
+
+def test_chosen_count_runs_a_block_at_the_policys_count_and_keeps_the_users_cap(
+        torch_threads, monkeypatch):
+    """A bind's allocations run at the count the load allows (one thread beside two
+    busy tasks on 2 cores), torch's count comes back after, also on an error, and a
+    launch list inside still sees the user's 2 as the cap (no restart at 1)."""
+    monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
+    p = ThreadPolicy(others_running=lambda: 2)
+    threads.reset(p)
+    seen = []
+    with threads.chosen_count():
+        seen.append(torch.get_num_threads())
+        gen = p.gen
+        with threads.chosen_count():                    # nested: the same count
+            seen.append(torch.get_num_threads())
+        threads.run(Key("k"), lambda check: seen.append(torch.get_num_threads()))
+        seen.append(torch.get_num_threads())
+    assert seen == [1, 1, 1, 1] and torch.get_num_threads() == 2
+    assert p.cap == 2 and p.count == 1 and p.gen == gen    # never restarted at 1
+    with pytest.raises(RuntimeError, match="init failed"):
+        with threads.chosen_count():
+            raise RuntimeError("init failed")
+    assert torch.get_num_threads() == 2
+    threads.reset(None)                                 # fixed: left alone
+    with threads.chosen_count():
+        assert torch.get_num_threads() == 2
+
+
+def test_own_threads_are_not_other_load():
+    """A process's own runnable threads (an intra-op team spinning after a region,
+    the kernel-file writers of a cold start) are not counted as other tasks: the
+    policy would start at one thread on an idle machine."""
+    from runtime.threads_load import _runnable, own_running
+    assert _runnable(b"12 (python3) R 1 2 3")
+    assert not _runnable(b"12 (python3) S 1 2 3")
+    assert _runnable(b"12 (a) S (b)) R 1 2")               # a name holding ") S "
+    assert own_running() >= 1                              # the caller runs
+    stop = threading.Event()
+    a = torch.rand(600, 600)
+
+    def spin():                                            # GIL-free ATen work
+        while not stop.is_set():
+            torch.mm(a, a)
+    workers = [threading.Thread(target=spin) for _ in range(2)]
+    for w in workers:
+        w.start()
+    try:
+        time.sleep(0.05)
+        assert max(own_running() for _ in range(20)) >= 2
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
 
 
 def test_run_leaves_the_count_alone_when_fixed_or_deterministic(torch_threads):
