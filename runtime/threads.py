@@ -125,7 +125,7 @@ def chosen_count():
     Such work opens parallel regions as a step does (``torch.zeros`` of a large
     buffer fills it on the whole team), so on a busy machine it stalls the same
     way: Inception-BN's bind and ``init_params`` took 2.5 s at 2 threads beside
-    other load and 0.3 s at 1. The block is not timed; it may be the first thing a
+    other load and 0.2 s at 1. The block is not timed; it may be the first thing a
     program does, and then the policy starts here, at the count the machine's load
     allows (``ThreadPolicy._restart``). Launch lists run inside it still see the
     user's count as the cap. Nothing changes under ``SYMTRITON_THREADS=fixed``,
