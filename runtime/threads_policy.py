@@ -221,13 +221,12 @@ class ThreadPolicy:
         ``cap`` there would stall every parallel region of the first steps (and of a
         bind, ``runtime.threads.chosen_count``) until a trial moved down: Inception-BN's
         first training step on 2 cores beside other load took 18 s at 2 threads and
-        0.9 s at 1."""
-        if not cap or cap == 1 or not self._cores_taken(cap):
+        0.9 s at 1. One reading of the load decides (the ladder runs from ``cap`` down)."""
+        others = self.others_running() if self.others_running and cap and cap > 1 else None
+        if others is None:
             return cap
-        for n in self.ladder:
-            if n != SPLIT and not self._cores_taken(n):
-                return n
-        return 1
+        free = _cores() - others
+        return next((n for n in self.ladder if n != SPLIT and n <= free), 1)
 
     def _cores_taken(self, n: int) -> bool:
         """Whether other runnable tasks leave fewer than ``n`` cores free right now
