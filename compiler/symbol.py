@@ -766,13 +766,16 @@ class Symbol:
         return cls(outputs)
 
     # -- serialisation ------------------------------------------------------------------
-    def tojson(self, remove_amp_cast=True):
+    def tojson(self, remove_amp_cast=True, indent=2):
         """mxnet's symbol JSON (nodes, arg_nodes, node_row_ptr, heads, attrs).
 
         ``remove_amp_cast`` (mxnet's default): an input read through ``amp_cast`` /
         ``amp_multicast`` reads the value before the cast, so a converted model saves as
-        its float32 graph (the heads stay as they are, as in mxnet)."""
-        return dumps_indented(self._json_doc(remove_amp_cast), indent=2)
+        its float32 graph (the heads stay as they are, as in mxnet). ``indent``: as
+        mxnet writes it (2); None writes one line, several times faster (the kernel
+        cache's copy of a compiled symbol)."""
+        doc = self._json_doc(remove_amp_cast)
+        return json.dumps(doc) if indent is None else dumps_indented(doc, indent=indent)
 
     def _json_doc(self, remove_amp_cast=True) -> dict:
         """What :meth:`tojson` writes, as a dict."""

@@ -215,7 +215,7 @@ def program_key(symbol, shapes, for_training, grad_req, is_train, target, dtypes
 
 def symbol_file(symbol) -> str:
     """Where a compiled symbol's JSON is stored: ``symbols/<sha256 prefix>.json``."""
-    return cache_entries.symbol_file(symbol.tojson(remove_amp_cast=False))
+    return cache_entries.symbol_file(symbol.tojson(remove_amp_cast=False, indent=None))
 
 
 def sha_file(path) -> str:
@@ -467,8 +467,9 @@ def build_outputs(root, jobs, optimizer, optimizer_params, targets, workers=None
     # the in-memory map is keyed by program key alone: a Program compiled earlier in
     # this process for another cache directory would be a hit with no entry in root
     cache.clear_memory_cache()
-    for rel, text in {job["compile"]["symbol"]: job["_call"][0].tojson(remove_amp_cast=False)
-                     for job in jobs}.items():
+    texts = {job["compile"]["symbol"]: job["_call"][0].tojson(remove_amp_cast=False, indent=None)
+             for job in jobs}
+    for rel, text in texts.items():
         path = os.path.join(root, rel)
         cache_trust.make_dirs(os.path.dirname(path))
         atomic_write_text(path, text, cache_trust.FILE_MODE)

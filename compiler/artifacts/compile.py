@@ -142,7 +142,7 @@ def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dt
                       loss_scale, given)
 
     def record():
-        text = symbol.tojson(remove_amp_cast=False)
+        text = symbol.tojson(remove_amp_cast=False, indent=None)     # one line: faster
         return text, compile_record(cache_entries.symbol_file(text), shapes, for_training, grad_req,
                                     is_train, target, dtypes, loss_scale)
 

@@ -14,12 +14,26 @@ written once, over a table of those names:
 The calls, their arguments and their order are unchanged; a loop iteration adds tens
 of nanoseconds to a call of microseconds. Runs shorter than :data:`MIN_RUN` lines stay
 as they were, so ordinary kernels keep their source (and their cache keys).
+
+Tables that spell every name would still be a megabyte (20,001 parameters, an
+unpacking into 20,001 names, two tables of 20,000), which CPython compiles in 0.3 s.
+So names that come in long sequences are read as slices of one tuple: a kernel with
+:data:`LONG` parameters or more takes them as ``*_p``, a run of :data:`LONG` bind lines
+or more makes one tuple ``_mK``, and a table spans slices of them (a name repeated
+row after row, a repeated tuple):
+
+    bind(*_p):  _m0 = tuple([_v0.as_strided((8, 16), (16, 1)) for _v0 in _p[0:20001]])
+                _r0 = tuple(zip(_m0[0:20000], _m0[1:20001]))
+
+A name also read on its own line is given its value from its tuple where the tuple is
+made.
 """
 from __future__ import annotations
 
 import re
 
 MIN_RUN = 32
+LONG = 256          # parameters, or lines of one bind run, read as slices of a tuple
 
 # a name a lowering makes in bind() (a view, temporary or constant: a0_0, o12_0, t3,
 # w1_0) where the source reads it: not an attribute (``x.float32``), not in a string,
@@ -35,8 +49,9 @@ def assigned(line: str) -> list:
 
 
 def fold_runs(params, bind, body):
-    """``(bind, body)`` of a cpu kernel with each run of at least :data:`MIN_RUN` like
-    lines written as one loop (see the module docstring).
+    """``(signature, bind, body)`` of a cpu kernel with each run of at least
+    :data:`MIN_RUN` like lines written as one loop, and long sequences of names read as
+    slices (see the module docstring).
 
     Parameters
     ----------
@@ -47,18 +62,84 @@ def fold_runs(params, bind, body):
 
     Returns
     -------
-    tuple of (list of str, list of str)
+    tuple of (str, list of str, list of str)
+        bind()'s parameter list (``*_p`` or the names), and the lines.
     """
     if len(bind) < MIN_RUN and len(body) < MIN_RUN:
-        return bind, body
-    bind = _fold_bind(set(params), bind)
+        return ", ".join(params), bind, body
+    # names given a value more than once are always read by name (run() assigns some)
+    count = {}
+    for line in bind + [b.strip() for b in body]:
+        for name in assigned(line):
+            count[name] = count.get(name, 0) + 1
+    slices = _Slices({n for n, c in count.items() if c > 1})
+    if len(params) >= LONG:
+        slices.add("_p", params)
+    bind = _fold_bind(set(params), bind, slices)
     made = set(params)
     for line in bind:
         made.update(assigned(line))
+    for _, names in slices.tuples:
+        made.update(names)
     # a name run() assigns holds there what run() gave it, not what bind() made
     made -= {name for line in body if " = " in line for name in assigned(line.strip())}
-    tables, body = _fold_body(made, body)
-    return bind + tables, body
+    tables, body = _fold_body(made, body, slices)
+    bind = slices.given(bind + tables, body)
+    return ("*_p" if len(params) >= LONG else ", ".join(params)), bind, body
+
+
+class _Slices:
+    """Where each name of a long sequence lives: ``name -> (tuple, index)``; tables of
+    names written as slices of those tuples."""
+
+    def __init__(self, by_name):
+        self.at, self.by_name, self.tuples = {}, by_name, []
+
+    def add(self, tuple_name, names):
+        self.tuples.append((tuple_name, names))
+        self.at.update((n, (tuple_name, i)) for i, n in enumerate(names)
+                       if n not in self.by_name)
+
+    def column(self, names) -> str:
+        """A tuple display of ``names`` (source), as slices where it can."""
+        if not self.at:
+            return "(" + ", ".join(names) + ",)"
+        parts, k, at = [], 0, self.at               # (text, whether several values)
+        while k < len(names):
+            place, j = at.get(names[k]), k + 1
+            while j < len(names) and names[j] == names[k]:
+                j += 1
+            one = names[k] if place is None else f"{place[0]}[{place[1]}]"
+            if j - k > 1:                           # the same name row after row
+                parts.append((f"(({one},) * {j - k})", True))
+            elif place is not None:
+                vec, i = place
+                while j < len(names) and at.get(names[j]) == (vec, i + j - k):
+                    j += 1
+                parts.append((f"{vec}[{i}:{j - k + i}]", True) if j - k > 1 else (one, False))
+            else:
+                parts.append((one, False))
+            k = j
+        if len(parts) == 1 and parts[0][1]:
+            return parts[0][0]
+        return "(" + ", ".join("*" + t if several else t for t, several in parts) + ",)"
+
+    def given(self, bind, body) -> list:
+        """``bind`` with each tuple's names that a line reads on its own assigned from it,
+        right after the line making the tuple (first, for ``_p``)."""
+        if not self.tuples:
+            return bind
+        read = set()
+        for line in bind + body:
+            if len(line) < 4096:                    # tables read through slices
+                read.update(_MADE.findall(line))
+        out = list(bind)
+        for name, names in reversed(self.tuples):
+            lines = [f"{n} = {name}[{i}]" for i, n in enumerate(names) if n in read]
+            at = 0 if name == "_p" else \
+                next(k for k, line in enumerate(out) if line.startswith(name + " = ")) + 1
+            out[at:at] = lines
+        return out
 
 
 def _template(text, names):
@@ -98,8 +179,9 @@ def _fill(template, values):
     return parts[0] + "".join(v + p for v, p in zip(values, parts[1:]))
 
 
-def _fold_bind(params, bind):
-    """Runs of ``name = like expression`` in bind(), each one unpacking assignment."""
+def _fold_bind(params, bind, slices):
+    """Runs of ``name = like expression`` in bind(), each one unpacking assignment (a
+    tuple of :class:`_Slices` when :data:`LONG` lines or more)."""
     made, keys, rows = set(params), [], []
     for line in bind:
         targets = assigned(line)
@@ -119,9 +201,14 @@ def _fold_bind(params, bind):
         k = keys[i].count("\0")
         names = [f"_v{s}" for s in range(k)]
         expr = _fill(keys[i], names)
-        table = _table([rows[r][1] for r in range(i, j)])
-        targets = ", ".join(rows[r][0] for r in range(i, j))
-        out.append(f"{targets} = [{expr} for {', '.join(names)} in {table}]")
+        table = _table([rows[r][1] for r in range(i, j)], slices)
+        targets = [rows[r][0] for r in range(i, j)]
+        if j - i >= LONG:
+            name = f"_m{sum(1 for t, _ in slices.tuples if t != '_p')}"
+            out.append(f"{name} = tuple([{expr} for {', '.join(names)} in {table}])")
+            slices.add(name, targets)
+        else:
+            out.append(f"{', '.join(targets)} = [{expr} for {', '.join(names)} in {table}]")
         at = j
     out.extend(bind[at:])
     return out
@@ -144,7 +231,7 @@ def _split_on_reads(runs, rows):
     return out
 
 
-def _fold_body(made, body):
+def _fold_body(made, body, slices):
     """Runs of like calls in run(), each a loop over a table bind() builds."""
     keys, args = [], []
     for line in body:
@@ -163,7 +250,7 @@ def _fold_body(made, body):
             continue
         table = f"_r{len(tables)}"
         names = [f"_v{s}" for s in range(len(rows[0]))]
-        tables.append(f"{table} = {_table(rows)}")
+        tables.append(f"{table} = {_table(rows, slices)}")
         out.append(f"for {', '.join(names)} in {table}:")
         out.append("    " + _fill(template, names))
         at = j
@@ -181,11 +268,12 @@ def _inline_constants(template, rows):
     return text, [[r[s] for s in keep] for r in rows]
 
 
-def _table(rows):
+def _table(rows, slices):
     """The rows as source: a tuple of names (one per row), or the rows' tuples zipped
     from one tuple of names per column (CPython compiles twenty thousand small tuple
-    displays in twice the time of the same names in two flat ones)."""
+    displays in twice the time of the same names in two flat ones); names as
+    ``slices`` spans them."""
     if all(len(r) == 1 for r in rows):
-        return "(" + ", ".join(r[0] for r in rows) + ",)"
-    columns = ["(" + ", ".join(col) + ",)" for col in zip(*rows)]
+        return slices.column([r[0] for r in rows])
+    columns = [slices.column(col) for col in zip(*rows)]
     return "tuple(zip(" + ", ".join(columns) + "))"

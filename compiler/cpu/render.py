@@ -58,9 +58,9 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
     summary = (conv_summary(prog.instrs[0].extra) if prog.kind == "conv" else
                f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}")
     names = [f"p{t}_{d}" for t, d in params]
-    bind, body = fold_runs(names, bind, body)
+    signature, bind, body = fold_runs(names, bind, body)
     source = environment.get_template("cpu_kernel.py.j2").render(k={
-        "params": ", ".join(names), "summary": summary,
+        "params": signature, "summary": summary,
         "bind_lines": bind, "body_lines": body or ["pass"],
         "run_params": _run_params(names, bind, body)})
     return Rendered(source, params, m, n, 0, prog.kind)
