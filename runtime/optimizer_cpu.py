@@ -18,7 +18,11 @@ Two rewrites keep the statements few and in place:
 * ``x ± s * y`` becomes ``_foreach_add_(x, y, alpha=±s)`` and ``(y * s1) * s2``
   becomes ``y * (s1 * s2)`` when the product is used only there.
 
-So momentum SGD is four in-place statements and no temporary. Values follow the
+So momentum SGD is four in-place statements and no temporary. A statement adding a
+term scaled by the weight decay ``wd`` runs only where ``wd`` is not 0 (mxnet's
+default, and biases' ``wd_mult`` 0): momentum SGD without decay makes three passes
+over the parameters, as PyTorch's does. (Skipping ``x + 0 * w`` differs from
+computing it only where ``w`` holds an infinity or NaN.) Values follow the
 Triton kernel to fp32 rounding: the hyper-parameters are rounded to fp32 and a
 product of scalars is rounded once.
 """
@@ -196,7 +200,10 @@ class _Translator:
                 names.append(f"alpha={op.alpha.code}")
             if dying is not None:
                 names[0], names[dying] = names[dying], names[0]
-                lines.append(f"torch._foreach_{op.fn}_({', '.join(names)})")
+                line = f"torch._foreach_{op.fn}_({', '.join(names)})"
+                if op.alpha is not None and _scaled_by(op.alpha.code, "wd_"):
+                    line = f"if wd_: {line}"     # no pass over the weights without decay
+                lines.append(line)
                 alias[op.out.name] = names[0]
             else:
                 lines.append(f"{op.out.name} = torch._foreach_{op.fn}({', '.join(names)})")
@@ -207,6 +214,22 @@ class _Translator:
             if src != name:
                 lines.append(f"torch._foreach_copy_({name}, {src})")
         return lines
+
+
+def _scaled_by(code: str, name: str) -> bool:
+    """Whether the scalar expression ``code`` is a product with the factor ``name``
+    (then it is 0 whenever ``name`` is: ``-(lr_ * wd_)``)."""
+    def factors(n):
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+            return factors(n.operand)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            left, right = factors(n.left), factors(n.right)
+            return None if left is None or right is None else left | right
+        if isinstance(n, ast.Name):
+            return {n.id}
+        return set() if isinstance(n, ast.Constant) else None
+    found = factors(ast.parse(code, mode="eval").body)
+    return found is not None and name in found
 
 
 class CpuRuleSpec:

@@ -181,6 +181,38 @@ def test_matches_numpy_reference(name, kw, cpu_target):
         np.testing.assert_allclose(w.numpy(), nw, rtol=1e-4, atol=1e-5)
 
 
+def test_weight_decay_pass_runs_only_where_decay_is_set():
+    """The cpu update skips the ``- lr * wd * w`` pass of a group whose ``wd`` is 0
+    (mxnet's default; biases' ``wd_mult`` 0); the values stay mxnet's formula."""
+    from runtime import optimizer_cpu
+    assert optimizer_cpu._scaled_by("(-(lr_ * wd_))", "wd_")
+    assert optimizer_cpu._scaled_by("wd_", "wd_")
+    assert not optimizer_cpu._scaled_by("(wd_ + 1.0)", "wd_")
+    assert not optimizer_cpu._scaled_by("(-(rescale * lr_))", "wd_")
+    rng = np.random.RandomState(3)
+    shapes = [(50, 4), (4,)]
+    for wd in (0.0, 0.05):
+        o = opt.create("sgd", learning_rate=0.1, momentum=0.9, wd=wd)
+        o.set_wd_mult({1: 0.0})                   # the "bias": no decay, its own group
+        u = opt.get_updater(o)
+        ws = [rng.randn(*s) for s in shapes]
+        W = [torch.tensor(w, dtype=torch.float32) for w in ws]
+        ref = [w.astype(np.float32).astype(np.float64) for w in ws]
+        moms = [np.zeros(s) for s in shapes]
+        for _ in range(3):
+            gs = [rng.randn(*s).astype(np.float32) for s in shapes]
+            u([0, 1], [torch.tensor(g) for g in gs], W)
+            for i, decay in enumerate((wd, 0.0)):
+                moms[i] = 0.9 * moms[i] - 0.1 * decay * ref[i] - 0.1 * gs[i]
+                ref[i] = ref[i] + moms[i]
+        for w, r in zip(W, ref):
+            np.testing.assert_allclose(w.numpy(), r, rtol=1e-5, atol=1e-6)
+    # the generated sources (kernel files) of the updates this process ran
+    sources = [open(fn.__code__.co_filename).read() for fn in optimizer_cpu._FUNCTIONS.values()]
+    assert any("if wd_: torch._foreach_add_(mom, w, alpha=(-(lr_ * wd_)))" in src
+               for src in sources)
+
+
 # ----------------------------------------------------------------------------- launches
 @pytest.mark.parametrize("name,kw", [("sgd", {"momentum": 0.9}), ("adam", {}),
                                      ("rmsprop", {"centered": True}), ("nag", {"momentum": .5}),
