@@ -4,7 +4,7 @@ symtriton's ``Module.fit`` with kvstore ``dist_sync`` beside PyTorch's
 an MLP and LeNet.
 
     python benchmarks/dist_training.py [--models mlp,lenet] [--hidden 64] [--batch 32]
-                                       [--steps 50] [--workers 1,2] [--ddp-passes N]
+                                       [--steps N] [--workers 1,2] [--ddp-passes N]
                                        [--repeats 3] [--plain]
 
 Models: ``mlp`` (64-64-64-10 on 64 features) and ``lenet`` (mxnet's
@@ -28,9 +28,11 @@ prints one table, each column from the run with the median samples/s:
 
 * samples / s: all workers' samples of the timed steps over the slowest rank's
   wall time between two barriers, after one warm-up step (kernel loading, DDP's
-  bucket rebuild). DDP's MLP steps take a millisecond, so it goes over its
-  shard ``--ddp-passes`` times in the timed window (default: 20 for the MLP, 2
-  for LeNet); symtriton goes over it once.
+  bucket rebuild). Both sides time the same number of steps, ``--steps``
+  (default: 1,000 for the MLP, 100 for LeNet: two seconds or more, so that a
+  slow spell of the machine or a step's hiccup is not most of the window; with
+  50 MLP steps, a 150 ms window, the ratio moved between 0.65 and 0.86 from run
+  to run); ``--ddp-passes N`` has DDP go over its shard N times instead.
   The range over the repeats is in brackets.
 * symtriton / DDP at each W, and the scaling (the largest W's samples/s over
   the smallest W's) of each side.
@@ -72,7 +74,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 TAG = "DIST_TRAINING_JSON "
 CELL = 28                      # width of a table column
 MODELS = ("mlp", "lenet")
-DDP_PASSES = {"mlp": 20, "lenet": 2}     # DDP's timed window: not a few milliseconds
+STEPS = {"mlp": 1000, "lenet": 100}     # timed steps: a window of seconds on both sides
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
 
 
@@ -443,9 +445,10 @@ def parse_args(argv):
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--batch", type=int, default=32, help="per-worker batch")
-    p.add_argument("--steps", type=int, default=50, help="timed steps per worker")
-    p.add_argument("--ddp-passes", type=int, default=None,
-                   help="times DDP goes over its timed steps (default: MLP 20, LeNet 2)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="timed steps per worker, each side (default: MLP 1000, LeNet 100)")
+    p.add_argument("--ddp-passes", type=int, default=1,
+                   help="times DDP goes over its timed steps (default 1)")
     p.add_argument("--models", default="mlp,lenet", help="comma-separated: mlp, lenet")
     p.add_argument("--model", choices=MODELS, default="mlp", help=argparse.SUPPRESS)
     p.add_argument("--workers", default="1,2")
@@ -480,23 +483,24 @@ def run_model(args, argv, model, workers, cache_dir):
 def report(args, model, workers, sym, ddp, plain):
     """One model's table."""
     print(f"model: {describe(args, model)}, per-worker batch {args.batch}, SGD lr {args.lr} "
-          f"momentum 0.9; timed steps per worker: symtriton {args.steps}, DDP {args.steps} x "
-          f"{ddp_passes(args, model)} passes; 1 warm-up step; figures of the median of "
+          f"momentum 0.9; timed steps per worker: symtriton {timed_steps(args, model)}, DDP "
+          f"{timed_steps(args, model)} x {args.ddp_passes} passes; 1 warm-up step; figures "
+          f"of the median of "
           f"{args.repeats} runs (samples/s range in brackets)")
     print()
     print_table(args, workers, sym, ddp, plain)
     print()
 
 
-def ddp_passes(args, model):
-    return args.ddp_passes if args.ddp_passes is not None else DDP_PASSES[model]
+def timed_steps(args, model):
+    return args.steps if args.steps is not None else STEPS[model]
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     if args.worker:
-        args.ddp_passes = ddp_passes(args, args.model)
+        args.steps = timed_steps(args, args.model)
         return worker_main(args)
     workers = sorted({int(w) for w in args.workers.split(",")})
     models = [m.strip() for m in args.models.split(",") if m.strip()]

@@ -435,7 +435,10 @@ class Optimizer:
             if torch_dtype(g_t) != torch_dtype(w_t) or g_t.device != w_t.device:
                 g = g.to(device=w_t.device, dtype=torch_dtype(w_t))
                 reusable = False
-            tensors = [w, g] + st + list(inp) + ([master] if mp else [])
+            # plain tensors (aliases: the same storage and version counter), so that a
+            # launch passes them to torch without NDArray's __torch_function__ per call
+            tensors = [w_t, _plain(g)] + [_plain(t) for t in st] + \
+                [_plain(t) for t in inp] + ([_plain(master)] if mp else [])
             entry = plan.setdefault((spec.key, str(w_t.device)), (spec, w_t.device, [], []))
             entry[2].append(tensors)
             entry[3].append(pos)
@@ -457,6 +460,10 @@ class Optimizer:
         if "_index_update_count" not in self.__dict__:
             self._index_update_count = self._all_index_update_counts.setdefault(
                 self._current_device, {})
+
+
+def _plain(t):
+    return torch.Tensor.as_subclass(t, torch.Tensor) if isinstance(t, torch.Tensor) else t
 
 
 register = Optimizer.register

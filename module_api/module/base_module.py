@@ -294,14 +294,17 @@ class BaseModule:
             arg_params=None, aux_params=None, allow_missing=False,
             force_rebind=False, force_init=False, begin_epoch=0, num_epoch=None,
             validation_metric=None, monitor=None, sparse_row_id_fn=None):
-        """Train the module parameters (mxnet 1.9.1's loop, call for call).
+        """Train the module parameters (mxnet 1.9.1's loop).
 
         ``bind(for_training=True, force_rebind=)`` → ``install_monitor`` →
         ``init_params(initializer=, arg_params=, aux_params=, allow_missing=,
         force_init=)`` → ``init_optimizer(kvstore=, optimizer=,
-        optimizer_params=)``, then per batch ``forward_backward``, ``update``,
-        ``update_metric`` and ``prepare`` of the next batch; per epoch
-        ``get_params`` / ``set_params``, ``epoch_end_callback``, ``score``.
+        optimizer_params=)``, then per batch ``forward_backward``,
+        ``update_metric``, ``update`` and ``prepare`` of the next batch; per epoch
+        ``get_params`` / ``set_params``, ``epoch_end_callback``, ``score``. (mxnet
+        calls ``update`` before ``update_metric`` and its engine runs the two
+        overlapped; here the metric comes first, so that it runs while a
+        distributed update's all-reduce is in flight.)
 
         With a distributed kvstore, ``epoch_end_callback`` runs on rank 0 only
         (every worker holds the same parameters under ``dist_sync``).
@@ -339,13 +342,16 @@ class BaseModule:
                     if monitor is not None:
                         monitor.tic()
                     self.forward_backward(data_batch)
-                    self.update()
-
+                    # the metric reads the forward's outputs, which update() leaves as
+                    # they are: updated first, it runs while the gradients' all-reduce
+                    # (started during the backward) is in flight, as mxnet's engine
+                    # overlaps the two
                     if isinstance(data_batch, list):
                         self.update_metric(eval_metric, [db.label for db in data_batch],
                                            pre_sliced=True)
                     else:
                         self.update_metric(eval_metric, data_batch.label)
+                    self.update()
 
                     try:
                         # pre fetch next batch
