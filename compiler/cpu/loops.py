@@ -67,22 +67,20 @@ def fold_runs(params, bind, body):
     """
     if len(bind) < MIN_RUN and len(body) < MIN_RUN:
         return ", ".join(params), bind, body
-    # names given a value more than once are always read by name (run() assigns some)
-    count = {}
-    for line in bind + [b.strip() for b in body]:
-        for name in assigned(line):
-            count[name] = count.get(name, 0) + 1
-    slices = _Slices({n for n, c in count.items() if c > 1})
+    targets = [assigned(line) for line in bind]
+    # a name run() assigns holds there what run() gave it, not what bind() made
+    in_run = {name for line in body if " = " in line for name in assigned(line.strip())}
+    # names given a value more than once are always read by name
+    seen, again = set(), set(in_run)
+    for names in targets:
+        for name in names:
+            (again if name in seen else seen).add(name)
+    slices = _Slices(again)
     if len(params) >= LONG:
         slices.add("_p", params)
-    bind = _fold_bind(set(params), bind, slices)
-    made = set(params)
-    for line in bind:
-        made.update(assigned(line))
-    for _, names in slices.tuples:
-        made.update(names)
-    # a name run() assigns holds there what run() gave it, not what bind() made
-    made -= {name for line in body if " = " in line for name in assigned(line.strip())}
+    bind = _fold_bind(set(params), bind, targets, slices)
+    made = set(params) | seen
+    made -= in_run
     tables, body = _fold_body(made, body, slices)
     bind = slices.given(bind + tables, body)
     return ("*_p" if len(params) >= LONG else ", ".join(params)), bind, body
@@ -179,12 +177,12 @@ def _fill(template, values):
     return parts[0] + "".join(v + p for v, p in zip(values, parts[1:]))
 
 
-def _fold_bind(params, bind, slices):
-    """Runs of ``name = like expression`` in bind(), each one unpacking assignment (a
-    tuple of :class:`_Slices` when :data:`LONG` lines or more)."""
+def _fold_bind(params, bind, assigns, slices):
+    """Runs of ``name = like expression`` in bind() (``assigns``: each line's
+    :func:`assigned`), each one unpacking assignment (a tuple of :class:`_Slices`
+    when :data:`LONG` lines or more)."""
     made, keys, rows = set(params), [], []
-    for line in bind:
-        targets = assigned(line)
+    for line, targets in zip(bind, assigns):
         key = None
         if len(targets) == 1:
             template, args = _template(line[len(targets[0]) + 3:], made)
