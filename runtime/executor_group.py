@@ -72,12 +72,13 @@ def _copy_into(src, dst):
         dst[:] = _to_tensor(src).to(device=dst.device, dtype=dst.dtype).reshape(dst.shape)
         return
     src = _to_tensor(src)
-    if tuple(src.shape) != tuple(dst.shape):
-        if src.numel() != dst.numel():
-            raise MXNetError(f"cannot copy an array of shape {tuple(src.shape)} into one of "
-                             f"shape {tuple(dst.shape)}")
-        src = src.reshape(dst.shape)
-    with torch.no_grad():
+    # plain tensor ops: NDArray's __torch_function__ costs more than a batch's copy
+    with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
+        if tuple(src.shape) != tuple(dst.shape):
+            if src.numel() != dst.numel():
+                raise MXNetError(f"cannot copy an array of shape {tuple(src.shape)} into "
+                                 f"one of shape {tuple(dst.shape)}")
+            src = src.reshape(dst.shape)
         dst.copy_(src.to(device=dst.device, dtype=torch_dtype(dst)))
 
 
@@ -746,7 +747,9 @@ class DataParallelExecutorGroup:
             if not pre_sliced:
                 labels_slice = []
                 for label, axis in zip(labels, self.label_layouts):
-                    if axis == 0:
+                    if axis == 0 and islice.start == 0 and islice.stop == len(label):
+                        labels_slice.append(label)          # one device: the whole batch
+                    elif axis == 0:
                         labels_slice.append(label[islice])
                     elif axis > 0:
                         labels_slice.append(as_ndarray(_to_tensor(label).narrow(
