@@ -129,8 +129,7 @@ class _Slices:
             return bind
         read = set()
         for line in bind + body:
-            if len(line) < 4096:                    # tables read through slices
-                read.update(_MADE.findall(line))
+            read.update(_MADE.findall(line))
         out = list(bind)
         for name, names in reversed(self.tuples):
             lines = [f"{n} = {name}[{i}]" for i, n in enumerate(names) if n in read]
