@@ -148,3 +148,49 @@ def test_a_compiled_chain_runs_through_loops_as_the_reference(tmp_path, monkeypa
     np.testing.assert_allclose(exe.outputs[0].asnumpy(), y.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), t.grad.numpy(), rtol=1e-5,
                                atol=1e-7)
+
+
+def test_a_compiled_chain_longer_than_the_slice_rule_runs_as_the_reference(tmp_path,
+                                                                            monkeypatch):
+    """Past LONG operators the kernels take ``*_p`` and make their views as one tuple;
+    the alternating tanh / relu calls form no run, so each name is also given its
+    value from the tuple: forward and backward still equal torch's."""
+    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
+    n = LONG + 44
+    prog = compile_symbol(_chain_symbol(n), {"data": (3, 4)}, for_training=True,
+                          grad_req={"data": "write"})
+    sources = [open(kernel_path(ln.kernel)).read() for ln in prog.kernel_launches()]
+    assert all("def bind(*_p):" in s and "_m0 = tuple(" in s for s in sources), sources
+    x = np.random.RandomState(1).uniform(-1, 1, (3, 4)).astype(np.float32)
+    exe = _chain_symbol(n).simple_bind(mx.cpu(), data=(3, 4))
+    exe.arg_dict["data"][:] = x
+    exe.forward(is_train=True)
+    exe.backward([mx.nd.ones((3, 4))])
+    t = torch.tensor(x, requires_grad=True)
+    y = t
+    for i in range(n):
+        y = torch.relu(y) if i % 2 else torch.tanh(y)
+    y.sum().backward()
+    np.testing.assert_allclose(exe.outputs[0].asnumpy(), y.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), t.grad.numpy(), rtol=1e-5,
+                               atol=1e-7)
+
+
+def test_a_compiled_uniform_chain_spells_no_name_one_by_one(tmp_path, monkeypatch):
+    """A chain of one operator past LONG: its kernels are a few lines whatever its
+    length (a tuple of views, tables of slices), and compute the chain."""
+    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
+    n = LONG + 44
+    x = sym.Variable("data")
+    for _ in range(n):
+        x = sym.Activation(x, act_type="relu")
+    prog = compile_symbol(x, {"data": (3, 4)}, for_training=True, grad_req={"data": "write"})
+    sources = [open(kernel_path(ln.kernel)).read() for ln in prog.kernel_launches()]
+    assert all(len(s) < 1500 for s in sources), [len(s) for s in sources]
+    data = np.random.RandomState(2).uniform(-1, 1, (3, 4)).astype(np.float32)
+    exe = x.simple_bind(mx.cpu(), data=(3, 4))
+    exe.arg_dict["data"][:] = data
+    exe.forward(is_train=True)
+    exe.backward([mx.nd.ones((3, 4))])
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(data, 0))
+    np.testing.assert_array_equal(exe.grad_dict["data"].asnumpy(), (data > 0).astype(np.float32))
