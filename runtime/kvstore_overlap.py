@@ -44,7 +44,7 @@ import zlib
 
 import torch
 
-from .ndarray import NDArray, torch_dtype
+from .ndarray import NDArray, plain, torch_dtype
 
 __all__ = ["OverlapPlan", "mark_eligible", "eligible_owner", "FIRST_BUCKET_BYTES",
            "STATS"]
@@ -64,17 +64,13 @@ def eligible_owner(value):
     return ref() if ref is not None else None
 
 
-def _plain(t):
-    return t.as_subclass(torch.Tensor) if isinstance(t, NDArray) else t
-
-
 class _Bucket:
     """Consecutive keys reduced in one flat buffer."""
 
     def __init__(self, positions, grads):
         self.positions = positions               # indices into the plan's keys
         self.grads = grads                       # the gradient NDArrays (marks find them)
-        self.plain = [_plain(g) for g in grads]  # same storage and version counter
+        self.plain = [plain(g) for g in grads]  # same storage and version counter
         self.pieces = [p.reshape(-1) for p in self.plain]
         first = self.plain[0]
         self.flat = torch.empty(sum(p.numel() for p in self.plain), dtype=first.dtype,

@@ -339,6 +339,15 @@ def _keep_ctx(t: torch.Tensor, like) -> NDArray:
     return out
 
 
+def plain(t):
+    """``t`` as a plain ``torch.Tensor`` alias (same storage and version counter), for
+    torch calls that need not pass through NDArray's ``__torch_function__``; anything
+    else as it is."""
+    if isinstance(t, torch.Tensor) and type(t) is not torch.Tensor:
+        return t.as_subclass(torch.Tensor)
+    return t
+
+
 def as_ndarray(t: torch.Tensor, ctx: Context = None) -> NDArray:
     out = t.as_subclass(NDArray) if not isinstance(t, NDArray) else t
     if ctx is not None:

@@ -77,7 +77,7 @@ import torch
 from compiler.errors import MXNetError
 
 from .optimizer_kernels import _Spec, _launch, _zeros_like
-from .ndarray import torch_dtype
+from .ndarray import plain, torch_dtype
 
 # weights that multi_precision gives float32 master copies (update_multi_precision)
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -437,8 +437,8 @@ class Optimizer:
                 reusable = False
             # plain tensors (aliases: the same storage and version counter), so that a
             # launch passes them to torch without NDArray's __torch_function__ per call
-            tensors = [w_t, _plain(g)] + [_plain(t) for t in st] + \
-                [_plain(t) for t in inp] + ([_plain(master)] if mp else [])
+            tensors = [w_t, plain(g)] + [plain(t) for t in st] + \
+                [plain(t) for t in inp] + ([plain(master)] if mp else [])
             entry = plan.setdefault((spec.key, str(w_t.device)), (spec, w_t.device, [], []))
             entry[2].append(tensors)
             entry[3].append(pos)
@@ -460,10 +460,6 @@ class Optimizer:
         if "_index_update_count" not in self.__dict__:
             self._index_update_count = self._all_index_update_counts.setdefault(
                 self._current_device, {})
-
-
-def _plain(t):
-    return torch.Tensor.as_subclass(t, torch.Tensor) if isinstance(t, torch.Tensor) else t
 
 
 register = Optimizer.register

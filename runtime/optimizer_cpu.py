@@ -285,10 +285,10 @@ def launch(spec, groups, lrs, wds, scalars, extra=None):
     """
     import numpy as np
     import torch
+    from .ndarray import plain
     # plain tensors: NDArray's __torch_function__ would wrap every foreach call (a
     # launch plan's are plain already)
-    columns = [[t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor) for t in col]
-               for col in zip(*groups)]
+    columns = [[plain(t) for t in col] for col in zip(*groups)]
     f32 = lambda x: float(np.float32(x))  # noqa: E731  (the kernel's fp32 hyper-parameters)
     with torch.no_grad():
         rows = zip(lrs, wds, *zip(*extra)) if extra else zip(lrs, wds)

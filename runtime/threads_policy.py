@@ -81,6 +81,12 @@ class FixedCount:
         return self.n
 
 
+def _fits(n, others: int) -> bool:
+    """Whether ``n`` threads (:data:`SPLIT`: its two) and ``others`` runnable tasks fit
+    the machine's cores, one each."""
+    return others + _threads_of(n) <= _cores()
+
+
 class ThreadPolicy:
     """The adaptive thread count (module doc): measure, try a neighbour, keep the faster.
 
@@ -225,8 +231,7 @@ class ThreadPolicy:
         others = self.others_running() if self.others_running and cap and cap > 1 else None
         if others is None:
             return cap
-        free = _cores() - others
-        return next((n for n in self.ladder if n != SPLIT and n <= free), 1)
+        return next((n for n in self.ladder if n != SPLIT and _fits(n, others)), 1)
 
     def _cores_taken(self, n: int) -> bool:
         """Whether other runnable tasks leave fewer than ``n`` cores free right now
@@ -236,7 +241,7 @@ class ThreadPolicy:
         if self.others_running is None:
             return False
         others = self.others_running()
-        return others is not None and others + _threads_of(n) > _cores()
+        return others is not None and not _fits(n, others)
 
     def _skip_trial(self):
         """A trial of more threads not run (the cores are taken): counted as a lost

@@ -128,14 +128,16 @@ def _chain_symbol(n):
     return x
 
 
-def test_a_compiled_chain_runs_through_loops_as_the_reference(tmp_path, monkeypatch):
-    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
-    n = 2 * MIN_RUN + 2
+def _compiled_chain_sources(n):
+    """The kernel sources of the training Program of ``_chain_symbol(n)``."""
     prog = compile_symbol(_chain_symbol(n), {"data": (3, 4)}, for_training=True,
                           grad_req={"data": "write"})
-    sources = [open(kernel_path(ln.kernel)).read() for ln in prog.kernel_launches()]
-    assert sum("for _v0" in s for s in sources) == 2       # forward and backward
-    x = np.random.RandomState(0).uniform(-1, 1, (3, 4)).astype(np.float32)
+    return [open(kernel_path(ln.kernel)).read() for ln in prog.kernel_launches()]
+
+
+def _assert_chain_like_torch(n, seed):
+    """``_chain_symbol(n)``'s forward and data gradient equal torch's."""
+    x = np.random.RandomState(seed).uniform(-1, 1, (3, 4)).astype(np.float32)
     exe = _chain_symbol(n).simple_bind(mx.cpu(), data=(3, 4))
     exe.arg_dict["data"][:] = x
     exe.forward(is_train=True)
@@ -148,6 +150,14 @@ def test_a_compiled_chain_runs_through_loops_as_the_reference(tmp_path, monkeypa
     np.testing.assert_allclose(exe.outputs[0].asnumpy(), y.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), t.grad.numpy(), rtol=1e-5,
                                atol=1e-7)
+
+
+def test_a_compiled_chain_runs_through_loops_as_the_reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
+    n = 2 * MIN_RUN + 2
+    sources = _compiled_chain_sources(n)
+    assert sum("for _v0" in s for s in sources) == 2       # forward and backward
+    _assert_chain_like_torch(n, seed=0)
 
 
 def test_a_compiled_chain_longer_than_the_slice_rule_runs_as_the_reference(tmp_path,
@@ -157,23 +167,9 @@ def test_a_compiled_chain_longer_than_the_slice_rule_runs_as_the_reference(tmp_p
     value from the tuple: forward and backward still equal torch's."""
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
     n = LONG + 44
-    prog = compile_symbol(_chain_symbol(n), {"data": (3, 4)}, for_training=True,
-                          grad_req={"data": "write"})
-    sources = [open(kernel_path(ln.kernel)).read() for ln in prog.kernel_launches()]
+    sources = _compiled_chain_sources(n)
     assert all("def bind(*_p):" in s and "_m0 = tuple(" in s for s in sources), sources
-    x = np.random.RandomState(1).uniform(-1, 1, (3, 4)).astype(np.float32)
-    exe = _chain_symbol(n).simple_bind(mx.cpu(), data=(3, 4))
-    exe.arg_dict["data"][:] = x
-    exe.forward(is_train=True)
-    exe.backward([mx.nd.ones((3, 4))])
-    t = torch.tensor(x, requires_grad=True)
-    y = t
-    for i in range(n):
-        y = torch.relu(y) if i % 2 else torch.tanh(y)
-    y.sum().backward()
-    np.testing.assert_allclose(exe.outputs[0].asnumpy(), y.detach().numpy(), rtol=1e-6)
-    np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), t.grad.numpy(), rtol=1e-5,
-                               atol=1e-7)
+    _assert_chain_like_torch(n, seed=1)
 
 
 def test_a_compiled_uniform_chain_spells_no_name_one_by_one(tmp_path, monkeypatch):
