@@ -37,7 +37,7 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     NotFusable
         When the nodes cannot share one domain, or a store would be a race.
     """
-    family = _family(graph, nodes)
+    family = family_of(graph, nodes)
     if family == "extern":
         prog = extern_program(graph, nodes, outside_uses)
     elif family == "conv":
@@ -50,10 +50,11 @@ def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
     return prog
 
 
-def _family(graph, nodes) -> str:
-    """``extern`` if a node of ``nodes`` is lowered as an extern launch, else ``conv`` if
-    one is a convolution, else ``pool`` if one is a pooling, else ``fused``: one look
-    at each node (a chain's group holds tens of thousands)."""
+def family_of(graph, nodes) -> str:
+    """The kernel family of a group: ``extern`` if a node of ``nodes`` is lowered as an
+    extern launch, else ``conv`` if one is a convolution, else ``pool`` if one is a
+    pooling, else ``fused``: one look at each node (a chain's group holds tens of
+    thousands)."""
     found = set()
     for n in nodes:
         if is_extern(graph, n):

@@ -20,6 +20,15 @@ proportional to what it looks at, never to the size of the graph:
   program is built once instead; a tree whose program cannot be built is left
   to the pairwise merges. The partition is the same either way
   (``tests/compiler/test_fuse.py``).
+* **Runs in the first sweep** (:func:`_run`): a stretch of the node order whose
+  single nodes would each join one growing group, one merge per node (a batch
+  norm's statistics and epilogue into its reduction, 11 nodes, the backward's sums
+  and their epilogue), is joined with the union's program built once; node by node
+  each merge builds the whole group again, quadratic in its size. A union that
+  cannot be built is left to the node-by-node merges. On every model the test
+  suite compiles the partition is the same either way (``tests/compiler/test_fuse.py``
+  checks some); it could differ only where a node-by-node step fails to build while
+  the whole run builds, and then the run is one legal kernel.
 * **Refused merges are remembered.** Whether two groups can merge depends only
   on the two groups (the union's tile program) and on the partition of the
   rest (the cycle check), and merging other groups can only add paths: a merge
@@ -38,7 +47,7 @@ grows linearly with a chain.
 from __future__ import annotations
 
 from ..frontend.graph import Graph, UncachedDiGraph
-from ..ir.build import build_tile_program
+from ..ir.build import build_tile_program, family_of
 from ..ir.tile_program import NotFusable
 from ..ops.registry import MatMul, Pointwise, View, prod
 
@@ -162,12 +171,78 @@ def _fuse(graph: Graph) -> list:
         work["merges"] += 1
         return True
 
+    def speculate(v):
+        """The first sweep's merges at ``v`` and after it, made as runs: None when
+        ``v`` starts no run (the sweep goes on node by node), else whether a merge
+        was made."""
+        if group_of.get(v) != v or len(members[v]) != 1:
+            return None
+        read = set(_groups_read(graph, v, ins, group_of, node_data[v]["phase"]) or ())
+        if len(read) != 1:
+            return None
+        (g,) = read
+        run = _run(graph, order, pos[v], ins, group_of, members, g)
+        if len(run) < 2:
+            return None
+        if merge_run(g, run):
+            return True
+        unspeculated.update(run)                # the union is not one kernel
+        if try_merge(g, v):                     # the sweep's one merge at v
+            return True
+        # v stays alone: the nodes after it may grow from it, reading g before it
+        run = _run(graph, order, pos[v] + 1, ins, group_of, members, v, {g})
+        if len(run) >= 2:
+            if merge_run(v, run):
+                swept.update(run)
+                return True
+            unspeculated.update(run)
+        return False
+
+    def merge_run(g, run):
+        """Join the nodes of ``run`` to group ``g`` with one tile program built, the
+        union's (see :func:`_run`); False, changing nothing, if it cannot be built."""
+        nonlocal dag
+        if dag is None:
+            dag = _GroupDag(graph, order, pos, work, group_of)
+        if dag.keep_all:
+            return False
+        union = members[g] | set(run)
+        try:
+            program = build(union)
+        except NotFusable:
+            return False
+        label = g
+        for w in run:               # the contractions the pairwise merges would make
+            found = dag.search(label, w)
+            if found is None:       # cannot happen: a run's nodes read nothing else
+                raise AssertionError(f"fusion run {run} closes a cycle at {w}")
+            dag.contract(label, w, found)
+            del members[label], stamp[label]
+            programs.pop(label, None)
+            label = w
+        for n in union:
+            group_of[n] = label
+        members[label] = union
+        programs[label] = program
+        stamp[label] = next(stamps)
+        work["merges"] += len(run)
+        return True
+
+    unspeculated, swept = set(), set()
     for _round in range(3):
         merged = False
         # Vertical: a producer into its consumer.
         for v in order:
             if v not in group_of:
                 continue
+            if _round == 0:
+                if v in swept:          # joined by a run: its merges are made
+                    continue
+                if v not in unspeculated:
+                    made = speculate(v)
+                    if made is not None:
+                        merged |= made
+                        continue
             for u, _ in ins[v]:
                 gu, gv = group_of.get(u), group_of[v]
                 if gu is not None and gu != gv and \
@@ -207,6 +282,60 @@ def _fuse(graph: Graph) -> list:
     del graph.meta["topo_pos"]
     graph.meta["fuse_work"] = work
     return scheduled
+
+
+def _groups_read(graph, w, ins, group_of, phase):
+    """The groups of ``phase`` that node ``w`` reads, in the order of its inputs (one
+    entry per input), or None if it reads a free view of a value computed in ``phase``."""
+    nodes, found = graph.g._node, []
+    for u, _ in ins[w]:
+        d = nodes[u]
+        if d["op"] == "null" or d["phase"] != phase:
+            continue
+        if u not in group_of:                   # a free view: of a source, or not a run
+            if any(nodes[x]["op"] != "null" and nodes[x]["phase"] == phase for x, _ in ins[u]):
+                return None
+            continue
+        found.append(group_of[u])
+    return found
+
+
+def _run(graph, order, start, ins, group_of, members, grow, behind=frozenset()):
+    """The nodes from ``order[start]`` on that the first vertical sweep joins, one at a
+    time, to group ``grow`` when each merge succeeds (see :func:`fuse`'s runs).
+
+    A run is the longest stretch of the order of single-node groups of ``grow``'s phase
+    that can join a group computing their operands, each reading ``grow`` or an earlier
+    node of the run and nothing else computed in that phase (free views of such values
+    end a run: they are a path around the group), except groups in ``behind`` read
+    before any of those. At each, the sweep tries one merge, of the grown group and the
+    node: a ``behind`` group tried first is refused by the cycle check (it reaches the
+    node through ``grow``), none is tried after. Non-kernel nodes in the stretch are
+    passed over, as the sweep passes them.
+    """
+    phase = graph.g._node[grow]["phase"]
+    inside, run = {grow}, []
+    for w in order[start:]:
+        if w not in group_of:                   # a source or free view
+            continue
+        if group_of[w] != w or len(members[w]) != 1 or graph.g._node[w]["phase"] != phase \
+                or not _joins_a_group(graph, w):
+            break
+        read = _groups_read(graph, w, ins, group_of, phase) or ()
+        first = next((i for i, r in enumerate(read) if r in inside), None)
+        if first is None or any(r not in inside for r in read[first:]) or \
+                any(r not in behind for r in read[:first]):
+            break
+        run.append(w)
+        inside.add(w)
+    return run
+
+
+def _joins_a_group(graph, n) -> bool:
+    """Whether node ``n`` can join a group that computes its operands: not a matmul,
+    convolution, pooling or extern node (each reads its operands from memory)."""
+    return not isinstance(graph.node(n)["opdef"].lowering, MatMul) and \
+        family_of(graph, [n]) == "fused"
 
 
 def _readers(graph, order) -> dict:
@@ -318,6 +447,7 @@ class _GroupDag:
         phase = {n: graph.node(n)["phase"] for n in order if not is_source(graph, n)}
         edges = [(u, v) for v in phase for u in graph.g._pred[v] if u in phase]
         keep_all = any(phase[u] == "bwd" and phase[v] == "fwd" for u, v in edges)
+        self.keep_all = keep_all
         self.vertex = {n: n for n in phase if group_of.get(n, n) == n}   # label -> vertex
         self.out = {n: set() for n in self.vertex}
         self.inn = {n: set() for n in self.vertex}

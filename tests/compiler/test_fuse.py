@@ -82,6 +82,50 @@ def test_trees_change_no_group():
         assert [g["nodes"] for g in groups] == [g["nodes"] for g in pairwise]
 
 
+def _conv_bn_block():
+    """Convolutions with batch norm and ReLU in two branches joined by a Concat, as in
+    Inception-BN, then pooling and a classifier."""
+    x = sym.Variable("data")
+
+    def unit(x, name, filters, kernel, pad):
+        x = sym.Convolution(x, num_filter=filters, kernel=kernel, pad=pad, name=f"conv_{name}")
+        x = sym.BatchNorm(x, fix_gamma=False, name=f"bn_{name}")
+        return sym.Activation(x, act_type="relu", name=f"relu_{name}")
+
+    x = unit(x, "stem", 4, (3, 3), (1, 1))
+    x = sym.Concat(unit(x, "a", 3, (1, 1), (0, 0)),
+                   unit(unit(x, "b0", 2, (1, 1), (0, 0)), "b1", 3, (3, 3), (1, 1)), dim=1)
+    x = sym.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max")
+    x = sym.FullyConnected(sym.Flatten(x), num_hidden=5)
+    return sym.SoftmaxOutput(x, name="softmax")
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_runs_change_no_group(train):
+    """The first sweep joins a run of nodes (a batch norm's statistics and their
+    epilogue, the backward's sums) to its group with one tile program built, where
+    node by node it builds one per node: the same partition, fewer programs built."""
+    cases = [
+        (_conv_bn_block(), {"data": (2, 3, 6, 6), "softmax_label": (2,)}, ("softmax_label",)),
+        (lstm_cell(num_hidden=8), {"data": (4, 6), "prev_h": (4, 8), "prev_c": (4, 8)}, ()),
+        (mlp(hidden=(16, 16)), {"data": (4, 12), "softmax_label": (4,)},
+         ("data", "softmax_label")),
+    ]
+    built = {}
+    for i, (symbol, shapes, no_grad) in enumerate(cases):
+        graph, groups, work = _fused(symbol, shapes, train, no_grad)
+        real = fuse_mod._run
+        fuse_mod._run = lambda *a, **k: []
+        try:
+            one_by_one = fuse(graph)
+        finally:
+            fuse_mod._run = real
+        assert [g["nodes"] for g in groups] == [g["nodes"] for g in one_by_one]
+        built[i] = (work["tile_programs"], graph.meta["fuse_work"]["tile_programs"])
+    runs, node_by_node = built[0]
+    assert runs < node_by_node, built      # the batch norms' runs: fewer builds
+
+
 def _dag_graph(edges, n):
     """A Graph of ``n`` op nodes (``elemwise_add`` of two inputs, ``negative`` of one,
     over one variable) with the given edges ``(u, v)``, ``u < v``."""
