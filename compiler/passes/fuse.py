@@ -25,10 +25,11 @@ proportional to what it looks at, never to the size of the graph:
   norm's statistics and epilogue into its reduction, 11 nodes, the backward's sums
   and their epilogue), is joined with the union's program built once; node by node
   each merge builds the whole group again, quadratic in its size. A union that
-  cannot be built is left to the node-by-node merges. On every model the test
-  suite compiles the partition is the same either way (``tests/compiler/test_fuse.py``
-  checks some); it could differ only where a node-by-node step fails to build while
-  the whole run builds, and then the run is one legal kernel.
+  cannot be built is left to the node-by-node merges. The partition is the same
+  either way on the models ``tests/compiler/test_fuse.py`` checks and on every
+  model the test suite compiles (compared while this was written); it could differ
+  only where a node-by-node step fails to build while the whole run builds, and
+  then the run is one legal kernel.
 * **Refused merges are remembered.** Whether two groups can merge depends only
   on the two groups (the union's tile program) and on the partition of the
   rest (the cycle check), and merging other groups can only add paths: a merge
