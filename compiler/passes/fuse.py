@@ -140,8 +140,13 @@ def _fuse(graph: Graph) -> list:
     stamps = iter(range(1, 1 << 62))
     refused = set()
 
-    def try_merge(gu, gv):
+    def group_dag():
         nonlocal dag
+        if dag is None:
+            dag = _GroupDag(graph, order, pos, work, group_of)
+        return dag
+
+    def try_merge(gu, gv):
         if gu is None or gv is None or gu == gv:
             return False
         if graph.node(gu)["phase"] != graph.node(gv)["phase"]:
@@ -149,9 +154,7 @@ def _fuse(graph: Graph) -> list:
         key = (gu, stamp[gu], gv, stamp[gv]) if gu < gv else (gv, stamp[gv], gu, stamp[gu])
         if key in refused:
             return False
-        if dag is None:
-            dag = _GroupDag(graph, order, pos, work, group_of)
-        found = dag.search(gu, gv)
+        found = group_dag().search(gu, gv)
         if found is None:
             refused.add(key)
             return False
@@ -202,10 +205,7 @@ def _fuse(graph: Graph) -> list:
     def merge_run(g, run):
         """Join the nodes of ``run`` to group ``g`` with one tile program built, the
         union's (see :func:`_run`); False, changing nothing, if it cannot be built."""
-        nonlocal dag
-        if dag is None:
-            dag = _GroupDag(graph, order, pos, work, group_of)
-        if dag.keep_all:
+        if group_dag().keep_all:
             return False
         union = members[g] | set(run)
         try:
