@@ -19,6 +19,14 @@ can kill the process there; only the crash tests set it.
 Modes: by default a file gets ``0o666`` less the umask, as ``open()`` would give it
 (``0o644`` under the usual umask). Callers with stricter needs (the kernel cache,
 whose files must never be group-writable) pass ``mode``, which is applied exactly.
+
+Durability: by default the temp file is fsynced before the rename, so the new file
+survives power loss or an operating-system crash whole. ``durable=False`` skips that
+``fsync``: the write is still atomic for a process that is killed (the page cache
+keeps what was written), but after power loss the renamed file may be empty or hold
+zeros. Only files whose readers check their bytes and can write them again take it
+(kernel sources: each Program entry's manifest holds their sha256, and a mismatch
+makes the entry a miss that is rebuilt).
 """
 from __future__ import annotations
 
@@ -117,15 +125,17 @@ def _unlink_quietly(path):
         pass
 
 
-def write_temp(path, data: bytes, mode=None) -> str:
-    """Write ``data`` to a fresh temp file beside ``path``, flushed to disk; return its
-    name. The temp file is removed again if writing fails."""
+def write_temp(path, data: bytes, mode=None, durable: bool = True) -> str:
+    """Write ``data`` to a fresh temp file beside ``path``, flushed to disk unless
+    ``durable`` is False (see Durability above); return its name. The temp file is
+    removed again if writing fails."""
     tmp = temp_path(path)
     try:
         with _open_new(tmp, mode) as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -145,7 +155,7 @@ def _fsync_dir(folder):
         os.close(fd)
 
 
-def atomic_write_bytes(path, data: bytes, mode=None):
+def atomic_write_bytes(path, data: bytes, mode=None, durable: bool = True):
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename).
 
     Parameters
@@ -154,10 +164,12 @@ def atomic_write_bytes(path, data: bytes, mode=None):
     data : bytes
     mode : int, optional
         The file's exact mode; by default ``0o666`` less the umask, as ``open()``.
+    durable : bool, default True
+        False: no fsync, for files whose readers verify them (see Durability above).
     """
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = write_temp(path, data, mode)
+    tmp = write_temp(path, data, mode, durable)
     try:
         os.replace(tmp, path)
     except BaseException:

@@ -2,15 +2,19 @@
 
 A kernel's file is written once under the hash of its source, atomically and with
 mode ``0o644`` (``atomic``, ``cache_trust``), and shared by every Program (and
-every process) that uses it; Triton imports kernels from files. This module owns
+every process) that uses it; Triton imports kernels from files. The writes are not
+fsynced (``atomic``'s ``durable=False``): every Program entry's manifest holds the
+sha256 of each kernel it uses and a read checks them (``cache_entries``), so a kernel
+file left empty or zeroed by power loss makes the entries that use it a miss, and
+their rebuild writes it again. An Inception network's 271 kernels cost 0.06 s more
+to publish with an fsync each (``benchmarks/README.md``, cold start). This module owns
 
 * where a kernel is (:func:`kernel_path`; :func:`trusted_kernel_path` checks it for
   import), and Triton's own cache of compiled GPU kernels (:func:`triton_dir`);
 * writing them: :func:`write_kernel` one at a time, :func:`write_kernels` a
-  Program's at once from a few threads (each atomic write waits on its own
-  ``fsync``, and the file system commits concurrent ones together), and
-  :class:`KernelSources`, which starts those writes as code generation adds each
-  kernel, so they overlap the rest of the build;
+  Program's at once from a few threads (their system calls wait outside the
+  interpreter lock), and :class:`KernelSources`, which starts those writes as code
+  generation adds each kernel, so they overlap the rest of the build;
 * which kernels this process generated (:func:`generated_here`: a real compile, not
   a load) and the bytes of those it wrote and has not imported yet
   (:func:`fresh_kernel`: their first import compiles these bytes instead of
@@ -122,7 +126,7 @@ def write_kernel(source_hash: str, source: str) -> str:
         _GENERATED.add(source_hash)
         try:
             cache_trust.make_dirs(os.path.dirname(path))
-            atomic_write_bytes(path, data, cache_trust.FILE_MODE)
+            atomic_write_bytes(path, data, cache_trust.FILE_MODE, durable=False)
             _FRESH[source_hash] = (path, data)
             return path
         except OSError as exc:
@@ -165,8 +169,8 @@ def fresh_kernel(source_hash: str):
 class KernelSources(dict):
     """``{kernel hash: source}`` of a Program being built, whose kernel files start being
     written (by a few threads, as :func:`write_kernels` writes them) as each new kernel
-    is added: the writes, each waiting on its ``fsync``, overlap the rest of code
-    generation, which holds the interpreter on the other core. :func:`write_kernels`
+    is added: the writes' system calls overlap the rest of code generation, which
+    holds the interpreter. :func:`write_kernels`
     waits for them and finishes the bookkeeping; :meth:`close` only waits (a build that
     failed).
     """
@@ -241,10 +245,9 @@ def write_kernels(sources: dict):
     are missing (or differ) written by a few threads at once (for a
     :class:`KernelSources`, the writes it started are waited for).
 
-    Each atomic write waits on its own ``fsync``; the file system commits concurrent
-    ones together, so eight writers publish a few hundred kernels (an Inception
-    network) in a tenth of the time one does. What is decided per file (already
-    there? which directory when the cache cannot be written?) stays in this thread.
+    The writers' system calls (open, write, rename) wait outside the interpreter lock.
+    What is decided per file (already there? which directory when the cache cannot be
+    written?) stays in this thread.
     """
     if isinstance(sources, KernelSources):
         _finish_started(sources)
@@ -287,7 +290,7 @@ def _try_write(item):
     """Write one kernel file atomically; the OSError if it could not be."""
     _, path, data = item
     try:
-        atomic_write_bytes(path, data, cache_trust.FILE_MODE)
+        atomic_write_bytes(path, data, cache_trust.FILE_MODE, durable=False)
     except OSError as exc:
         return exc
     return None

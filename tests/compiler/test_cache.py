@@ -122,3 +122,27 @@ def test_auto_named_head_does_not_change_the_key(fresh_cache, monkeypatch):
     assert [ln.kernel for ln in pa.launches] == [ln.kernel for ln in pb.launches]
     assert pa.output_names == a.list_outputs() and pb.output_names == b.list_outputs()
     assert pa.output_names != pb.output_names
+
+
+def test_kernel_files_are_not_fsynced_and_a_zeroed_one_is_rebuilt(fresh_cache, monkeypatch):
+    """Kernel sources are written without an fsync each (a Program's hundreds of them
+    cost a cold start tenths of a second): what power loss could leave, a kernel file of
+    the right length full of zeros, fails the entry's manifest checksum at the next
+    read, which rebuilds the entry and writes the kernel again."""
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    prog = _compile()
+    kernels = sorted((fresh_cache / "kernels").iterdir())
+    assert len(kernels) > 3
+    assert len(synced) <= 3     # the entry's program.json, manifest.json and symbol only
+    victim = kernels[0]
+    good = victim.read_bytes()
+    victim.write_bytes(b"\0" * len(good))
+    cache.clear_memory_cache()
+    compiler.reset_cache_stats()
+    again = _compile()
+    stats = compiler.cache_stats()
+    assert stats["corrupt_entries"] == 1 and stats["compiles"] == 1
+    assert victim.read_bytes() == good
+    assert [ln.kernel for ln in again.launches] == [ln.kernel for ln in prog.launches]
