@@ -6,8 +6,8 @@ every process) that uses it; Triton imports kernels from files. The writes are n
 fsynced (``atomic``'s ``durable=False``): every Program entry's manifest holds the
 sha256 of each kernel it uses and a read checks them (``cache_entries``), so a kernel
 file left empty or zeroed by power loss makes the entries that use it a miss, and
-their rebuild writes it again. An Inception network's 271 kernels cost 0.06 s more
-to publish with an fsync each (``benchmarks/README.md``, cold start). This module owns
+their rebuild writes it again. An Inception network's 271 kernels took about 0.04 s
+more to publish with an fsync each (``benchmarks/README.md``, cold start). This module owns
 
 * where a kernel is (:func:`kernel_path`; :func:`trusted_kernel_path` checks it for
   import), and Triton's own cache of compiled GPU kernels (:func:`triton_dir`);
@@ -170,9 +170,8 @@ class KernelSources(dict):
     """``{kernel hash: source}`` of a Program being built, whose kernel files start being
     written (by a few threads, as :func:`write_kernels` writes them) as each new kernel
     is added: the writes' system calls overlap the rest of code generation, which
-    holds the interpreter. :func:`write_kernels`
-    waits for them and finishes the bookkeeping; :meth:`close` only waits (a build that
-    failed).
+    holds the interpreter. :func:`write_kernels` waits for them and finishes the
+    bookkeeping; :meth:`close` only waits (a build that failed).
     """
 
     def __init__(self):
