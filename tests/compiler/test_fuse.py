@@ -127,7 +127,7 @@ def _conv_bn_block():
 
 
 @pytest.mark.parametrize("train", [True, False])
-def test_runs_change_no_group(train):
+def test_runs_change_no_group(train, monkeypatch):
     """The first sweep joins a run of nodes (a batch norm's statistics and their
     epilogue, the backward's sums) to its group with one tile program built, where
     node by node it builds one per node: the same partition, fewer programs built."""
@@ -140,12 +140,9 @@ def test_runs_change_no_group(train):
     built = {}
     for i, (symbol, shapes, no_grad) in enumerate(cases):
         graph, groups, work = _fused(symbol, shapes, train, no_grad)
-        real = fuse_mod._run
-        fuse_mod._run = lambda *a, **k: []
-        try:
+        with monkeypatch.context() as m:
+            m.setattr(fuse_mod, "_run", lambda *a, **k: [])     # node by node
             one_by_one = fuse(graph)
-        finally:
-            fuse_mod._run = real
         assert [g["nodes"] for g in groups] == [g["nodes"] for g in one_by_one]
         built[i] = (work["tile_programs"], graph.meta["fuse_work"]["tile_programs"])
     runs, node_by_node = built[0]
@@ -182,9 +179,11 @@ def test_cycle_through_a_group_that_is_not_convex():
 
 
 def test_contractions_keep_an_exact_cycle_check_and_a_topological_order():
-    """Random DAGs contracted pair by pair: every answer of ``search`` agrees with a
+    """Random DAGs contracted pair by pair: every answer of ``search`` (and, in every
+    other DAG, of ``search_reader``, whose shortcut skips the search) agrees with a
     cycle search on the quotient graph, and the order stays topological."""
     rng = random.Random(0)
+    shortcuts = 0
     for trial in range(40):
         n = rng.randint(4, 14)
         edges = sorted({(u, v) for v in range(n) for u in range(v)
@@ -209,7 +208,14 @@ def test_contractions_keep_an_exact_cycle_check_and_a_topological_order():
                 if lu != lv:
                     quotient.add_edge(lu, lv)
             cyclic = not nx.is_directed_acyclic_graph(quotient)
-            found = dag.search(ga, gc)
+            if trial % 2:
+                searched = dag.work["cycle_visits"], dag.work["cycle_edges"]
+                found = dag.search_reader(ga, gc)
+                # the shortcut counts the reader's in-edges only, and visits nothing
+                shortcuts += (dag.work["cycle_visits"], dag.work["cycle_edges"]) == \
+                    (searched[0], searched[1] + len(dag.inn[dag.vertex[gc]]))
+            else:
+                found = dag.search(ga, gc)
             assert (found is None) == cyclic, (trial, edges, a, c)
             if found is not None:
                 dag.contract(ga, gc, found)
@@ -219,3 +225,4 @@ def test_contractions_keep_an_exact_cycle_check_and_a_topological_order():
                 for u, v in real_edges:          # the maintained order is topological
                     vu, vv = dag.vertex[label[u]], dag.vertex[label[v]]
                     assert vu == vv or dag.ord[vu] < dag.ord[vv]
+    assert shortcuts >= 10                       # the shortcut was taken, and held
