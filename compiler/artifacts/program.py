@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 from dataclasses import dataclass, field
 
 from ..cpu.render import render_cpu, render_cpu_fill
@@ -144,6 +145,7 @@ _RENDERED: dict = {}
 _RENDERED_MAX = 4096
 _RENDER_KEY_MAX_INSTRS = 2048
 _INSTR_FIELDS = tuple(f.name for f in dataclasses.fields(Instr) if f.name != "origin")
+_instr_fields = operator.attrgetter(*_INSTR_FIELDS)     # one C call per instruction
 
 
 def _render_once(prog, strides, shapes, slots, target, fp32_dot):
@@ -179,8 +181,7 @@ def _render_key(prog, strides, shapes, slots, target, fp32_dot) -> str:
               if f.name not in ("tensors", "nodes", "instrs")]
     # an instruction's origin names its node for errors only: a twin group of another
     # node (Inception-BN's 69 BatchNorms) renders the same source
-    fields.append(("instrs", [tuple(getattr(ins, f) for f in _INSTR_FIELDS)
-                              for ins in prog.instrs]))
+    fields.append(("instrs", [_instr_fields(ins) for ins in prog.instrs]))
     first = {}
     same = [[(slot[0], first.setdefault(slot, len(first))) for slot in per] for per in slots]
     return repr((target, fp32_dot, fields, len(prog.tensors), strides, shapes, same))

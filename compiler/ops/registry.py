@@ -333,6 +333,16 @@ def _same_as_first_type(attrs, in_types):
     return [t] * len(in_types), [t]
 
 
+_PARSED_MAX = 1024
+
+
+def _immutable(value) -> bool:
+    """Whether ``value`` cannot change in place (safe to share between nodes' attrs)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str)):
+        return True
+    return isinstance(value, (tuple, frozenset)) and all(map(_immutable, value))
+
+
 @dataclass
 class OpDef:
     """Everything about one operator, in one place.
@@ -434,6 +444,10 @@ class OpDef:
     rows_independent: Any = None
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
+    # parse_attrs' results by raw attributes, where every value is immutable: autodiff
+    # and decompose build thousands of nodes from a few attribute sets (Inception-BN's
+    # 69 BatchNorms, each the same dozen reductions and broadcasts)
+    _parsed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self._attr_index = {a.name: a for a in self.attrs}
@@ -460,6 +474,25 @@ class OpDef:
 
         Hidden attributes (``__lr_mult__`` ...) are kept as strings.
         """
+        # strings only (as the graph builders and symbol JSON give them): 1 and 1.0, or
+        # True and 1, would share a key and parse differently
+        key = tuple(raw.items())
+        known = None
+        if all(type(v) is str for v in raw.values()):
+            known = self._parsed.get(key)
+        else:
+            key = None
+        if known is not None:
+            return dict(known)
+        parsed = self._parse_attrs(raw, node_name)
+        if key is not None and all(map(_immutable, parsed.values())):
+            if len(self._parsed) >= _PARSED_MAX:
+                self._parsed.clear()
+            self._parsed[key] = parsed
+            return dict(parsed)
+        return parsed
+
+    def _parse_attrs(self, raw: dict, node_name: str) -> dict:
         parsed = {}
         for key, value in raw.items():
             if key.startswith("__") and key.endswith("__"):

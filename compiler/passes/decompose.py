@@ -14,13 +14,14 @@ from ..ops.registry import NodeView
 from ..ops.registry import Decompose
 
 
-def decompose(graph: Graph, is_train: bool) -> Graph:
+def decompose(graph: Graph, is_train: bool, in_place: bool = False) -> Graph:
     """Return a copy of ``graph`` with every ``Decompose`` operator expanded
-    (``graph`` itself when it has none: a copy costs as much as the pass)."""
+    (``graph`` itself when it has none: a copy costs as much as the pass; ``graph``
+    itself, changed, with ``in_place``: the pipeline owns its graphs)."""
     if not any(d["op"] != "null" and isinstance(d["opdef"].lowering, Decompose)
                for d in graph.g._node.values()):
         return graph
-    out = graph.copy()
+    out = graph if in_place else graph.copy()
     out.meta.setdefault("aux_updates", [])
     for _ in range(16):  # decompositions may produce composite ops in turn
         todo = [n for n in out.ops() if isinstance(out.node(n)["opdef"].lowering, Decompose)]

@@ -22,12 +22,13 @@ from collections import deque
 from ..frontend.graph import Builder, Graph
 
 
-def hoist_matmuls(graph: Graph) -> Graph:
+def hoist_matmuls(graph: Graph, in_place: bool = False) -> Graph:
     """Return a copy where shared-weight matmuls over all steps of a sequence are one
-    (``graph`` itself when it has no two matmuls: nothing to hoist)."""
-    if sum(d["op"] == "dot" for d in graph.g._node.values()) < 2:
+    (``graph`` itself when no two matmuls could be one: nothing to hoist; ``graph``
+    itself, changed, with ``in_place``: the pipeline owns its graphs)."""
+    if not _may_hoist(graph):
         return graph
-    out = graph.copy()
+    out = graph if in_place else graph.copy()
     candidates = {}
     for n in out.ops():
         step = _sequence_step(out, n)
@@ -52,6 +53,36 @@ def hoist_matmuls(graph: Graph) -> Graph:
     return out
 
 
+def _may_hoist(g: Graph) -> bool:
+    """Whether two matmuls share one of the keys the two hoists group by: a graph
+    without (a CNN: its classifier's forward and two gradient matmuls) is returned
+    without the copy and the topological sorts, a tenth of a cold compile's passes."""
+    seen = set()
+    for n, d in g.g._node.items():
+        if d["op"] != "dot" or d["attrs"].get("transpose_a"):
+            continue
+        step = _sequence_step(g, n)
+        keys = [_independent_key(g, n, d)]
+        if step is not None:
+            base, axis, _t, weight, tb = step
+            keys.append(("step", base, axis, weight, tb, d["phase"]))
+        for key in keys:
+            if key is None:
+                continue
+            if key in seen:
+                return True
+            seen.add(key)
+    return False
+
+
+def _independent_key(g: Graph, n, d):
+    """The key :func:`_hoist_independent` groups ``dot`` node ``n`` by (None: never)."""
+    a, w = g.inputs(n)
+    if len(g.shape(w)) != 2 or len(g.shape(a)) != 2:
+        return None
+    return (w, bool(d["attrs"].get("transpose_b")), d["phase"], tuple(g.shape(a)))
+
+
 def _hoist_independent(g: Graph):
     """``dot(x_t, W)`` for independent ``x_t`` -> slices of ``dot(Concat(x_t), W)``."""
     groups = {}
@@ -59,11 +90,9 @@ def _hoist_independent(g: Graph):
         d = g.node(n)
         if d["op"] != "dot" or d["attrs"].get("transpose_a"):
             continue
-        a, w = g.inputs(n)
-        if len(g.shape(w)) != 2 or len(g.shape(a)) != 2:
-            continue
-        key = (w, bool(d["attrs"].get("transpose_b")), d["phase"], tuple(g.shape(a)))
-        groups.setdefault(key, []).append(n)
+        key = _independent_key(g, n, d)
+        if key is not None:
+            groups.setdefault(key, []).append(n)
     for (w, tb, phase, shape), dots in groups.items():
         if len(dots) < 2 or not _independent(g, dots):
             continue

@@ -126,9 +126,9 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     # graph is the one shape inference fills)
     g = timed("autodiff", autodiff, g, grad_req, loss_scale, True) if wants_grad else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
-    g = timed("decompose", decompose, g, is_train)
+    g = timed("decompose", decompose, g, is_train, True)
     g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures
-    g = timed("hoist_matmuls", hoist_matmuls, g)
+    g = timed("hoist_matmuls", hoist_matmuls, g, True)
     g = timed("simplify", simplify, g, True)
     g = timed("prepare_heads", prepare_heads, g, True)
     groups = timed("fuse", fuse, g)

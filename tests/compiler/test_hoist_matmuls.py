@@ -105,3 +105,27 @@ def test_hoisted_program_trains_like_torch():
     fwd_matmuls = [g for g, ln in zip(train.groups, train.launches)
                    if ln.phase == "fwd" and "dot" in g]
     assert len(fwd_matmuls) == 1
+
+
+def test_nothing_to_hoist_returns_the_graph_itself_and_in_place_changes_the_given_graph():
+    """A CNN's classifier (one FullyConnected: its forward matmul and, after autodiff, two
+    gradient matmuls, no two sharing a key) comes back as the same object, not a copy;
+    with ``in_place`` a graph that has something to hoist is changed where it is, with
+    the answer of the copying pass."""
+    from compiler.passes.autodiff import autodiff
+    x, w = sym.Variable("x"), sym.Variable("w")
+    head = sym.MakeLoss(sym.sum(sym.FullyConnected(sym.relu(x), weight=w, num_hidden=4,
+                                                   no_bias=True)))
+    cnn = decompose(autodiff(infer_shapes(head.to_graph(), {"x": (2, 3), "w": (4, 3)}),
+                             {"x": "write", "w": "write"}), True)
+    assert len(_dots(cnn)) == 3
+    assert hoist_matmuls(cnn) is cnn and hoist_matmuls(cnn, in_place=True) is cnn
+    T = 4
+    shapes = {"x": (3, T, 5)}
+    copied = hoist_matmuls(decompose(infer_shapes(_unrolled(T).to_graph(), shapes), False))
+    given = decompose(infer_shapes(_unrolled(T).to_graph(), shapes), False)
+    changed = hoist_matmuls(given, in_place=True)
+    assert changed is given and len(_dots(given)) == 1 == len(_dots(copied))
+    feeds = {"x": torch.randn(3, T, 5), "w": torch.randn(6, 5)}
+    for a, b in zip(evaluate(copied, feeds).values(), evaluate(given, feeds).values()):
+        assert torch.allclose(a, b, atol=1e-6)
