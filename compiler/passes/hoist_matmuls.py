@@ -56,7 +56,7 @@ def hoist_matmuls(graph: Graph, in_place: bool = False) -> Graph:
 def _may_hoist(g: Graph) -> bool:
     """Whether two matmuls share one of the keys the two hoists group by: a graph
     without (a CNN: its classifier's forward and two gradient matmuls) is returned
-    without the copy and the topological sorts, a tenth of a cold compile's passes."""
+    without the copy and the topological sorts (5% of Inception-BN's passes)."""
     seen = set()
     for n, d in g.g._node.items():
         if d["op"] != "dot" or d["attrs"].get("transpose_a"):
