@@ -18,19 +18,24 @@ def decompose(graph: Graph, is_train: bool, in_place: bool = False) -> Graph:
     """Return a copy of ``graph`` with every ``Decompose`` operator expanded
     (``graph`` itself when it has none: a copy costs as much as the pass; ``graph``
     itself, changed, with ``in_place``: the pipeline owns its graphs)."""
-    if not any(d["op"] != "null" and isinstance(d["opdef"].lowering, Decompose)
-               for d in graph.g._node.values()):
+    if not _has_composite(graph):
         return graph
     out = graph if in_place else graph.copy()
     out.meta.setdefault("aux_updates", [])
-    for _ in range(16):  # decompositions may produce composite ops in turn
-        todo = [n for n in out.ops() if isinstance(out.node(n)["opdef"].lowering, Decompose)]
-        if not todo:
+    # decompositions may produce composite ops in turn; a scan says whether any is
+    # left (the topological sort, for the expansion order, only where one is)
+    for _ in range(16):
+        if not _has_composite(out):
             break
-        for n in todo:
+        for n in [n for n in out.ops() if isinstance(out.node(n)["opdef"].lowering, Decompose)]:
             _expand(out, n, is_train)
     out.remove_dead()
     return out
+
+
+def _has_composite(graph: Graph) -> bool:
+    return any(d["op"] != "null" and isinstance(d["opdef"].lowering, Decompose)
+               for d in graph.g._node.values())
 
 
 def _expand(graph: Graph, n, is_train):
