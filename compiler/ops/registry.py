@@ -476,14 +476,12 @@ class OpDef:
         """
         # strings only (as the graph builders and symbol JSON give them): 1 and 1.0, or
         # True and 1, would share a key and parse differently
-        key = tuple(raw.items())
-        known = None
+        key = None
         if all(type(v) is str for v in raw.values()):
+            key = tuple(raw.items())
             known = self._parsed.get(key)
-        else:
-            key = None
-        if known is not None:
-            return dict(known)
+            if known is not None:
+                return dict(known)
         parsed = self._parse_attrs(raw, node_name)
         if key is not None and all(map(_immutable, parsed.values())):
             if len(self._parsed) >= _PARSED_MAX:
