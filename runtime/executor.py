@@ -777,10 +777,11 @@ def _buffer_values(symbol, input_shapes, grad_req, is_train, prog):
     The passes are pure, so running them again gives the plan the Program
     was built from; ``None`` if it does not match (then launches are listed).
     """
-    from compiler.artifacts.compile import all_argument_shapes
+    from compiler.artifacts.compile import all_argument_shapes, lstm_layers_for
     from compiler.passes.pipeline import run_passes
     shapes = all_argument_shapes(symbol, input_shapes)
-    g, _, plan = run_passes(symbol.to_graph(), shapes, grad_req, is_train, {})
+    g, _, plan = run_passes(symbol.to_graph(), shapes, grad_req, is_train, {},
+                            lstm_layers=lstm_layers_for(prog.target))
     if [int(n) for n in plan["buffers"]] != [int(n) for n in prog.buffers]:
         return None
     values = {b: [] for b in range(len(prog.buffers))}

@@ -10,6 +10,7 @@ from . import cache, cache_entries, cache_keys, kernel_files
 from ..ir.dtypes import fp32_matmul_precision
 from ..errors import MXNetError
 from ..frontend.collector import gc_paused
+from ..ops import lstm_layer
 from ..ops.custom import refuse_compile
 from ..passes.pipeline import run_passes
 from .program import Program, build_program
@@ -50,7 +51,17 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
     }
     if loss_scale and for_training:
         parts["loss_scale"] = True
+    if lstm_layers_for(target):
+        parts["lstm_layers"] = True
     return parts
+
+
+def lstm_layers_for(target: str) -> bool:
+    """Whether chains of LSTMCell steps compile to oneDNN LSTM layers for ``target``
+    (``passes/fuse_lstm_layers.py``): the ``cpu`` target, a torch with oneDNN, and
+    ``SYMTRITON_LSTM_LAYERS`` unset or not ``0`` (``0`` keeps the steps' own kernels)."""
+    return target == "cpu" and os.environ.get("SYMTRITON_LSTM_LAYERS", "1").strip() != "0" \
+        and lstm_layer.available()
 
 
 def compile_record(sym_file, shapes, for_training, grad_req, is_train, target,
@@ -249,7 +260,8 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     inferred = graph is not None
     graph = symbol.to_graph() if graph is None else graph
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
-                                 is_train, timings, dtypes, loss_scale, inferred)
+                                 is_train, timings, dtypes, loss_scale, inferred,
+                                 lstm_layers_for(target))
     sources = kernel_files.KernelSources()      # kernel files written while the rest renders
     t1 = time.perf_counter()
     try:

@@ -9,6 +9,7 @@ from . import matmul  # noqa: F401
 from . import nn  # noqa: F401
 from . import loss  # noqa: F401
 from . import rnn  # noqa: F401
+from . import lstm_layer  # noqa: F401
 from . import conv  # noqa: F401
 from . import pool  # noqa: F401
 from . import spatial  # noqa: F401

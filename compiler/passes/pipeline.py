@@ -1,7 +1,10 @@
 """The compile pipeline, as one flat list of named passes.
 
-    infer_shapes -> infer_types -> autodiff -> decompose -> hoist_matmuls -> simplify ->
-    prepare_heads -> fuse -> plan_memory -> codegen
+    infer_shapes -> infer_types -> [fuse_lstm_layers] -> autodiff -> decompose ->
+    hoist_matmuls -> simplify -> prepare_heads -> fuse -> plan_memory -> codegen
+
+``fuse_lstm_layers`` runs where the compile asks for it (the ``cpu`` target:
+``compiler/artifacts/compile.py``'s ``lstm_layers_for``).
 
 ``prepare_heads`` runs after ``simplify``: folding ``x + 0`` can turn a head
 into a variable (the gradient of ``BlockGrad(x) * y + x`` with respect to
@@ -19,6 +22,7 @@ from ..ops.registry import View
 from .autodiff import autodiff
 from .decompose import decompose
 from .fuse import fuse, unfused_counts
+from .fuse_lstm_layers import fuse_lstm_layers
 from .hoist_matmuls import hoist_matmuls
 from .infer_shapes import check_inferred, infer_shapes
 from .infer_types import infer_types
@@ -94,12 +98,14 @@ def prepare_heads(graph: Graph, in_place: bool = False) -> Graph:
 
 def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
                timings: dict = None, dtypes: dict = None, loss_scale: bool = False,
-               inferred: bool = False) -> tuple:
+               inferred: bool = False, lstm_layers: bool = False) -> tuple:
     """Run every pass; return ``(graph, groups, plan)`` (``loss_scale``: autodiff's).
 
     ``inferred``: ``graph`` already holds the shapes and dtypes that ``infer_shapes``
     and ``infer_types`` would give it for ``shapes`` and ``dtypes`` (a bind inferred
     them on it before the compile); only the completeness checks run again.
+    ``lstm_layers``: chains of LSTMCell steps become oneDNN LSTM layers
+    (``passes/fuse_lstm_layers.py``; the ``cpu`` target only).
     """
     timings = timings if timings is not None else {}
 
@@ -124,6 +130,8 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     wants_grad = is_train or any(r != "null" for r in grad_req.values())
     # every pass below may change ``g`` in place: the pipeline owns it (a caller's
     # graph is the one shape inference fills)
+    if lstm_layers:
+        timed("fuse_lstm_layers", fuse_lstm_layers, g, wants_grad)
     g = timed("autodiff", autodiff, g, grad_req, loss_scale, True) if wants_grad else g
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train, True)

@@ -11,7 +11,10 @@ def _train_req(symbol, no_grad=()):
     return {n: ("null" if n in no_grad else "write") for n in symbol.list_arguments()}
 
 
-def test_lstm_cell_step_launches():
+def test_lstm_cell_step_launches(monkeypatch):
+    # the step's own kernels: what GPUs run, and the cpu target with SYMTRITON_LSTM_LAYERS=0
+    # (tests/compiler/test_fuse_lstm_layers.py: the oneDNN layer the cpu target runs)
+    monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "0")
     s = lstm_cell(num_hidden=8)
     shapes = {"data": (4, 6), "prev_h": (4, 8), "prev_c": (4, 8)}
     prog = compile_symbol(s, shapes, True, _train_req(s), True)

@@ -1,0 +1,213 @@
+"""Chains of mx.rnn.LSTMCell steps as oneDNN LSTM layers on the cpu target
+(``compiler/passes/fuse_lstm_layers.py``, ``compiler/ops/lstm_layer.py``).
+
+The oracle is the steps' own kernels (``SYMTRITON_LSTM_LAYERS=0``, checked against
+torch's LSTM in ``tests/module_api/test_rnn_cells.py``) and the step-by-step torch
+arithmetic of ``reference_layer``: outputs, returned states and every gradient agree,
+with the layers made where a chain is whole and the steps kept where it is not.
+"""
+import numpy as np
+import pytest
+import torch
+
+import module_api as mx
+from compiler.artifacts.compile import compile_symbol, lstm_layers_for
+from compiler.errors import MXNetError
+from compiler.ops import lstm_layer
+from runtime.context import cpu
+
+pytestmark = pytest.mark.skipif(not lstm_layer.available(), reason="torch without oneDNN")
+
+N, H = 3, 6
+
+
+def _layer_ops(prog):
+    return sorted(ln.config["op"] for ln in prog.launches
+                  if ln.is_extern and "lstm_layer" in ln.config["op"])
+
+
+def _lm(steps, layers=2, vocab=11, embed=5):
+    """lstm_bucketing's model, small: Embedding, stacked LSTMCells, FC, SoftmaxOutput."""
+    stack = mx.rnn.SequentialRNNCell()
+    for i in range(layers):
+        stack.add(mx.rnn.LSTMCell(num_hidden=H, prefix=f"l{i}_"))
+    data = mx.sym.Embedding(mx.sym.Variable("data"), input_dim=vocab, output_dim=embed,
+                            name="embed")
+    out = stack.unroll(steps, inputs=data, merge_outputs=True)[0]
+    pred = mx.sym.FullyConnected(mx.sym.Reshape(out, shape=(-1, H)), num_hidden=vocab,
+                                 name="pred")
+    label = mx.sym.Reshape(mx.sym.Variable("softmax_label"), shape=(-1,))
+    return mx.sym.SoftmaxOutput(pred, label, name="softmax")
+
+
+def _values(symbol, shapes, rng, ints=()):
+    arg_shapes, _, _ = symbol.infer_shape(**shapes)
+    vals = {}
+    for name, shape in zip(symbol.list_arguments(), arg_shapes):
+        if name in ints:
+            vals[name] = rng.randint(0, ints[name], size=shape).astype(np.float32)
+        else:
+            vals[name] = (rng.standard_normal(shape) * 0.4).astype(np.float32)
+    return vals
+
+
+def _run(monkeypatch, symbol, shapes, vals, layers, grad_req, head_grads=None,
+         backwards=1, is_train=True):
+    """Outputs and gradients of one bound executor, with the layers or with the steps."""
+    monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "1" if layers else "0")
+    exe = symbol.simple_bind(cpu(), grad_req=grad_req, **shapes)
+    for name, v in vals.items():
+        exe.arg_dict[name][:] = v
+    for g in exe.grad_dict.values():
+        if g is not None:
+            g[:] = 0.5           # what grad_req 'add' adds to
+    exe.forward(is_train=is_train)
+    outs = [o.asnumpy() for o in exe.outputs]
+    for k in range(backwards):       # grad_req 'add': a step's gradients added to the last
+        if k:
+            exe.forward(is_train=is_train)
+        exe.backward(head_grads)
+    grads = {k: g.asnumpy() for k, g in exe.grad_dict.items() if g is not None}
+    train_prog, infer_prog = exe.programs
+    return outs, grads, (train_prog if is_train else infer_prog)
+
+
+def _close(a, b):
+    np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6)
+
+
+@pytest.mark.parametrize("grad_req,backwards", [("write", 1), ("add", 2)])
+def test_stacked_layers_are_one_call_each_and_agree_with_the_steps(monkeypatch, grad_req,
+                                                                    backwards):
+    sym = _lm(steps=5)
+    shapes = {"data": (N, 5), "softmax_label": (N, 5)}
+    vals = _values(sym, shapes, np.random.RandomState(0), {"data": 11, "softmax_label": 11})
+    req = {n: ("null" if n in ("data", "softmax_label") else grad_req)
+           for n in sym.list_arguments()}
+    fused = _run(monkeypatch, sym, shapes, vals, True, req, backwards=backwards)
+    steps = _run(monkeypatch, sym, shapes, vals, False, req, backwards=backwards)
+    assert _layer_ops(fused[2]) == ["_backward_lstm_layer"] * 2 + ["_lstm_layer"] * 2
+    assert _layer_ops(steps[2]) == []
+    # a layer is one launch where the steps took several per step
+    assert fused[2].stats["forward_launches"] < steps[2].stats["forward_launches"] // 2
+    _close(fused[0][0], steps[0][0])
+    assert set(fused[1]) == set(steps[1]) and len(fused[1]) == 11
+    for name in steps[1]:
+        _close(fused[1][name], steps[1][name])
+
+
+def _one_layer_with_states(steps):
+    """One LSTMCell unrolled over a float input from given begin states; heads: the
+    merged outputs and the returned ``h`` and ``c``."""
+    cell = mx.rnn.LSTMCell(num_hidden=H, prefix="l0_")
+    begin = [mx.sym.Variable("h0"), mx.sym.Variable("c0")]
+    out, states = cell.unroll(steps, inputs=mx.sym.Variable("data"), begin_state=begin,
+                              merge_outputs=True)
+    return mx.sym.Group([out] + list(states))
+
+
+def test_given_begin_states_returned_states_and_their_gradients(monkeypatch):
+    steps = 4
+    sym = _one_layer_with_states(steps)
+    shapes = {"data": (N, steps, 7), "h0": (N, H), "c0": (N, H)}
+    rng = np.random.RandomState(1)
+    vals = _values(sym, shapes, rng)
+    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32))
+             for s in [(N, steps, H), (N, H), (N, H)]]
+    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
+    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    assert _layer_ops(fused[2]) == ["_backward_lstm_layer", "_lstm_layer"]
+    for a, b in zip(fused[0], steps_run[0]):
+        _close(a, b)
+    for name in ("data", "h0", "c0", "l0_i2h_weight", "l0_h2h_weight", "l0_i2h_bias",
+                 "l0_h2h_bias"):
+        _close(fused[1][name], steps_run[1][name])
+    # and against the torch oracle, step by step
+    t = {k: torch.from_numpy(v) for k, v in vals.items()}
+    y, h, c = lstm_layer.reference_layer(t["data"].transpose(0, 1), t["l0_i2h_weight"],
+                                         t["l0_h2h_weight"], t["l0_i2h_bias"],
+                                         t["l0_h2h_bias"], t["h0"], t["c0"])
+    _close(fused[0][0], y.transpose(0, 1).numpy())
+    _close(fused[0][1], h.numpy())
+    _close(fused[0][2], c.numpy())
+
+
+def test_a_step_whose_gate_is_read_elsewhere_stays_and_splits_the_chain(monkeypatch):
+    steps = 5
+    cell = mx.rnn.LSTMCell(num_hidden=H, prefix="l0_")
+    out = cell.unroll(steps, inputs=mx.sym.Variable("data"), merge_outputs=True)[0]
+    gate = out.get_internals()["l0_t2_i_output"]      # step 2's input gate, an output
+    sym = mx.sym.Group([out, gate])
+    shapes = {"data": (N, steps, 4)}
+    rng = np.random.RandomState(2)
+    vals = _values(sym, shapes, rng)
+    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32))
+             for s in [(N, steps, H), (N, H)]]
+    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
+    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    # steps 0-1 and 3-4 are layers; step 2 keeps its kernels
+    assert _layer_ops(fused[2]).count("_lstm_layer") == 2
+    assert any(g.count("Activation") for g in fused[2].groups)
+    for a, b in zip(fused[0], steps_run[0]):
+        _close(a, b)
+    for name in steps_run[1]:
+        _close(fused[1][name], steps_run[1][name])
+
+
+def test_a_decoder_feeding_its_output_back_keeps_its_steps(monkeypatch):
+    cell = mx.rnn.LSTMCell(num_hidden=H, prefix="dec_")
+    x = mx.sym.Variable("data")
+    states = cell.begin_state()
+    outs = []
+    for _ in range(3):
+        x, states = cell(x, states)          # the next step reads this step's h
+        outs.append(x)
+    sym = mx.sym.Group(outs)
+    shapes = {"data": (N, H)}
+    rng = np.random.RandomState(3)
+    vals = _values(sym, shapes, rng)
+    heads = [mx.nd.array(rng.standard_normal((N, H)).astype(np.float32)) for _ in range(3)]
+    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
+    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    assert _layer_ops(fused[2]) == []
+    for a, b in zip(fused[0], steps_run[0]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_program_without_gradients_keeps_no_workspace(monkeypatch):
+    sym = _lm(steps=4)
+    shapes = {"data": (N, 4), "softmax_label": (N, 4)}
+    vals = _values(sym, shapes, np.random.RandomState(4), {"data": 11, "softmax_label": 11})
+    fused = _run(monkeypatch, sym, shapes, vals, True, "null", is_train=False, backwards=0)
+    steps_run = _run(monkeypatch, sym, shapes, vals, False, "null", is_train=False,
+                     backwards=0)
+    layers = [ln for ln in fused[2].launches if ln.is_extern]
+    assert [ln.config["op"] for ln in layers] == ["_lstm_layer"] * 2
+    assert all(ln.config["attrs"].get("workspace", "0") == "0" for ln in layers)
+    _close(fused[0][0], steps_run[0][0])
+
+
+def test_a_workspace_of_another_size_is_refused_with_the_fix():
+    ins = [torch.zeros(s) for s in [(2, N, 4), (4 * H, 4), (4 * H, H), (4 * H,), (4 * H,),
+                                    (N, H), (N, H)]]
+    right = lstm_layer.workspace_bytes(2, N, 4, H)
+    assert len(lstm_layer._forward({"workspace": right}, ins)) == 4
+    with pytest.raises(MXNetError, match="SYMTRITON_LSTM_LAYERS=0"):
+        lstm_layer._forward({"workspace": right + 64}, ins)
+
+
+def test_only_the_cpu_target_and_only_float32(monkeypatch):
+    monkeypatch.delenv("SYMTRITON_LSTM_LAYERS", raising=False)
+    assert lstm_layers_for("cpu")
+    assert not lstm_layers_for("interpret") and not lstm_layers_for("cuda:90")
+    monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "0")
+    assert not lstm_layers_for("cpu")
+    monkeypatch.delenv("SYMTRITON_LSTM_LAYERS")
+    sym = _one_layer_with_states(3)
+    shapes = {"data": (N, 3, 4), "h0": (N, H), "c0": (N, H)}
+    req = {n: "write" for n in sym.list_arguments()}
+    prog32 = compile_symbol(sym, shapes, True, req, True)
+    prog64 = compile_symbol(sym, shapes, True, req, True,
+                            dtypes={n: "float64" for n in sym.list_arguments()})
+    assert _layer_ops(prog32) == ["_backward_lstm_layer", "_lstm_layer"]
+    assert _layer_ops(prog64) == []
