@@ -211,3 +211,37 @@ def test_only_the_cpu_target_and_only_float32(monkeypatch):
                             dtypes={n: "float64" for n in sym.list_arguments()})
     assert _layer_ops(prog32) == ["_backward_lstm_layer", "_lstm_layer"]
     assert _layer_ops(prog64) == []
+
+
+def _flat(states):
+    out = []
+    for s in states:
+        out.extend(_flat(s) if isinstance(s, (list, tuple)) else [s])
+    return out
+
+
+@pytest.mark.parametrize("kind", ["bidirectional", "residual"])
+def test_wrapped_cells_agree_with_the_steps(monkeypatch, kind):
+    """A BidirectionalCell's backward cell steps over the inputs in reverse (its chain
+    reads them last to first); a ResidualCell adds each step's input to its h."""
+    if kind == "bidirectional":
+        cell = mx.rnn.BidirectionalCell(mx.rnn.LSTMCell(H, prefix="f_"),
+                                        mx.rnn.LSTMCell(H, prefix="b_"))
+    else:
+        cell = mx.rnn.SequentialRNNCell()
+        cell.add(mx.rnn.LSTMCell(H, prefix="a_"))
+        cell.add(mx.rnn.ResidualCell(mx.rnn.LSTMCell(H, prefix="r_")))
+    out, states = cell.unroll(4, inputs=mx.sym.Variable("data"), merge_outputs=True)
+    sym = mx.sym.Group([out] + _flat(states))
+    shapes = {"data": (N, 4, H)}
+    rng = np.random.RandomState(5)
+    vals = _values(sym, shapes, rng)
+    _, out_shapes, _ = sym.infer_shape(**shapes)
+    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in out_shapes]
+    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
+    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    assert _layer_ops(fused[2]).count("_lstm_layer") == 2
+    for a, b in zip(fused[0], steps_run[0]):
+        _close(a, b)
+    for name in steps_run[1]:
+        _close(fused[1][name], steps_run[1][name])
