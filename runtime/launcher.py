@@ -232,24 +232,29 @@ def _extern_launch(ln, flat):
     fn = opdef.lowering.run
 
     def run():
+        # a flip copies: made at each call, from what the buffer holds now
+        xs = [v.flip(f) if f else v for v, f in ins]
         try:
-            values = fn(attrs, [x.float() if x.dtype in _WIDEN else x for x in ins])
+            values = fn(attrs, [x.float() if x.dtype in _WIDEN else x for x in xs])
         except RuntimeError as exc:    # torch.linalg.LinAlgError among them
-            shapes = ", ".join(str(tuple(x.shape)) for x in ins)
+            shapes = ", ".join(str(tuple(x.shape)) for x in xs)
             raise MXNetError(f"operator {cfg['op']} ({ln.phase} launch, attributes "
                              f"{cfg['attrs']}), inputs of shapes {shapes}: {exc}") from None
-        for i, out in outs:
-            out.copy_(values[i])
+        for i, (out, f) in outs:
+            out.copy_(values[i].flip(f) if f else values[i])
     return run
 
 
 def _strided(flat, shape, strides):
-    """The view ``(shape, strides)`` over a flat slice whose first element is the view's
-    first (coordinate 0); negative strides (``reverse``) read a flipped view."""
+    """``(view, flips)``: the view ``(shape, strides)`` over a flat slice whose first
+    element is the view's first (coordinate 0), read with its negative strides
+    (``reverse``) made positive, and the axes to flip for the view's own order. torch's
+    ``flip`` copies, so the caller flips at each run: a flip made once at bind would
+    read the buffer as it was then."""
     low = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
     flips = [i for i, (n, st) in enumerate(zip(shape, strides)) if st < 0 and n > 1]
     view = flat.as_strided(shape, [abs(st) for st in strides], flat.storage_offset() + low)
-    return view.flip(flips) if flips else view
+    return view, flips
 
 
 def _triton_launch(kernel, ptrs, cfg):

@@ -96,6 +96,21 @@ def test_extern_forward_backward_on_both_cpu_targets(cpu_target):
     assert fwd.config["attrs"] == {"k": "3.0"}
 
 
+def test_extern_reads_a_reversed_view_of_a_kernel_output_as_it_is_at_each_run(cpu_target):
+    """A reversed view (negative strides) is flipped when the launch runs: a flip made
+    once when the launch was bound read the buffer before any kernel wrote it."""
+    x = sym.Variable("x")
+    e = sym._create("_extern_test", [sym.reverse(sym.tanh(x), axis=0)], {"k": 3.0}, None)
+    exe = sym.Group([e[0], e[1]]).simple_bind(cpu(), x=(3, 4))
+    for seed in (0, 1):                  # a second run reads the new values too
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(seed))
+        exe.arg_dict["x"][:] = x
+        outs = exe.forward(is_train=True)
+        want = torch.tanh(x).flip(0)
+        torch.testing.assert_close(outs[0], 3 * want)
+        torch.testing.assert_close(outs[1], want * want)
+
+
 def test_extern_program_is_json_and_runs_offline(cpu_target, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
     s, _ = _build()
