@@ -16,6 +16,11 @@ them (the next layer's steps, the merged outputs, the states returned by ``unrol
 reads the same values. A chain whose inputs depend on its own steps (a decoder feeding
 its output back) is left as it is, since one call cannot compute it.
 
+mxnet's fused ``RNN`` operator in LSTM mode (``mx.rnn.FusedRNNCell``, ``sym.RNN``)
+becomes one layer node per layer and direction the same way, reading its weights as
+views of the packed parameter vector (without dropout between layers, state clipping,
+sequence lengths or projections: those keep the operator's own decomposition).
+
 It runs before ``autodiff`` (the layer's gradient is one oneDNN call too) and only where
 ``compiler/artifacts/compile.py`` asks for it: the ``cpu`` target, float32, a torch
 with oneDNN, ``SYMTRITON_LSTM_LAYERS`` not ``0``. The Triton targets keep the steps,
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 
 from ..frontend.graph import Builder, Graph
 from ..ops.lstm_layer import workspace_bytes
+from ..ops.rnn import param_layout
 
 _ADD = frozenset({"elemwise_add", "_plus", "_Plus", "broadcast_add", "_add"})
 _MUL = frozenset({"elemwise_mul", "_mul", "_Mul", "broadcast_mul"})
@@ -54,11 +60,16 @@ def fuse_lstm_layers(graph: Graph, with_workspace: bool) -> int:
     oneDNN's training workspace for its gradient.
     """
     heads = {tuple(h) for h in graph.heads}
+    order = graph.topo()
+    made = sum(_replace_rnn(graph, n, with_workspace) for n in order
+               if graph.node(n)["op"] == "RNN")
+    if made:
+        order = graph.topo()
     steps = [s for s in (_match_step(graph, n, heads)
-                         for n in graph.topo() if graph.node(n)["op"] == "SliceChannel")
+                         for n in order if graph.node(n)["op"] == "SliceChannel")
              if s is not None]
     if not steps:
-        return 0
+        return made
     by_state = {(s.h, s.c, s.weights): s for s in steps}
     following = {}
     for s in steps:
@@ -66,7 +77,6 @@ def fuse_lstm_layers(graph: Graph, with_workspace: bool) -> int:
         if prev is not None and _c_read_only_by(graph, prev, s):
             following[id(prev)] = s
     followed = {id(s) for s in following.values()}
-    made = 0
     moved = {}                # entry of a replaced chain -> the entry that now holds it
     for first in steps:       # in node order: a layer's steps before the next layer's
         if id(first) in followed:
@@ -220,3 +230,60 @@ def _replace_chain(graph: Graph, chain: list, with_workspace: bool, moved: dict)
     moved[last.c] = outs[2].entry
     graph.g.remove_nodes_from(steps_nodes)
     return True
+
+
+def _replace_rnn(graph: Graph, n, with_workspace: bool) -> int:
+    """Replace fused ``RNN`` node ``n`` (LSTM mode, nothing the layer call lacks) by one
+    layer node per layer and direction; return the layers made (0: left as it is)."""
+    d = graph.node(n)
+    a = d["attrs"]
+    ins = graph.inputs(n)
+    if a["mode"] != "lstm" or a["p"] > 0 or a["use_sequence_length"] or \
+            a["projection_size"] is not None or a["lstm_state_clip_min"] is not None or \
+            a["lstm_state_clip_max"] is not None or len(ins) != 4 or \
+            any(graph.dtype(e) != "float32" for e in ins):
+        return 0
+    steps, n_batch, n_in = graph.shape(ins[0])
+    hidden, layers = a["state_size"], a["num_layers"]
+    dirs = 2 if a["bidirectional"] else 1
+    b = Builder(graph, d["phase"], "lstm_layer")
+    x, params, state, cell = (b.ref(e) for e in ins)
+
+    def rows(ref, begin, end, shape):
+        return b.op("Reshape", b.op("slice_axis", ref, axis=0, begin=begin, end=end),
+                    shape=shape)
+
+    pieces = param_layout(a, n_in)[0]
+    weights = {(kind, layer, di): rows(params, off, off + _numel(shape), shape)
+               for kind, layer, di, off, shape in pieces}
+    hy, cy = [], []
+    for layer in range(layers):
+        outs = []
+        for di in range(dirs):
+            k = layer * dirs + di
+            seq = x if di == 0 else b.op("reverse", x, axis=0)
+            width = graph.shape(seq.entry)[2]
+            size = workspace_bytes(steps, n_batch, width, hidden) if with_workspace else 0
+            got = b.op("_lstm_layer", seq, weights[("wx", layer, di)],
+                       weights[("wh", layer, di)], weights[("bx", layer, di)],
+                       weights[("bh", layer, di)], rows(state, k, k + 1, (n_batch, hidden)),
+                       rows(cell, k, k + 1, (n_batch, hidden)), workspace=size)
+            outs.append(got[0] if di == 0 else b.op("reverse", got[0], axis=0))
+            hy.append(got[1])
+            cy.append(got[2])
+        x = outs[0] if dirs == 1 else b.op("Concat", *outs, dim=2, num_args=dirs)
+    heads = {tuple(h) for h in graph.heads}
+    graph.replace_entry((n, 0), x.entry)
+    for i, states in ((1, hy), (2, cy)):
+        if (n, i) in heads or graph.consumers(n, i):
+            graph.replace_entry((n, i), b.op("stack", *states, axis=0,
+                                             num_args=len(states)).entry)
+    graph.g.remove_nodes_from([n])
+    return layers * dirs
+
+
+def _numel(shape):
+    count = 1
+    for s in shape:
+        count *= int(s)
+    return count

@@ -245,3 +245,40 @@ def test_wrapped_cells_agree_with_the_steps(monkeypatch, kind):
         _close(a, b)
     for name in steps_run[1]:
         _close(fused[1][name], steps_run[1][name])
+
+
+@pytest.mark.parametrize("layers,bidirectional", [(2, False), (1, True), (2, True)])
+def test_the_fused_rnn_operator_is_one_call_per_layer_and_direction(monkeypatch, layers,
+                                                                    bidirectional):
+    """sym.RNN in LSTM mode (FusedRNNCell's operator): its weights are views of the
+    packed vector, the backward direction reads the sequence reversed; against the
+    operator's own decomposition (checked against torch.nn.LSTM in test_rnn_op.py)."""
+    sym = mx.sym.RNN(data=mx.sym.Variable("data"), state_size=H, num_layers=layers,
+                     mode="lstm", bidirectional=bidirectional, state_outputs=True,
+                     name="rnn")
+    shapes = {"data": (4, N, 5)}
+    rng = np.random.RandomState(6)
+    vals = _values(sym, shapes, rng)
+    _, out_shapes, _ = sym.infer_shape(**shapes)
+    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in out_shapes]
+    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
+    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    n = layers * (2 if bidirectional else 1)
+    assert _layer_ops(fused[2]) == ["_backward_lstm_layer"] * n + ["_lstm_layer"] * n
+    assert _layer_ops(steps_run[2]) == []
+    for a, b in zip(fused[0], steps_run[0]):
+        _close(a, b)
+    for name in ("data", "rnn_parameters", "rnn_state", "rnn_state_cell"):
+        _close(fused[1][name], steps_run[1][name])
+
+
+def test_an_rnn_operator_with_what_the_call_lacks_keeps_its_decomposition():
+    req = {"data": "write", "rnn_parameters": "write", "rnn_state": "write",
+           "rnn_state_cell": "write"}
+    for extra in ({"p": 0.3, "num_layers": 2}, {"lstm_state_clip_min": -1.0,
+                                                "lstm_state_clip_max": 1.0}):
+        attrs = {"num_layers": 1, **extra}
+        sym = mx.sym.RNN(data=mx.sym.Variable("data"), state_size=H, mode="lstm",
+                         name="rnn", **attrs)
+        prog = compile_symbol(sym, {"data": (3, N, 5)}, True, req, True)
+        assert _layer_ops(prog) == [], extra
