@@ -76,6 +76,25 @@ def _close(a, b):
     np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6)
 
 
+def _both(monkeypatch, sym, shapes, seed):
+    """``(fused, steps)``: the runs of :func:`_run` with the layers and with the steps,
+    on the same random values and head gradients."""
+    rng = np.random.RandomState(seed)
+    vals = _values(sym, shapes, rng)
+    _, out_shapes, _ = sym.infer_shape(**shapes)
+    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in out_shapes]
+    return tuple(_run(monkeypatch, sym, shapes, vals, on, "write", heads)
+                 for on in (True, False))
+
+
+def _agree(fused, steps):
+    for a, b in zip(fused[0], steps[0]):
+        _close(a, b)
+    assert set(fused[1]) == set(steps[1])
+    for name in steps[1]:
+        _close(fused[1][name], steps[1][name])
+
+
 @pytest.mark.parametrize("grad_req,backwards", [("write", 1), ("add", 2)])
 def test_stacked_layers_are_one_call_each_and_agree_with_the_steps(monkeypatch, grad_req,
                                                                     backwards):
@@ -138,20 +157,11 @@ def test_a_step_whose_gate_is_read_elsewhere_stays_and_splits_the_chain(monkeypa
     out = cell.unroll(steps, inputs=mx.sym.Variable("data"), merge_outputs=True)[0]
     gate = out.get_internals()["l0_t2_i_output"]      # step 2's input gate, an output
     sym = mx.sym.Group([out, gate])
-    shapes = {"data": (N, steps, 4)}
-    rng = np.random.RandomState(2)
-    vals = _values(sym, shapes, rng)
-    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32))
-             for s in [(N, steps, H), (N, H)]]
-    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
-    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    fused, steps_run = _both(monkeypatch, sym, {"data": (N, steps, 4)}, 2)
     # steps 0-1 and 3-4 are layers; step 2 keeps its kernels
     assert _layer_ops(fused[2]).count("_lstm_layer") == 2
     assert any(g.count("Activation") for g in fused[2].groups)
-    for a, b in zip(fused[0], steps_run[0]):
-        _close(a, b)
-    for name in steps_run[1]:
-        _close(fused[1][name], steps_run[1][name])
+    _agree(fused, steps_run)
 
 
 def test_a_decoder_feeding_its_output_back_keeps_its_steps(monkeypatch):
@@ -233,18 +243,9 @@ def test_wrapped_cells_agree_with_the_steps(monkeypatch, kind):
         cell.add(mx.rnn.ResidualCell(mx.rnn.LSTMCell(H, prefix="r_")))
     out, states = cell.unroll(4, inputs=mx.sym.Variable("data"), merge_outputs=True)
     sym = mx.sym.Group([out] + _flat(states))
-    shapes = {"data": (N, 4, H)}
-    rng = np.random.RandomState(5)
-    vals = _values(sym, shapes, rng)
-    _, out_shapes, _ = sym.infer_shape(**shapes)
-    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in out_shapes]
-    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
-    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    fused, steps_run = _both(monkeypatch, sym, {"data": (N, 4, H)}, 5)
     assert _layer_ops(fused[2]).count("_lstm_layer") == 2
-    for a, b in zip(fused[0], steps_run[0]):
-        _close(a, b)
-    for name in steps_run[1]:
-        _close(fused[1][name], steps_run[1][name])
+    _agree(fused, steps_run)
 
 
 @pytest.mark.parametrize("layers,bidirectional", [(2, False), (1, True), (2, True)])
@@ -256,20 +257,12 @@ def test_the_fused_rnn_operator_is_one_call_per_layer_and_direction(monkeypatch,
     sym = mx.sym.RNN(data=mx.sym.Variable("data"), state_size=H, num_layers=layers,
                      mode="lstm", bidirectional=bidirectional, state_outputs=True,
                      name="rnn")
-    shapes = {"data": (4, N, 5)}
-    rng = np.random.RandomState(6)
-    vals = _values(sym, shapes, rng)
-    _, out_shapes, _ = sym.infer_shape(**shapes)
-    heads = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in out_shapes]
-    fused = _run(monkeypatch, sym, shapes, vals, True, "write", heads)
-    steps_run = _run(monkeypatch, sym, shapes, vals, False, "write", heads)
+    fused, steps_run = _both(monkeypatch, sym, {"data": (4, N, 5)}, 6)
     n = layers * (2 if bidirectional else 1)
     assert _layer_ops(fused[2]) == ["_backward_lstm_layer"] * n + ["_lstm_layer"] * n
     assert _layer_ops(steps_run[2]) == []
-    for a, b in zip(fused[0], steps_run[0]):
-        _close(a, b)
-    for name in ("data", "rnn_parameters", "rnn_state", "rnn_state_cell"):
-        _close(fused[1][name], steps_run[1][name])
+    _agree(fused, steps_run)
+    assert set(fused[1]) == {"data", "rnn_parameters", "rnn_state", "rnn_state_cell"}
 
 
 def test_an_rnn_operator_with_what_the_call_lacks_keeps_its_decomposition():
