@@ -59,12 +59,12 @@ def fuse_lstm_layers(graph: Graph, with_workspace: bool) -> int:
     ``with_workspace``: the Program differentiates the graph, so the layer keeps
     oneDNN's training workspace for its gradient.
     """
-    heads = {tuple(h) for h in graph.heads}
     order = graph.topo()
     made = sum(_replace_rnn(graph, n, with_workspace) for n in order
                if graph.node(n)["op"] == "RNN")
     if made:
         order = graph.topo()
+    heads = {tuple(h) for h in graph.heads}
     steps = [s for s in (_match_step(graph, n, heads)
                          for n in order if graph.node(n)["op"] == "SliceChannel")
              if s is not None]
