@@ -16,7 +16,9 @@ the decomposition is rebuilt with the builder and differentiated with the
 per-op gradient rules (the rebuilt forward is identical to the decomposed
 one, so the ``simplify`` pass merges the two). Dropout between layers
 (``p`` in training) keeps its masks as hidden outputs so forward and
-gradient use the same ones.
+gradient use the same ones. On the ``cpu`` target an LSTM without dropout, clipping,
+sequence lengths or projection never gets here: ``passes/fuse_lstm_layers.py`` makes it
+one oneDNN layer call per layer and direction first.
 """
 from __future__ import annotations
 
