@@ -210,7 +210,9 @@ def _replace_chain(graph: Graph, chain: list, with_workspace: bool, moved: dict)
     n, hidden = graph.shape(first.h_prev)
     inputs = graph.shape(first.x)[1]
     b = Builder(graph, "fwd", "lstm_layer")
-    seq = b.op("stack", *[b.ref(s.x) for s in chain], axis=0, num_args=len(chain))
+    seq = _unsplit(graph, [s.x for s in chain])
+    seq = b.ref(seq) if seq is not None else \
+        b.op("stack", *[b.ref(s.x) for s in chain], axis=0, num_args=len(chain))
     wi, wh, bi, bh = (b.ref(e) for e in first.weights)
     size = workspace_bytes(len(chain), n, inputs, hidden) if with_workspace else 0
     outs = b.op("_lstm_layer", seq, wi, wh, bi, bh, b.ref(first.h_prev), b.ref(first.c_prev),
@@ -230,6 +232,20 @@ def _replace_chain(graph: Graph, chain: list, with_workspace: bool, moved: dict)
     moved[last.c] = outs[2].entry
     graph.g.remove_nodes_from(steps_nodes)
     return True
+
+
+def _unsplit(graph: Graph, xs: list):
+    """The entry the steps' inputs ``xs`` are the time steps of, in order, when they are
+    the outputs of one split of it along axis 0 (a stacked layer reading the layer
+    below): stacking them again would copy it."""
+    node = xs[0][0]
+    d = graph.node(node)
+    a = d["attrs"]
+    if d["op"] != "SliceChannel" or xs != [(node, t) for t in range(len(xs))] or \
+            a.get("axis") != 0 or not a.get("squeeze_axis") or \
+            a.get("num_outputs") != len(xs):
+        return None
+    return graph.inputs(node)[0]
 
 
 def _replace_rnn(graph: Graph, n, with_workspace: bool) -> int:

@@ -275,3 +275,18 @@ def test_an_rnn_operator_with_what_the_call_lacks_keeps_its_decomposition():
                          name="rnn", **attrs)
         prog = compile_symbol(sym, {"data": (3, N, 5)}, True, req, True)
         assert _layer_ops(prog) == [], extra
+
+
+def test_an_upper_layer_reads_the_layer_below_without_a_copy():
+    """Layer 1's steps read layer 0's per-step outputs: stacked again they would be
+    layer 0's output itself, which the layer reads as it is."""
+    from compiler.passes.fuse_lstm_layers import fuse_lstm_layers
+    from compiler.passes.infer_shapes import infer_shapes
+    from compiler.passes.infer_types import infer_types
+    g = infer_types(infer_shapes(_lm(steps=3).to_graph(),
+                                 {"data": (N, 3), "softmax_label": (N, 3)}, False, None,
+                                 False), None)
+    assert fuse_lstm_layers(g, True) == 2
+    layers = [n for n in g.topo() if g.node(n)["op"] == "_lstm_layer"]
+    assert g.inputs(layers[1])[0] == (layers[0], 0)
+    assert g.node(g.inputs(layers[0])[0][0])["op"] == "stack"    # the embedding's steps
