@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..frontend.graph import Builder, Graph
 from ..ops.lstm_layer import workspace_bytes
+from ..ops.registry import prod
 from ..ops.rnn import param_layout
 
 _ADD = frozenset({"elemwise_add", "_plus", "_Plus", "broadcast_add", "_add"})
@@ -74,7 +75,7 @@ def fuse_lstm_layers(graph: Graph, with_workspace: bool) -> int:
     following = {}
     for s in steps:
         prev = by_state.get((s.h_prev, s.c_prev, s.weights))
-        if prev is not None and _c_read_only_by(graph, prev, s):
+        if prev is not None and _c_read_only_by(graph, prev, s, heads):
             following[id(prev)] = s
     followed = {id(s) for s in following.values()}
     moved = {}                # entry of a replaced chain -> the entry that now holds it
@@ -187,10 +188,21 @@ def _match_step(graph: Graph, s, heads):
                  h=(h_mul, 0), c=(c_node, 0), tanh_c=tanh_c[0], f_mul=f_mul, nodes=nodes)
 
 
-def _c_read_only_by(graph, prev: _Step, nxt: _Step) -> bool:
+def _c_read_only_by(graph, prev: _Step, nxt: _Step, heads) -> bool:
     """``prev``'s cell state feeds ``nxt`` and nothing outside the two steps."""
     readers = {v for v, _ in graph.consumers(prev.c[0], 0)}
-    return readers == {prev.tanh_c, nxt.f_mul} and prev.c not in {tuple(h) for h in graph.heads}
+    return readers == {prev.tanh_c, nxt.f_mul} and prev.c not in heads
+
+
+def _workspace(steps, batch, inputs, hidden, with_workspace):
+    """The layer's workspace bytes (0 without gradients), or None where oneDNN refuses
+    these sizes: the steps then keep their own kernels."""
+    if not with_workspace:
+        return 0
+    try:
+        return workspace_bytes(steps, batch, inputs, hidden)
+    except RuntimeError:
+        return None
 
 
 def _replace_chain(graph: Graph, chain: list, with_workspace: bool, moved: dict) -> bool:
@@ -208,13 +220,14 @@ def _replace_chain(graph: Graph, chain: list, with_workspace: bool, moved: dict)
     if graph.ancestors({e[0] for e in feeds}) & steps_nodes:
         return False              # an input computed from the chain's own steps
     n, hidden = graph.shape(first.h_prev)
-    inputs = graph.shape(first.x)[1]
+    size = _workspace(len(chain), n, graph.shape(first.x)[1], hidden, with_workspace)
+    if size is None:
+        return False
     b = Builder(graph, "fwd", "lstm_layer")
     seq = _unsplit(graph, [s.x for s in chain])
     seq = b.ref(seq) if seq is not None else \
         b.op("stack", *[b.ref(s.x) for s in chain], axis=0, num_args=len(chain))
     wi, wh, bi, bh = (b.ref(e) for e in first.weights)
-    size = workspace_bytes(len(chain), n, inputs, hidden) if with_workspace else 0
     outs = b.op("_lstm_layer", seq, wi, wh, bi, bh, b.ref(first.h_prev), b.ref(first.c_prev),
                 workspace=size)
     heads = {tuple(h) for h in graph.heads}
@@ -262,6 +275,10 @@ def _replace_rnn(graph: Graph, n, with_workspace: bool) -> int:
     steps, n_batch, n_in = graph.shape(ins[0])
     hidden, layers = a["state_size"], a["num_layers"]
     dirs = 2 if a["bidirectional"] else 1
+    sizes = [_workspace(steps, n_batch, n_in if layer == 0 else dirs * hidden, hidden,
+                        with_workspace) for layer in range(layers)]
+    if None in sizes:
+        return 0
     b = Builder(graph, d["phase"], "lstm_layer")
     x, params, state, cell = (b.ref(e) for e in ins)
 
@@ -270,7 +287,7 @@ def _replace_rnn(graph: Graph, n, with_workspace: bool) -> int:
                     shape=shape)
 
     pieces = param_layout(a, n_in)[0]
-    weights = {(kind, layer, di): rows(params, off, off + _numel(shape), shape)
+    weights = {(kind, layer, di): rows(params, off, off + prod(shape), shape)
                for kind, layer, di, off, shape in pieces}
     hy, cy = [], []
     for layer in range(layers):
@@ -278,12 +295,10 @@ def _replace_rnn(graph: Graph, n, with_workspace: bool) -> int:
         for di in range(dirs):
             k = layer * dirs + di
             seq = x if di == 0 else b.op("reverse", x, axis=0)
-            width = graph.shape(seq.entry)[2]
-            size = workspace_bytes(steps, n_batch, width, hidden) if with_workspace else 0
             got = b.op("_lstm_layer", seq, weights[("wx", layer, di)],
                        weights[("wh", layer, di)], weights[("bx", layer, di)],
                        weights[("bh", layer, di)], rows(state, k, k + 1, (n_batch, hidden)),
-                       rows(cell, k, k + 1, (n_batch, hidden)), workspace=size)
+                       rows(cell, k, k + 1, (n_batch, hidden)), workspace=sizes[layer])
             outs.append(got[0] if di == 0 else b.op("reverse", got[0], axis=0))
             hy.append(got[1])
             cy.append(got[2])
@@ -297,9 +312,3 @@ def _replace_rnn(graph: Graph, n, with_workspace: bool) -> int:
     graph.g.remove_nodes_from([n])
     return layers * dirs
 
-
-def _numel(shape):
-    count = 1
-    for s in shape:
-        count *= int(s)
-    return count

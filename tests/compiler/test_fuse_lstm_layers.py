@@ -16,7 +16,9 @@ from compiler.errors import MXNetError
 from compiler.ops import lstm_layer
 from runtime.context import cpu
 
-pytestmark = pytest.mark.skipif(not lstm_layer.available(), reason="torch without oneDNN")
+# the fallback tests below run on any torch; the rest need oneDNN's RNN kernels (the
+# pinned CPU wheel has them)
+needs_onednn = pytest.mark.skipif(not lstm_layer.available(), reason="torch without oneDNN")
 
 N, H = 3, 6
 
@@ -95,6 +97,7 @@ def _agree(fused, steps):
         _close(fused[1][name], steps[1][name])
 
 
+@needs_onednn
 @pytest.mark.parametrize("grad_req,backwards", [("write", 1), ("add", 2)])
 def test_stacked_layers_are_one_call_each_and_agree_with_the_steps(monkeypatch, grad_req,
                                                                     backwards):
@@ -125,6 +128,7 @@ def _one_layer_with_states(steps):
     return mx.sym.Group([out] + list(states))
 
 
+@needs_onednn
 def test_given_begin_states_returned_states_and_their_gradients(monkeypatch):
     steps = 4
     sym = _one_layer_with_states(steps)
@@ -151,6 +155,7 @@ def test_given_begin_states_returned_states_and_their_gradients(monkeypatch):
     _close(fused[0][2], c.numpy())
 
 
+@needs_onednn
 def test_a_step_whose_gate_is_read_elsewhere_stays_and_splits_the_chain(monkeypatch):
     steps = 5
     cell = mx.rnn.LSTMCell(num_hidden=H, prefix="l0_")
@@ -164,6 +169,7 @@ def test_a_step_whose_gate_is_read_elsewhere_stays_and_splits_the_chain(monkeypa
     _agree(fused, steps_run)
 
 
+@needs_onednn
 def test_a_decoder_feeding_its_output_back_keeps_its_steps(monkeypatch):
     cell = mx.rnn.LSTMCell(num_hidden=H, prefix="dec_")
     x = mx.sym.Variable("data")
@@ -184,6 +190,7 @@ def test_a_decoder_feeding_its_output_back_keeps_its_steps(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+@needs_onednn
 def test_a_program_without_gradients_keeps_no_workspace(monkeypatch):
     sym = _lm(steps=4)
     shapes = {"data": (N, 4), "softmax_label": (N, 4)}
@@ -197,6 +204,7 @@ def test_a_program_without_gradients_keeps_no_workspace(monkeypatch):
     _close(fused[0][0], steps_run[0][0])
 
 
+@needs_onednn
 def test_a_workspace_of_another_size_is_refused_with_the_fix():
     ins = [torch.zeros(s) for s in [(2, N, 4), (4 * H, 4), (4 * H, H), (4 * H,), (4 * H,),
                                     (N, H), (N, H)]]
@@ -206,6 +214,7 @@ def test_a_workspace_of_another_size_is_refused_with_the_fix():
         lstm_layer._forward({"workspace": right + 64}, ins)
 
 
+@needs_onednn
 def test_only_the_cpu_target_and_only_float32(monkeypatch):
     monkeypatch.delenv("SYMTRITON_LSTM_LAYERS", raising=False)
     assert lstm_layers_for("cpu")
@@ -230,6 +239,7 @@ def _flat(states):
     return out
 
 
+@needs_onednn
 @pytest.mark.parametrize("kind", ["bidirectional", "residual"])
 def test_wrapped_cells_agree_with_the_steps(monkeypatch, kind):
     """A BidirectionalCell's backward cell steps over the inputs in reverse (its chain
@@ -248,6 +258,7 @@ def test_wrapped_cells_agree_with_the_steps(monkeypatch, kind):
     _agree(fused, steps_run)
 
 
+@needs_onednn
 @pytest.mark.parametrize("layers,bidirectional", [(2, False), (1, True), (2, True)])
 def test_the_fused_rnn_operator_is_one_call_per_layer_and_direction(monkeypatch, layers,
                                                                     bidirectional):
@@ -265,6 +276,7 @@ def test_the_fused_rnn_operator_is_one_call_per_layer_and_direction(monkeypatch,
     assert set(fused[1]) == {"data", "rnn_parameters", "rnn_state", "rnn_state_cell"}
 
 
+@needs_onednn
 def test_an_rnn_operator_with_what_the_call_lacks_keeps_its_decomposition():
     req = {"data": "write", "rnn_parameters": "write", "rnn_state": "write",
            "rnn_state_cell": "write"}
@@ -277,6 +289,7 @@ def test_an_rnn_operator_with_what_the_call_lacks_keeps_its_decomposition():
         assert _layer_ops(prog) == [], extra
 
 
+@needs_onednn
 def test_an_upper_layer_reads_the_layer_below_without_a_copy():
     """Layer 1's steps read layer 0's per-step outputs: stacked again they would be
     layer 0's output itself, which the layer reads as it is."""
@@ -290,3 +303,28 @@ def test_an_upper_layer_reads_the_layer_below_without_a_copy():
     layers = [n for n in g.topo() if g.node(n)["op"] == "_lstm_layer"]
     assert g.inputs(layers[1])[0] == (layers[0], 0)
     assert g.node(g.inputs(layers[0])[0][0])["op"] == "stack"    # the embedding's steps
+
+
+def test_without_onednn_or_where_it_refuses_the_sizes_the_steps_stay(monkeypatch):
+    """A torch without oneDNN compiles the steps' kernels; so does a chain or an RNN
+    operator whose sizes oneDNN refuses (asked before the graph changes)."""
+    import compiler.passes.fuse_lstm_layers as pass_module
+    monkeypatch.delenv("SYMTRITON_LSTM_LAYERS", raising=False)
+    monkeypatch.setattr(lstm_layer, "available", lambda: False)
+    assert not lstm_layers_for("cpu")
+    monkeypatch.undo()
+
+    def refused(*sizes):
+        raise RuntimeError("oneDNN refuses these sizes")
+    monkeypatch.setattr(pass_module, "workspace_bytes", refused)
+    monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "1")
+    # sizes no other test compiles: a cached Program would not ask the pass again
+    for sym, shapes in ((_one_layer_with_states(7), {"data": (N, 7, 9), "h0": (N, H),
+                                                     "c0": (N, H)}),
+                        (mx.sym.RNN(data=mx.sym.Variable("data"), state_size=H,
+                                    num_layers=1, mode="lstm", name="rnn"),
+                         {"data": (7, N, 9)})):
+        req = {n: "write" for n in sym.list_arguments()}
+        prog = compile_symbol(sym, shapes, True, req, True)
+        assert _layer_ops(prog) == []
+        assert prog.stats["forward_launches"] > 2
