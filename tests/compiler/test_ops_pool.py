@@ -47,6 +47,10 @@ def _padded(x, pad, fill, right=None):
     return F.pad(x, pads, value=fill)
 
 
+def _signed_cube_root(s):
+    return s.sign() * s.abs().pow(1.0 / 3.0)
+
+
 def _sum_pool(x, k, s):
     """Window sums: an average over whole windows times the window size."""
     return _AVG[len(k)](x, k, s) * float(np.prod(k))
@@ -116,6 +120,30 @@ ROWS = [
          kernel=(3, 2), stride=(2, 2), pad=(1, 0), pooling_convention="full"),
     _row("max1d_k3s2_pad_8ch", (2, 8, 9), lambda x: F.max_pool1d(x, 3, 2, 1),
          kernel=(3,), stride=(2,), pad=(1,)),
+    # avg, sum and lp pooling of 8 channels or more: channels-last forward and backward
+    _row("avg2d_k3s1_pad_8ch", (2, 8, 6, 5), lambda x: F.avg_pool2d(x, 3, 1, 1),
+         kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg"),
+    _row("avg2d_pad_exclude_10ch", (2, 10, 7, 6),
+         lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+         kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg", count_include_pad=False),
+    _row("avg2d_full_9ch", (1, 9, 8, 6), lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+         kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg", pooling_convention="full"),
+    _row("avg2d_bigpad_8ch", (1, 8, 5, 4),
+         lambda x: F.avg_pool2d(_padded(x, (2, 2), 0.0), 3, 2),
+         kernel=(3, 3), stride=(2, 2), pad=(2, 2), pool_type="avg"),
+    _row("avg2d_nopad_8ch", (2, 8, 6, 6), lambda x: F.avg_pool2d(x, 2, 2),
+         kernel=(2, 2), stride=(2, 2), pool_type="avg"),
+    _row("sum2d_stride_pad_8ch", (2, 8, 7, 5),
+         lambda x: _sum_pool(_padded(x, (1, 2), 0.0), (2, 3), (2, 2)),
+         kernel=(2, 3), stride=(2, 2), pad=(1, 2), pool_type="sum"),
+    _row("lp2_2d_8ch", (2, 8, 5, 4), lambda x: F.lp_pool2d(x, 2, 2, 1),
+         kernel=(2, 2), pool_type="lp", p_value=2),
+    # mxnet's p = 3 keeps the sign of a window's sum of cubes (torch's lp_pool2d gives nan)
+    _row("lp3_2d_8ch", (2, 8, 4, 4), lambda x: _signed_cube_root(_sum_pool(x.pow(3), (2, 2),
+                                                                          (2, 2))),
+         kernel=(2, 2), stride=(2, 2), pool_type="lp", p_value=3),
+    _row("avg1d_full_8ch", (2, 8, 7), lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True),
+         kernel=(3,), stride=(2,), pad=(1,), pool_type="avg", pooling_convention="full"),
     # the data read through strides: a transposed slice of the input
     Op("max2d_strided_view",
        lambda x: sym.Pooling(sym.slice_axis(sym.transpose(x, axes=(0, 1, 3, 2)), axis=3,
@@ -412,15 +440,20 @@ def test_max_mask_is_written_only_for_a_gradient(cpu_target):
     assert len(only.args) == 2
 
 
-def test_cpu_max_pooling_of_many_channels_runs_channels_last():
-    """cpu target: 2-D max pooling of 8 channels or more copies into a channels-last
-    tensor for ATen's vectorised kernel (3-4.5x faster there); fewer stay in NCHW."""
+@pytest.mark.parametrize("pool_type", ["max", "avg"])
+def test_cpu_pooling_of_many_channels_runs_channels_last(pool_type):
+    """cpu target: 2-D pooling of 8 channels or more copies into a channels-last tensor
+    for ATen's vectorised kernels (3-5x faster there); fewer stay in NCHW. Max
+    pooling's backward stays NCHW (faster there), avg pooling's goes channels-last."""
     from compiler.artifacts import cache
     from compiler.artifacts.compile import compile_symbol
-    net = sym.Pooling(sym.Variable("x"), kernel=(2, 2), stride=(2, 2))
+    net = sym.Pooling(sym.Variable("x"), kernel=(3, 3), stride=(1, 1), pad=(1, 1),
+                      pool_type=pool_type)
     for channels, want in ((8, True), (3, False)):
         prog = compile_symbol(net, {"x": (2, channels, 6, 6)}, True, {"x": "write"}, True,
                               "cpu")
-        (fwd,) = [ln for ln in prog.launches if "pooling forward" in ln.summary]
-        with open(cache.kernel_path(fwd.kernel)) as f:
-            assert ("channels_last" in f.read()) == want, channels
+        for phase, want_here in (("forward", want),
+                                 ("data gradient", want and pool_type == "avg")):
+            (ln,) = [ln for ln in prog.launches if f"pooling {phase}" in ln.summary]
+            with open(cache.kernel_path(ln.kernel)) as f:
+                assert ("channels_last" in f.read()) == want_here, (channels, phase)
