@@ -456,6 +456,8 @@ def inspect_model(symbol_path, shapes, train=False, inputs_need_grad=False,
         ln = launches[kernel]
         source, note = _launch_source(ln)
         chosen = {"index": kernel, "hash": ln.kernel, "source": source}
+        if "consts" in ln.config:         # the cpu kernel's numbers: bind()'s first argument
+            chosen["consts"] = list(ln.config["consts"])
         if source is None:
             chosen["note"] = note
     if len(parts) > 1 or prog is None:
@@ -531,7 +533,9 @@ def _symbol_dtypes(symbol, given) -> dict:
 def ln_summary(ln) -> str:
     from .triton.cubin import summary_line
     from .artifacts import cache
-    if ln.is_extern:
+    if ln.is_extern or "consts" in ln.config:
+        # a cpu kernel's file is shared by sizes (its comment names its constants):
+        # the launch's own summary has its numbers
         return ln.summary
     # Launch.summary is the text after the source's second "# "; read the
     # kernel's own "# <kind> over domain" line instead where the file is there.
@@ -596,6 +600,8 @@ def format_text(info: dict) -> str:
         out.append("")
         out.append(f"kernel {k['index']} ({k['hash']}) source:")
         out.append(k["source"].rstrip("\n") if k["source"] is not None else f"  ({k['note']})")
+        if k.get("consts"):
+            out.append(f"constants (_consts, _c0 first): {k['consts']}")
     return "\n".join(out) + "\n"
 
 

@@ -200,7 +200,7 @@ def bind_launches(launches, resolve) -> list:
         flat = [_plain(resolve(*arg)) for arg in ln.args]
         if hasattr(module, "bind"):
             # plain tensors: NDArray's __torch_function__ would wrap every call of run()
-            bound.append(module.bind(*flat))
+            bound.append(module.bind(tuple(ln.config.get("consts", ())), *flat))
             bound.host_threads = True
         else:
             # plain tensors: Triton reads each argument's dtype, a numpy type on an NDArray

@@ -191,7 +191,10 @@ def _launch(rendered, args, phase, target, sources, read, written, reduce_cols):
     key = source_hash(rendered.source)
     sources[key] = rendered.source
     cfg = tile_config(rendered, target, reduce_cols)
-    return Launch(key, phase, args, cfg, _summary_line(rendered.source), read, written)
+    if rendered.consts:          # cpu target: bind()'s first argument
+        cfg = dict(cfg, consts=list(rendered.consts))
+    return Launch(key, phase, args, cfg, rendered.summary or _summary_line(rendered.source),
+                  read, written)
 
 
 def _extern_launch(prog, layouts, phase) -> Launch:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from ..ir.dtypes import TORCH
 from ..ir.pool import summary
-from ..ir.rendering import Rendered, environment
+from ..ir.rendering import Rendered
 from ..ir.tile_program import TileProgram
 from ..ops.registry import lit, prod
+from .source import kernel_source
 
 # cpu target: 2-D pooling (max and avg forward, avg backward) of this many channels
 # or more goes through ATen's channels-last kernels (below 8 its NCHW kernels are
@@ -131,11 +132,16 @@ def render_pool_cpu(prog: TileProgram, strides: list, shapes: list, slots: list)
     if "m0" in views:   # max pooling's mask: ATen's flat index in the padded plane
         body.append(f"m0.copy_(idx{'.squeeze(2)' if g.unit else ''})")
     body += [f"{v}.copy_({v[0]}0)" for v in views if v[1:] != "0"]
+    return _rendered(prog, strides, p, bind + more, body)
+
+
+def _rendered(prog, strides, p, bind, body) -> Rendered:
     params = [(t, dst) for t in range(len(prog.tensors)) for dst in range(len(strides[t]))]
-    source = environment.get_template("cpu_kernel.py.j2").render(k={
-        "params": ", ".join(f"p{t}_{dst}" for t, dst in params), "summary": summary(p),
-        "bind_lines": bind + more, "body_lines": body})
-    return Rendered(source, params, prod(prog.domain), 1, 0, "pointwise")
+    names = [f"p{t}_{dst}" for t, dst in params]
+    text = summary(p)
+    source, consts = kernel_source(names, ", ".join(names), text, bind, body)
+    return Rendered(source, params, prod(prog.domain), 1, 0, "pointwise", consts=consts,
+                    summary=text)
 
 
 def _torch_dtype(prog, t):
@@ -309,8 +315,4 @@ def _render_roi_cpu(prog, strides, shapes):
     outs = [[v for v in views if v[0] == "o"], [v for v in views if v[0] == "i"]]
     more, body = _roi_cpu(p, outs, cdt)
     body = widened + body
-    params = [(t, dst) for t in range(len(prog.tensors)) for dst in range(len(strides[t]))]
-    source = environment.get_template("cpu_kernel.py.j2").render(k={
-        "params": ", ".join(f"p{t}_{dst}" for t, dst in params), "summary": summary(p),
-        "bind_lines": bind + more, "body_lines": body})
-    return Rendered(source, params, prod(prog.domain), 1, 0, "pointwise")
+    return _rendered(prog, strides, p, bind + more, body)

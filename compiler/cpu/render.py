@@ -13,13 +13,14 @@ import re
 
 from .codegen import call_lines, plan
 from .conv import conv_kernel_lines
-from .loops import assigned, fold_runs
+from .loops import fold_runs
 from .lower import lower
 from .matmul import mergeable
 from .pool import render_pool_cpu
+from .source import kernel_source
 from ..ir.conv import summary as conv_summary
 from ..ir.dtypes import TORCH
-from ..ir.rendering import Rendered, environment
+from ..ir.rendering import Rendered
 from ..ir.tile_program import TileProgram
 from ..ops.registry import lit, prod
 
@@ -59,30 +60,8 @@ def render_cpu(prog: TileProgram, strides: list, shapes: list, slots: list) -> R
                f"{prog.kind} over domain {tuple(int(x) for x in prog.domain)}")
     names = [f"p{t}_{d}" for t, d in params]
     signature, bind, body = fold_runs(names, bind, body)
-    source = environment.get_template("cpu_kernel.py.j2").render(k={
-        "params": signature, "summary": summary,
-        "bind_lines": bind, "body_lines": body or ["pass"],
-        "run_params": _run_params(names, bind, body)})
-    return Rendered(source, params, m, n, 0, prog.kind)
-
-
-_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
-
-
-def _run_params(params, bind, body) -> str:
-    """``name=name`` for each name ``run()`` reads from ``bind()`` (its arguments and
-    what its lines assign), in the order bind made them: run() takes them as default
-    arguments (``templates/cpu_kernel.py.j2`` says why)."""
-    made = list(params)
-    for line in bind:
-        made.extend(assigned(line))
-    used = set(_NAME.findall("\n".join(body)))
-    seen, out = set(), []
-    for name in made:
-        if name in used and name not in seen:
-            seen.add(name)
-            out.append(f"{name}={name}")
-    return ", ".join(out)
+    source, consts = kernel_source(names, signature, summary, bind, body)
+    return Rendered(source, params, m, n, 0, prog.kind, consts=consts, summary=summary)
 
 
 def _scatter_lines(prog, strides, shapes):
@@ -110,7 +89,8 @@ def _scatter_lines(prog, strides, shapes):
 
 def render_cpu_fill(numel: int, value: float = 0.0) -> Rendered:
     """A kernel writing ``value`` into ``numel`` elements of one tensor."""
-    source = environment.get_template("cpu_kernel.py.j2").render(k={
-        "params": "p0_0", "summary": f"fill {int(numel)} elements with {lit(value)}",
-        "bind_lines": [], "body_lines": [f"p0_0.fill_({lit(value)})"]})
-    return Rendered(source, [(0, 0)], int(numel), 1, 0, "fill")
+    summary = f"fill {int(numel)} elements with {lit(value)}"
+    source, consts = kernel_source(["p0_0"], "p0_0", summary, [],
+                                   [f"p0_0.fill_({lit(value)})"])
+    return Rendered(source, [(0, 0)], int(numel), 1, 0, "fill", consts=consts,
+                    summary=summary)

@@ -49,3 +49,7 @@ class Rendered:
     kind: str
     batch: int = 1        # batches of a batched matmul (folded into grid axis 0)
     dot: str = "float32"  # a dot's operand kind (compiler/ir/tiles.py: TENSOR_CORE_DOTS)
+    # cpu target: the numbers lifted out of the source (compiler/cpu/source.py), passed
+    # to bind() by the launch, and the summary line with its numbers
+    consts: tuple = ()
+    summary: str = ""

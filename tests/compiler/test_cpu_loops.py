@@ -8,7 +8,7 @@ from compiler import symbol as sym
 from compiler.artifacts.cache import kernel_path
 from compiler.artifacts.compile import compile_symbol
 from compiler.cpu.loops import LONG, MIN_RUN, fold_runs
-from compiler.cpu.render import _run_params
+from compiler.cpu.source import _run_params
 
 
 def _module(params, bind, body, signature=None):
@@ -168,7 +168,7 @@ def test_a_compiled_chain_longer_than_the_slice_rule_runs_as_the_reference(tmp_p
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
     n = LONG + 44
     sources = _compiled_chain_sources(n)
-    assert all("def bind(*_p):" in s and "_m0 = tuple(" in s for s in sources), sources
+    assert all("def bind(_consts, *_p):" in s and "_m0 = tuple(" in s for s in sources), sources
     _assert_chain_like_torch(n, seed=1)
 
 
