@@ -36,6 +36,24 @@ _TOKEN = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
                     r"""|(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)(?![\w.])""")
 
 
+_SEP = "\x00"          # joins lines for one substitution pass (never in a line)
+_NAMES = [f"{PREFIX}{i}" for i in range(4096)]
+_VALUES: dict = {}      # literal text -> its value (sizes and strides recur)
+
+
+def _name(i: int) -> str:
+    return _NAMES[i] if i < 4096 else f"{PREFIX}{i}"
+
+
+def _value(text: str):
+    v = _VALUES.get(text)
+    if v is None:
+        v = int(text) if text.isdigit() else float(text)
+        if len(_VALUES) < 65536:
+            _VALUES[text] = v
+    return v
+
+
 def lift_numbers(summary: str, bind: list, body: list):
     """``(summary, bind, body, consts)`` with every number literal of ``bind`` and
     ``body`` named (module doc) and those of ``summary`` written ``N``; ``bind`` starts
@@ -54,32 +72,36 @@ def lift_numbers(summary: str, bind: list, body: list):
         The lines with names in place of numbers, and the values, name ``k`` being
         ``consts[k]``.
     """
-    consts, in_run = [], {}
+    consts = []
+    append = consts.append
+    in_run = {}
 
-    def lifted(shared):
-        def name(m):
-            if m.group(1) is not None:          # a string: its digits are text
-                return m.group(1)
-            text = m.group(2)
-            value = int(text) if text.isdigit() else float(text)
-            key = (type(value), value)
-            found = shared.get(key) if shared is not None else None
-            if found is None:
-                found = f"{PREFIX}{len(consts)}"
-                consts.append(value)
-                if shared is not None:
-                    shared[key] = found
-            return found
-        return name
+    def each(m):                    # bind(): a new name per number
+        text = m[2]
+        if text is None:            # a string: its digits are text
+            return m[1]
+        append(_value(text))
+        return _name(len(consts) - 1)
+
+    def once(m):                    # run(): one name per value and type
+        text = m[2]
+        if text is None:
+            return m[1]
+        value = _value(text)
+        key = (type(value), value)
+        found = in_run.get(key)
+        if found is None:
+            append(value)
+            found = in_run[key] = _name(len(consts) - 1)
+        return found
 
     # a name per number in bind() (its shapes and strides: two sizes whose numbers
     # coincide differently still share the source); run() reads its names as default
     # arguments, so one per value and type there. The comment, shared by every size,
-    # says N (each launch's summary has its numbers).
-    each, once = lifted(None), lifted(in_run)
-    summary = _TOKEN.sub(lambda m: m.group(1) or "N", summary)
-    bind = [_TOKEN.sub(each, line) for line in bind]
-    body = [_TOKEN.sub(once, line) for line in body]
+    # says N (each launch's summary has its numbers). Lines are joined for one pass.
+    summary = _TOKEN.sub(lambda m: m[1] or "N", summary)
+    bind = _TOKEN.sub(each, _SEP.join(bind)).split(_SEP) if bind else []
+    body = _TOKEN.sub(once, _SEP.join(body)).split(_SEP) if body else []
     if len(consts) == 1:
         bind.insert(0, f"{PREFIX}0 = {ARGUMENT}[0]")
     elif consts:
