@@ -216,13 +216,20 @@ def _cpu_forward(p, g, dt):
         return bind, body
     bind.append(f"sum_pool_out = torch.ops.aten.avg_pool{g.d}d.out")
     body.append(f"sum_pool_out(xp, {g.geo}, False, True, 1, out=w0)")   # window sums
+    return bind, body + _from_window_sums(p, rc, "w0")
+
+
+def _from_window_sums(p, rc, sums):
+    """run() lines making the pooling's value in ``w0`` from the window sums in ``sums``
+    (``w0`` itself: in place)."""
     if p["type"] == "avg":
-        body.append(f"w0.mul_({rc})")
-    elif p["type"] == "lp" and p["p"] == 2:
-        body.append("w0.sqrt_()")
-    elif p["type"] == "lp" and p["p"] == 3:
-        body.append("w0.copy_(w0.sign() * w0.abs().pow_(1.0 / 3.0))")
-    return bind, body
+        return [f"torch.mul({sums}, {rc}, out=w0)"]
+    if p["type"] == "lp" and p["p"] == 2:
+        return [f"torch.sqrt({sums}, out=w0)"]
+    lines = [] if sums == "w0" else [f"w0.copy_({sums})"]
+    if p["type"] == "lp" and p["p"] == 3:
+        lines.append("w0.copy_(w0.sign() * w0.abs().pow_(1.0 / 3.0))")
+    return lines
 
 
 def _cpu_forward_channels_last(p, g, dt, bind, rc, src, fill):
@@ -243,15 +250,7 @@ def _cpu_forward_channels_last(p, g, dt, bind, rc, src, fill):
         return bind, body
     bind.append(f"sum_pool_out = torch.ops.aten.avg_pool{g.d}d.out")
     body.append(f"sum_pool_out(xcl, {g.geo}, False, True, 1, out=ycl)")   # window sums
-    if p["type"] == "avg":
-        body.append(f"torch.mul(ycl, {rc}, out=w0)")
-    elif p["type"] == "lp" and p["p"] == 2:
-        body.append("torch.sqrt(ycl, out=w0)")
-    else:
-        body.append("w0.copy_(ycl)")
-        if p["type"] == "lp" and p["p"] == 3:
-            body.append("w0.copy_(w0.sign() * w0.abs().pow_(1.0 / 3.0))")
-    return bind, body
+    return bind, body + _from_window_sums(p, rc, "ycl")
 
 
 def _avg_gradient(p, g, dy, rc):
