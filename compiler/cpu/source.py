@@ -32,7 +32,7 @@ PREFIX = "_c"           # the names of the lifted numbers
 ARGUMENT = "_consts"    # bind()'s first parameter: the launch's constants
 
 # a string literal (kept as it is), or a number literal not inside a name or after a dot
-_TOKEN = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
+_TOKEN = re.compile(r"""('(?:[^'\\\n\x00]|\\.)*'|"(?:[^"\\\n\x00]|\\.)*")"""
                     r"""|(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)(?![\w.])""")
 
 
