@@ -9,7 +9,6 @@ epilogue, pooling ``pool.py``'s, an embedding gradient one ``index_add_``.
 """
 from __future__ import annotations
 
-
 from .codegen import call_lines, plan
 from .conv import conv_kernel_lines
 from .loops import fold_runs
