@@ -151,6 +151,13 @@ ROWS = [
                              kernel=(2, 2), stride=(2, 1), pad=(1, 0)),
        lambda x: F.max_pool2d(x.transpose(2, 3)[..., 1:6], 2, (2, 1), (1, 0)),
        [[(2, 3, 7, 8)]], infer=False),
+    # the channels-last path reads its data through strides too: 8 channels, avg
+    Op("avg2d_strided_view_8ch",
+       lambda x: sym.Pooling(sym.slice_axis(sym.transpose(x, axes=(0, 1, 3, 2)), axis=3,
+                                            begin=1, end=6),
+                             kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg"),
+       lambda x: F.avg_pool2d(x.transpose(2, 3)[..., 1:6], 3, 1, 1),
+       [[(2, 8, 7, 8)]], infer=False),
 ]
 
 
