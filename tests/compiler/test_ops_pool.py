@@ -149,15 +149,15 @@ ROWS = [
 
 
 
-def _wide(op, channels):
-    """Row ``op`` with ``channels`` channels: the cpu target's channels-last pooling."""
-    shape = list(op.shapes[0][0])
-    shape[1] = channels
-    return dataclasses.replace(op, name=f"{op.name}_{channels}ch", shapes=[[tuple(shape)]])
+def _wide(op, dshape):
+    """Row ``op`` on data of shape ``dshape``, 8 channels or more: the cpu target's
+    channels-last pooling."""
+    return dataclasses.replace(op, name=f"{op.name}_{dshape[1]}ch", shapes=[[dshape]])
 
 
-_WIDE = {"avg2d_pad_exclude": 10, "avg2d_full": 9, "avg2d_bigpad": 8, "sum2d_stride_pad": 8,
-         "lp2_2d": 8, "avg1d_full": 8}
+_WIDE = {"avg2d_pad_exclude": (2, 10, 7, 6), "avg2d_full": (1, 9, 8, 6),
+         "avg2d_bigpad": (1, 8, 5, 4), "sum2d_stride_pad": (2, 8, 7, 5),
+         "lp2_2d": (2, 8, 5, 4), "avg1d_full": (2, 8, 7)}
 ROWS += [_wide(op, _WIDE[op.name]) for op in ROWS if op.name in _WIDE]
 
 
