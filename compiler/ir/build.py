@@ -4,6 +4,10 @@
 an implicit GEMM with its epilogue (``conv.py``), a pooling node stands alone
 (``pool.py``), so does an extern node (``extern.py``), every other group is pointwise,
 a reduction, a matmul or a scatter (``tile_program.py``).
+
+:func:`group_facts` and :func:`refused_without_building` answer the commonest
+refusals of the fusion pass before a tile program is built (a convolution's group
+asked to take a batch norm's statistics, again as that group grows).
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from .pool import pool_program
 from .tile_program import TileProgram, build_fused_program, special_kind
 from ..ops.conv import CONV_KINDS
 from ..ops.pool import POOL_KINDS
+from ..ops.registry import MatMul, Reduction
 
 
 def build_tile_program(graph, nodes, outside_uses) -> TileProgram:
@@ -67,3 +72,48 @@ def family_of(graph, nodes) -> str:
     if not found.isdisjoint(POOL_KINDS):
         return "pool"
     return "fused"
+
+
+# A group's facts: counts of its nodes that decide, without a tile program, that some
+# unions are refused; a union's facts are the sum of its parts' (``add_facts``).
+NO_FACTS = (0, 0, 0, 0)     # (stands alone, convolutions, weight gradients, no epilogue)
+
+
+def group_facts(graph, n) -> tuple:
+    """The facts of node ``n`` alone: whether it stands alone (an extern or pooling
+    node), is a convolution, a convolution's weight gradient, or a node that no
+    convolution takes as its epilogue (a reduction, a matmul). Summed over a group's
+    nodes (:func:`add_facts`), they are what :func:`refused_without_building` reads."""
+    if is_extern(graph, n):
+        return (1, 0, 0, 0)
+    kind = special_kind(graph, n)
+    if kind is not None:
+        if kind in POOL_KINDS:
+            return (1, 0, 0, 0)
+        if kind in CONV_KINDS:
+            return (0, 1, int(kind == "conv_wgrad"), 0)
+        return NO_FACTS
+    if isinstance(graph.node(n)["opdef"].lowering, (MatMul, Reduction)):
+        return (0, 0, 0, 1)
+    return NO_FACTS
+
+
+def add_facts(a: tuple, b: tuple) -> tuple:
+    """The facts of the union of two groups."""
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3])
+
+
+def refused_without_building(facts: tuple, size: int) -> bool:
+    """Whether :func:`build_tile_program` refuses every group of ``size`` nodes whose
+    summed :func:`group_facts` are ``facts``; False where only building it can tell.
+
+    Each answer is a refusal of the builders: an extern or pooling node stands alone
+    (``extern.py``, ``pool.py``; a convolution's group refuses it as an epilogue too),
+    one convolution per kernel and no epilogue for a weight gradient (``conv.py``), and
+    a convolution's epilogue is pointwise, so a reduction or a matmul beside it is
+    refused (``tile_program.py``'s ``propagate`` in a ``conv`` kernel).
+    """
+    alone, convs, wgrads, no_epilogue = facts
+    if size < 2:
+        return False
+    return bool(alone or convs > 1 or wgrads or (convs and no_epilogue))

@@ -35,6 +35,13 @@ proportional to what it looks at, never to the size of the graph:
   rest (the cycle check), and merging other groups can only add paths: a merge
   refused once stays refused until one of the two groups changes, so later
   rounds do not rebuild it.
+* **The commonest refusals without a tile program** (``ir/build.py``:
+  :func:`~compiler.ir.build.refused_without_building`): each group keeps counts of
+  the nodes that decide some refusals alone (convolutions, their weight gradients,
+  nodes that stand alone, nodes no convolution takes as its epilogue), and a union
+  those counts refuse is refused before its cycle check and its program. A
+  convolution's group is asked to take its batch norm's statistics again each
+  time either grows (Inception-BN: 620 such programs built and refused).
 * **Cycle checks on the group graph in a maintained topological order**
   (:class:`_GroupDag`, Pearce and Kelly's dynamic topological sort): two
   groups close a cycle only through groups ordered between them, so the
@@ -48,7 +55,8 @@ started from): tests check that it grows linearly with a chain.
 from __future__ import annotations
 
 from ..frontend.graph import Graph, UncachedDiGraph
-from ..ir.build import build_tile_program, family_of
+from ..ir.build import (NO_FACTS, add_facts, build_tile_program, family_of, group_facts,
+                        refused_without_building)
 from ..ir.tile_program import NotFusable
 from ..ops.registry import MatMul, Pointwise, View, prod
 
@@ -139,6 +147,17 @@ def _fuse(graph: Graph) -> list:
     stamp = dict.fromkeys(members, 0)
     stamps = iter(range(1, 1 << 62))
     refused = set()
+    facts = {}
+
+    def facts_of(g):
+        # what refuses a union before its program is built (build.py: group_facts)
+        found = facts.get(g)
+        if found is None:
+            found = NO_FACTS
+            for n in members[g]:
+                found = add_facts(found, group_facts(graph, n))
+            facts[g] = found
+        return found
 
     def group_dag():
         nonlocal dag
@@ -153,6 +172,10 @@ def _fuse(graph: Graph) -> list:
             return False
         key = (gu, stamp[gu], gv, stamp[gv]) if gu < gv else (gv, stamp[gv], gu, stamp[gu])
         if key in refused:
+            return False
+        union_facts = add_facts(facts_of(gu), facts_of(gv))
+        if refused_without_building(union_facts, len(members[gu]) + len(members[gv])):
+            refused.add(key)
             return False
         found = group_dag().search(gu, gv)
         if found is None:
@@ -170,7 +193,9 @@ def _fuse(graph: Graph) -> list:
         members[gv] = union
         del members[gu], stamp[gu]
         programs.pop(gu, None)
+        facts.pop(gu, None)
         programs[gv] = program
+        facts[gv] = union_facts
         stamp[gv] = next(stamps)
         work["merges"] += 1
         return True
@@ -207,7 +232,12 @@ def _fuse(graph: Graph) -> list:
         union's (see :func:`_run`); False, changing nothing, if it cannot be built."""
         if group_dag().keep_all:
             return False
+        union_facts = facts_of(g)
+        for w in run:
+            union_facts = add_facts(union_facts, facts_of(w))
         union = members[g] | set(run)
+        if refused_without_building(union_facts, len(union)):
+            return False
         try:
             program = build(union)
         except NotFusable:
@@ -220,11 +250,13 @@ def _fuse(graph: Graph) -> list:
             dag.contract(label, w, found)
             del members[label], stamp[label]
             programs.pop(label, None)
+            facts.pop(label, None)
             label = w
         for n in union:
             group_of[n] = label
         members[label] = union
         programs[label] = program
+        facts[label] = union_facts
         stamp[label] = next(stamps)
         work["merges"] += len(run)
         return True

@@ -149,6 +149,70 @@ def test_runs_change_no_group(train, monkeypatch):
     assert runs < node_by_node, built      # the batch norms' runs: fewer builds
 
 
+def _conv_pool_block():
+    """Two convolutions with batch norm, an average pooling, a classifier: convolutions
+    beside reductions, matmuls, poolings and weight gradients."""
+    x = sym.Variable("data")
+    for i in range(2):
+        x = sym.Convolution(x, num_filter=3, kernel=(3, 3), pad=(1, 1), name=f"conv{i}")
+        x = sym.Activation(sym.BatchNorm(x, fix_gamma=False, name=f"bn{i}"), act_type="relu")
+    x = sym.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="avg")
+    x = sym.FullyConnected(sym.Flatten(x), num_hidden=4)
+    return sym.SoftmaxOutput(x, name="softmax")
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_refusals_without_building_change_no_group(train, monkeypatch):
+    """Unions refused from their nodes' counts alone (a convolution beside a batch
+    norm's statistics, ...) are the unions the builders refuse: the same partition
+    with every union built, and fewer programs built without."""
+    cases = [
+        (_conv_bn_block(), {"data": (2, 3, 6, 6), "softmax_label": (2,)}, ("softmax_label",)),
+        (_conv_pool_block(), {"data": (2, 2, 6, 6), "softmax_label": (2,)},
+         ("softmax_label",)),
+        (mlp(hidden=(16, 16)), {"data": (4, 12), "softmax_label": (4,)},
+         ("data", "softmax_label")),
+    ]
+    for symbol, shapes, no_grad in cases:
+        graph, groups, work = _fused(symbol, shapes, train, no_grad)
+        with monkeypatch.context() as m:
+            m.setattr(fuse_mod, "refused_without_building", lambda facts, size: False)
+            built = fuse(graph)
+        assert [g["nodes"] for g in groups] == [g["nodes"] for g in built]
+        assert work["tile_programs"] <= graph.meta["fuse_work"]["tile_programs"]
+        if symbol is not cases[2][0]:       # convolutions and their statistics
+            assert work["tile_programs"] < graph.meta["fuse_work"]["tile_programs"], work
+
+
+def test_every_refusal_without_building_is_a_refusal_of_the_builders():
+    """Over every pair and triple of kernel nodes of a convolutional network's training
+    graph (and each node with its readers): where the counts refuse a union,
+    build_tile_program raises NotFusable; and the counts do refuse some."""
+    from itertools import combinations
+    from compiler.ir.build import (NO_FACTS, add_facts, build_tile_program, group_facts,
+                                   refused_without_building)
+    from compiler.ir.tile_program import NotFusable
+    graph, _, _ = _fused(_conv_pool_block(), {"data": (2, 2, 6, 6), "softmax_label": (2,)},
+                         True, ("softmax_label",))
+    heads = set(map(tuple, graph.heads))
+    kernel = [n for n in graph.topo() if not fuse_mod.is_source(graph, n)
+              and not fuse_mod.is_free_view(graph, n)]
+    unions = [set(c) for c in combinations(kernel, 2)]
+    unions += [set(c) for c in combinations(kernel, 3)][::7]
+    unions += [{n, *(v for v, _ in graph.consumers(n))} & set(kernel) for n in kernel]
+    refused = 0
+    for nodes in unions:
+        facts = NO_FACTS
+        for n in nodes:
+            facts = add_facts(facts, group_facts(graph, n))
+        if not refused_without_building(facts, len(nodes)):
+            continue
+        refused += 1
+        with pytest.raises(NotFusable):
+            build_tile_program(graph, nodes, fuse_mod.outside_uses(graph, nodes, heads))
+    assert refused > 100, refused
+
+
 def _dag_graph(edges, n):
     """A Graph of ``n`` op nodes (``elemwise_add`` of two inputs, ``negative`` of one,
     over one variable) with the given edges ``(u, v)``, ``u < v``."""
