@@ -171,8 +171,9 @@ class Executor:
                 raise MXNetError(f"{what}: {len(arrays)} arrays for {len(names)} names {names}")
             arrays = dict(zip(names, arrays))
         out = {}
+        known = set(names)         # a name per array: a list searched per array is quadratic
         for k, v in arrays.items():
-            if k not in names:
+            if k not in known:
                 raise MXNetError(f"{what}: '{k}' is not one of {names}")
             if v is None:
                 continue
