@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import marshal
 import operator
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from ..cpu.render import render_cpu, render_cpu_fill
 from ..triton.codegen import render_fill, tile_config
 from ..triton.render import render
 from ..ir.dtypes import ITEMSIZE, fp32_matmul_precision
-from ..ir.tile_program import Instr
+from ..ir.tile_program import Instr, Store, TileProgram
 from ..ops.registry import prod
 
 
@@ -144,8 +145,15 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
 _RENDERED: dict = {}
 _RENDERED_MAX = 4096
 _RENDER_KEY_MAX_INSTRS = 2048
+# What the key reads of a program, an instruction and a store (one C call each); a
+# field added to one of them is in the key unless it is named here as left out.
+_PROGRAM_FIELDS = tuple(f.name for f in dataclasses.fields(TileProgram)
+                        if f.name not in ("tensors", "nodes", "instrs", "stores"))
+_program_fields = operator.attrgetter(*_PROGRAM_FIELDS)
 _INSTR_FIELDS = tuple(f.name for f in dataclasses.fields(Instr) if f.name != "origin")
-_instr_fields = operator.attrgetter(*_INSTR_FIELDS)     # one C call per instruction
+_instr_fields = operator.attrgetter(*_INSTR_FIELDS)
+_EXPR_AT = _INSTR_FIELDS.index("expr")
+_store_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(Store)))
 
 
 def _render_once(prog, strides, shapes, slots, target, fp32_dot):
@@ -171,20 +179,34 @@ def _render(prog, strides, shapes, slots, target, fp32_dot):
     return render(prog, strides, shapes, fp32_dot)
 
 
-def _render_key(prog, strides, shapes, slots, target, fp32_dot) -> str:
+def _render_key(prog, strides, shapes, slots, target, fp32_dot):
     """Everything a renderer reads: every field of the tile program but which graph
     entries its tensors are (``tensors``, ``nodes``: renderers use their count only)
     and which nodes its instructions compute (``origin``: named in errors only), the
     layouts, and which destinations share an array (slots by kind and first
     appearance: views of one array may overlap, the cpu plan must know)."""
-    fields = [(f.name, getattr(prog, f.name)) for f in dataclasses.fields(prog)
-              if f.name not in ("tensors", "nodes", "instrs")]
     # an instruction's origin names its node for errors only: a twin group of another
     # node (Inception-BN's 69 BatchNorms) renders the same source
-    fields.append(("instrs", [_instr_fields(ins) for ins in prog.instrs]))
+    instrs = []
+    for ins in prog.instrs:
+        fields = _instr_fields(ins)
+        expr = fields[_EXPR_AT]
+        if expr is not None:        # an expression tree: its text
+            fields = fields[:_EXPR_AT] + (repr(expr),) + fields[_EXPR_AT + 1:]
+        instrs.append(fields)
     first = {}
     same = [[(slot[0], first.setdefault(slot, len(first))) for slot in per] for per in slots]
-    return repr((target, fp32_dot, fields, len(prog.tensors), strides, shapes, same))
+    key = (target, fp32_dot, _program_fields(prog), [_store_fields(st) for st in prog.stores],
+           instrs, len(prog.tensors), strides, shapes, same)
+    try:
+        # marshal writes numbers, strings and containers exactly, in C (half repr's
+        # time), so different keys never give the same bytes; version 2 writes each
+        # object whole, not as a reference to one seen before, so the bytes do not
+        # depend on how the key's objects are shared (a string interned in one twin
+        # and not in the other still differs: a second render, at worst)
+        return marshal.dumps(key, 2)
+    except ValueError:              # a value marshal cannot write (a numpy scalar ...)
+        return repr(key)
 
 
 def _launch(rendered, args, phase, target, sources, read, written, reduce_cols):

@@ -46,6 +46,43 @@ def test_render_key_leaves_out_which_node_an_instruction_computes():
     assert _key(_group("a", 2.0)) != _key(_group("a", 3.0))
 
 
+def test_render_key_tells_apart_whatever_a_renderer_reads():
+    """Programs differing in one thing a renderer reads get different keys: a
+    constant's value or type, a store's place, what a value varies along, a load's
+    dims, a dtype, the layouts, and which destinations share an array."""
+    import dataclasses
+    import numpy as np
+    base = _group("a")
+    variants = [_group("a", 3.0), _group("a", 2)]
+    prog = _group("a")
+    prog.stores = [Store("v1", 1, ((0, 1),))]
+    variants.append(prog)
+    prog = _group("a")
+    prog.instrs[1] = dataclasses.replace(prog.instrs[1], varies=frozenset())
+    variants.append(prog)
+    prog = _group("a")
+    prog.instrs[0] = dataclasses.replace(prog.instrs[0], extra={"dims": (None,)})
+    variants.append(prog)
+    prog = _group("a")
+    prog.dtypes = ["float16", "float32"]
+    variants.append(prog)
+    keys = [_key(p) for p in [base] + variants]
+    keys.append(program._render_key(base, [[(2,)], [(1,)]], [(8,), (8,)],
+                                    [[("buf", "0")], [("buf", "1")]], "cpu", "ieee"))
+    keys.append(program._render_key(base, [[(1,)], [(1,)]], [(8,), (8,)],
+                                    [[("buf", "0")], [("buf", "0")]], "cpu", "ieee"))
+    keys.append(program._render_key(base, [[(1,)], [(1,)]], [(8,), (8,)],
+                                    [[("buf", "0")], [("buf", "1")]], "interpret", "ieee"))
+    assert len(set(keys)) == len(keys)
+    # a value marshal cannot write (a numpy scalar in an instruction's facts) still
+    # keys the program, twins alike and others apart
+    odd = [_group("a"), _group("b"), _group("a")]
+    for prog, k in zip(odd, (1, 1, 2)):
+        prog.instrs[0] = dataclasses.replace(prog.instrs[0],
+                                             extra={"dims": (0,), "k": np.int64(k)})
+    assert _key(odd[0]) == _key(odd[1]) != _key(odd[2])
+
+
 def _compile():
     s = mlp(hidden=(8,))
     return compile_symbol(s, {"data": (4, 12), "softmax_label": (4,)}, True,
