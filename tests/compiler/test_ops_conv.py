@@ -83,6 +83,13 @@ CONV = [
     _conv_row("conv2d_20_to_50_channels_last", (3, 20, 7, 6), kernel=(3, 3), num_filter=50),
     _conv_row("conv2d_17_to_33_stride_pad_dilate", (2, 17, 9, 8), kernel=(3, 2),
               num_filter=33, stride=(2, 1), pad=(1, 2), dilate=(2, 1), no_bias=True),
+    # pointwise (1 x 1) convolutions: matrix products on the cpu target (cpu/conv.py:
+    # as_matmul); the weight gradient too where the channels in are at most the
+    # positions (8 <= 20), oneDNN's beyond (24 > 9)
+    _conv_row("conv2d_1x1_bias", (2, 8, 5, 4), kernel=(1, 1), num_filter=6),
+    _conv_row("conv2d_1x1_more_channels_than_positions", (3, 24, 3, 3), kernel=(1, 1),
+              num_filter=5, no_bias=True, dilate=(2, 2)),
+    _conv_row("conv3d_1x1", (2, 3, 2, 3, 2), kernel=(1, 1, 1), num_filter=4),
     _conv_row("conv1d_stride_pad", (2, 3, 9), kernel=(3,), num_filter=5, pad=(2,), stride=(2,)),
     _conv_row("conv1d_k1_batch1", (1, 5, 4), kernel=(1,), num_filter=3, no_bias=True),
     _conv_row("conv1d_dilate_groups", (2, 6, 11), kernel=(3,), num_filter=4, dilate=(3,),
@@ -111,6 +118,8 @@ DECONV = [
                 num_filter=3, num_group=3, pad=(2, 2)),
     _deconv_row("deconv1d_bias", (2, 3, 5), dict(padding=0), kernel=(2,), num_filter=2,
                 stride=(3,), no_bias=False),
+    _deconv_row("deconv2d_1x1_bias", (2, 4, 3, 5), dict(padding=0), kernel=(1, 1),
+                num_filter=3, no_bias=False),
     _deconv_row("deconv3d", (1, 2, 3, 3, 2), dict(padding=(0, 1, 0)), kernel=(2, 3, 2),
                 num_filter=3, stride=(1, 2, 1), pad=(0, 1, 0)),
 ]
@@ -342,18 +351,20 @@ def test_epilogue_fusion_values(train, cpu_target):
         assert_same_launches_on_cpu_targets(exe)
 
 
-def test_strided_and_reversed_operands(cpu_target):
+@pytest.mark.parametrize("k", [3, 1])
+def test_strided_and_reversed_operands(cpu_target, k):
     """A convolution reading a channel slice through a reversed view, its output also
-    stored as a head and read by two consumers."""
+    stored as a head and read by two consumers (a 1 x 1 one: matrix products on the
+    cpu target, reading the view through a copy)."""
     x = sym.Variable("x")
     r = sym.reverse(sym.slice_axis(x, axis=1, begin=1, end=4), axis=3)
-    c = sym.Convolution(r, kernel=(3, 3), num_filter=2, pad=(1, 1), name="c")
+    c = sym.Convolution(r, kernel=(k, k), num_filter=2, pad=(k // 2, k // 2), name="c")
     net = sym.Group([c, c * 2.0, sym.transpose(c, axes=(0, 1, 3, 2))])
 
     def reference(x, w, b):
-        y = F.conv2d(x[:, 1:4].flip(3), w, b, 1, 1)
+        y = F.conv2d(x[:, 1:4].flip(3), w, b, 1, k // 2)
         return [y, y * 2, y.transpose(2, 3)]
-    op = Op("conv_views", lambda x, w, b: net, reference, [[(2, 5, 6, 5), (2, 3, 3, 3), (2,)]],
+    op = Op("conv_views", lambda x, w, b: net, reference, [[(2, 5, 6, 5), (2, 3, k, k), (2,)]],
             inputs=("x", "c_weight", "c_bias"), infer=False)
     exe = check(op, op.shapes[0])
     if cpu_target == "interpret":
@@ -474,3 +485,46 @@ def test_cpu_convolution_then_tanh_is_one_onednn_call(ci, co, act, kw):
         assert ("_convolution_pointwise" in text) == (act == "tanh"), text
         if act == "tanh":
             assert "torch.tanh" not in text and "tanh_()" not in text, text
+
+
+def test_cpu_pointwise_convolution_is_matrix_products():
+    """cpu target: a 1 x 1 convolution of stride 1, no padding and one group runs as
+    matrix products (forward and data gradient; the weight gradient where the channels
+    in are at most the positions), every other convolution as ATen's."""
+    from compiler.artifacts import cache
+    from compiler.artifacts.compile import compile_symbol
+    from compiler.cpu.conv import as_matmul
+
+    def problem(mode, c=8, x=(4, 5), y=(4, 5), kernel=(1, 1), stride=(1, 1), pad=(0, 0),
+                groups=1):
+        return {"mode": mode, "x": (2, c) + x, "y": (2, 6) + y, "kernel": kernel,
+                "stride": stride, "pad": pad, "groups": groups}
+    for mode in ("conv_fwd", "conv_dgrad", "conv_wgrad"):
+        assert as_matmul(problem(mode))
+        assert not as_matmul(problem(mode, kernel=(1, 3)))
+        assert not as_matmul(problem(mode, stride=(2, 1), y=(2, 5)))
+        assert not as_matmul(problem(mode, pad=(0, 1), y=(4, 7)))
+        assert not as_matmul(problem(mode, groups=2))
+        assert not as_matmul(problem(mode, x=(5, 5)))       # a transposed one's adj
+    assert as_matmul(problem("conv_fwd", c=21)) and as_matmul(problem("conv_dgrad", c=21))
+    assert not as_matmul(problem("conv_wgrad", c=21))        # 21 channels, 20 positions
+
+    def sources(c):
+        net = sym.Convolution(sym.Variable("x"), kernel=(1, 1), num_filter=6, name="c")
+        prog = compile_symbol(net, {"x": (2, c, 4, 5)}, True,
+                              {"x": "write", "c_weight": "write", "c_bias": "write"}, True,
+                              "cpu")
+        found = {}
+        for ln in prog.launches:
+            if "convolution" in ln.summary:
+                with open(cache.kernel_path(ln.kernel)) as f:
+                    found[ln.summary.split(": ", 1)[1].split(",")[0]] = f.read()
+        return found
+    for c, wgrad_as_matmul in ((8, True), (24, False)):
+        found = sources(c)
+        assert len(found) == 3, found
+        for what, text in found.items():
+            products = "torch.matmul" in text or "torch.bmm" in text
+            aten = "convolution_out" in text or "convolution_backward" in text
+            assert products != aten, text
+            assert products == ("weight gradient" not in what or wgrad_as_matmul), (c, what)
