@@ -41,7 +41,7 @@ proportional to what it looks at, never to the size of the graph:
   nodes that stand alone, nodes no convolution takes as its epilogue), and a union
   those counts refuse is refused before its cycle check and its program. A
   convolution's group is asked to take its batch norm's statistics again each
-  time either grows (Inception-BN: 620 such programs built and refused).
+  time either grows (Inception-BN: 629 such programs were built and refused).
 * **Cycle checks on the group graph in a maintained topological order**
   (:class:`_GroupDag`, Pearce and Kelly's dynamic topological sort): two
   groups close a cycle only through groups ordered between them, so the
