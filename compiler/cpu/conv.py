@@ -18,6 +18,7 @@ from .lower import Lowering
 from .values import Val
 from ..ir.dtypes import TORCH
 from ..ir.tile_program import TileProgram
+from ..ops.registry import prod
 
 __all__ = ["conv_kernel_lines"]
 
@@ -151,10 +152,7 @@ def as_matmul(p: dict) -> bool:
             any(v != 0 for v in p["pad"]) or tuple(p["x"][2:]) != tuple(p["y"][2:]):
         return False
     if p["mode"] == "conv_wgrad":
-        positions = 1
-        for v in p["x"][2:]:
-            positions *= v
-        return p["x"][1] <= positions
+        return p["x"][1] <= prod(p["x"][2:])
     return True
 
 
@@ -162,9 +160,7 @@ def _matmul_fmt(p: dict, views: dict) -> str:
     """The run() lines of a convolution that :func:`as_matmul` accepts, writing ``{out}``
     (through a flat view when it is contiguous, else by a copy)."""
     n, c, o = p["x"][0], p["x"][1], p["y"][1]
-    positions = 1
-    for v in p["x"][2:]:
-        positions *= v
+    positions = prod(p["x"][2:])
     if p["mode"] == "conv_wgrad":
         product = (f"torch.bmm({views['y']}.reshape({n}, {o}, {positions}), "
                    f"{views['x']}.reshape({n}, {c}, {positions}).transpose(1, 2))")

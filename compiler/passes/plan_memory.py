@@ -152,19 +152,18 @@ def _pending_free(state, li):
 
 
 def _take(free, buffers, buffer_dtypes, size, dtype):
-    best = None
+    best = grow = None       # the smallest free buffer that holds size, the largest that not
     for b in free:
-        if buffer_dtypes[b] == dtype and buffers[b] >= size and \
-                (best is None or buffers[b] < buffers[best]):
-            best = b
+        if buffer_dtypes[b] != dtype:
+            continue
+        if buffers[b] >= size:
+            if best is None or buffers[b] < buffers[best]:
+                best = b
+        elif grow is None or buffers[b] > buffers[grow]:
+            grow = b
     if best is not None and buffers[best] <= 2 * size:
         free.remove(best)
         return best
-    grow = None
-    for b in free:
-        if buffer_dtypes[b] == dtype and buffers[b] < size and \
-                (grow is None or buffers[b] > buffers[grow]):
-            grow = b
     if grow is not None:
         free.remove(grow)
         buffers[grow] = size

@@ -133,6 +133,12 @@ EPILOGUE = [
                                       act_type="relu"),
        lambda x, w, b: torch.relu(F.conv2d(x, w, b, 1, 1) + x),
        [[(2, 3, 5, 4), (3, 3, 3, 3), (3,)]], inputs=("x", "w", "b"), infer=False),
+    # a 1 x 1 convolution's matrix products (cpu target) with the same epilogue
+    Op("conv2d_1x1_residual_relu",
+       lambda x, w, b: sym.Activation(sym.Convolution(x, w, b, kernel=(1, 1), num_filter=3,
+                                                      name="conv") + x, act_type="relu"),
+       lambda x, w, b: torch.relu(F.conv2d(x, w, b) + x),
+       [[(2, 3, 5, 4), (3, 3, 1, 1), (3,)]], inputs=("x", "w", "b"), infer=False),
     Op("deconv2d_sigmoid_scale",
        lambda x, w: sym.sigmoid(sym.Deconvolution(x, w, kernel=(2, 2), num_filter=2,
                                                   stride=(2, 2), name="deconv")) * 3.0,

@@ -148,7 +148,6 @@ ROWS = [
 ]
 
 
-
 def _wide(op, dshape):
     """Row ``op`` on data of shape ``dshape``, 8 channels or more: the cpu target's
     channels-last pooling."""
