@@ -18,6 +18,9 @@ changes:
 * a key whose mean time moves by more than 1.4x from its reference (the load
   came or went) asks for a trial as soon as the budget allows, in the direction
   the time moved;
+* a run more than 3x its key's baseline with a team of two or more threads,
+  while the load reading says the cores are taken, moves down at once without a
+  trial (:meth:`ThreadPolicy._team_stalled`): such a team loses every time;
 * a trial of more threads waits while the cores are taken
   (``runtime/threads_load.py``), and the ladder's row-split rung is tried only
   on a key that can split (``runtime/threads_split.py``).
@@ -114,6 +117,10 @@ class ThreadPolicy:
     drift : float
         A key whose window mean moves by more than this factor from its
         reference asks for a trial.
+    stall : float
+        A run of a team of two or more threads slower than this factor times its
+        key's baseline, with the cores taken by other tasks, leaves the count at
+        once (:meth:`_team_stalled`).
 
     Notes
     -----
@@ -125,12 +132,12 @@ class ThreadPolicy:
 
     def __init__(self, window=4, probe_pairs=6, min_gain=0.10, abort_first=3.0,
                  abort_ratio=1.5, min_interval=1.0, max_interval=60.0, budget=0.03,
-                 drift=1.4, others_running=None):
+                 drift=1.4, stall=3.0, others_running=None):
         self.clock = 0.0             # seconds of timed runs so far: the policy's time
         self.window, self.probe_pairs, self.min_gain = window, probe_pairs, min_gain
         self.abort_first, self.abort_ratio = abort_first, abort_ratio
         self.min_interval, self.max_interval = min_interval, max_interval
-        self.budget, self.drift = budget, drift
+        self.budget, self.drift, self.stall = budget, drift, stall
         self.others_running = others_running
         self.split_seen = False      # whether any key with a row_split has run
         self.skipped = 0             # trials of more threads not run: the cores were taken
@@ -278,6 +285,9 @@ class ThreadPolicy:
             return
         if warm or n != self.count:
             return
+        if self._team_stalled(key, st, seconds):
+            self._leave_count(key, now, seconds / _mean(st.recent))
+            return
         st.recent.append(seconds)
         if len(st.recent) > self.window:
             del st.recent[0]
@@ -299,6 +309,38 @@ class ThreadPolicy:
             st.ref = mean
             self.least = mean        # the other keys' means are from before the change
             self.due = min(self.due, max(now, self.earliest))
+
+    def _team_stalled(self, key, st, seconds) -> bool:
+        """Whether a run of ``key`` at the count in use just took more than ``stall``
+        times its baseline while other runnable tasks leave the count's team fewer
+        cores than threads: load has come, and every parallel region now waits for
+        a descheduled thread (5-10x slower steps), so waiting for a full window and
+        a trial would cost several such runs per key. The load is read only after
+        such a run; a run 1.5x slower beside a passing task is the window's to
+        weigh (an idle LeNet step meets one every few seconds)."""
+        return (_threads_of(self.count) > 1 and len(st.recent) >= MIN_BASE
+                and seconds > self.stall * _mean(st.recent) and self._cores_taken(self.count))
+
+    def _leave_count(self, key, now, ratio):
+        """Move at once, without a trial, to the most threads below the count in use
+        that the free cores hold, or else to the row halves (only where ``key`` can
+        split) or one thread, whose teams of one never wait for each other. A team
+        that does not fit the cores loses to fewer threads every time, as a trial of
+        more threads on taken cores would (:meth:`_skip_trial` never runs one). The
+        next trial goes further down, after the shortest interval; the way back up
+        waits until the cores free up."""
+        others = self.others_running() or 0
+        below = self.ladder[self.ladder.index(self.count) + 1:]
+        target = next(n for n in below if (n != SPLIT or _splits(key)) and
+                      (_threads_of(n) == 1 or _fits(n, others)))
+        old = self.count
+        self.count = target
+        self.gen += 1
+        self.direction = -1
+        self.interval = self.min_interval
+        self.least = float("inf")
+        self.decisions.append((now, old, target, target, ratio))
+        self.due = max(now + self.interval, self.earliest)
 
     def _trial_run(self, st, seconds, now, warm, cut):
         self.probe_calls += 1
@@ -352,7 +394,9 @@ class ThreadPolicy:
 
     def state(self) -> dict:
         """What the policy chose and did, for reports: mode, cap, count, trials,
-        and the count changes as (from, to, tried/baseline)."""
+        and the count changes as (from, to, ratio): a trial's tried/baseline, or
+        for a move a stalled run forced (:meth:`_leave_count`), that run over its
+        baseline (above ``stall``)."""
         return {"mode": "adaptive", "cap": self.cap, "count": _label(self.count),
                 "trials": self.trials, "skipped": self.skipped, "lost_s": round(self.lost, 3),
                 "changes": [(_label(d[1]), _label(d[3]), round(d[4], 3))
@@ -372,6 +416,19 @@ def _ladder(cap: int) -> list:
             break
         n //= 2
     return out
+
+
+def _mean(values):
+    return sum(values) / len(values)
+
+
+def _splits(key) -> bool:
+    """Whether ``key`` may run as row halves: it has a row-split whose graph is
+    separable and whose runs are long enough to pay for two halves."""
+    rs = getattr(key, "row_split", None)
+    st = getattr(key, "_thread_stats", None)
+    return (rs is not None and st is not None and len(st.recent) >= MIN_BASE
+            and _mean(st.recent) >= MIN_SPLIT_S and rs.usable())
 
 
 def _mean_of(key, gen):

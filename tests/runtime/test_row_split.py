@@ -319,6 +319,29 @@ def test_busy_machine_tries_split_from_one_thread_and_keeps_it(monkeypatch):
     assert p.state()["count"] == "split"
 
 
+def test_load_that_comes_moves_a_splittable_key_to_the_halves_at_once(monkeypatch):
+    """Two busy tasks arrive while 2 threads are in use: the first slow run moves the
+    policy straight to the row halves where the key can split (their share of the
+    cores is larger than one thread's), to one thread where it cannot; the next trial
+    then weighs one thread against the halves."""
+    monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
+    idle = {2: 0.010, 1: 0.016, SPLIT: 0.0125}
+    busy = {2: 0.060, 1: 0.024, SPLIT: 0.016}
+    for usable, target in ((True, SPLIT), (False, 1)):
+        others = [0]
+        p = ThreadPolicy(others_running=lambda: others[0])
+        keys = [Key("fwd", usable), Key("bwd", usable)]
+        drive(p, timing(idle), keys, 300)
+        assert p.count == 2
+        others[0] = 2
+        counts = drive(p, timing(busy), keys, 200)
+        assert counts[0] == 2 and counts.count(2) == 1
+        assert counts[1] == target and p.count == target
+        if usable:
+            # the trial of one thread that followed lost to the halves
+            assert any(d[1] == SPLIT and d[2] == 1 and d[3] == SPLIT for d in p.decisions)
+
+
 def test_idle_machine_keeps_two_threads_when_split_is_not_faster():
     idle = {2: 0.010, 1: 0.016, SPLIT: 0.0105}
     p = ThreadPolicy(others_running=lambda: 0)

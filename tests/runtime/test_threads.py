@@ -157,6 +157,45 @@ def test_load_that_comes_moves_down_soon(keys):
     assert down and down[0][0] - clock < 2.0
 
 
+def test_a_team_stalled_by_load_that_came_is_left_at_the_first_slow_run(keys, monkeypatch):
+    """Load arrives (two busy tasks on 2 cores) while 2 threads are in use: the first
+    run that is slower than drift times its baseline, with the load reading saying the
+    team no longer fits, moves the policy to one thread at once, without a window or
+    a trial; the next trial goes further down, and the way back up waits for free
+    cores."""
+    monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
+    others = [0]
+    p = ThreadPolicy(others_running=lambda: others[0])
+    drive(p, 2, table(IDLE), keys, 300)
+    assert p.count == 2
+    decided = len(p.decisions)
+    others[0] = 2
+    used = drive(p, 2, table(BUSY), keys, 100)
+    assert p.count == 1
+    assert used[0] == [2, 1]                       # one slow run at 2 threads, then 1
+    assert sum(row.count(2) for row in used) == 1   # trials of 2 never ran
+    left = p.decisions[decided]
+    assert (left[1], left[2], left[3]) == (2, 1, 1)
+    assert left[4] == pytest.approx(BUSY[2] / IDLE[2])
+    assert p.skipped >= 1
+
+
+@pytest.mark.parametrize("reading, slower", [(0, 10.0), (None, 10.0), (2, 2.0)])
+def test_a_slow_run_is_not_load_that_came(keys, monkeypatch, reading, slower):
+    """A slow run (a page fault storm, a collection) with the cores free or the load
+    unknown, or a run under the stall factor beside a passing task, leaves the count
+    alone: only the window's drift and a trial may move it."""
+    monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
+    load = [0]
+    p = ThreadPolicy(others_running=lambda: load[0])
+    drive(p, 2, table(IDLE), keys, 300)
+    decided = len(p.decisions)
+    load[0] = reading
+    p.choose(2, keys[0])
+    p.observe(keys[0], 2, slower * IDLE[2])
+    assert p.count == 2 and len(p.decisions) == decided
+
+
 def test_trials_stay_within_the_budget(keys):
     p = ThreadPolicy()
     drive(p, 2, table(BUSY), keys, 3000)
