@@ -159,10 +159,9 @@ def test_load_that_comes_moves_down_soon(keys):
 
 def test_a_team_stalled_by_load_that_came_is_left_at_the_first_slow_run(keys, monkeypatch):
     """Load arrives (two busy tasks on 2 cores) while 2 threads are in use: the first
-    run that is slower than drift times its baseline, with the load reading saying the
-    team no longer fits, moves the policy to one thread at once, without a window or
-    a trial; the next trial goes further down, and the way back up waits for free
-    cores."""
+    run slower than the stall factor (3x) times its baseline, with the load reading
+    saying the team no longer fits, moves the policy to one thread at once, without a
+    window or a trial, and trials of more threads wait while the cores stay taken."""
     monkeypatch.setattr(threads_policy, "_cores", lambda: 2)
     others = [0]
     p = ThreadPolicy(others_running=lambda: others[0])
