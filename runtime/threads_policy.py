@@ -327,8 +327,8 @@ class ThreadPolicy:
         split) or one thread, whose teams of one never wait for each other. A team
         that does not fit the cores loses to fewer threads every time, as a trial of
         more threads on taken cores would (:meth:`_skip_trial` never runs one). The
-        next trial goes further down, after the shortest interval; the way back up
-        waits until the cores free up."""
+        next trial comes after the shortest interval and tries the rung below (from
+        one thread, the halves); trials of more threads wait until the cores free up."""
         others = self.others_running() or 0
         below = self.ladder[self.ladder.index(self.count) + 1:]
         target = next(n for n in below if (n != SPLIT or _splits(key)) and
