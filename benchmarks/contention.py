@@ -25,6 +25,10 @@ torch's count for every launch, the behaviour before the policy; only with
 Every side steps through the same batches. A round's ratio compares symtriton
 with another side in that round; the table gives the median over rounds, and
 ``busy / idle`` divides the median busy ratio against mxnet by the idle one.
+Each round also prints every side's CPU seconds per wall second over its turn (its
+process's, every thread counted; the peer reports mxnet's): the share of the cores
+it got, about 2 N / (N + 2) cores for N runnable threads beside two busy loops on 2
+cores; the RESULT lines give its median as ``<side>_cpu_share``.
 
 Each model prints ``RESULT contention model=... load=... key=value`` lines.
 """
@@ -89,12 +93,13 @@ class Side:
 
     def run_for(self, seconds, min_steps=2):
         """Train until ``seconds`` have passed (at least ``min_steps`` steps);
-        returns (steps, seconds)."""
+        returns (steps, seconds, CPU seconds of this process over them)."""
         n, spent = 0, 0.0
+        c0 = time.process_time()
         while n < min_steps or spent < seconds:
             spent += self.steps(1)
             n += 1
-        return n, spent
+        return n, spent, time.process_time() - c0
 
     def warm_up(self):
         """Untimed first steps (kernel loads, oneDNN primitives, buckets' compiles)."""
@@ -171,17 +176,21 @@ class MxnetSide(Side):
                 return json.loads(line)
 
     def steps(self, n):
+        return self._steps(n)["seconds"]
+
+    def _steps(self, n):
         self.proc.stdin.write(f"steps {n}\n")
         self.proc.stdin.flush()
-        return self._read()["seconds"]
+        return self._read()
 
     def run_for(self, seconds, min_steps=2):
         # its engine is asynchronous: ask for as many steps as its last round's rate
         # says fit in ``seconds`` (the first round: a few), timed to waitall
         n = min_steps if self.rate is None else max(min_steps, round(seconds * self.rate))
-        spent = self.steps(n)
+        reply = self._steps(n)
+        spent = reply["seconds"]
         self.rate = n / spent
-        return n, spent
+        return n, spent, reply["cpu_seconds"]
 
     def close(self):
         try:
@@ -294,20 +303,23 @@ def lstm_sides(args, names, policy):
 # ---------------------------------------------------------------------------- rounds
 
 def run_rounds(sides, order, rounds, seconds, label, unit_name):
-    """Rounds of every side in ``order``; returns {side: [units per second per round]}."""
+    """Rounds of every side in ``order``; returns ({side: [units per second per round]},
+    {side: [CPU seconds per wall second per round]})."""
     rates = {n: [] for n in order}
+    shares = {n: [] for n in order}
     for r in range(rounds):
         parts = []
         for name in order:
-            steps, spent = sides[name].run_for(seconds)
+            steps, spent, cpu = sides[name].run_for(seconds)
             rates[name].append(steps * sides[name].unit / spent)
-            parts.append(f"{name} {rates[name][-1]:.0f}")
+            shares[name].append(cpu / spent)
+            parts.append(f"{name} {rates[name][-1]:.0f} ({shares[name][-1]:.2f} cpu/wall)")
         sym = rates["symtriton"][-1] if "symtriton" in rates else None
         ratios = ", ".join(f"sym/{n} {sym / rates[n][-1]:.3f}" for n in order
                            if sym is not None and n != "symtriton")
         print(f"  {label} round {r + 1}: {unit_name}/s " + ", ".join(parts)
               + (f" ({ratios})" if ratios else ""), flush=True)
-    return rates
+    return rates, shares
 
 
 def ratio_rounds(rates, other):
@@ -333,7 +345,7 @@ def main(argv=None):
             for name in order:             # warm-up: first runs (kernels, primitives)
                 sides[name].warm_up()
             print(f"\n== {model}: {title}; sides {', '.join(order)}; {unit_name}/s ==")
-            results = {}
+            results, shares = {}, {}
             for load in loads:
                 label = "idle" if load == "idle" else f"busy {args.busy}"
                 n_busy = 0 if load == "idle" else args.busy
@@ -344,13 +356,13 @@ def main(argv=None):
                     # the machine's own load besides ours (a shared machine is never idle)
                     print(f"  {label}: 1-minute load average before the rounds "
                           f"{os.getloadavg()[0]:.2f}", flush=True)
-                    results[label] = run_rounds(sides, order, args.rounds, args.seconds,
-                                                label, unit_name)
+                    results[label], shares[label] = run_rounds(
+                        sides, order, args.rounds, args.seconds, label, unit_name)
                     if procs:
                         print(f"  {label}: busy-loop pids {' '.join(str(p.pid) for p in procs)}")
                 if "symtriton" in order and policy is not None:
                     print(f"  {label}: symtriton thread policy {policy.state()}")
-            summary.append((model, unit_name, order, results))
+            summary.append((model, unit_name, order, results, shares))
         finally:
             for s in sides.values():
                 s.close()
@@ -366,7 +378,7 @@ def report(summary, args):
         ["mxnet 1.9.1", "symtriton", "fixed threads", "eager", "sym / mxnet (rounds)",
          "sym / eager", "busy / idle vs mxnet"]) + " |")
     print("| --- " * 9 + "|")
-    for model, unit_name, order, results in summary:
+    for model, unit_name, order, results, _ in summary:
         idle_mx = None
         for label, rates in results.items():
             med = {n: statistics.median(v) for n, v in rates.items()}
@@ -388,10 +400,12 @@ def report(summary, args):
     print(f"(LeNet samples/s, lstm tokens/s: median over {args.rounds} rounds of about "
           f"{args.seconds} s per side; ratios: median of the per-round ratios, range in "
           f"brackets; busy / idle: the busy ratio against mxnet over the idle one)")
-    for model, unit_name, order, results in summary:
+    for model, unit_name, order, results, shares in summary:
         for label, rates in results.items():
             med = {n: statistics.median(v) for n, v in rates.items()}
             kv = " ".join(f"{n}_{unit_name}_s={med[n]:.2f}" for n in order)
+            kv += "".join(f" {n}_cpu_share={statistics.median(shares[label][n]):.3f}"
+                          for n in order)
             extra = ""
             if "symtriton" in rates:
                 for other in ("mxnet", "eager", "fixed"):

@@ -332,7 +332,8 @@ def run_lenet(mx, args):
 def serve(mx, mod, batches):
     """Training steps on request: ``steps N`` on stdin runs the next N steps of
     ``batches`` (cycling) and answers their seconds, timed to ``mx.nd.waitall()``
-    (the engine is asynchronous); ``quit`` or the end of stdin returns."""
+    (the engine is asynchronous), and the process's CPU seconds over them (all its
+    threads: the share of the cores it got); ``quit`` or the end of stdin returns."""
     print(json.dumps({"ready": True, "batches": len(batches), "mxnet": mx.__version__}),
           flush=True)
     i = 0
@@ -342,13 +343,14 @@ def serve(mx, mod, batches):
             break
         n = int(words[1])
         mx.nd.waitall()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             mod.forward_backward(batches[i % len(batches)])
             mod.update()
             i += 1
         mx.nd.waitall()
-        print(json.dumps({"seconds": time.perf_counter() - t0, "steps": n}), flush=True)
+        print(json.dumps({"seconds": time.perf_counter() - t0, "steps": n,
+                          "cpu_seconds": time.process_time() - c0}), flush=True)
     return {"served": i}
 
 

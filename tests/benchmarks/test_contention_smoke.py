@@ -27,6 +27,8 @@ def test_contention_benchmark_tiny(tmp_path):
             assert m, out
             r = dict(kv.split("=", 1) for kv in m.group(1).split())
             assert float(r["ratio_eager"]) > 0 and float(r["ratio_fixed"]) > 0
+            for side in ("symtriton", "fixed", "eager"):      # each side's share of the cores
+                assert 0 < float(r[f"{side}_cpu_share"]) < 2 * os.cpu_count() + 1
     pids = [int(p) for line in re.findall(r"busy-loop pids ([\d ]+)", out) for p in line.split()]
     assert len(pids) == 2                                  # one per model
     for pid in pids:
