@@ -220,7 +220,7 @@ class ThreadPolicy:
         rs = getattr(key, "row_split", None)
         if rs is not None and rs.forced is not None:
             return None              # a backward runs as its forward ran: wait for that
-        if rs is not None and mean >= MIN_SPLIT_S and rs.usable():
+        if _splits(key, mean):
             return SPLIT
         if rs is None and self.split_seen and self.deferred < MAX_DEFER:
             self.deferred += 1
@@ -267,7 +267,7 @@ class ThreadPolicy:
         st = getattr(key, "_thread_stats", None)
         if st is None or st.gen != self.gen or len(st.recent) < MIN_BASE:
             return None
-        return self.abort_first * sum(st.recent) / len(st.recent)
+        return self.abort_first * _mean(st.recent)
 
     def observe(self, key, n: int, seconds: float, cut: bool = False) -> None:
         """Record that ``key`` ran with ``n`` threads for ``seconds``; ``cut``: the
@@ -285,15 +285,16 @@ class ThreadPolicy:
             return
         if warm or n != self.count:
             return
-        if self._team_stalled(key, st, seconds):
-            self._leave_count(key, now, seconds / _mean(st.recent))
+        others = self._team_stalled(st, seconds)
+        if others is not None:
+            self._leave_count(key, _mean(st.recent), now, seconds, others)
             return
         st.recent.append(seconds)
         if len(st.recent) > self.window:
             del st.recent[0]
         if len(st.recent) < MIN_BASE:
             return
-        mean = sum(st.recent) / len(st.recent)
+        mean = _mean(st.recent)
         # a baseline exists: the first trial now (on a busy machine every step at
         # the user's count may cost several)
         if self.due is None:
@@ -310,18 +311,22 @@ class ThreadPolicy:
             self.least = mean        # the other keys' means are from before the change
             self.due = min(self.due, max(now, self.earliest))
 
-    def _team_stalled(self, key, st, seconds) -> bool:
-        """Whether a run of ``key`` at the count in use just took more than ``stall``
-        times its baseline while other runnable tasks leave the count's team fewer
-        cores than threads: load has come, and every parallel region now waits for
-        a descheduled thread (5-10x slower steps), so waiting for a full window and
-        a trial would cost several such runs per key. The load is read only after
-        such a run; a run 1.5x slower beside a passing task is the window's to
-        weigh (an idle LeNet step meets one every few seconds)."""
-        return (_threads_of(self.count) > 1 and len(st.recent) >= MIN_BASE
-                and seconds > self.stall * _mean(st.recent) and self._cores_taken(self.count))
+    def _team_stalled(self, st, seconds):
+        """The count of other runnable tasks when a run at the count in use just took
+        more than ``stall`` times its key's baseline (``st``) and those tasks leave the
+        count's team fewer cores than threads, else None: load has come, and every
+        parallel region now waits for a descheduled thread (5-10x slower steps), so
+        waiting for a full window and a trial would cost several such runs per key.
+        The load is read only after such a run; a run 1.5x slower beside a passing
+        task is the window's to weigh (an idle LeNet step meets one every few
+        seconds)."""
+        if _threads_of(self.count) < 2 or len(st.recent) < MIN_BASE or \
+                seconds <= self.stall * _mean(st.recent) or self.others_running is None:
+            return None
+        others = self.others_running()
+        return others if others is not None and not _fits(self.count, others) else None
 
-    def _leave_count(self, key, now, ratio):
+    def _leave_count(self, key, mean, now, seconds, others):
         """Move at once, without a trial, to the most threads below the count in use
         that the free cores hold, or else to the row halves (only where ``key`` can
         split) or one thread, whose teams of one never wait for each other. A team
@@ -329,9 +334,8 @@ class ThreadPolicy:
         more threads on taken cores would (:meth:`_skip_trial` never runs one). The
         next trial comes after the shortest interval and tries the rung below (from
         one thread, the halves); trials of more threads wait until the cores free up."""
-        others = self.others_running() or 0
         below = self.ladder[self.ladder.index(self.count) + 1:]
-        target = next(n for n in below if (n != SPLIT or _splits(key)) and
+        target = next(n for n in below if (n != SPLIT or _splits(key, mean)) and
                       (_threads_of(n) == 1 or _fits(n, others)))
         old = self.count
         self.count = target
@@ -339,12 +343,12 @@ class ThreadPolicy:
         self.direction = -1
         self.interval = self.min_interval
         self.least = float("inf")
-        self.decisions.append((now, old, target, target, ratio))
+        self.decisions.append((now, old, target, target, seconds / mean))
         self.due = max(now + self.interval, self.earliest)
 
     def _trial_run(self, st, seconds, now, warm, cut):
         self.probe_calls += 1
-        base = sum(st.recent) / len(st.recent) if len(st.recent) >= MIN_BASE else None
+        base = _mean(st.recent) if len(st.recent) >= MIN_BASE else None
         if base is not None:
             self.cost_tried += seconds
             self.cost_base += base
@@ -422,13 +426,12 @@ def _mean(values):
     return sum(values) / len(values)
 
 
-def _splits(key) -> bool:
-    """Whether ``key`` may run as row halves: it has a row-split whose graph is
-    separable and whose runs are long enough to pay for two halves."""
+def _splits(key, mean) -> bool:
+    """Whether ``key``, whose baseline mean is ``mean`` seconds, may run as row halves:
+    it has a row-split whose graph is separable, and its runs are long enough to pay
+    for two halves."""
     rs = getattr(key, "row_split", None)
-    st = getattr(key, "_thread_stats", None)
-    return (rs is not None and st is not None and len(st.recent) >= MIN_BASE
-            and _mean(st.recent) >= MIN_SPLIT_S and rs.usable())
+    return rs is not None and mean >= MIN_SPLIT_S and rs.usable()
 
 
 def _mean_of(key, gen):
@@ -436,7 +439,7 @@ def _mean_of(key, gen):
     st = getattr(key, "_thread_stats", None)
     if st is None or st.gen != gen or len(st.recent) < MIN_BASE:
         return None
-    return sum(st.recent) / len(st.recent)
+    return _mean(st.recent)
 
 
 def _stats_of(key) -> _Stats:
