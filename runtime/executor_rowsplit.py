@@ -22,6 +22,17 @@ row-split run (:meth:`RowSplitter.prepare`), so binding costs nothing more.
 A backward phase runs the way its forward ran (the halves hold the forward's
 values): each phase's bound launch list carries a :class:`PhaseSplit` as
 ``row_split``, whose ``forced`` says so.
+
+A phase's first split run goes through the half executors' ``forward`` and
+``backward`` on two Python threads, which binds their launch lists. From the next
+run on, where both halves' lists are generated cpu kernels that TorchScript takes
+(``compiler/cpu/script.py``), the phase is one TorchScript call: the first half forked
+to torch's inter-op threads, the second on the caller's, joined inside the call. No
+interpreter lock is taken from the phase's start to its join, so on a busy machine a
+descheduled thread no longer holds the other at each ATen call (LeNet's step beside
+two busy loops: about a fifth faster, ``benchmarks/README.md``). A list that does
+not script (an extern operator's Python closure, say) keeps the threads, its reason
+in ``script_reasons``.
 """
 from __future__ import annotations
 
@@ -30,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from compiler.cpu.script import NotScriptable, parts_function, phase_source
 from compiler.errors import MXNetError
 
 from . import launcher
@@ -106,6 +118,8 @@ class RowSplitter:
         self.is_train = True
         self.ran_split = False
         self.phases = {"fwd": PhaseSplit(self, "fwd"), "bwd": PhaseSplit(self, "bwd")}
+        self.scripts = {}       # phase -> (the halves' bound lists, parts function, tensors)
+        self.script_reasons = {}    # phase -> why it runs from Python threads
 
     @classmethod
     def for_executor(cls, exe):
@@ -186,18 +200,52 @@ class RowSplitter:
         from . import threads
         from .launcher import LaunchCounter
         a, b = self.halves
-        fn = self._forward if phase == "fwd" else self._backward
-        count = LaunchCounter.total     # the phase counts as its Program's launches, once
-        job = _worker().submit(_on_one_thread, threads.pinned, fn, a)
-        try:
-            threads.pinned(fn, b)
-        finally:
-            job.result()
-            LaunchCounter.total = count
+        script = self._script(phase)
+        if script is not None:
+            parts, tensors = script
+            if phase == "fwd":
+                for half in self.halves:    # what the halves' forward would have recorded
+                    half._last_prog, half._last_train = self._prog(half, phase), self.is_train
+            with torch.inference_mode():
+                parts(tensors)
+        else:
+            fn = self._forward if phase == "fwd" else self._backward
+            count = LaunchCounter.total     # the phase counts as its Program's launches, once
+            job = _worker().submit(_on_one_thread, threads.pinned, fn, a)
+            try:
+                threads.pinned(fn, b)
+            finally:
+                job.result()
+                LaunchCounter.total = count
         if phase == "fwd":
             self.ran_split = True
         else:
             self._sum_grads()
+
+    def _prog(self, half, phase):
+        """The Program a half's ``forward`` or ``backward`` runs (``Executor.forward``)."""
+        return half._train_prog if self.is_train or phase == "bwd" else half._infer_prog
+
+    def _script(self, phase):
+        """``(parts, tensors)`` running ``phase`` of both halves as one TorchScript call,
+        or None: before the halves' launch lists are bound (their first run), where a
+        backward copies head gradients per half, or where a list does not script."""
+        bounds = [h._bound.get((id(self._prog(h, phase)), phase)) for h in self.halves]
+        if None in bounds or (phase == "bwd" and self.exe._train_prog.head_grads) or \
+                any(h._bwd_marks is not None for h in self.halves):
+            return None
+        got = self.scripts.get(phase)
+        if got is None or any(x is not y for x, y in zip(got[0], bounds)):
+            try:
+                (first, ts_first), (second, ts_second) = (phase_source(b) for b in bounds)
+                # the second half on the caller's thread, as on the threads below
+                got = (bounds, parts_function([second, first]), [ts_second, ts_first])
+                self.script_reasons.pop(phase, None)
+            except NotScriptable as exc:
+                got = (bounds, None, None)
+                self.script_reasons[phase] = str(exc)
+            self.scripts[phase] = got
+        return None if got[1] is None else got[1:]
 
     def _forward(self, half):
         half.forward(is_train=self.is_train)

@@ -6,6 +6,9 @@
 * a split run gives the single run's outputs, input gradients and parameter
   gradients (``write``, ``add``, ``null``) up to the rounding of the halves' sum;
 * a backward runs the way its forward ran, whatever the policy says in between;
+* from a phase's second split run on, both halves run as one TorchScript call
+  (``compiler/cpu/script.py``) with no Python thread, and give what the threads gave;
+  a launch list TorchScript cannot take keeps the threads, with its reason;
 * the policy (``runtime/threads_policy.py``) tries ``SPLIT`` as one more count and keeps
   it only when it measured faster; ``fixed`` never splits.
 """
@@ -14,8 +17,9 @@ import pytest
 import torch
 
 import module_api as mx
+from compiler.cpu.script import NotScriptable, phase_source
 from compiler.row_split import analyse
-from runtime import threads, threads_policy
+from runtime import executor_rowsplit, threads, threads_policy
 from runtime.launcher import LaunchCounter
 from runtime.threads import SPLIT, ThreadPolicy
 
@@ -171,6 +175,78 @@ def test_split_run_equals_the_single_run(name):
         np.testing.assert_allclose(grads2[n], grads[n], rtol=1e-5, atol=1e-5, err_msg=n)
 
 
+def _no_worker():
+    raise AssertionError("a scripted phase ran a half on a Python thread")
+
+
+@pytest.mark.parametrize("name", ["lenet", "mlp"])
+def test_later_split_runs_are_one_torchscript_call_and_equal_the_single_run(name, monkeypatch):
+    """Steps 2 and 3 of a split executor run each phase as one TorchScript call (no
+    worker thread); the outputs and gradients (``add`` accumulating over the steps)
+    stay those of a whole executor given the same steps. (The LSTM's oneDNN layer is an
+    extern launch: its phases keep the threads, below.)"""
+    sym, shapes = NETS[name]()
+    req = _requests(sym, shapes)
+    runs = {}
+    for policy in (None, AlwaysSplit()):
+        threads.reset(policy)
+        exe = sym.simple_bind(mx.cpu(), grad_req=req, **shapes)
+        _fill(exe, 0)
+        got = []
+        for step in range(3):
+            if step == 1 and policy is not None:      # the halves' lists are bound now
+                monkeypatch.setattr(executor_rowsplit, "_worker", _no_worker)
+            rng = np.random.RandomState(10 + step)
+            for n, a in exe.arg_dict.items():
+                if n in shapes:
+                    a[:] = rng.randint(0, 5, a.shape) if "label" in n else rng.randn(*a.shape)
+            got.append([o.asnumpy().copy() for o in exe.forward(is_train=True)])
+            exe.backward()
+        got.append({n: g.asnumpy().copy() for n, g in exe.grad_dict.items()})
+        runs[policy is None] = (exe, got)
+    exe, split = runs[False]
+    rs = exe._row_split
+    assert rs.script_reasons == {}, rs.script_reasons
+    assert rs.scripts["fwd"][1] is not None and rs.scripts["bwd"][1] is not None
+    whole = runs[True][1]
+    for a, b in zip(whole[:3], split[:3]):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-6)
+    for n in whole[3]:
+        np.testing.assert_allclose(split[3][n], whole[3][n], rtol=1e-5, atol=1e-5, err_msg=n)
+
+
+def test_a_launch_list_torchscript_cannot_take_is_refused_with_its_reason():
+    def run():
+        pass
+    with pytest.raises(NotScriptable, match="launch 0 .* is not a generated cpu kernel"):
+        phase_source([run])
+
+
+def test_a_phase_that_does_not_script_keeps_the_threads(monkeypatch):
+    """The reason is kept and the halves run on the threads, giving the same numbers."""
+    import compiler.cpu.script as script
+    sym, shapes = mlp()
+    req = _requests(sym, shapes)
+    _, _, want = _bind_and_run(sym, shapes, req, None)
+
+    def refuse(runs):
+        raise NotScriptable("launch 0: refused by the test")
+    monkeypatch.setattr(executor_rowsplit, "phase_source", refuse)
+    threads.reset(AlwaysSplit())
+    exe = sym.simple_bind(mx.cpu(), grad_req=req, **shapes)
+    for _ in range(2):
+        _fill(exe, 0)
+        exe.forward(is_train=True)
+        exe.backward()
+    assert exe._row_split.script_reasons == {"fwd": "launch 0: refused by the test",
+                                             "bwd": "launch 0: refused by the test"}
+    assert script is not None
+    for n in want:
+        np.testing.assert_allclose(exe.grad_dict[n].asnumpy(), want[n], rtol=1e-5,
+                                   atol=1e-6, err_msg=n)
+
+
 def test_head_gradients_of_a_non_loss_output_are_split_too():
     x = mx.sym.var("data")
     sym = mx.sym.tanh(mx.sym.FullyConnected(x, num_hidden=3, name="fc"))
@@ -181,10 +257,12 @@ def test_head_gradients_of_a_non_loss_output_are_split_too():
         exe = sym.simple_bind(mx.cpu(), data=(4, 2))
         exe.arg_dict["data"][:] = np.arange(8).reshape(4, 2) * 0.1
         exe.arg_dict["fc_weight"][:] = np.ones((3, 2)) * 0.2
-        exe.forward(is_train=True)
-        exe.backward(out_grads=[mx.nd.array(g)])
+        for _ in range(2):      # the second forward scripted, its backward on the threads
+            exe.forward(is_train=True)
+            exe.backward(out_grads=[mx.nd.array(g)])
         results.append({n: v.asnumpy() for n, v in exe.grad_dict.items()})
     assert exe._row_split.halves is not None
+    assert exe._row_split.scripts["fwd"][1] is not None and "bwd" not in exe._row_split.scripts
     for n in results[0]:
         np.testing.assert_allclose(results[1][n], results[0][n], rtol=1e-5, atol=1e-6)
 
@@ -397,6 +475,12 @@ def test_bucketing_lstm_split_matches_whole_and_buckets_share_half_pools():
         got.append({k: v.asnumpy() for k, v in mod.get_params()[0].items()})
     execs = [m._exec_group.execs[0] for m in mod._buckets.values()]
     assert all(e._row_split.halves is not None for e in execs)
+    for e in execs:     # oneDNN's LSTM layer runs from Python: the phases keep the threads
+        layer = any("extern _lstm_layer" in n for b in e._row_split.halves[0]._bound.values()
+                    for n in b.names)
+        reasons = e._row_split.script_reasons
+        assert (sorted(reasons) == ["bwd", "fwd"]) == layer, reasons
+        assert all("is not a generated cpu kernel" in r for r in reasons.values())
     assert execs[0]._pool.row_halves is execs[1]._pool.row_halves
     for k in got[0]:
         np.testing.assert_allclose(got[1][k], got[0][k], rtol=1e-4, atol=1e-5, err_msg=k)

@@ -1,0 +1,184 @@
+"""The cpu target's third form: a bound launch list as TorchScript, run without the GIL.
+
+A cpu kernel (``templates/cpu_kernel.py.j2``) is ``bind(...) -> run``: ``run()`` reads
+everything it touches from its default arguments (views, numbers, ATen ops) and makes
+its torch calls from Python. Each call releases and retakes the interpreter lock; on a
+busy machine the thread holding it is often descheduled, and the other thread waits.
+Two row-split halves (``runtime/executor_rowsplit.py``) lose most of their share of
+the cores to those handoffs and to the Python join around them
+(``benchmarks/lock_share.py`` measures the first).
+
+:func:`phase_source` writes the runs of one bound launch list as one TorchScript
+function ``part(T: List[Tensor])``: each run's body in order, its default arguments
+replaced by what they hold (a tensor by ``T[j]``, a number, string, dtype or list by
+its literal, an op by its ``torch.ops`` name; TorchScript picks the overload by the
+arguments, as the Python call did) and its locals renamed per launch. A body that reads
+a global other than ``torch`` and a few builtins, or a default of another kind (an
+extern operator's Python closure, say), is refused with the reason: the list then
+runs from Python as before. :func:`parts_function` compiles the parts' sources once per
+process with a ``parts`` function beside them that runs one list per part, all but the
+first on torch's inter-op threads (``torch.jit.fork``), and waits for them: a whole
+row-split phase in one call, no interpreter lock held from its start to its join.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import math
+import threading
+
+import torch
+
+__all__ = ["NotScriptable", "parts_function", "phase_source"]
+
+_BUILTINS = {"torch", "float", "int", "bool", "len", "range", "min", "max", "abs"}
+_RUN_DEFS = {}           # kernel module name -> its parsed run() definition
+_COMPILED = {}           # source -> its compiled parts function
+_LOCK = threading.Lock()
+
+
+class NotScriptable(Exception):
+    """A launch list that cannot run as TorchScript; the message says which launch and why."""
+
+
+def _run_def(run):
+    """The ``ast.FunctionDef`` of a cpu kernel's ``run()``, parsed from its module's source."""
+    g = getattr(run, "__globals__", None) or {}
+    loader = g.get("__loader__")
+    if getattr(run, "__name__", None) != "run" or "bind" not in g or \
+            not hasattr(loader, "get_data") or not getattr(loader, "path", None):
+        return None
+    name = g.get("__name__")
+    fdef = _RUN_DEFS.get(name)
+    if fdef is None:
+        tree = ast.parse(loader.get_data(loader.path).decode())
+        bind = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "bind")
+        fdef = next(n for n in bind.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+        _RUN_DEFS[name] = fdef
+    return fdef
+
+
+def _literal(value):
+    """An expression for a non-tensor default argument, or None where it has none."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return ast.Constant(value)
+    if isinstance(value, float):
+        if math.isinf(value) or math.isnan(value):
+            return ast.Call(ast.Name("float", ast.Load()), [ast.Constant(repr(value))], [])
+        return ast.Constant(value)
+    if isinstance(value, (tuple, list)):
+        items = [_literal(v) for v in value]
+        return None if any(i is None for i in items) else ast.List(items, ast.Load())
+    if isinstance(value, (torch.dtype, torch.memory_format)):
+        return ast.parse(str(value), mode="eval").body
+    if isinstance(value, torch._ops.OpOverload):
+        value = value.overloadpacket
+    if isinstance(value, torch._ops.OpOverloadPacket):
+        ns, name = value._qualified_op_name.split("::")
+        return ast.parse(f"torch.ops.{ns}.{name}", mode="eval").body
+    return None
+
+
+def phase_source(runs):
+    """``(source, tensors)``: the runs of a bound cpu launch list as the TorchScript
+    function ``part(T: List[Tensor])``, and the tensors to call it with.
+
+    Parameters
+    ----------
+    runs : list of callable
+        The ``run()`` functions of cpu kernels (``runtime.launcher.bind_launches``).
+
+    Raises
+    ------
+    NotScriptable
+        Where a launch is not a cpu kernel's ``run()``, or its body or arguments have no
+        TorchScript form; the message names the launch.
+    """
+    tensors, index, lines = [], {}, []
+    for i, run in enumerate(runs):
+        fdef = _run_def(run)
+        if fdef is None:
+            raise NotScriptable(f"launch {i} ({getattr(run, '__qualname__', run)}) is not a "
+                                f"generated cpu kernel")
+        names = [a.arg for a in fdef.args.args]
+        values = run.__defaults__ or ()
+        if len(values) != len(names) or fdef.args.vararg or fdef.args.kwarg:
+            raise NotScriptable(f"launch {i}: run() takes arguments bind() did not give")
+        subst = {}
+        for name, value in zip(names, values):
+            if isinstance(value, torch.Tensor):
+                j = index.setdefault(id(value), len(tensors))
+                if j == len(tensors):
+                    tensors.append(value)
+                subst[name] = ast.Name(f"t{j}", ast.Load())
+            else:
+                expr = _literal(value)
+                if expr is None:
+                    raise NotScriptable(f"launch {i}: argument {name} is a "
+                                        f"{type(value).__name__}")
+                subst[name] = expr
+        local = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Store)}
+        lines.append(f"    # launch {i}")
+        for stmt in fdef.body:
+            stmt = _Rename(i, subst, local).visit(copy.deepcopy(stmt))
+            lines.extend("    " + ln for ln in ast.unparse(ast.fix_missing_locations(stmt))
+                         .splitlines())
+    head = ["def part(T: List[Tensor]):"] + [f"    t{j} = T[{j}]" for j in range(len(tensors))]
+    return "\n".join(head + lines + ["    return None", ""]), tensors
+
+
+class _Rename(ast.NodeTransformer):
+    """One run's body as part of ``part()``: defaults substituted, locals suffixed."""
+
+    def __init__(self, i, subst, local):
+        self.i, self.subst, self.local = i, subst, local
+
+    def visit_Name(self, node):
+        if node.id in self.subst:
+            if not isinstance(node.ctx, ast.Load):
+                raise NotScriptable(f"launch {self.i}: run() assigns its argument {node.id}")
+            return ast.copy_location(copy.deepcopy(self.subst[node.id]), node)
+        if node.id in self.local:
+            return ast.copy_location(ast.Name(f"{node.id}_l{self.i}", node.ctx), node)
+        if node.id not in _BUILTINS:
+            raise NotScriptable(f"launch {self.i}: run() reads the global {node.id}")
+        return node
+
+    def _refuse(self, node):
+        raise NotScriptable(f"launch {self.i}: run() has a {type(node).__name__} statement")
+
+    visit_Return = visit_Lambda = visit_FunctionDef = visit_Global = visit_Nonlocal = _refuse
+
+
+def parts_function(sources):
+    """The compiled ``parts(Ts: List[List[Tensor]])`` for the :func:`phase_source` of each
+    part: part k's function on ``Ts[k]``, every part but the first forked to torch's
+    inter-op threads, the first on the caller's; returns once every part is done.
+    Compiled once per process and tuple of sources (the parts' sources differ where
+    their gradient requests do: one half adds into an array, the other writes its own).
+
+    Raises
+    ------
+    NotScriptable
+        Where TorchScript refuses a source (its first line of complaint).
+    """
+    sources = tuple(sources)
+    with _LOCK:
+        fn = _COMPILED.get(sources)
+        if fn is None:
+            distinct = list(dict.fromkeys(sources))
+            defs = [src.replace("def part(", f"def part{k}(", 1) for k, src in enumerate(distinct)]
+            which = [distinct.index(src) for src in sources]
+            forks = "".join(f"    f{k} = torch.jit.fork(part{w}, Ts[{k}])\n"
+                            for k, w in enumerate(which) if k)
+            waits = "".join(f"    torch.jit.wait(f{k})\n" for k in range(1, len(which)))
+            text = "\n".join(defs) + ("\ndef parts(Ts: List[List[Tensor]]):\n" + forks +
+                                        f"    part{which[0]}(Ts[0])\n" + waits)
+            try:
+                fn = torch.jit.CompilationUnit(text).parts
+            except RuntimeError as exc:
+                first = next((ln for ln in str(exc).splitlines() if ln.strip()), str(exc))
+                raise NotScriptable(f"TorchScript refused the phase: {first}") from None
+            _COMPILED[sources] = fn
+    return fn
