@@ -30,7 +30,7 @@ run on, where both halves' lists are generated cpu kernels that TorchScript take
 to torch's inter-op threads, the second on the caller's, joined inside the call. No
 interpreter lock is taken from the phase's start to its join, so on a busy machine a
 descheduled thread no longer holds the other at each ATen call (LeNet's step beside
-two busy loops: about a fifth faster, ``benchmarks/README.md``). A list that does
+two busy loops: about a fifth faster in most rounds, ``benchmarks/README.md``). A list that does
 not script (an extern operator's Python closure, say) keeps the threads, its reason
 in ``script_reasons``.
 """
