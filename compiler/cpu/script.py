@@ -16,9 +16,10 @@ arguments, as the Python call did) and its locals renamed per launch. A body tha
 a global other than ``torch`` and a few builtins, or a default of another kind (an
 extern operator's Python closure, say), is refused with the reason: the list then
 runs from Python as before. :func:`parts_function` compiles the parts' sources once per
-process with a ``parts`` function beside them that runs one list per part, all but the
-first on torch's inter-op threads (``torch.jit.fork``), and waits for them: a whole
-row-split phase in one call, no interpreter lock held from its start to its join.
+process and runs one list per part, all but the first on torch's inter-op threads
+(``torch.jit.fork``), the first on the caller's, then waits for them: a whole row-split
+phase in three calls (fork, the caller's part, the wait), no interpreter lock held
+while the parts run.
 """
 from __future__ import annotations
 
@@ -152,9 +153,11 @@ class _Rename(ast.NodeTransformer):
 
 
 def parts_function(sources):
-    """The compiled ``parts(Ts: List[List[Tensor]])`` for the :func:`phase_source` of each
-    part: part k's function on ``Ts[k]``, every part but the first forked to torch's
-    inter-op threads, the first on the caller's; returns once every part is done.
+    """A callable ``run(Ts)`` for the :func:`phase_source` of each part: part k's
+    function on ``Ts[k]``, every part but the first forked to torch's inter-op threads
+    (one TorchScript call that only forks), the first run on the caller's thread, and
+    every fork waited for, also when a part raises (the first error then propagates,
+    nothing left running). The interpreter lock is released inside each call and wait.
     Compiled once per process and tuple of sources (the parts' sources differ where
     their gradient requests do: one half adds into an array, the other writes its own).
 
@@ -170,15 +173,36 @@ def parts_function(sources):
             distinct = list(dict.fromkeys(sources))
             defs = [src.replace("def part(", f"def part{k}(", 1) for k, src in enumerate(distinct)]
             which = [distinct.index(src) for src in sources]
-            forks = "".join(f"    f{k} = torch.jit.fork(part{w}, Ts[{k}])\n"
+            forks = "".join(f"    futures.append(torch.jit.fork(part{w}, Ts[{k}]))\n"
                             for k, w in enumerate(which) if k)
-            waits = "".join(f"    torch.jit.wait(f{k})\n" for k in range(1, len(which)))
-            text = "\n".join(defs) + ("\ndef parts(Ts: List[List[Tensor]]):\n" + forks +
-                                        f"    part{which[0]}(Ts[0])\n" + waits)
+            text = "\n".join(defs) + (
+                "\ndef start(Ts: List[List[Tensor]]) -> List[Future[None]]:\n"
+                "    futures: List[Future[None]] = []\n" + forks + "    return futures\n")
             try:
-                fn = torch.jit.CompilationUnit(text).parts
+                unit = torch.jit.CompilationUnit(text)
             except RuntimeError as exc:
                 first = next((ln for ln in str(exc).splitlines() if ln.strip()), str(exc))
                 raise NotScriptable(f"TorchScript refused the phase: {first}") from None
-            _COMPILED[sources] = fn
+            fn = _COMPILED[sources] = _Parts(unit.start, getattr(unit, f"part{which[0]}"))
     return fn
+
+
+class _Parts:
+    """``run(Ts)``: :func:`parts_function`'s callable."""
+
+    def __init__(self, start, first):
+        self.start, self.first = start, first
+
+    def __call__(self, tensors):
+        futures = self.start(tensors)
+        try:
+            self.first(tensors[0])
+        finally:
+            errors = []
+            for f in futures:
+                try:
+                    f.wait()
+                except RuntimeError as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
