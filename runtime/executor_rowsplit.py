@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from compiler.cpu.script import NotScriptable, parts_function, phase_source
+from compiler.cpu.script import NotScriptable, checked_parts
 from compiler.errors import MXNetError
 
 from . import launcher
@@ -206,8 +206,9 @@ class RowSplitter:
             if phase == "fwd":
                 for half in self.halves:    # what the halves' forward would have recorded
                     half._last_prog, half._last_train = self._prog(half, phase), self.is_train
-            with torch.inference_mode():
-                parts(tensors)
+            if parts is not None:           # else the check that built it ran the phase
+                with torch.inference_mode():
+                    parts(tensors)
         else:
             fn = self._forward if phase == "fwd" else self._backward
             count = LaunchCounter.total     # the phase counts as its Program's launches, once
@@ -227,9 +228,12 @@ class RowSplitter:
         return half._train_prog if self.is_train or phase == "bwd" else half._infer_prog
 
     def _script(self, phase):
-        """``(parts, tensors)`` running ``phase`` of both halves as one TorchScript call,
-        or None: before the halves' launch lists are bound (their first run), where a
-        backward copies head gradients per half, or where a list does not script."""
+        """``(parts, tensors)`` running ``phase`` of both halves as TorchScript, or None:
+        before the halves' launch lists are bound (their first run), where a backward
+        copies head gradients per half, or where a list does not script or its script
+        gives other numbers. The script is built, and checked against the lists' Python
+        runs, by the run that first asks (``compiler/cpu/script.py: checked_parts``):
+        that run has then run the phase, and ``(None, None)`` says so."""
         bounds = [h._bound.get((id(self._prog(h, phase)), phase)) for h in self.halves]
         if None in bounds or (phase == "bwd" and self.exe._train_prog.head_grads) or \
                 any(h._bwd_marks is not None for h in self.halves):
@@ -237,14 +241,16 @@ class RowSplitter:
         got = self.scripts.get(phase)
         if got is None or any(x is not y for x, y in zip(got[0], bounds)):
             try:
-                (first, ts_first), (second, ts_second) = (phase_source(b) for b in bounds)
                 # the second half on the caller's thread, as on the threads below
-                got = (bounds, parts_function([second, first]), [ts_second, ts_first])
+                got = (bounds, *checked_parts(bounds[::-1]))
                 self.script_reasons.pop(phase, None)
+                self.scripts[phase] = got
+                return None, None
             except NotScriptable as exc:
                 got = (bounds, None, None)
                 self.script_reasons[phase] = str(exc)
-            self.scripts[phase] = got
+                self.scripts[phase] = got
+                return (None, None) if exc.ran else None
         return None if got[1] is None else got[1:]
 
     def _forward(self, half):

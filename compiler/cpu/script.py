@@ -4,7 +4,7 @@ A cpu kernel (``templates/cpu_kernel.py.j2``) is ``bind(...) -> run``: ``run()``
 everything it touches from its default arguments (views, numbers, ATen ops) and makes
 its torch calls from Python. Each call releases and retakes the interpreter lock; on a
 busy machine the thread holding it is often descheduled, and the other thread waits.
-Two row-split halves (``runtime/executor_rowsplit.py``) lose most of their share of
+Two row-split halves (``runtime/executor_rowsplit.py``) lose part of their share of
 the cores to those handoffs and to the Python join around them
 (``benchmarks/lock_share.py`` measures the first).
 
@@ -19,7 +19,14 @@ runs from Python as before. :func:`parts_function` compiles the parts' sources o
 process and runs one list per part, all but the first on torch's inter-op threads
 (``torch.jit.fork``), the first on the caller's, then waits for them: a whole row-split
 phase in three calls (fork, the caller's part, the wait), no interpreter lock held
-while the parts run.
+while the parts run. :func:`checked_parts` runs a phase both ways once, from the same
+arrays, and keeps the script only where it gives the Python runs' numbers.
+
+torch's inter-op threads keep the intra-op thread count they started with (there is
+no call to set it from TorchScript). A row-split run makes the first fork of the
+process with one thread set, so they start with one, as the halves want; in a program
+that used those threads earlier at more, a forked half runs a team of that size, and
+the check still compares every number.
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ import threading
 
 import torch
 
-__all__ = ["NotScriptable", "parts_function", "phase_source"]
+__all__ = ["NotScriptable", "ScriptDiffers", "checked_parts", "parts_function", "phase_source"]
 
 _BUILTINS = {"torch", "float", "int", "bool", "len", "range", "min", "max", "abs"}
 _RUN_DEFS = {}           # kernel module name -> its parsed run() definition
@@ -39,7 +46,17 @@ _LOCK = threading.Lock()
 
 
 class NotScriptable(Exception):
-    """A launch list that cannot run as TorchScript; the message says which launch and why."""
+    """A launch list that cannot run as TorchScript; the message says which launch and why.
+    ``ran``: whether the phase has run all the same (:class:`ScriptDiffers`)."""
+
+    ran = False
+
+
+class ScriptDiffers(NotScriptable):
+    """A script whose numbers differ from its lists' Python runs; the phase has run (the
+    arrays hold the Python runs' results)."""
+
+    ran = True
 
 
 def _run_def(run):
@@ -53,8 +70,12 @@ def _run_def(run):
     fdef = _RUN_DEFS.get(name)
     if fdef is None:
         tree = ast.parse(loader.get_data(loader.path).decode())
-        bind = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "bind")
-        fdef = next(n for n in bind.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+        bind = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and
+                     n.name == "bind"), None)
+        fdef = next((n for n in getattr(bind, "body", ()) if isinstance(n, ast.FunctionDef)
+                     and n.name == "run"), None)
+        if fdef is None:
+            return None
         _RUN_DEFS[name] = fdef
     return fdef
 
@@ -206,3 +227,41 @@ class _Parts:
                     errors.append(exc)
         if errors:
             raise errors[0]
+
+
+def checked_parts(lists):
+    """``(run, tensors)`` for the parts' bound launch lists, the script checked once
+    against the lists' own Python runs: both run from the same arrays (the Python runs
+    first, the arrays then put back, then the script), and every array must come out
+    the same, else :class:`NotScriptable` (the arrays then hold the Python runs'
+    results). Either way the phase has run once, as one run of it would.
+
+    Raises
+    ------
+    NotScriptable
+        Where a list does not script (:func:`phase_source`, :func:`parts_function`), or
+        the script's numbers differ from the Python runs' (:class:`ScriptDiffers`, whose
+        ``ran`` says the phase has run).
+    """
+    sources, tensors = zip(*(phase_source(runs) for runs in lists))
+    run = parts_function(sources)
+    every = [t for ts in tensors for t in ts]
+    before = [t.clone() for t in every]
+    with torch.inference_mode():
+        for runs in lists:
+            for r in runs:
+                r()
+        want = [t.clone() for t in every]
+        for t, b in zip(every, before):
+            t.copy_(b)
+        run(list(tensors))
+        wrong = next((i for i, (t, w) in enumerate(zip(every, want))
+                      if not torch.equal(t, w) and
+                      not (t.is_floating_point() and torch.allclose(t, w, rtol=1e-6, atol=1e-7,
+                                                                    equal_nan=True))), None)
+        if wrong is not None:
+            for t, w in zip(every, want):
+                t.copy_(w)
+            raise ScriptDiffers(f"the script's array {wrong} of shape "
+                                f"{tuple(every[wrong].shape)} differs from its Python runs'")
+    return run, list(tensors)

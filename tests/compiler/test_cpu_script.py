@@ -4,6 +4,8 @@
   literals, its locals renamed per launch, and the scripted phase computes what the
   Python runs compute, on fresh arrays as well;
 * a run() that TorchScript cannot take is refused with the launch and the reason;
+* the check that keeps a script runs the phase once either way, and refuses a script
+  whose numbers differ, leaving the Python runs' results;
 * the parts run all, also when one raises: the error propagates once every fork is
   done, nothing left writing.
 """
@@ -14,25 +16,34 @@ import pytest
 import torch
 
 import module_api as mx
-from compiler.cpu.script import NotScriptable, parts_function, phase_source
+import compiler.cpu.script as script
+from compiler.cpu.script import NotScriptable, ScriptDiffers, checked_parts, parts_function, \
+    phase_source
 from runtime import threads
 
 
 @pytest.fixture(autouse=True)
 def one_thread():
+    """One intra-op thread, as a split run has: the Python runs and the scripts then
+    compute alike to the bit, and torch's inter-op threads, started by a fork here, keep
+    the count they start with (``compiler/cpu/script.py``)."""
+    cap = torch.get_num_threads()
     threads.reset(threads.FixedCount(1))
+    torch.set_num_threads(1)
     yield
+    torch.set_num_threads(cap)
     threads.reset()
 
 
 def _bound_training_step():
-    """A small conv net's executor after one step: its forward and backward lists."""
+    """A small conv net's executor after one step (gradients added: a phase run twice
+    would show): its forward and backward lists."""
     net = mx.sym.Convolution(mx.sym.var("data"), kernel=(3, 3), num_filter=3, name="c")
     net = mx.sym.Pooling(mx.sym.Activation(net, act_type="tanh"), kernel=(2, 2),
                          stride=(2, 2), pool_type="max")
     net = mx.sym.FullyConnected(mx.sym.Flatten(net), num_hidden=4, name="fc")
     sym = mx.sym.SoftmaxOutput(net, name="softmax")
-    exe = sym.simple_bind(mx.cpu(), data=(2, 1, 6, 6), softmax_label=(2,))
+    exe = sym.simple_bind(mx.cpu(), grad_req="add", data=(2, 1, 6, 6), softmax_label=(2,))
     rng = np.random.RandomState(0)
     for n, a in exe.arg_dict.items():
         a[:] = rng.randint(0, 4, a.shape) if n == "softmax_label" else rng.randn(*a.shape)
@@ -81,6 +92,32 @@ def test_what_torchscript_cannot_take_is_refused_naming_the_launch():
     bad = "def part(T: List[Tensor]):\n    t0 = T[0]\n    t0.no_such_method_()\n"
     with pytest.raises(NotScriptable, match="TorchScript refused the phase"):
         parts_function([bad])
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_check_runs_the_phase_once_and_refuses_a_script_that_differs(broken, monkeypatch):
+    """From the same arrays: the checked phase (kept or refused) leaves what one Python
+    run of its lists leaves."""
+    exe, (fwd, bwd) = _bound_training_step()
+    _, tensors = phase_source(bwd)
+    before = [t.clone() for t in tensors]
+    with torch.inference_mode():
+        for run in bwd:
+            run()
+    want = [t.clone() for t in tensors]
+    for t, b in zip(tensors, before):
+        t.copy_(b)
+    if broken:      # a script that writes zeros where the kernels write numbers
+        monkeypatch.setattr(script, "parts_function", lambda sources: (
+            lambda ts: [t.zero_() for part in ts for t in part]))
+        with pytest.raises(ScriptDiffers, match="differs from its Python runs") as err:
+            checked_parts([bwd])
+        assert err.value.ran
+    else:
+        run, parts = checked_parts([bwd])
+        assert [p is t for p, t in zip(parts[0], tensors)] == [True] * len(tensors)
+    for t, w in zip(tensors, want):
+        torch.testing.assert_close(t, w, rtol=0, atol=0)
 
 
 PART = """def part(T: List[Tensor]):

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import module_api as mx
-from compiler.cpu.script import NotScriptable, phase_source
+from compiler.cpu.script import NotScriptable, ScriptDiffers, phase_source
 from compiler.row_split import analyse
 from runtime import executor_rowsplit, threads, threads_policy
 from runtime.launcher import LaunchCounter
@@ -223,28 +223,42 @@ def test_a_launch_list_torchscript_cannot_take_is_refused_with_its_reason():
         phase_source([run])
 
 
-def test_a_phase_that_does_not_script_keeps_the_threads(monkeypatch):
-    """The reason is kept and the halves run on the threads, giving the same numbers."""
-    import compiler.cpu.script as script
+def _refuse(lists):
+    raise NotScriptable("launch 0: refused by the test")
+
+
+def _run_then_differ(lists):
+    """What ``checked_parts`` does when the script's numbers differ: the phase has run
+    (its Python runs' results kept), then the refusal."""
+    with torch.inference_mode():
+        for runs in lists:
+            for r in runs:
+                r()
+    raise ScriptDiffers("array 0 differs (the test)")
+
+
+@pytest.mark.parametrize("check", [_refuse, _run_then_differ])
+def test_a_phase_that_does_not_script_keeps_the_threads(check, monkeypatch):
+    """The reason is kept and the halves run on the threads, giving the same numbers;
+    where the check ran the phase, it is not run again (``add`` adds once)."""
     sym, shapes = mlp()
     req = _requests(sym, shapes)
-    _, _, want = _bind_and_run(sym, shapes, req, None)
-
-    def refuse(runs):
-        raise NotScriptable("launch 0: refused by the test")
-    monkeypatch.setattr(executor_rowsplit, "phase_source", refuse)
-    threads.reset(AlwaysSplit())
-    exe = sym.simple_bind(mx.cpu(), grad_req=req, **shapes)
-    for _ in range(2):
+    want = None
+    for policy in (None, AlwaysSplit()):
+        threads.reset(policy)
+        exe = sym.simple_bind(mx.cpu(), grad_req=req, **shapes)
         _fill(exe, 0)
-        exe.forward(is_train=True)
-        exe.backward()
-    assert exe._row_split.script_reasons == {"fwd": "launch 0: refused by the test",
-                                             "bwd": "launch 0: refused by the test"}
-    assert script is not None
+        if policy is not None:
+            monkeypatch.setattr(executor_rowsplit, "checked_parts", check)
+        for _ in range(2):
+            exe.forward(is_train=True)
+            exe.backward()
+        got = {n: g.asnumpy().copy() for n, g in exe.grad_dict.items()}
+        want = want or got
+    reason = str(pytest.raises(NotScriptable, check, [[]]).value)
+    assert exe._row_split.script_reasons == {"fwd": reason, "bwd": reason}
     for n in want:
-        np.testing.assert_allclose(exe.grad_dict[n].asnumpy(), want[n], rtol=1e-5,
-                                   atol=1e-6, err_msg=n)
+        np.testing.assert_allclose(got[n], want[n], rtol=1e-5, atol=1e-6, err_msg=n)
 
 
 def test_head_gradients_of_a_non_loss_output_are_split_too():
