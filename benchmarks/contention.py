@@ -136,6 +136,25 @@ class SymSide(Side):
         return time.perf_counter() - t0
 
 
+def row_halves(mod):
+    """How the row-split phases of a (Bucketing)Module's executors ran: per phase, the
+    executors whose halves run as TorchScript (``compiler/cpu/script.py``), and why the
+    others keep Python threads."""
+    modules = list(getattr(mod, "_buckets", {}).values()) or [mod]
+    splitters = [e._row_split for m in modules for e in m._exec_group.execs
+                 if getattr(e, "_row_split", None) is not None and e._row_split.halves]
+    if not splitters:
+        return "never split"
+    out = {}
+    for phase in ("fwd", "bwd"):
+        scripted = sum(1 for rs in splitters if rs.scripts.get(phase, (0, None))[1] is not None)
+        reasons = sorted({rs.script_reasons[phase] for rs in splitters
+                          if phase in rs.script_reasons})
+        out[phase] = f"{scripted} of {len(splitters)} scripted" + \
+            (f" ({'; '.join(reasons)})" if reasons else "")
+    return out
+
+
 class EagerSide(Side):
     name = "eager"
 
@@ -362,6 +381,7 @@ def main(argv=None):
                         print(f"  {label}: busy-loop pids {' '.join(str(p.pid) for p in procs)}")
                 if "symtriton" in order and policy is not None:
                     print(f"  {label}: symtriton thread policy {policy.state()}")
+                    print(f"  {label}: symtriton row halves {row_halves(sides['symtriton'].mod)}")
             summary.append((model, unit_name, order, results, shares))
         finally:
             for s in sides.values():

@@ -24,15 +24,16 @@ values): each phase's bound launch list carries a :class:`PhaseSplit` as
 ``row_split``, whose ``forced`` says so.
 
 A phase's first split run goes through the half executors' ``forward`` and
-``backward`` on two Python threads, which binds their launch lists. From the next
-run on, where both halves' lists are generated cpu kernels that TorchScript takes
-(``compiler/cpu/script.py``), the phase is one TorchScript call: the first half forked
-to torch's inter-op threads, the second on the caller's, joined inside the call. No
-interpreter lock is taken from the phase's start to its join, so on a busy machine a
-descheduled thread no longer holds the other at each ATen call (LeNet's step beside
-two busy loops: about a fifth faster in most rounds, ``benchmarks/README.md``). A list that does
-not script (an extern operator's Python closure, say) keeps the threads, its reason
-in ``script_reasons``.
+``backward`` on two Python threads, which binds their launch lists. The next run,
+where both halves' lists are generated cpu kernels that TorchScript takes
+(``compiler/cpu/script.py``), builds their script and runs the phase both ways from
+the same arrays, keeping the script only where every array comes out the same. From
+then on the phase is TorchScript: the first half forked to torch's inter-op threads,
+the second on the caller's, then the wait; no interpreter lock is held while the
+halves run, so on a busy machine a descheduled thread no longer holds the other at
+each ATen call (``benchmarks/README.md``, "The halves without the interpreter
+lock"). A list that does not script (an extern operator's Python closure, say) or
+whose script differs keeps the threads, its reason in ``script_reasons``.
 """
 from __future__ import annotations
 
@@ -207,8 +208,7 @@ class RowSplitter:
                 for half in self.halves:    # what the halves' forward would have recorded
                     half._last_prog, half._last_train = self._prog(half, phase), self.is_train
             if parts is not None:           # else the check that built it ran the phase
-                with torch.inference_mode():
-                    parts(tensors)
+                parts(tensors)              # (in the launches' grad mode: script.py)
         else:
             fn = self._forward if phase == "fwd" else self._backward
             count = LaunchCounter.total     # the phase counts as its Program's launches, once

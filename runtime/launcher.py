@@ -242,6 +242,8 @@ def _extern_launch(ln, flat):
                              f"{cfg['attrs']}), inputs of shapes {shapes}: {exc}") from None
         for i, (out, f) in outs:
             out.copy_(values[i].flip(f) if f else values[i])
+    # what compiler/cpu/script.py writes this launch from, in a scripted phase
+    run.extern = (cfg["op"], opdef.lowering, attrs, ins, outs)
     return run
 
 

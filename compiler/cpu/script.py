@@ -102,8 +102,15 @@ def _literal(value):
 
 
 def phase_source(runs):
-    """``(source, tensors)``: the runs of a bound cpu launch list as the TorchScript
-    function ``part(T: List[Tensor])``, and the tensors to call it with.
+    """``(source, tensors, opaque)``: the runs of a bound cpu launch list as the
+    TorchScript function ``part(T: List[Tensor])``, the tensors to call it with, and
+    the indices of those an extern fills only in part (its workspace: see
+    :func:`checked_parts`)."""
+    return _phase_source(runs)
+
+
+def _phase_source(runs):
+    """:func:`phase_source`.
 
     Parameters
     ----------
@@ -116,8 +123,21 @@ def phase_source(runs):
         Where a launch is not a cpu kernel's ``run()``, or its body or arguments have no
         TorchScript form; the message names the launch.
     """
-    tensors, index, lines = [], {}, []
+    tensors, index, lines, helpers = [], {}, [], []
+
+    def name_of(value):
+        j = index.setdefault(id(value), len(tensors))
+        if j == len(tensors):
+            tensors.append(value)
+        return f"t{j}"
+    grad_mode, opaque = False, set()
     for i, run in enumerate(runs):
+        if getattr(run, "extern", None) is not None:
+            helper, grad, partial = _extern_lines(i, run.extern, name_of, lines)
+            helpers.append(helper)
+            grad_mode |= grad
+            opaque |= partial
+            continue
         fdef = _run_def(run)
         if fdef is None:
             raise NotScriptable(f"launch {i} ({getattr(run, '__qualname__', run)}) is not a "
@@ -129,10 +149,7 @@ def phase_source(runs):
         subst = {}
         for name, value in zip(names, values):
             if isinstance(value, torch.Tensor):
-                j = index.setdefault(id(value), len(tensors))
-                if j == len(tensors):
-                    tensors.append(value)
-                subst[name] = ast.Name(f"t{j}", ast.Load())
+                subst[name] = ast.Name(name_of(value), ast.Load())
             else:
                 expr = _literal(value)
                 if expr is None:
@@ -146,8 +163,39 @@ def phase_source(runs):
             stmt = _Rename(i, subst, local).visit(copy.deepcopy(stmt))
             lines.extend("    " + ln for ln in ast.unparse(ast.fix_missing_locations(stmt))
                          .splitlines())
-    head = ["def part(T: List[Tensor]):"] + [f"    t{j} = T[{j}]" for j in range(len(tensors))]
-    return "\n".join(head + lines + ["    return None", ""]), tensors
+    head = [_GRAD_MODE] if grad_mode else []
+    head += helpers + ["def part(T: List[Tensor]):"]
+    head += [f"    t{j} = T[{j}]" for j in range(len(tensors))]
+    return "\n".join(head + lines + ["    return None", ""]), tensors, frozenset(opaque)
+
+
+_GRAD_MODE = "# runs with grad mode on"     # a source's first line, where an extern needs it
+_WIDE = (torch.float16, torch.bfloat16)
+
+
+def _extern_lines(i, extern, name_of, lines):
+    """An extern launch's call in ``part()`` (appended to ``lines``) and its helper's
+    definition, from its operator's ``Extern.script``; ``(helper, grad_mode, opaque)``
+    (``opaque``: the tensor indices of the outputs it fills in part)."""
+    op, lowering, attrs, ins, outs = extern
+    form = getattr(lowering, "script", None)
+    if form is None:
+        raise NotScriptable(f"launch {i}: the extern operator {op} has no TorchScript form")
+    views = [v for v, _ in ins] + [v for _, (v, _) in outs]
+    if any(f for _, f in ins) or any(f for _, (_, f) in outs) or \
+            any(v.dtype in _WIDE for v in views):
+        raise NotScriptable(f"launch {i}: the extern operator {op} reads reversed or "
+                            f"half-precision views")
+    source, grad, partial = form(attrs, [tuple(v.shape) for v, _ in ins])
+    helper = source.replace("def extern(", f"def extern{i}{_PART}(", 1)
+    args = ", ".join(name_of(v) for v, _ in ins)
+    lines.append(f"    # launch {i}: extern {op}")
+    lines.append(f"    r_l{i} = extern{i}{_PART}([{args}])")
+    lines.extend(f"    {name_of(v)}.copy_(r_l{i}[{k}])" for k, (v, _) in outs)
+    return helper, grad, {int(name_of(v)[1:]) for k, (v, _) in outs if k in partial}
+
+
+_PART = "__p"       # in a helper's name, replaced per part by parts_function
 
 
 class _Rename(ast.NodeTransformer):
@@ -192,7 +240,8 @@ def parts_function(sources):
         fn = _COMPILED.get(sources)
         if fn is None:
             distinct = list(dict.fromkeys(sources))
-            defs = [src.replace("def part(", f"def part{k}(", 1) for k, src in enumerate(distinct)]
+            defs = [src.replace(_PART + "(", f"_p{k}(").replace("def part(", f"def part{k}(", 1)
+                    for k, src in enumerate(distinct)]
             which = [distinct.index(src) for src in sources]
             forks = "".join(f"    futures.append(torch.jit.fork(part{w}, Ts[{k}]))\n"
                             for k, w in enumerate(which) if k)
@@ -204,17 +253,28 @@ def parts_function(sources):
             except RuntimeError as exc:
                 first = next((ln for ln in str(exc).splitlines() if ln.strip()), str(exc))
                 raise NotScriptable(f"TorchScript refused the phase: {first}") from None
-            fn = _COMPILED[sources] = _Parts(unit.start, getattr(unit, f"part{which[0]}"))
+            fn = _COMPILED[sources] = _Parts(unit.start, getattr(unit, f"part{which[0]}"),
+                                             any(src.startswith(_GRAD_MODE) for src in sources))
     return fn
 
 
 class _Parts:
-    """``run(Ts)``: :func:`parts_function`'s callable."""
+    """``run(Ts)``: :func:`parts_function`'s callable; under ``torch.inference_mode``
+    as ``runtime.launcher`` runs launches, or with grad mode on where an extern needs
+    it (nothing requires grad: no graph is recorded)."""
 
-    def __init__(self, start, first):
-        self.start, self.first = start, first
+    def __init__(self, start, first, grad_mode):
+        self.start, self.first, self.grad_mode = start, first, grad_mode
 
     def __call__(self, tensors):
+        if self.grad_mode:
+            with torch.inference_mode(False), torch.enable_grad():
+                self._run(tensors)
+        else:
+            with torch.inference_mode():
+                self._run(tensors)
+
+    def _run(self, tensors):
         futures = self.start(tensors)
         try:
             self.first(tensors[0])
@@ -231,10 +291,13 @@ class _Parts:
 
 def checked_parts(lists):
     """``(run, tensors)`` for the parts' bound launch lists, the script checked once
-    against the lists' own Python runs: both run from the same arrays (the Python runs
-    first, the arrays then put back, then the script), and every array must come out
-    the same, else :class:`NotScriptable` (the arrays then hold the Python runs'
-    results). Either way the phase has run once, as one run of it would.
+    against the lists' own Python runs: all run from the same arrays (the Python runs
+    twice, the arrays put back each time, then the script), and every array must come
+    out the same wherever the two Python runs agree, else :class:`ScriptDiffers` (the
+    arrays then hold the Python runs' results). Either way the phase has run once, as
+    one run of it would. An extern's partly filled output (oneDNN's LSTM workspace,
+    whose unwritten bytes are whatever the allocator held) is not compared: the
+    backward that reads it is.
 
     Raises
     ------
@@ -243,25 +306,48 @@ def checked_parts(lists):
         the script's numbers differ from the Python runs' (:class:`ScriptDiffers`, whose
         ``ran`` says the phase has run).
     """
-    sources, tensors = zip(*(phase_source(runs) for runs in lists))
+    sources, tensors, opaque = zip(*(phase_source(runs) for runs in lists))
+    skip = {id(ts[j]) for ts, js in zip(tensors, opaque) for j in js}
     run = parts_function(sources)
     every = [t for ts in tensors for t in ts]
-    before = [t.clone() for t in every]
-    with torch.inference_mode():
-        for runs in lists:
-            for r in runs:
-                r()
-        want = [t.clone() for t in every]
-        for t, b in zip(every, before):
-            t.copy_(b)
-        run(list(tensors))
-        wrong = next((i for i, (t, w) in enumerate(zip(every, want))
-                      if not torch.equal(t, w) and
-                      not (t.is_floating_point() and torch.allclose(t, w, rtol=1e-6, atol=1e-7,
-                                                                    equal_nan=True))), None)
-        if wrong is not None:
-            for t, w in zip(every, want):
-                t.copy_(w)
-            raise ScriptDiffers(f"the script's array {wrong} of shape "
-                                f"{tuple(every[wrong].shape)} differs from its Python runs'")
+    # whole storages, as bytes: a view may repeat elements (stride 0) and take no copy_
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in every}
+    raw = [torch.empty(0, dtype=torch.uint8).set_(st) for st in storages.values()]
+    before = [r.clone() for r in raw]
+
+    def python_runs():
+        for r, b in zip(raw, before):
+            r.copy_(b)
+        with torch.inference_mode():
+            for runs in lists:
+                for launch in runs:
+                    launch()
+        return [t.clone() for t in every]
+    # twice: what the Python runs themselves do not reproduce (the unwritten bytes of
+    # oneDNN's LSTM workspace) is not asked of the script either
+    other, want = python_runs(), python_runs()
+    after_python = [r.clone() for r in raw]
+    for r, b in zip(raw, before):
+        r.copy_(b)
+    run(list(tensors))
+    wrong = next((i for i, (t, w, o) in enumerate(zip(every, want, other))
+                  if id(t) not in skip and not _same(t, w, o)), None)
+    if wrong is not None:
+        for r, a in zip(raw, after_python):
+            r.copy_(a)
+        raise ScriptDiffers(f"the script's array {wrong} of shape "
+                            f"{tuple(every[wrong].shape)} differs from its Python runs'")
     return run, list(tensors)
+
+
+def _same(got, want, other):
+    """Whether the script's ``got`` is what the Python runs gave (``want``; ``other``:
+    another Python run from the same arrays): equal, or close for floats, at every
+    element both Python runs agree on."""
+    if torch.equal(got, want):
+        return True
+    if not torch.equal(want, other):
+        stable = want == other
+        return torch.equal(got[stable], want[stable])
+    return got.is_floating_point() and torch.allclose(got, want, rtol=1e-6, atol=1e-7,
+                                                      equal_nan=True)

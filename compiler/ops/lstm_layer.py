@@ -134,6 +134,38 @@ def _backward(attrs, ins):
     return list(grads)
 
 
+def _forward_script(attrs, shapes):
+    """:func:`_forward` as TorchScript (``Extern.script``): with grad mode on, which
+    makes ATen return the workspace, as ``_call_forward`` switches it on; oneDNN
+    writes only part of the workspace (the rest is what the allocator held)."""
+    want = int(attrs["workspace"])
+    hidden = int(shapes[2][1])
+    check = (f"    if r[3].numel() != {want}:\n"
+             f"        raise RuntimeError('_lstm_layer over data {tuple(shapes[0])}: the oneDNN "
+             f"workspace differs from the {want} bytes the Program was compiled for; clear "
+             f"the kernel cache (symtriton cache clear) or set SYMTRITON_LSTM_LAYERS=0')\n"
+             f"    return [r[0], r[1], r[2], r[3]]\n") if want else \
+        "    return [r[0], r[1], r[2]]\n"
+    return ("def extern(xs: List[Tensor]) -> List[Tensor]:\n"
+            "    c = [x.contiguous() for x in xs]\n"
+            "    sizes: List[int] = []\n"
+            f"    r = torch.ops.aten.mkldnn_rnn_layer(c[0], c[1], c[2], c[3], c[4], c[5], c[6], "
+            f"False, sizes, {_LSTM}, {hidden}, 1, True, False, False, {bool(want)})\n"
+            + check), True, ({3} if want else set())
+
+
+def _backward_script(attrs, shapes):
+    """:func:`_backward` as TorchScript (``Extern.script``)."""
+    hidden = int(shapes[2][1])
+    return ("def extern(xs: List[Tensor]) -> List[Tensor]:\n"
+            "    c = [x.contiguous() for x in xs]\n"
+            "    sizes: List[int] = []\n"
+            "    g = torch.ops.aten.mkldnn_rnn_layer_backward(c[0], c[1], c[2], c[3], c[4], "
+            "c[5], c[6], c[7], c[8], c[9], c[11], c[12], c[13], False, "
+            f"{_LSTM}, {hidden}, 1, True, True, False, sizes, False, c[10])\n"
+            "    return [g[0], g[1], g[2], g[3], g[4], g[5], g[6]]\n"), False, set()
+
+
 # -- the oracle: the cell's arithmetic step by step (tests, op-by-op evaluation) -----
 
 def reference_layer(x, wi, wh, bi, bh, h, c):
@@ -193,14 +225,14 @@ def _backward_type(attrs, in_types):
 _SIZES = [Attr("workspace", parse_int, 0)]
 
 register(OpDef(
-    name="_lstm_layer", pattern="opaque", lowering=Extern(_forward),
+    name="_lstm_layer", pattern="opaque", lowering=Extern(_forward, _forward_script),
     arguments=_ARGS, outputs=_layer_outputs, num_visible=lambda a: 3, attrs=_SIZES,
     infer_shape=_layer_shape, infer_type=_layer_type, reference=_reference_forward,
     gradient=_gradient,
     doc="Internal (cpu target): one LSTM layer over a sequence, oneDNN's kernel; made "
         "from a chain of mx.rnn.LSTMCell steps by the fuse_lstm_layers pass."))
 register(OpDef(
-    name="_backward_lstm_layer", pattern="opaque", lowering=Extern(_backward),
+    name="_backward_lstm_layer", pattern="opaque", lowering=Extern(_backward, _backward_script),
     arguments=_ARGS + ("output", "state_h", "state_c", "workspace", "output_grad",
                        "state_h_grad", "state_c_grad"),
     outputs=tuple(f"{a}_grad" for a in _ARGS), attrs=_SIZES,

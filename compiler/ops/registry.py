@@ -271,8 +271,17 @@ class Extern:
     ``run`` again in the registry by that name (``compiler/ir/extern.py``,
     ``runtime/launcher.py``). Its gradient is graph ops as for any entry, often a
     ``_backward_*`` entry that is itself extern.
+
+    ``script(attrs, shapes) -> (source, grad_mode, partial)``, optional: the same
+    computation as TorchScript, for the cpu target's row-split phases run without the
+    interpreter lock (``compiler/cpu/script.py``): ``source`` defines ``def
+    extern(xs: List[Tensor]) -> List[Tensor]`` for float32 inputs of these shapes,
+    ``grad_mode`` says whether it must run with grad mode on (TorchScript cannot switch
+    it), ``partial`` the outputs written only in part (a workspace). The phase's check
+    compares it with ``run`` on the same arrays before it is used.
     """
     run: Callable[..., list]
+    script: Optional[Callable[..., tuple]] = None
 
 
 # How each lowering kind runs on each target, for ``symtriton ops`` and the README's

@@ -1,5 +1,6 @@
 """benchmarks/contention.py runs with tiny flags: a RESULT line per model and load, the
-busy loops it started are gone when it ends, and it sets no thread variable."""
+busy loops it started are gone when it ends, it says how the row halves ran, and it
+sets no thread variable."""
 import os
 import re
 import subprocess
@@ -29,6 +30,8 @@ def test_contention_benchmark_tiny(tmp_path):
             assert float(r["ratio_eager"]) > 0 and float(r["ratio_fixed"]) > 0
             for side in ("symtriton", "fixed", "eager"):      # each side's share of the cores
                 assert 0 < float(r[f"{side}_cpu_share"]) < 2 * os.cpu_count() + 1
+    halves = re.findall(r"symtriton row halves (.*)$", out, re.M)     # a line per load
+    assert len(halves) == 4 and all(h == "never split" or "scripted" in h for h in halves), out
     pids = [int(p) for line in re.findall(r"busy-loop pids ([\d ]+)", out) for p in line.split()]
     assert len(pids) == 2                                  # one per model
     for pid in pids:
