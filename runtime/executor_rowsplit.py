@@ -32,7 +32,7 @@ then on the phase is TorchScript: the first half forked to torch's inter-op thre
 the second on the caller's, then the wait; no interpreter lock is held while the
 halves run, so on a busy machine a descheduled thread no longer holds the other at
 each ATen call (``benchmarks/README.md``, "The halves without the interpreter
-lock"). A list that does not script (an extern operator's Python closure, say) or
+lock"). A list that does not script (an extern operator without a TorchScript form) or
 whose script differs keeps the threads, its reason in ``script_reasons``.
 """
 from __future__ import annotations
@@ -86,11 +86,13 @@ class PhaseSplit:
     """What ``threads.run`` sees on a bound launch list that may run split.
 
     ``forced``: None (the policy chooses), True (must: the forward ran split) or
-    False (must not: it ran whole).
+    False (must not: it ran whole). ``untimed``: the last run also built and checked
+    the phase's script (three runs' work), so the policy takes no sample from it.
     """
 
     def __init__(self, splitter, phase):
         self.splitter, self.phase, self.forced = splitter, phase, None
+        self.untimed = False
 
     def usable(self) -> bool:
         # while mx.profiler records, the graph's own launches run, once a phase: the
@@ -202,6 +204,7 @@ class RowSplitter:
         from .launcher import LaunchCounter
         a, b = self.halves
         script = self._script(phase)
+        self.phases[phase].untimed = script == (None, None)
         if script is not None:
             parts, tensors = script
             if phase == "fwd":

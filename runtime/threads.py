@@ -209,7 +209,7 @@ def run(key, fn, *args):
         _LOCAL.cap = outer
         if threads_n != entry or cut:
             torch.set_num_threads(entry)
-    if key is not None:
+    if key is not None and not (split and rs.untimed):   # (a run that built a script)
         t1 = clock()
         with _LOCK:
             p.observe(key, n if split or n != SPLIT else 1, t1 - t0, bool(cut))

@@ -12,15 +12,19 @@ the cores to those handoffs and to the Python join around them
 function ``part(T: List[Tensor])``: each run's body in order, its default arguments
 replaced by what they hold (a tensor by ``T[j]``, a number, string, dtype or list by
 its literal, an op by its ``torch.ops`` name; TorchScript picks the overload by the
-arguments, as the Python call did) and its locals renamed per launch. A body that reads
-a global other than ``torch`` and a few builtins, or a default of another kind (an
-extern operator's Python closure, say), is refused with the reason: the list then
-runs from Python as before. :func:`parts_function` compiles the parts' sources once per
-process and runs one list per part, all but the first on torch's inter-op threads
-(``torch.jit.fork``), the first on the caller's, then waits for them: a whole row-split
-phase in three calls (fork, the caller's part, the wait), no interpreter lock held
-while the parts run. :func:`checked_parts` runs a phase both ways once, from the same
-arrays, and keeps the script only where it gives the Python runs' numbers.
+arguments, as the Python call did) and its locals renamed per launch. An extern
+launch (a Python closure over its operator's ``run``) is written from its registry
+entry's TorchScript form (``Extern.script``; oneDNN's LSTM layer and its gradient have
+one), where it has one. A body that reads a global other than ``torch`` and a few
+builtins, a default of another kind, or an extern without that form is refused with
+the reason: the list then runs from Python as before.
+
+:func:`parts_function` compiles the parts' sources once per process and runs one list
+per part, all but the first on torch's inter-op threads (``torch.jit.fork``), the first
+on the caller's, then waits for them: a whole row-split phase in three calls (fork,
+the caller's part, the wait), no interpreter lock held while the parts run.
+:func:`checked_parts` runs a phase both ways once, from the same arrays, and keeps the
+script only where it gives the Python runs' numbers.
 
 torch's inter-op threads keep the intra-op thread count they started with (there is
 no call to set it from TorchScript). A row-split run makes the first fork of the
@@ -105,12 +109,7 @@ def phase_source(runs):
     """``(source, tensors, opaque)``: the runs of a bound cpu launch list as the
     TorchScript function ``part(T: List[Tensor])``, the tensors to call it with, and
     the indices of those an extern fills only in part (its workspace: see
-    :func:`checked_parts`)."""
-    return _phase_source(runs)
-
-
-def _phase_source(runs):
-    """:func:`phase_source`.
+    :func:`checked_parts`).
 
     Parameters
     ----------

@@ -224,6 +224,33 @@ def test_a_launch_list_torchscript_cannot_take_is_refused_with_its_reason():
         phase_source([run])
 
 
+class RecordingSplit(AlwaysSplit):
+    """AlwaysSplit, keeping what the runs tell the policy."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def observe(self, key, n, seconds, cut=False):
+        self.seen.append(key.row_split.phase)
+
+
+def test_the_run_that_builds_a_script_gives_the_policy_no_sample():
+    """It runs the phase three times over (two Python runs and the script, from the
+    same arrays): as a sample it would make the halves look three times slower."""
+    sym, shapes = mlp()
+    policy = RecordingSplit()
+    threads.reset(policy)
+    exe = sym.simple_bind(mx.cpu(), grad_req=_requests(sym, shapes), **shapes)
+    _fill(exe, 0)
+    for _ in range(3):
+        exe.forward(is_train=True)
+        exe.backward()
+    assert exe._row_split.scripts["fwd"][1] is not None
+    # step 1 (threads) and step 3 (script) are samples; step 2 built the scripts
+    assert policy.seen == ["fwd", "bwd", "fwd", "bwd"]
+
+
 def _refuse(lists):
     raise NotScriptable("launch 0: refused by the test")
 
