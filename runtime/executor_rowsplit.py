@@ -26,8 +26,9 @@ values): each phase's bound launch list carries a :class:`PhaseSplit` as
 A phase's first split run goes through the half executors' ``forward`` and
 ``backward`` on two Python threads, which binds their launch lists. The next run,
 where both halves' lists are generated cpu kernels that TorchScript takes
-(``compiler/cpu/script.py``), builds their script and runs the phase both ways from
-the same arrays, keeping the script only where every array comes out the same. From
+(``compiler/cpu/script.py``), builds their script and runs the phase both ways (the
+script on a replica of the arrays), keeping the script only where every array comes
+out the same; a thread-count trial's runs build none. From
 then on the phase is TorchScript: the first half forked to torch's inter-op threads,
 the second on the caller's, then the wait; no interpreter lock is held while the
 halves run, so on a busy machine a descheduled thread no longer holds the other at
@@ -102,8 +103,8 @@ class PhaseSplit:
     def prepare(self) -> bool:
         return self.splitter.prepare()
 
-    def run(self) -> None:
-        self.splitter.run(self.phase)
+    def run(self, build=True) -> None:
+        self.splitter.run(self.phase, build)
 
 
 class RowSplitter:
@@ -198,12 +199,14 @@ class RowSplitter:
         half.outputs = [part(o) for o in exe.outputs]
         return half
 
-    def run(self, phase) -> None:
-        """Run ``phase`` on the two halves, the worker thread taking the first."""
+    def run(self, phase, build=True) -> None:
+        """Run ``phase`` on the two halves: as TorchScript where its script is built,
+        else the worker thread taking the first; ``build``: whether this run may build
+        and check the script (the thread policy says no during a trial)."""
         from . import threads
         from .launcher import LaunchCounter
         a, b = self.halves
-        script = self._script(phase)
+        script = self._script(phase, build)
         self.phases[phase].untimed = script == (None, None)
         if script is not None:
             parts, tensors = script
@@ -230,19 +233,22 @@ class RowSplitter:
         """The Program a half's ``forward`` or ``backward`` runs (``Executor.forward``)."""
         return half._train_prog if self.is_train or phase == "bwd" else half._infer_prog
 
-    def _script(self, phase):
+    def _script(self, phase, build=True):
         """``(parts, tensors)`` running ``phase`` of both halves as TorchScript, or None:
         before the halves' launch lists are bound (their first run), where a backward
         copies head gradients per half, or where a list does not script or its script
         gives other numbers. The script is built, and checked against the lists' Python
         runs, by the run that first asks (``compiler/cpu/script.py: checked_parts``):
-        that run has then run the phase, and ``(None, None)`` says so."""
+        that run has then run the phase, and ``(None, None)`` says so. Not built while
+        ``build`` is false (a thread-count trial: one that loses would pay for it)."""
         bounds = [h._bound.get((id(self._prog(h, phase)), phase)) for h in self.halves]
         if None in bounds or (phase == "bwd" and self.exe._train_prog.head_grads) or \
                 any(h._bwd_marks is not None for h in self.halves):
             return None
         got = self.scripts.get(phase)
         if got is None or any(x is not y for x, y in zip(got[0], bounds)):
+            if not build:
+                return None
             try:
                 # the second half on the caller's thread, as on the threads below
                 got = (bounds, *checked_parts(bounds[::-1]))

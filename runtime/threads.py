@@ -192,7 +192,8 @@ def run(key, fn, *args):
     outer, _LOCAL.cap = getattr(_LOCAL, "cap", None), cap   # for a chosen_count inside
     try:
         if split:
-            out = rs.run()
+            # a trial's runs build no script (compiler/cpu/script.py): a loser would pay
+            out = rs.run(build=getattr(p, "probe", None) is None)
         elif key is None:
             out = fn(*args)
         elif limit is None:

@@ -23,8 +23,9 @@ the reason: the list then runs from Python as before.
 per part, all but the first on torch's inter-op threads (``torch.jit.fork``), the first
 on the caller's, then waits for them: a whole row-split phase in three calls (fork,
 the caller's part, the wait), no interpreter lock held while the parts run.
-:func:`checked_parts` runs a phase both ways once, from the same arrays, and keeps the
-script only where it gives the Python runs' numbers.
+:func:`checked_parts` runs a phase both ways once (the Python runs on the arrays, the
+script on a replica of them) and keeps the script only where it gives the Python runs'
+numbers.
 
 torch's inter-op threads keep the intra-op thread count they started with (there is
 no call to set it from TorchScript). A row-split run makes the first fork of the
@@ -290,13 +291,13 @@ class _Parts:
 
 def checked_parts(lists):
     """``(run, tensors)`` for the parts' bound launch lists, the script checked once
-    against the lists' own Python runs: all run from the same arrays (the Python runs
-    twice, the arrays put back each time, then the script), and every array must come
-    out the same wherever the two Python runs agree, else :class:`ScriptDiffers` (the
-    arrays then hold the Python runs' results). Either way the phase has run once, as
-    one run of it would. An extern's partly filled output (oneDNN's LSTM workspace,
-    whose unwritten bytes are whatever the allocator held) is not compared: the
-    backward that reads it is.
+    against the lists' own Python runs. The script runs on a replica of the arrays (the
+    bytes the phase's tensors view, copied, each tensor remade over the copy with its
+    offset and strides, so views alias as they do), the Python runs on the arrays
+    themselves: the phase runs once, as one run of it would, and every array must come
+    out the same in both, else :class:`ScriptDiffers`. An extern's partly filled output
+    (oneDNN's LSTM workspace, whose unwritten bytes are whatever the allocator held) is
+    not compared: the backward that reads it is.
 
     Raises
     ------
@@ -309,44 +310,55 @@ def checked_parts(lists):
     skip = {id(ts[j]) for ts, js in zip(tensors, opaque) for j in js}
     run = parts_function(sources)
     every = [t for ts in tensors for t in ts]
-    # whole storages, as bytes: a view may repeat elements (stride 0) and take no copy_
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in every}
-    raw = [torch.empty(0, dtype=torch.uint8).set_(st) for st in storages.values()]
-    before = [r.clone() for r in raw]
-
-    def python_runs():
-        for r, b in zip(raw, before):
-            r.copy_(b)
-        with torch.inference_mode():
-            for runs in lists:
-                for launch in runs:
-                    launch()
-        return [t.clone() for t in every]
-    # twice: what the Python runs themselves do not reproduce (the unwritten bytes of
-    # oneDNN's LSTM workspace) is not asked of the script either
-    other, want = python_runs(), python_runs()
-    after_python = [r.clone() for r in raw]
-    for r, b in zip(raw, before):
-        r.copy_(b)
-    run(list(tensors))
-    wrong = next((i for i, (t, w, o) in enumerate(zip(every, want, other))
-                  if id(t) not in skip and not _same(t, w, o)), None)
+    twin = _replica(every)
+    with torch.inference_mode():
+        for runs in lists:
+            for launch in runs:
+                launch()
+    run([[twin[id(t)] for t in ts] for ts in tensors])
+    wrong = next((i for i, t in enumerate(every)
+                  if id(t) not in skip and not _same(twin[id(t)], t)), None)
     if wrong is not None:
-        for r, a in zip(raw, after_python):
-            r.copy_(a)
         raise ScriptDiffers(f"the script's array {wrong} of shape "
                             f"{tuple(every[wrong].shape)} differs from its Python runs'")
     return run, list(tensors)
 
 
-def _same(got, want, other):
-    """Whether the script's ``got`` is what the Python runs gave (``want``; ``other``:
-    another Python run from the same arrays): equal, or close for floats, at every
-    element both Python runs agree on."""
+def _replica(tensors):
+    """``{id(t): copy}``: each tensor remade over a copy of the bytes the tensors view
+    (per storage, overlapping ranges merged, 8-byte aligned), with its own offset and
+    strides, so the copies alias one another as the tensors do."""
+    spans = {}
+    for t in tensors:
+        st, size = t.untyped_storage(), t.element_size()
+        lo = t.storage_offset() * size
+        hi = lo + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * size \
+            if t.numel() else lo
+        spans.setdefault(st.data_ptr(), (st, []))[1].append((lo - lo % 8, hi, t))
+    twin = {}
+    for st, ranges in spans.values():
+        whole = torch.empty(0, dtype=torch.uint8).set_(st)
+        ranges.sort(key=lambda r: r[0])
+        group, start, stop = [], None, None
+        for lo, hi, t in ranges + [(None, None, None)]:
+            if t is not None and start is not None and lo <= stop:
+                stop = max(stop, hi)
+                group.append(t)
+                continue
+            if group:
+                copy = whole[start:stop].clone()
+                for g in group:
+                    offset = (g.storage_offset() * g.element_size() - start) // g.element_size()
+                    twin[id(g)] = torch.empty(0, dtype=g.dtype).set_(
+                        copy.untyped_storage(), offset, g.shape, g.stride())
+            group, start, stop = [t], lo, hi
+    return twin
+
+
+def _same(got, want):
+    """Whether the script's ``got`` is the Python runs' ``want``: equal, NaN where it
+    is NaN, or close for floats."""
     if torch.equal(got, want):
         return True
-    if not torch.equal(want, other):
-        stable = want == other
-        return torch.equal(got[stable], want[stable])
     return got.is_floating_point() and torch.allclose(got, want, rtol=1e-6, atol=1e-7,
                                                       equal_nan=True)

@@ -4,8 +4,9 @@
   literals, its locals renamed per launch, and the scripted phase computes what the
   Python runs compute, on fresh arrays as well;
 * a run() that TorchScript cannot take is refused with the launch and the reason;
-* the check that keeps a script runs the phase once either way, and refuses a script
-  whose numbers differ, leaving the Python runs' results;
+* the check that keeps a script runs the phase once (the script on a replica of its
+  arrays that aliases as they do), and refuses a script whose numbers differ, leaving
+  the Python runs' results;
 * the parts run all, also when one raises: the error propagates once every fork is
   done, nothing left writing.
 """
@@ -119,6 +120,22 @@ def test_the_check_runs_the_phase_once_and_refuses_a_script_that_differs(broken,
         assert [p is t for p, t in zip(parts[0], tensors)] == [True] * len(tensors)
     for t, w in zip(tensors, want):
         torch.testing.assert_close(t, w, rtol=0, atol=0, equal_nan=True)
+
+
+def test_the_replica_aliases_as_the_arrays_do():
+    """The check's copy of a phase's arrays: views of one buffer (overlapping, and one
+    repeating an element, stride 0) stay views of one copy; the arrays are untouched."""
+    base = torch.arange(16, dtype=torch.float32)
+    a, b = base[2:10], base.as_strided((2, 3), (4, 1), 6)
+    rep = base.as_strided((4,), (0,), 12)
+    other = torch.arange(5, dtype=torch.int64)
+    twin = script._replica([a, b, rep, other])
+    assert all(torch.equal(twin[id(t)], t) for t in (a, b, rep, other))
+    twin[id(a)][4] = -1.0            # base[6]: b[0, 0] in the copy, not in the arrays
+    assert twin[id(b)][0, 0] == -1.0 and base[6] == 6.0
+    twin[id(rep)].fill_(7.0)         # base[12]: b[1, 2]
+    assert twin[id(b)][1, 2] == 7.0 and base[12] == 12.0
+    assert twin[id(other)].data_ptr() != other.data_ptr()
 
 
 PART = """def part(T: List[Tensor]):

@@ -251,6 +251,25 @@ def test_the_run_that_builds_a_script_gives_the_policy_no_sample():
     assert policy.seen == ["fwd", "bwd", "fwd", "bwd"]
 
 
+def test_no_script_is_built_during_a_trial():
+    """A trial's split runs keep the threads (a trial that loses would pay for the
+    build); the first run after it builds the script."""
+    sym, shapes = mlp()
+    policy = RecordingSplit()
+    policy.probe = SPLIT                    # a trial in progress
+    threads.reset(policy)
+    exe = sym.simple_bind(mx.cpu(), grad_req=_requests(sym, shapes), **shapes)
+    _fill(exe, 0)
+    for _ in range(3):
+        exe.forward(is_train=True)
+        exe.backward()
+    assert exe._row_split.scripts == {} and exe._row_split.script_reasons == {}
+    policy.probe = None
+    exe.forward(is_train=True)
+    exe.backward()
+    assert all(exe._row_split.scripts[p][1] is not None for p in ("fwd", "bwd"))
+
+
 def _refuse(lists):
     raise NotScriptable("launch 0: refused by the test")
 
