@@ -235,17 +235,25 @@ class RecordingSplit(AlwaysSplit):
         self.seen.append(key.row_split.phase)
 
 
-def test_the_run_that_builds_a_script_gives_the_policy_no_sample():
-    """It runs the phase three times over (two Python runs and the script, from the
-    same arrays): as a sample it would make the halves look three times slower."""
-    sym, shapes = mlp()
-    policy = RecordingSplit()
+def _mlp_steps(policy, steps, exe=None):
+    """``steps`` training steps of the MLP under ``policy`` (a new executor unless
+    ``exe`` is given); the executor."""
     threads.reset(policy)
-    exe = sym.simple_bind(mx.cpu(), grad_req=_requests(sym, shapes), **shapes)
-    _fill(exe, 0)
-    for _ in range(3):
+    if exe is None:
+        sym, shapes = mlp()
+        exe = sym.simple_bind(mx.cpu(), grad_req=_requests(sym, shapes), **shapes)
+        _fill(exe, 0)
+    for _ in range(steps):
         exe.forward(is_train=True)
         exe.backward()
+    return exe
+
+
+def test_the_run_that_builds_a_script_gives_the_policy_no_sample():
+    """It runs the phase twice over and copies its arrays (the Python lists on the
+    arrays, the script on a replica): as a sample it would make the halves look slower."""
+    policy = RecordingSplit()
+    exe = _mlp_steps(policy, 3)
     assert exe._row_split.scripts["fwd"][1] is not None
     # step 1 (threads) and step 3 (script) are samples; step 2 built the scripts
     assert policy.seen == ["fwd", "bwd", "fwd", "bwd"]
@@ -254,19 +262,12 @@ def test_the_run_that_builds_a_script_gives_the_policy_no_sample():
 def test_no_script_is_built_during_a_trial():
     """A trial's split runs keep the threads (a trial that loses would pay for the
     build); the first run after it builds the script."""
-    sym, shapes = mlp()
     policy = RecordingSplit()
     policy.probe = SPLIT                    # a trial in progress
-    threads.reset(policy)
-    exe = sym.simple_bind(mx.cpu(), grad_req=_requests(sym, shapes), **shapes)
-    _fill(exe, 0)
-    for _ in range(3):
-        exe.forward(is_train=True)
-        exe.backward()
+    exe = _mlp_steps(policy, 3)
     assert exe._row_split.scripts == {} and exe._row_split.script_reasons == {}
     policy.probe = None
-    exe.forward(is_train=True)
-    exe.backward()
+    _mlp_steps(policy, 1, exe)
     assert all(exe._row_split.scripts[p][1] is not None for p in ("fwd", "bwd"))
 
 
