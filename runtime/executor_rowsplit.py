@@ -88,7 +88,8 @@ class PhaseSplit:
 
     ``forced``: None (the policy chooses), True (must: the forward ran split) or
     False (must not: it ran whole). ``untimed``: the last run also built and checked
-    the phase's script (three runs' work), so the policy takes no sample from it.
+    the phase's script (the phase run twice, its arrays copied), so the policy takes
+    no sample from it.
     """
 
     def __init__(self, splitter, phase):
@@ -251,15 +252,13 @@ class RowSplitter:
                 return None
             try:
                 # the second half on the caller's thread, as on the threads below
-                got = (bounds, *checked_parts(bounds[::-1]))
+                got, ran = (bounds, *checked_parts(bounds[::-1])), True
                 self.script_reasons.pop(phase, None)
-                self.scripts[phase] = got
-                return None, None
             except NotScriptable as exc:
-                got = (bounds, None, None)
+                got, ran = (bounds, None, None), exc.ran
                 self.script_reasons[phase] = str(exc)
-                self.scripts[phase] = got
-                return (None, None) if exc.ran else None
+            self.scripts[phase] = got
+            return (None, None) if ran else None
         return None if got[1] is None else got[1:]
 
     def _forward(self, half):

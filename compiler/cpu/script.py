@@ -346,11 +346,11 @@ def _replica(tensors):
                 group.append(t)
                 continue
             if group:
-                copy = whole[start:stop].clone()
+                dup = whole[start:stop].clone()
                 for g in group:
                     offset = (g.storage_offset() * g.element_size() - start) // g.element_size()
                     twin[id(g)] = torch.empty(0, dtype=g.dtype).set_(
-                        copy.untyped_storage(), offset, g.shape, g.stride())
+                        dup.untyped_storage(), offset, g.shape, g.stride())
             group, start, stop = [t], lo, hi
     return twin
 
