@@ -31,8 +31,10 @@ demo-mlp: venv
 demo-mnist: venv
 	$(PY) examples/train_mnist.py --network lenet --num-epochs 3
 
+# One pytest process per core (pytest-xdist); they share the kernel cache, which is
+# made for concurrent processes. `$(PY) -m pytest tests/...` runs a part in one process.
 test: venv
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n auto tests
 
 # On a machine with a CUDA device and a CUDA build of torch (the venv pins the CPU
 # wheel: reinstall torch==2.13.0 from PyTorch's CUDA index first): the operator
