@@ -1,8 +1,9 @@
 """The Symbol API: build, compose, inspect and (de)serialise graphs as mxnet 1.x does.
 
 A :class:`Symbol` is a list of output entries ``(node, index)`` over
-immutable :class:`_Node` objects. It knows nothing about kernels: analysis
-happens on :class:`compiler.frontend.graph.Graph`, built by :meth:`Symbol.to_graph`.
+immutable :class:`compiler.symbol_node.Node` objects (mxnet's JSON form:
+``compiler/symbol_json.py``). It knows nothing about kernels: analysis happens on
+:class:`compiler.frontend.graph.Graph`, built by :meth:`Symbol.to_graph`.
 Every registered operator is available here as a function
 (``FullyConnected(data=..., num_hidden=10, name='fc1')``), with mxnet's
 auto-created argument variables (``fc1_weight``) and auto names
@@ -30,73 +31,14 @@ from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
 from .symbol_random import make_rand_zipfian as _make_rand_zipfian
 from . import symbol_control_flow as _control_flow
-
-MXNET_VERSION = 10901
-
-
-class _Node:
-    """One operator instance or variable. ``attrs`` are mxnet strings."""
-    __slots__ = ("op", "name", "attrs", "inputs", "_parsed")
-
-    def __init__(self, op, name, attrs=None, inputs=()):
-        self.op = op
-        self.name = name
-        self.attrs = dict(attrs or {})
-        self.inputs = list(inputs)  # [(node, index)]
-        self._parsed = None         # (attribute edits then, parsed attrs): see parsed()
-
-    def opdef(self):
-        return None if self.op == "null" else get_op(self.op, self.name)
-
-    def parsed(self):
-        """The parsed attributes (a copy): parsed once while no node's attributes change,
-        since every listing and graph building asks for them again."""
-        memo = self._parsed
-        if memo is None or memo[0] != _ATTR_EDITS[0]:
-            memo = self._parsed = (_ATTR_EDITS[0], self.opdef().parse_attrs(self.attrs, self.name))
-        return dict(memo[1])
-
-    def num_outputs(self):
-        if self.op == "null":
-            return 1
-        return len(self.opdef().list_outputs(self.parsed()))
-
-    def output_names(self):
-        if self.op == "null":
-            return [self.name]
-        outs = self.opdef().list_outputs(self.parsed())
-        return [f"{self.name}_{o}" if self.name else o for o in outs]  # unnamed: atomic
-
-    def num_arguments(self):
-        return len(self.opdef().list_arguments(self.parsed()))
-
-
-def _listed_attrs(node) -> dict:
-    """The attributes mxnet lists for a node: a control-flow operator's subgraphs are not
-    attributes there (its JSON holds them in the node's ``subgraphs`` field)."""
-    if node.op != "null" and "subgraphs" in node.attrs:
-        return {k: v for k, v in node.attrs.items() if k != "subgraphs"}
-    return dict(node.attrs)
-
-
-def _inputs_before_amp_casts(node) -> list:
-    """``node``'s inputs with AMP's casts skipped (a chain of them too): an
-    ``amp_cast``'s value is its input's, output ``i`` of ``amp_multicast`` its input
-    ``i``'s (mxnet's RemoveAmpCast)."""
-    out = []
-    for src, i in node.inputs:
-        while src.op in ("amp_cast", "amp_multicast"):
-            src, i = src.inputs[0 if src.op == "amp_cast" else i]
-        out.append((src, i))
-    return out
-
-
-def _in_mxnet_order(node, inputs):
-    """``inputs`` (a node's, arguments then auxiliary states) in mxnet's order
-    (``OpDef.input_order``: quantized_batch_norm's moving statistics sit in the middle)."""
-    if node.op == "null" or not node.opdef().input_order:
-        return inputs
-    return _reorder_inputs(node.opdef(), node.parsed(), inputs, to_mxnet=True)
+# imported under private names: this module is the public ``mx.sym`` namespace
+from .symbol_json import entries_from_file as _entries_from_file
+from .symbol_json import entries_from_json as _entries_from_json
+from .symbol_json import json_doc as _json_doc
+from .symbol_node import ATTR_EDITS as _ATTR_EDITS
+from .symbol_node import Node as _Node
+from .symbol_node import listed_attrs as _listed_attrs
+from .symbol_node import topo as _topo
 
 
 _FILLING = ("filling",)      # Symbol._inference_graph: a kind of inference under way
@@ -107,39 +49,6 @@ def _shapes_key(shapes: dict) -> tuple:
     element limit (kept graphs, ``Symbol._take_inferred_graph``)."""
     return (os.environ.get("SYMTRITON_MAX_ELEMENTS"),
             tuple(sorted((str(k), tuple(int(x) for x in v)) for k, v in shapes.items())))
-
-
-def _topo(entries, inputs_of=None) -> list:
-    """Nodes reachable from ``entries`` in mxnet's DFS post-order (inputs first, in
-    mxnet's order); ``inputs_of(node)``: the input entries to follow (default: the
-    node's own)."""
-    follow = inputs_of or (lambda n: n.inputs)
-    inputs_of = lambda n: _in_mxnet_order(n, follow(n))  # noqa: E731
-    order, seen = [], set()
-    for head, _ in entries:
-        if id(head) in seen:
-            continue
-        stack = [(head, 0)]
-        while stack:
-            node, i = stack.pop()
-            if i == 0 and id(node) in seen:
-                continue
-            ins = inputs_of(node)
-            if i < len(ins):
-                stack.append((node, i + 1))
-                child = ins[i][0]
-                if id(child) not in seen:
-                    stack.append((child, 0))
-            else:
-                if id(node) not in seen:
-                    seen.add(id(node))
-                    order.append(node)
-    return order
-
-
-# Bumped whenever a node's attributes change after it was made (``_set_attr``): what a
-# Symbol derived from its graph (variables, inferred shapes) is recomputed after it.
-_ATTR_EDITS = [0]
 
 
 # The runtime registers its Executor here when it is imported: imports flow
@@ -260,7 +169,8 @@ class Symbol:
         return slot["graph"]
 
     def _nodes(self) -> list:
-        """Every node, in mxnet's order (:func:`_topo`); do not modify the list."""
+        """Every node, in mxnet's order (:func:`compiler.symbol_node.topo`); do not modify
+        the list."""
         memo = self._derived()
         if "nodes" not in memo:
             memo["nodes"] = _topo(self._outputs + [(n, 0) for n in self._effects])
@@ -774,42 +684,9 @@ class Symbol:
         its float32 graph (the heads stay as they are, as in mxnet). ``indent``: as
         mxnet writes it (2); None writes one line, several times faster (the kernel
         cache's copy of a compiled symbol)."""
-        doc = self._json_doc(remove_amp_cast)
+        doc = _json_doc(self._outputs, self._effects, remove_amp_cast,
+                       None if remove_amp_cast else self._nodes())
         return json.dumps(doc) if indent is None else dumps_indented(doc, indent=indent)
-
-    def _json_doc(self, remove_amp_cast=True) -> dict:
-        """What :meth:`tojson` writes, as a dict."""
-        inputs_of = _inputs_before_amp_casts if remove_amp_cast else (lambda n: n.inputs)
-        # an operator without outputs (reset_arrays) is written among the nodes, which
-        # mxnet's heads cannot name: load_json keeps such nodes as effects again
-        nodes = _topo(self._outputs + [(n, 0) for n in self._effects], inputs_of) \
-            if remove_amp_cast else self._nodes()      # (the same walk, remembered)
-        index = {id(n): i for i, n in enumerate(nodes)}
-        out_nodes, row_ptr = [], [0]
-        for n in nodes:
-            entry = {"op": n.op, "name": n.name}
-            attrs = {k: str(v) for k, v in n.attrs.items() if k != "subgraphs"}
-            if attrs:
-                entry["attrs"] = attrs
-            ins = inputs_of(n)
-            opdef = n.opdef()
-            if opdef is not None and opdef.input_order:
-                ins = _reorder_inputs(opdef, opdef.parse_attrs(n.attrs, n.name), ins,
-                                      to_mxnet=True)
-            entry["inputs"] = [[index[id(s)], i, 0] for s, i in ins]
-            if opdef is not None and "subgraphs" in n.attrs:   # control flow: mxnet's own field
-                entry["subgraphs"] = json.loads(n.attrs["subgraphs"])
-            out_nodes.append(entry)
-            row_ptr.append(row_ptr[-1] + (1 if opdef is None else
-                                          len(opdef.list_outputs(n.parsed()))))
-        doc = {
-            "nodes": out_nodes,
-            "arg_nodes": [i for i, n in enumerate(nodes) if n.op == "null"],
-            "node_row_ptr": row_ptr,
-            "heads": [[index[id(n)], i, 0] for n, i in self._outputs],
-            "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
-        }
-        return doc
 
     def save(self, fname, remove_amp_cast=True):
         """Write :meth:`tojson` to ``fname`` atomically."""
@@ -1108,97 +985,10 @@ def _symbol_or_number(left, right, op, scalar_op, rscalar_op, fold):
                      f"{type(left).__name__} and {type(right).__name__}")
 
 
-def _reorder_inputs(opdef, parsed, inputs, to_mxnet):
-    """A node's inputs between this project's order (arguments, then auxiliary states)
-    and mxnet's (``OpDef.input_order``, as its JSON lists them)."""
-    if not opdef.input_order:
-        return list(inputs)
-    ours = opdef.list_arguments(parsed) + opdef.list_aux(parsed)
-    theirs = opdef.list_inputs(parsed)
-    src, dst = (ours, theirs) if to_mxnet else (theirs, ours)
-    by_name = dict(zip(src, inputs))
-    return [by_name[n] for n in dst]
-
-
 def load_json(json_str):
-    """Load a symbol from mxnet's JSON text. Unknown operators or attributes raise."""
-    try:
-        doc = json.loads(json_str)
-    except (ValueError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise MXNetError(f"symbol JSON is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise MXNetError("symbol JSON is nested too deeply") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list) \
-            or not isinstance(doc.get("heads"), list):
-        raise MXNetError("symbol JSON needs a 'nodes' list and a 'heads' list")
-    nodes = []
-    for i, entry in enumerate(doc["nodes"]):
-        nodes.append(_node_from_json(i, entry, nodes))
-    heads = []
-    for h in doc["heads"]:
-        heads.append(_entry_from_json(h, nodes, "heads"))
-    # operators without outputs (reset_arrays), which heads cannot name: kept as effects
-    effects = [n for n in nodes if n.op != "null" and n.num_outputs() == 0]
-    if not heads and not effects:
-        raise MXNetError("symbol JSON has no heads")
-    return Symbol(heads, effects)
-
-
-def _node_from_json(i, entry, nodes):
-    if not isinstance(entry, dict):
-        raise MXNetError(f"symbol JSON node {i} is not an object")
-    op, name = entry.get("op"), entry.get("name")
-    if not isinstance(op, str) or not isinstance(name, str):
-        raise MXNetError(f"symbol JSON node {i} needs string 'op' and 'name'")
-    attrs = entry.get("attrs", entry.get("attr", entry.get("param", {}))) or {}
-    if not isinstance(attrs, dict):
-        raise MXNetError(f"symbol JSON node {i} ('{name}'): attrs must be an object")
-    attrs = {str(k): _attr_from_json(v, i, name) for k, v in attrs.items()}
-    if entry.get("subgraphs"):      # control flow's bodies (ops/control_flow.py)
-        attrs["subgraphs"] = json.dumps(entry["subgraphs"])
-    raw_inputs = entry.get("inputs", [])
-    if not isinstance(raw_inputs, list):
-        raise MXNetError(f"symbol JSON node {i} ('{name}'): inputs must be a list")
-    inputs = [_entry_from_json(e, nodes, f"node {i} ('{name}') inputs") for e in raw_inputs]
-    node = _Node(op, name, attrs, inputs)
-    if op != "null":
-        opdef = get_op(op, name)
-        parsed = opdef.parse_attrs(attrs, name)
-        expected = len(opdef.list_arguments(parsed)) + len(opdef.list_aux(parsed))
-        if len(inputs) != expected:
-            raise MXNetError(f"operator {op} '{name}' takes {expected} inputs, the JSON gives "
-                             f"{len(inputs)}")
-        node.inputs = _reorder_inputs(opdef, parsed, inputs, to_mxnet=False)
-    elif inputs:
-        raise MXNetError(f"variable '{name}' (node {i}) cannot have inputs")
-    return node
-
-
-def _attr_from_json(v, i, name):
-    """An attribute value: mxnet writes strings; numbers and booleans are accepted."""
-    if isinstance(v, (str, int, float)):
-        return str(v)
-    raise MXNetError(f"symbol JSON node {i} ('{name}'): attribute values must be strings, "
-                     f"got {type(v).__name__}")
-
-
-def _entry_from_json(e, nodes, where):
-    if not isinstance(e, list) or len(e) < 2 or not all(type(x) is int for x in e[:2]):
-        raise MXNetError(f"symbol JSON {where}: bad entry {_short(e)}")
-    idx, out = e[0], e[1]
-    if not 0 <= idx < len(nodes):
-        raise MXNetError(f"symbol JSON {where}: entry refers to node {idx}, which is not "
-                         f"defined before it")
-    if not 0 <= out < nodes[idx].num_outputs():
-        raise MXNetError(f"symbol JSON {where}: node '{nodes[idx].name}' has no output {out}")
-    return (nodes[idx], out)
-
-
-def _short(value) -> str:
-    try:
-        return json.dumps(value)[:40]
-    except (ValueError, TypeError, RecursionError):
-        return type(value).__name__
+    """Load a symbol from mxnet's JSON text. Unknown operators or attributes raise
+    (``compiler/symbol_json.py``)."""
+    return Symbol(*_entries_from_json(json_str))
 
 
 def load(fname):
@@ -1219,23 +1009,7 @@ def load(fname):
         When the file cannot be read, is not UTF-8 text, or does not hold a valid
         symbol graph; the message names the file, as mxnet's does.
     """
-    if not isinstance(fname, (str, os.PathLike)):
-        raise TypeError("fname must be a path")
-    path = os.fspath(fname)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise MXNetError(f"cannot read symbol file {path!r}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MXNetError(f"symbol file {path!r} is not UTF-8 text ({exc.reason} at byte "
-                         f"{exc.start}): not a -symbol.json file, or a damaged one") from None
-    try:
-        return load_json(text)
-    except MXNetError as exc:
-        raise MXNetError(f"symbol file {path!r}: {exc}") from None
+    return Symbol(*_entries_from_file(fname))
 
 
 def _make_op_function(op_name, hint=None):
@@ -1387,8 +1161,7 @@ def _operator_namespace(namespace):
 
 contrib = _operator_namespace("contrib")      # mx.sym.contrib
 contrib.uniform = random.uniform    # mxnet's contrib module imports it from random
-_control_flow.install(Symbol=Symbol, Group=Group, Variable=Variable, create=_create,
-                      Node=_Node, topo=_topo)
+_control_flow.install(Symbol=Symbol, Group=Group, Variable=Variable, create=_create)
 contrib.foreach, contrib.while_loop, contrib.cond = (
     _control_flow.foreach, _control_flow.while_loop, _control_flow.cond)
 

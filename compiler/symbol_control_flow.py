@@ -16,6 +16,8 @@ import types
 
 from .errors import MXNetError
 from .frontend import attribute as _attribute
+from .symbol_json import json_doc
+from .symbol_node import Node, topo
 
 _SUBGRAPH_NAMES = collections.Counter()
 
@@ -25,8 +27,7 @@ _S = types.SimpleNamespace()
 
 
 def install(**names):
-    """Called by ``symbol.py`` with ``Symbol``, ``Group``, ``Variable``, ``create``,
-    ``Node`` and ``topo``."""
+    """Called by ``symbol.py`` with ``Symbol``, ``Group``, ``Variable`` and ``create``."""
     _S.__dict__.update(names)
 
 
@@ -98,7 +99,7 @@ def _cut_subgraph(g, name):
 
     Returns ``(subgraph, {variable name: outside entry})``."""
     cut, made = {}, {}
-    for node in _S.topo(g._outputs):
+    for node in topo(g._outputs):
         if node.attrs.get("__subgraph_name__", "") != name:
             continue
         for j, (src, i) in enumerate(node.inputs):
@@ -106,14 +107,14 @@ def _cut_subgraph(g, name):
                 continue
             key = (id(src), i)
             if key not in made:
-                made[key] = _S.Node("null", src.output_names()[i])
+                made[key] = Node("null", src.output_names()[i])
                 cut.setdefault(made[key].name, (src, i))
             node.inputs[j] = (made[key], 0)
     return _S.Symbol(list(g._outputs)), cut
 
 
 def _subgraph_json(g) -> dict:
-    doc = g._json_doc()
+    doc = json_doc(g._outputs, g._effects)
     doc.pop("attrs", None)
     return doc
 
@@ -130,7 +131,7 @@ def _outer_inputs(g, cut, named):
             out.append(_S.Symbol([cut[in_name]]))
         else:   # a variable made inside the body: the operator's own copy of it
             v = vars_by_name[in_name]
-            out.append(_S.Symbol([(_S.Node("null", v.name, dict(v.attrs)), 0)]))
+            out.append(_S.Symbol([(Node("null", v.name, dict(v.attrs)), 0)]))
     return out
 
 

@@ -739,8 +739,8 @@ def placement(symbol, ctx, group2ctx) -> dict:
 
 
 def _nodes(symbol):
-    from compiler.symbol import _topo
-    return _topo(symbol._outputs)
+    from compiler.symbol_node import topo
+    return topo(symbol._outputs)
 
 
 def _graph_lines(symbol, input_shapes):
@@ -753,8 +753,8 @@ def _graph_lines(symbol, input_shapes):
     lines = ["Symbol Outputs:"]
     for k, (name, (node, i)) in enumerate(zip(symbol.list_outputs(), symbol._outputs)):
         lines.append(f"\toutput[{k}]={name}({i}) shape={shapes.get((id(node), i))}")
-    from compiler.symbol import _topo
-    for node in _topo(symbol._outputs):
+    from compiler.symbol_node import topo
+    for node in topo(symbol._outputs):
         if node.op == "null":
             lines.append(f"Variable:{node.name} shape={shapes.get((id(node), 0))}")
             continue

@@ -13,6 +13,7 @@ from ..frontend.collector import gc_paused
 from ..ops import lstm_layer
 from ..ops.custom import refuse_compile
 from ..passes.pipeline import run_passes
+from ..symbol_json import json_doc
 from .program import Program, build_program
 
 log = logging.getLogger("symtriton.compile")
@@ -94,7 +95,9 @@ def canonical_graph_json(symbol) -> str:
 
 def _canonical_json(symbol) -> str:
     import json
-    doc = symbol._json_doc(remove_amp_cast=False)   # tojson's; AMP's casts are compiled
+    # tojson's document; AMP's casts are compiled, so kept
+    doc = json_doc(symbol._outputs, symbol._effects, remove_amp_cast=False,
+                   nodes=symbol._nodes())
     for i, node in enumerate(doc["nodes"]):
         if node["op"] != "null":
             node["name"] = f"n{i}"

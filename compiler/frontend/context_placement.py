@@ -30,7 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import MXNetError
-from ..symbol import Symbol, _Node, _topo
+from ..symbol import Symbol
+from ..symbol_node import Node, topo
 
 
 def assign_contexts(symbol, variable_contexts: dict, group2ctx: dict, default) -> dict:
@@ -46,7 +47,7 @@ def assign_contexts(symbol, variable_contexts: dict, group2ctx: dict, default) -
     default : context
         The executor's own context, for nodes nothing else places.
     """
-    nodes = _topo(symbol._outputs)
+    nodes = topo(symbol._outputs)
     place = {}
     for node in nodes:
         if node.op == "null":
@@ -125,7 +126,7 @@ def partition_by_context(symbol, node_contexts: dict, isolate=()):
         For each output of ``symbol``: the (segment index, output position)
         that computes it, or ``(None, name)`` for an output that is a variable.
     """
-    nodes = _topo(symbol._outputs)
+    nodes = topo(symbol._outputs)
     ops = [n for n in nodes if n.op != "null"]
     isolate = set(isolate)
     # the key a segment is made of: the context, and the node itself where isolated
@@ -186,11 +187,11 @@ def partition_by_context(symbol, node_contexts: dict, isolate=()):
                 key = (id(src), i)
                 var = received_vars[s].get(key)
                 if var is None:
-                    var = _Node("null", _fresh_name(src.output_names()[i] + "_copy", taken))
+                    var = Node("null", _fresh_name(src.output_names()[i] + "_copy", taken))
                     received_vars[s][key] = var
                     received[s][var.name] = export((src, i))
                 inputs.append((var, 0))
-        new_nodes[id(node)] = _Node(node.op, node.name, node.attrs, inputs)
+        new_nodes[id(node)] = Node(node.op, node.name, node.attrs, inputs)
     outputs = []
     for node, i in symbol._outputs:
         outputs.append((None, node.name) if node.op == "null" else export((node, i)))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 
 def debug_lines(symbol, topo) -> list:
-    """The lines of ``symbol.debug_str()``; ``topo`` orders nodes (``symbol._topo``)."""
+    """The lines of ``symbol.debug_str()``; ``topo`` orders nodes
+    (``compiler.symbol_node.topo``)."""
     lines = ["Symbol Outputs:"]
     for k, (node, i) in enumerate(symbol._outputs):
         lines.append(f"\toutput[{k}]={node.name}({i})")

@@ -34,7 +34,8 @@ from . import amp_lists
 from .. import symbol as _symbol_module
 from ..ir.dtypes import MXNET_TYPE_FLAG
 from ..errors import MXNetError
-from ..symbol import Symbol, _Node, _topo
+from ..symbol import Symbol
+from ..symbol_node import Node, topo
 
 
 
@@ -153,7 +154,7 @@ class _Rewrite:
         self.low = {}             # (id(node), index) -> entry of the target type
 
     def run(self, sym) -> Symbol:
-        for node in _topo(sym._outputs):
+        for node in topo(sym._outputs):
             self.mirror[id(node)] = self._visit(node)
         heads = []
         for node, i in sym._outputs:
@@ -169,7 +170,7 @@ class _Rewrite:
 
     def _cast(self, node, i, dtype, table):
         """Cast output ``i`` of original ``node`` to ``dtype``; remember it in ``table``."""
-        cast = _Node("amp_cast", f"{node.name}{_suffix(node, i)}_amp_cast_{dtype}",
+        cast = Node("amp_cast", f"{node.name}{_suffix(node, i)}_amp_cast_{dtype}",
                      {"dtype": dtype}, [self._entry(node, i)])
         table[(id(node), i)] = (cast, 0)
         return (cast, 0)
@@ -200,7 +201,7 @@ class _Rewrite:
 
     # -- the visit --------------------------------------------------------------------
     def _visit(self, node):
-        copy = _Node(node.op, node.name, node.attrs)
+        copy = Node(node.op, node.name, node.attrs)
         r = self.r
         if node.name in r["excluded"] or (node.op != "null" and node.opdef().name in r["fp32"]
                                           or node.op in r["fp32"]):
@@ -260,7 +261,7 @@ class _Rewrite:
         keys = [(id(src), i) for src, i in node.inputs]
         if any(k not in self.low and k not in self.fp32 for k in keys):
             first, idx = node.inputs[0]
-            multi = _Node("amp_multicast",
+            multi = Node("amp_multicast",
                           f"{first.name}{_suffix(first, idx)}_amp_multicast",
                           {"num_outputs": str(len(keys))},
                           [self._entry(src, i) for src, i in node.inputs])
@@ -302,7 +303,7 @@ def _mark_param_dtypes(sym, param_names, data_names) -> Symbol:
     except MXNetError:
         types = {}
     wanted = set(param_names)
-    for node in _topo(sym._outputs):
+    for node in topo(sym._outputs):
         if node.op == "null" and node.name in wanted:
             node.attrs["__dtype__"] = str(MXNET_TYPE_FLAG.get(types.get(node.name), -1))
     _symbol_module._ATTR_EDITS[0] += 1    # what symbols derived from their nodes is stale
@@ -314,7 +315,7 @@ def param_dtypes(sym) -> dict:
     the conversion set (unknown ``-1`` left out): what ``convert_model`` casts to."""
     names = {v: k for k, v in MXNET_TYPE_FLAG.items()}
     out = {}
-    for node in _topo(sym._outputs):
+    for node in topo(sym._outputs):
         flag = node.attrs.get("__dtype__") if node.op == "null" else None
         if flag is not None and flag.lstrip("-").isdigit() and int(flag) in names:
             out[node.name] = names[int(flag)]

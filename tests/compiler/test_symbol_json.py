@@ -7,6 +7,7 @@ import pytest
 
 from compiler import symbol as sym
 from compiler.errors import MXNetError
+from compiler.symbol_json import json_doc
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures")
 
@@ -122,4 +123,4 @@ def test_the_indented_writer_gives_json_dumps_text_exactly():
     x = sym.Variable("data")
     for _ in range(3):
         x = sym.Activation(x, act_type="relu", name=None)
-    assert x.tojson() == json.dumps(x._json_doc(), indent=2)
+    assert x.tojson() == json.dumps(json_doc(x._outputs, x._effects), indent=2)

@@ -246,13 +246,13 @@ def test_inspect_lists_the_segments_and_no_group_crosses_the_python_op(tmp_path)
 
 def test_partition_isolates_each_custom_node_in_a_segment_of_its_own():
     from compiler.frontend.context_placement import partition_by_context
-    from compiler.symbol import _topo
+    from compiler.symbol_node import topo
     x = mx.sym.Variable("x")
     a = mx.sym.relu(x, name="a")
     side = mx.sym.sigmoid(x, name="side")               # independent of the Python op
     c = mx.sym.Custom(a, op_type="test_counter", name="c")
     out = mx.sym.elemwise_add(mx.sym.tanh(c, name="t"), side, name="out")
-    nodes = _topo(out._outputs)
+    nodes = topo(out._outputs)
     where = {id(n): "cpu" for n in nodes}
     isolate = {id(n) for n in nodes if n.op == "Custom"}
     segments, outputs = partition_by_context(out, where, isolate)
@@ -260,7 +260,7 @@ def test_partition_isolates_each_custom_node_in_a_segment_of_its_own():
     assert listed == [(0, None, ["a"]), (1, "c", ["c"]), (2, None, ["out"])]
     assert segments[1].received == {"a_output_copy": (0, 0)}
     assert segments[2].received == {"c_output_copy": (1, 0)}
-    assert [n.op for n in _topo(segments[2].symbol._outputs) if n.op != "null"] == \
+    assert [n.op for n in topo(segments[2].symbol._outputs) if n.op != "null"] == \
         ["tanh", "sigmoid", "elemwise_add"]                # the side branch joins its consumer
     assert outputs == [(2, 0)]
 

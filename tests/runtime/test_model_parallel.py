@@ -223,8 +223,8 @@ def test_assign_contexts_follows_mxnets_propagation():
 
 
 def _nodes(symbol):
-    from compiler.symbol import _topo
-    return _topo(symbol._outputs)
+    from compiler.symbol_node import topo
+    return topo(symbol._outputs)
 
 
 def _matrix_factorization():
