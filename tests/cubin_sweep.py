@@ -9,10 +9,11 @@ kernel cache (one per session, named by ``SYMTRITON_TEST_SESSION``, which the
 controller sets and its workers inherit), and the last sweep compiles every kernel
 file no sweep has recorded: none is compiled twice and none is missed. The sweeps
 never run at the same time (the last one starts after the workers are gone), so the
-record needs no lock.
+record needs no lock; the last one removes it.
 """
 import glob
 import os
+import time
 
 from compiler.artifacts import cache
 from compiler.triton import cubin
@@ -70,8 +71,6 @@ def swept() -> set:
 def sweep(title) -> list:
     """Compile the session's kernel files no sweep has compiled yet, record them, and
     return the failure messages (:func:`report`)."""
-    import time
-
     done = swept()
     files = [f for f in kernel_files() if f not in done]
     t0 = time.perf_counter()
