@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .ops import get_op
 
-# Bumped whenever a node's attributes change after it was made (``_set_attr``): what a
+# Bumped whenever a node's attributes change after it was made (``Symbol._set_attr``): what a
 # Symbol derived from its graph (variables, inferred shapes) is recomputed after it.
 ATTR_EDITS = [0]
 
