@@ -14,7 +14,6 @@ from __future__ import annotations
 import builtins
 import collections
 import json
-import os
 import sys
 from typing import Optional
 
@@ -23,7 +22,6 @@ import numpy as np
 from .frontend import attribute as _attribute
 from .frontend import name as _name
 from .errors import MXNetError, NotImplementedForSymbol
-from .frontend.collector import gc_paused
 from .frontend.graph import Graph, _raw
 from .frontend.json_indent import dumps_indented
 from .ops import REGISTRY, get_op
@@ -31,6 +29,7 @@ from .ops.registry import namespace_members
 from .symbol_random import make_namespace as _random_namespace
 from .symbol_random import make_rand_zipfian as _make_rand_zipfian
 from . import symbol_control_flow as _control_flow
+from . import symbol_inference as _inference
 # imported under private names: this module is the public ``mx.sym`` namespace
 from .symbol_json import entries_from_file as _entries_from_file
 from .symbol_json import entries_from_json as _entries_from_json
@@ -42,13 +41,6 @@ from .symbol_node import topo as _topo
 
 
 _FILLING = ("filling",)      # Symbol._inference_graph: a kind of inference under way
-
-
-def _shapes_key(shapes: dict) -> tuple:
-    """What decides a graph's inferred shapes: the variables' shapes by name, and the
-    element limit (kept graphs, ``Symbol._take_inferred_graph``)."""
-    return (os.environ.get("SYMTRITON_MAX_ELEMENTS"),
-            tuple(sorted((str(k), tuple(int(x) for x in v)) for k, v in shapes.items())))
 
 
 # The runtime registers its Executor here when it is imported: imports flow
@@ -517,94 +509,17 @@ class Symbol:
                              f"a distinct name")
         return graph
 
-    def _shape_args(self, args, kwargs, what):
-        names = self.list_arguments()
-        shapes = {}
-        if args:
-            if len(args) > len(names):
-                raise MXNetError(f"{what}: {len(args)} positional shapes for {len(names)} arguments")
-            for n, s in zip(names, args):
-                if s is not None:
-                    shapes[n] = s
-        inputs = set(names) | set(self.list_auxiliary_states())
-        for k, v in kwargs.items():
-            if k not in inputs:
-                raise MXNetError(f"{what}: '{k}' is not an argument of this symbol; arguments are "
-                                 f"{names}")
-            shapes[k] = v
-        return shapes
-
-    def _infer(self, args, kwargs, partial):
-        try:
-            key = ("infer_shape", partial, os.environ.get("SYMTRITON_MAX_ELEMENTS"),
-                   tuple(None if a is None else tuple(a) for a in args),
-                   tuple(sorted((k, None if v is None else tuple(v)) for k, v in kwargs.items())))
-            hash(key)
-        except TypeError:             # not shapes: let inference say what is wrong
-            return self._infer_graph(args, kwargs, partial)
-        result = self._remember(key, lambda: self._infer_graph(args, kwargs, partial))
-        if result[0] is not None and all(result[0]) and not partial and \
-                not set(kwargs) & set(self._aux_names()):
-            # Given every argument's shape it found, inference finds the same again (they
-            # met every rule): the executor and the compiler ask in exactly that form.
-            # (Not where auxiliary shapes were given: the arguments may not decide them.)
-            names = self.list_arguments()
-            self._remember(key[:3] + ((), tuple(sorted(zip(names, result[0])))),
-                           lambda: result)
-        return tuple(None if r is None else list(r) for r in result)
-
-    @gc_paused()        # a graph of the symbol built and walked: see gc_paused
-    def _infer_graph(self, args, kwargs, partial):
-        from .passes.infer_shapes import infer_shapes
-        shapes = self._shape_args(args, kwargs, "infer_shape")
-        graph = self._inference_graph("shapes")
-        try:
-            infer_shapes(graph, shapes, partial=True, types=False)
-        except BaseException:
-            self._inferred("shapes", graph, None)
-            raise
-        by_name = {}
-        for n in graph.variables():
-            d = graph.node(n)
-            by_name[d["name"]] = d["shapes"][0] if d["shapes"] else None
-        arg_shapes = [by_name.get(n) for n in self.list_arguments()]
-        aux_shapes = [by_name.get(n) for n in self.list_auxiliary_states()]
-        out_shapes = [graph.shape(h) for h in graph.heads]
-        complete = all(s is not None for s in arg_shapes + aux_shapes + out_shapes)
-        keep = complete and not graph.meta["unknown_dims"] and \
-            not set(shapes) & set(self._aux_names())
-        self._inferred("shapes", graph, _shapes_key(dict(zip(self.list_arguments(), arg_shapes)))
-                       if keep else None)
-        if not complete and not partial:
-            return None, None, None
-        if not complete:
-            # mxnet's partial answers: what is known of each shape, 0 for unknown dims
-            from .passes.infer_unknown_dims import partial_shapes
-            fresh = self.to_graph()         # infer_shapes filled ``graph`` in place
-            known = partial_shapes(fresh, shapes)
-            part = {fresh.node(e[0])["name"]: dims for e, dims in known.items()
-                    if fresh.node(e[0])["op"] == "null"}
-            arg_shapes = [s if s is not None else part.get(n)
-                          for n, s in zip(self.list_arguments(), arg_shapes)]
-            aux_shapes = [s if s is not None else part.get(n)
-                          for n, s in zip(self.list_auxiliary_states(), aux_shapes)]
-            out_shapes = [s if s is not None else known.get(h)
-                          for s, h in zip(out_shapes, fresh.heads)]
-        fix = (lambda s: () if s is None else tuple(s))
-        return [fix(s) for s in arg_shapes], [fix(s) for s in out_shapes], \
-            [fix(s) for s in aux_shapes]
-
     def infer_shape(self, *args, **kwargs):
         """Infer argument, output and auxiliary shapes from some known ones.
 
         Returns ``(arg_shapes, out_shapes, aux_shapes)`` in list order, or
         ``(None, None, None)`` when the given shapes do not determine them all.
         """
-        return self._infer(args, kwargs, partial=False)
+        return _inference.infer_shape(self, args, kwargs, partial=False)
 
     def infer_shape_partial(self, *args, **kwargs):
         """As :meth:`infer_shape`, with ``()`` for shapes still unknown."""
-        return self._infer(args, kwargs, partial=True)
+        return _inference.infer_shape(self, args, kwargs, partial=True)
 
     def infer_type(self, *args, **kwargs):
         """Infer dtypes with mxnet's rules from the dtypes of some arguments.
@@ -627,32 +542,12 @@ class Symbol:
         MXNetError
             Where an operator's inputs must share a dtype and do not.
         """
-        return self._infer_types(args, kwargs, partial=False)
+        return _inference.infer_type(self, args, kwargs, partial=False)
 
     def infer_type_partial(self, *args, **kwargs):
         """As :meth:`infer_type`, with ``None`` for each dtype still unknown instead of
         ``(None, None, None)``."""
-        return self._infer_types(args, kwargs, partial=True)
-
-    def _infer_types(self, args, kwargs, partial):
-        from .passes.infer_types import infer_types
-        names = self.list_arguments()
-        given = {n: t for n, t in zip(names, args) if t is not None}
-        given.update({k: v for k, v in kwargs.items() if v is not None})
-        unknown = set(given) - set(names) - set(self.list_auxiliary_states())
-        if unknown:
-            raise MXNetError(f"infer_type: {sorted(unknown)} are not arguments of this symbol; "
-                             f"its arguments are {names}")
-        graph = infer_types(self.to_graph(), given, partial=True)
-        types = {graph.node(n)["name"]: graph.node(n)["dtypes"][0] for n in graph.variables()}
-        outs = [graph.dtype(h) for h in graph.heads]
-        aux_names = self.list_auxiliary_states()
-        if not partial and (any(types[n] is None for n in names + aux_names) or
-                            any(t is None for t in outs)):
-            return None, None, None
-        np_type = (lambda t: None if t is None else _np_type(t))
-        return ([np_type(types[n]) for n in names], [np_type(t) for t in outs],
-                [np_type(types[n]) for n in aux_names])
+        return _inference.infer_type(self, args, kwargs, partial=True)
 
     @classmethod
     def from_graph(cls, graph: Graph) -> "Symbol":
@@ -864,13 +759,6 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     node = _Node(op_name, name, node_attrs, inputs)
     count = opdef.visible_outputs(parsed)
     return Symbol([(node, i) for i in range(count)], effects=() if count else [node])
-
-
-def _np_type(name):
-    """mxnet's Python type for a dtype name (``np.float16``; bfloat16 has none in numpy)."""
-    if name == "bfloat16":
-        return np.dtype([("bfloat16", np.uint16)])
-    return np.dtype(name).type
 
 
 _STORAGE_TYPE_IDS = {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}

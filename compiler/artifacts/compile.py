@@ -13,6 +13,7 @@ from ..frontend.collector import gc_paused
 from ..ops import lstm_layer
 from ..ops.custom import refuse_compile
 from ..passes.pipeline import run_passes
+from ..symbol_inference import shapes_key
 from ..symbol_json import json_doc
 from .program import Program, build_program
 
@@ -244,8 +245,7 @@ def _inferred_graph(symbol, shapes: dict, dtypes: dict):
     ``infer_shapes`` and ``infer_types`` would fill it: the one a bind's
     ``infer_shape`` and ``all_dtypes`` filled, taken from the symbol; None where
     there is none (then the pipeline infers on a new graph)."""
-    from ..symbol import _shapes_key
-    graph = symbol._take_inferred_graph(_shapes_key(shapes), _dtypes_key(dtypes))
+    graph = symbol._take_inferred_graph(shapes_key(shapes), _dtypes_key(dtypes))
     if graph is None:
         return None
     nodes = graph.g._node.values()
