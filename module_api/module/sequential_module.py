@@ -1,8 +1,11 @@
-"""``SequentialModule``: modules chained output to input (mxnet 1.9.1)."""
+"""``SequentialModule``: modules run as a chain, each one's outputs the next one's data
+(mxnet 1.9.1's ``mx.mod.SequentialModule``)."""
 from __future__ import annotations
 
 import copy
 import logging
+
+from compiler.errors import MXNetError
 
 from ..initializer import Uniform
 from .base_module import BaseModule, _require, _require_input_grads
@@ -10,51 +13,54 @@ from .base_module import BaseModule, _require, _require_input_grads
 _LOG = logging.getLogger(__name__)
 
 
-class SequentialModule(BaseModule):
-    """A container module that chains several modules together.
+class SequentialModuleError(MXNetError, AssertionError):
+    """A chain that cannot be built or bound as asked. mxnet 1.9.1 asserts in these
+    places; an ``AssertionError`` too, so code written against mxnet still catches it."""
 
-    Each module's outputs are the next one's data; ``add(mod,
-    take_labels=True)`` gives a module the batch's labels, and
-    ``auto_wiring=True`` renames the incoming data to the module's data names.
+
+class SequentialModule(BaseModule):
+    """Modules run one after another: the first reads the batch's data, every later one
+    the outputs of the module before it, and ``backward`` hands each module's input
+    gradients back to the one before.
+
+    ``add(module, take_labels=True)`` also gives that module the batch's labels (its
+    outputs then update the metric); ``add(module, auto_wiring=True)`` binds the arrays
+    coming in under that module's own data names.
     """
     META_TAKE_LABELS = 'take_labels'
     META_AUTO_WIRING = 'auto_wiring'
+    _OPTIONS = (META_TAKE_LABELS, META_AUTO_WIRING)
 
     def __init__(self, logger=_LOG):
         super().__init__(logger=logger)
         self._modules = []
-        self._metas = []
+        self._metas = []            # per module: the options given to add()
         self._label_shapes = None
-        self._data_shapes = None
-        self._meta_keys = set([getattr(SequentialModule, x)
-                               for x in dir(SequentialModule) if x.startswith('META_')])
 
     def add(self, module, **kwargs):
-        """Add a module to the chain; returns ``self``."""
+        """Append ``module`` to the chain (options: ``take_labels``, ``auto_wiring``);
+        returns ``self``. The chain is then neither bound nor initialised."""
+        unknown = sorted(set(kwargs) - set(self._OPTIONS))
+        if unknown:
+            raise SequentialModuleError(f"SequentialModule.add: unknown option(s) {unknown}; "
+                                        f"the options are {list(self._OPTIONS)}")
         self._modules.append(module)
-        for key in kwargs:
-            assert key in self._meta_keys, ('Unknown meta "%s", a typo?' % key)
-        self._metas.append(kwargs)
-        # after adding new modules, we are reset back to raw states, needs
-        # to bind, init_params, etc.
-        self.binded = False
-        self.params_initialized = False
-        self.optimizer_initialized = False
+        self._metas.append(dict(kwargs))
+        self.binded = self.params_initialized = self.optimizer_initialized = False
         return self
+
+    def _option(self, i, name) -> bool:
+        return bool(self._metas[i].get(name, False))
 
     @property
     def data_names(self):
-        """The first module's data names."""
-        if len(self._modules) > 0:
-            return self._modules[0].data_names
-        return []
+        """The first module's data names ([] for an empty chain)."""
+        return self._modules[0].data_names if self._modules else []
 
     @property
     def output_names(self):
-        """The last module's output names."""
-        if len(self._modules) > 0:
-            return self._modules[-1].output_names
-        return []
+        """The last module's output names ([] for an empty chain)."""
+        return self._modules[-1].output_names if self._modules else []
 
     @property
     def data_shapes(self):
@@ -64,7 +70,7 @@ class SequentialModule(BaseModule):
 
     @property
     def label_shapes(self):
-        """The label shapes (None when no module takes labels)."""
+        """The label shapes bound, or None when no module takes labels."""
         _require(self, "label_shapes", "binded")
         return self._label_shapes
 
@@ -75,96 +81,98 @@ class SequentialModule(BaseModule):
         return self._modules[-1].output_shapes
 
     def get_params(self):
-        """All modules' parameters merged into two dicts."""
+        """Every module's parameters, in one ``(arg_params, aux_params)`` pair."""
         _require(self, "get_params", "binded", "params_initialized")
-        arg_params = dict()
-        aux_params = dict()
+        merged_args, merged_aux = {}, {}
         for module in self._modules:
-            arg, aux = module.get_params()
-            arg_params.update(arg)
-            aux_params.update(aux)
-        return (arg_params, aux_params)
+            args, aux = module.get_params()
+            merged_args.update(args)
+            merged_aux.update(aux)
+        return merged_args, merged_aux
 
     def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
                     allow_missing=False, force_init=False, allow_extra=False):
-        """Initialize every module's parameters; parameter names must not repeat."""
+        """Initialise every module's parameters (each takes its own from ``arg_params``
+        / ``aux_params``); no two modules may hold a parameter of the same name."""
         if self.params_initialized and not force_init:
             return
         _require(self, "init_params", "binded",
                  hint="call bind before initializing the parameters")
         given = set(arg_params or {}) | set(aux_params or {})
-        symbols = [m.symbol for m in self._modules if m.symbol is not None]
-        # names no module knows (each module reads its own part); a module without a
-        # symbol (a PythonModule) knows no names
         if given and not allow_extra:
+            # a name no module's symbol has (a PythonModule has no symbol, so no names)
             known = set()
-            for symbol in symbols:
-                known.update(symbol.list_arguments(), symbol.list_auxiliary_states())
-            for name in sorted(given):
-                if name not in known:
-                    raise ValueError(f'Find name "{name}" that is not in the arguments: '
-                                     f'pass allow_extra=True to ignore extra parameters')
+            for module in self._modules:
+                if module.symbol is not None:
+                    known.update(module.symbol.list_arguments(),
+                                 module.symbol.list_auxiliary_states())
+            stray = sorted(given - known)
+            if stray:
+                raise ValueError(f'Find name "{stray[0]}" that is not in the arguments: '
+                                 f'pass allow_extra=True to ignore extra parameters')
         for module in self._modules:
             module.init_params(initializer=initializer, arg_params=arg_params,
                                aux_params=aux_params, allow_missing=allow_missing,
                                force_init=force_init, allow_extra=True)
-
-        def _check_name(known_names, new_names, modules, i):
-            """Internal function to help checking duplicated names."""
-            for name in new_names:
-                assert name not in known_names, "Duplicated parameter names: " + \
-                    ('name "%s" in layer %d (%s) is already ' % (name, i, type(modules[i]))) + \
-                    ('used in layer %d (%s).' % (known_names[name],
-                                                 type(modules[known_names[name]])))
-                known_names[name] = i
-
-        arg_names = dict()
-        aux_names = dict()
-        for i_layer, module in enumerate(self._modules):
-            arg_params, aux_params = module.get_params()
-            _check_name(arg_names, arg_params.keys(), self._modules, i_layer)
-            _check_name(aux_names, aux_params.keys(), self._modules, i_layer)
+        self._check_distinct_parameters()
         self.params_initialized = True
+
+    def _check_distinct_parameters(self):
+        """Raise where two modules hold an argument (or two an auxiliary state) of one
+        name: the merged parameters would keep only one of them."""
+        for kind in (0, 1):                         # arguments, then auxiliary states
+            holder = {}
+            for i, module in enumerate(self._modules):
+                for name in module.get_params()[kind]:
+                    j = holder.setdefault(name, i)
+                    if j != i:
+                        raise SequentialModuleError(
+                            f"SequentialModule: parameter '{name}' of module {i} "
+                            f"({type(module).__name__}) is already module {j}'s "
+                            f"({type(self._modules[j]).__name__}); parameter names must "
+                            f"differ across the chain")
 
     def bind(self, data_shapes, label_shapes=None, for_training=True,
              inputs_need_grad=False, force_rebind=False, shared_module=None,
              grad_req='write'):
-        """Bind every module, each on the previous one's output shapes."""
+        """Bind the modules in order, each on the output shapes of the one before;
+        every module after the first computes its input gradients when training, the
+        first where ``inputs_need_grad`` asks (then ``get_input_grads`` gives them)."""
         if self.binded and not force_rebind:
             self.logger.warning('Already bound, ignoring bind()')
             return
-        if inputs_need_grad:
-            assert for_training is True
-        assert shared_module is None, 'Shared module is not supported'
-        assert len(self._modules) > 0, 'Attempting to bind an empty SequentialModule'
-
-        self.binded = True
-        # the same label shapes are used for all chained modules
-        self._label_shapes = label_shapes
-        my_data_shapes = data_shapes
-        anybody_ever_needs_label = False
-        for i_layer, module in enumerate(self._modules):
-            meta = self._metas[i_layer]
-            if SequentialModule.META_TAKE_LABELS in meta and \
-                    meta[SequentialModule.META_TAKE_LABELS]:
-                my_label_shapes = label_shapes
-                anybody_ever_needs_label = True
-            else:
-                my_label_shapes = None
-            my_inputs_need_grad = bool(inputs_need_grad or (for_training and i_layer > 0))
-            if meta.get(SequentialModule.META_AUTO_WIRING, False):
-                data_names = module.data_names
-                assert len(data_names) == len(my_data_shapes)
-                my_data_shapes = [(new_name, shape) for (new_name, (_, shape))
-                                  in zip(data_names, my_data_shapes)]
-            module.bind(data_shapes=my_data_shapes, label_shapes=my_label_shapes,
-                        for_training=for_training, inputs_need_grad=my_inputs_need_grad,
+        if inputs_need_grad and not for_training:
+            raise SequentialModuleError("SequentialModule.bind: inputs_need_grad=True needs "
+                                        "for_training=True")
+        if shared_module is not None:
+            raise SequentialModuleError("SequentialModule.bind: shared_module is not "
+                                        "supported")
+        if not self._modules:
+            raise SequentialModuleError("SequentialModule.bind: the chain is empty; add() "
+                                        "modules first")
+        shapes = data_shapes
+        for i, module in enumerate(self._modules):
+            if self._option(i, self.META_AUTO_WIRING):
+                names = module.data_names
+                if len(names) != len(shapes):
+                    raise SequentialModuleError(
+                        f"SequentialModule.bind: module {i} has {len(names)} data inputs "
+                        f"{names} and receives {len(shapes)} arrays; auto_wiring needs as "
+                        f"many")
+                shapes = [(name, shape) for name, (_, shape) in zip(names, shapes)]
+            module.bind(data_shapes=shapes,
+                        label_shapes=label_shapes if self._option(i, self.META_TAKE_LABELS)
+                        else None,
+                        for_training=for_training,
+                        inputs_need_grad=bool(inputs_need_grad or (for_training and i > 0)),
                         force_rebind=force_rebind, shared_module=None, grad_req=grad_req)
-            # the output of the previous module is the data of the next module
-            my_data_shapes = module.output_shapes
-        if not anybody_ever_needs_label:
-            # then I do not need label either
-            self._label_shapes = None
+            shapes = module.output_shapes
+        takes_labels = any(self._option(i, self.META_TAKE_LABELS)
+                           for i in range(len(self._modules)))
+        self._label_shapes = label_shapes if takes_labels else None
+        # kept here too (mxnet 1.9.1 does not, and its get_input_grads always refuses)
+        self.for_training, self.inputs_need_grad = for_training, inputs_need_grad
+        self.binded = True
 
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
@@ -179,33 +187,30 @@ class SequentialModule(BaseModule):
         self.optimizer_initialized = True
 
     def forward(self, data_batch, is_train=None):
-        """Forward through the chain."""
+        """Run the chain forward on ``data_batch``."""
         _require(self, "forward", "binded", "params_initialized")
-        # make a shallow copy, just to maintain necessary properties (if any) like
-        # bucket_key, pad, etc.
-        data_batch = copy.copy(data_batch)
-        for i_layer, module in enumerate(self._modules):
-            module.forward(data_batch, is_train=is_train)
-            if i_layer + 1 == len(self._modules):
-                # the last layer, do not need to do the followings
+        # a copy whose data is replaced link by link; the caller's batch stays as it is,
+        # and whatever else it carries (bucket_key, pad) goes along
+        batch = copy.copy(data_batch)
+        last = len(self._modules) - 1
+        for i, module in enumerate(self._modules):
+            module.forward(batch, is_train=is_train)
+            if i == last:
                 break
-            data_batch.data = module.get_outputs()
-            if hasattr(data_batch, 'provide_data'):
-                # need to update this, in case the internal module is using bucketing
-                # or whatever
-                data_names = [x[0] for x in module.output_shapes]
-                assert len(data_names) == len(data_batch.data)
-                data_batch.provide_data = [(name, x.shape) for name, x in
-                                           zip(data_names, data_batch.data)]
+            batch.data = module.get_outputs()
+            if hasattr(batch, 'provide_data'):
+                # what the next module is told it receives (a bucketing module reads it)
+                batch.provide_data = [(name, array.shape) for (name, _), array
+                                      in zip(module.output_shapes, batch.data)]
 
     def backward(self, out_grads=None):
-        """Backward through the chain, last module first."""
+        """Run the chain backward, the last module first."""
         _require(self, "backward", "binded", "params_initialized")
-        for i_layer, module in reversed(list(zip(range(len(self._modules)), self._modules))):
-            module.backward(out_grads=out_grads)
-            if i_layer == 0:
-                break
-            out_grads = module.get_input_grads()
+        grads = out_grads
+        for i in range(len(self._modules) - 1, -1, -1):
+            self._modules[i].backward(out_grads=grads)
+            if i > 0:
+                grads = self._modules[i].get_input_grads()
 
     def update(self):
         """Update every module's parameters."""
@@ -224,15 +229,14 @@ class SequentialModule(BaseModule):
         return self._modules[0].get_input_grads(merge_multi_context=merge_multi_context)
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
-        """Update the metric with the outputs of every module that takes labels."""
+        """Update ``eval_metric`` with the outputs of every module that takes labels."""
         _require(self, "update_metric", "binded", "params_initialized")
-        for meta, module in zip(self._metas, self._modules):
-            if SequentialModule.META_TAKE_LABELS in meta and \
-                    meta[SequentialModule.META_TAKE_LABELS]:
+        for i, module in enumerate(self._modules):
+            if self._option(i, self.META_TAKE_LABELS):
                 module.update_metric(eval_metric, labels, pre_sliced)
 
     def install_monitor(self, mon):
-        """Install the monitor on every module."""
+        """Install ``mon`` on every module."""
         _require(self, "install_monitor", "binded")
         for module in self._modules:
             module.install_monitor(mon)

@@ -478,6 +478,38 @@ def test_sequential_module_fits():
     assert dict(seq.score(it, 'acc'))['accuracy'] >= 0.9
 
 
+def test_sequential_module_chains_gradients_and_checks_its_links():
+    """The chain's input gradients are the first module's, computed from the second's
+    (mxnet 1.9.1 refuses get_input_grads on a SequentialModule: it never records
+    inputs_need_grad); a chain's errors are MXNetErrors and AssertionErrors."""
+    fc1 = mx.sym.FullyConnected(mx.sym.Variable('data'), num_hidden=4, name='fc1')
+    fc2 = mx.sym.FullyConnected(mx.sym.Variable('x'), num_hidden=2, name='fc2')
+    seq = mx.module.SequentialModule()
+    seq.add(mx.module.Module(fc1, label_names=None))
+    seq.add(mx.module.Module(fc2, data_names=['x'], label_names=None), auto_wiring=True)
+    seq.bind([('data', (3, 5))], inputs_need_grad=True)
+    seq.init_params(mx.initializer.Xavier())
+    x = np.random.RandomState(1).randn(3, 5).astype(np.float32)
+    seq.forward(mx.io.DataBatch([nd.array(x)]), is_train=True)
+    head = np.random.RandomState(2).randn(3, 2).astype(np.float32)
+    seq.backward([nd.array(head)])
+    arg, _ = seq.get_params()
+    w1, w2 = (arg[k].asnumpy().astype(np.float64) for k in ('fc1_weight', 'fc2_weight'))
+    np.testing.assert_allclose(seq.get_input_grads()[0].asnumpy(), head @ w2 @ w1,
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError, match="unknown option"):
+        seq.add(mx.module.Module(fc1, label_names=None), take_label=True)
+    with pytest.raises(AssertionError, match="chain is empty"):
+        mx.module.SequentialModule().bind([('data', (3, 5))])
+    twice = mx.module.SequentialModule().add(mx.module.Module(fc1, label_names=None)) \
+        .add(mx.module.Module(mx.sym.FullyConnected(mx.sym.Variable('data'), num_hidden=5,
+                                                    name='fc1'), label_names=None),
+             auto_wiring=True)
+    twice.bind([('data', (3, 5))])
+    with pytest.raises(AssertionError, match="parameter 'fc1_weight' of module 1"):
+        twice.init_params()
+
+
 def test_fit_from_a_checkpoint_with_extra_layers_as_in_mxnet():
     """mxnet's fine-tuning pattern: a pretrained checkpoint with layers this model
     does not have; allow_missing fills the new ones, the extras are ignored."""
