@@ -106,6 +106,13 @@ def test_progress_bar(caplog):
     assert _messages(caplog) == ['[==------] 25%\r', '[========] 100%\r']
 
 
+def test_progress_bar_percent_rounds_as_mxnet(caplog):
+    """100 * 7 / 100 is 7, where 100 * (7 / 100) is 7.000...1 and would show 8%."""
+    caplog.set_level(logging.INFO)
+    callback.ProgressBar(total=100, length=10)(Param(0, 7, None, None))
+    assert _messages(caplog) == ['[=---------] 7%\r']
+
+
 def test_log_validation_metrics(caplog):
     caplog.set_level(logging.INFO)
     cb = callback.LogValidationMetricsCallback()
