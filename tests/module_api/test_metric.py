@@ -254,3 +254,81 @@ def test_loss_metric_and_str():
     m.update(None, [nd([1.0, 2.0, 3.0])])
     assert m.get() == ('loss', 2.0)
     assert str(m) == "EvalMetric: {'loss': 2.0}"
+
+
+# Binary scores: two batches, then reset_local and one more (mxnet 1.9.1 values).
+BIN_PRED = np.array([[0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.9, 0.1], [0.45, 0.55]], 'float32')
+BIN_LABEL_A = [1, 1, 0, 0, 1]
+BIN_LABEL_B = [1, 0, 1, 0, 0]
+
+
+@pytest.mark.parametrize("make,first,after_local,counts", [
+    # (local == global value after two batches, (local, global) after reset_local, counts)
+    (lambda: metric.MCC(), 0.41666666666666663,
+     (0.16666666666666666, 0.3333333333333333), (1.0, 3.0)),
+    (lambda: metric.MCC(average='micro'), 0.408248290463863,
+     (0.16666666666666666, 0.32732683535398854), (5, 15)),
+    (lambda: metric.F1(), 0.7333333333333334, (0.6666666666666666, 0.7111111111111111), (1, 3)),
+    (lambda: metric.F1(average='micro'), 0.7272727272727272,
+     (0.6666666666666666, 0.7058823529411765), (5, 15)),
+])
+def test_binary_scores_local_and_global_from_mxnet(make, first, after_local, counts):
+    m = make()
+    _update(m, [BIN_LABEL_A], [BIN_PRED])
+    _update(m, [BIN_LABEL_B], [BIN_PRED])
+    assert m.get()[1] == first and m.get_global()[1] == first
+    m.reset_local()
+    _update(m, [BIN_LABEL_A], [BIN_PRED])
+    assert (m.get()[1], m.get_global()[1]) == after_local
+    assert (m.num_inst, m.global_num_inst) == counts
+    # mxnet counts MCC's macro batches as floats and F1's as ints
+    assert type(m.num_inst) is type(counts[0])
+
+
+def test_pcc_grows_with_the_classes_seen_from_mxnet():
+    pred = np.array([[0.1, 0.2, 0.7], [0.5, 0.3, 0.2], [0.2, 0.5, 0.3],
+                     [0.6, 0.3, 0.1], [0.3, 0.3, 0.4], [0.1, 0.8, 0.1]], 'float32')
+    label = [2, 0, 1, 1, 2, 1]
+    m = _update(metric.PCC(), [label], [pred])
+    assert m.get()[1] == pytest.approx(0.7833494518006403, rel=1e-12)   # mxnet 1.9.1
+    _update(m, [[3, 0]], [[3, 1]])          # class indices, a fourth class
+    assert m.k == 4 and m.num_inst == 2     # one count per update call
+    assert m.get()[1] == pytest.approx(0.6521739130434783, rel=1e-12)
+    m.reset_local()
+    _update(m, [label], [pred])
+    assert m.get()[1] == pytest.approx(0.7833494518006403, rel=1e-12)
+    assert m.get_global()[1] == pytest.approx(0.6986049570427904, rel=1e-12)
+
+
+def test_pearson_macro_and_running_micro_from_mxnet():
+    x1 = np.array([0.1, 0.5, 0.3, 0.9, 0.7, 0.2], 'float32')
+    y1 = np.array([0.0, 0.6, 0.2, 1.0, 0.5, 0.4], 'float32')
+    x2 = np.array([1.5, -0.5, 0.3, 2.0], 'float32')
+    y2 = np.array([1.0, 0.0, 0.9, 1.2], 'float32')
+    macro = _update(_update(metric.create('pearsonr'), [y1], [x1]), [y2], [x2])
+    assert macro.get()[1] == pytest.approx(0.8920764244817316, rel=1e-12)
+    micro = metric.PearsonCorrelation(average='micro')
+    _update(_update(micro, [y1], [x1]), [y2], [x2])
+    assert micro.get()[1] == pytest.approx(0.8447751175046496, rel=1e-12)
+    assert micro.get_global()[1] == 0.0     # mxnet 1.9.1 keeps no global micro sum
+
+
+def test_top_k_one_dim_predictions_reach_the_local_sum_only():
+    m = _update(metric.TopKAccuracy(top_k=2), [[0, 2, 1]], [[0.1, 0.5, 0.4]])
+    # mxnet 1.9.1: sum 3.0 over 3 locally, 0.0 over 3 globally
+    assert (m.sum_metric, m.num_inst) == (3.0, 3)
+    assert (m.global_sum_metric, m.global_num_inst) == (0.0, 3)
+
+
+def test_composite_keeps_children_and_returns_index_error():
+    acc = _update(metric.Accuracy(), [BIN_LABEL_A], [BIN_PRED])
+    comp = metric.CompositeEvalMetric([acc])
+    assert comp.get() == (['accuracy'], [0.6])       # not reset by the constructor
+    missing = comp.get_metric(5)
+    assert isinstance(missing, ValueError)           # returned, not raised (mxnet 1.9.1)
+    assert str(missing) == "Metric index 5 is out of range 0 and 1"
+    assert metric.TopKAccuracy(top_k=3).get_config() == {
+        'top_k': 3, 'metric': 'TopKAccuracy', 'name': 'top_k_accuracy_3',
+        'output_names': None, 'label_names': None}
+    assert metric.F1(average='micro').get_config() == {
+        'metric': 'F1', 'name': 'f1', 'output_names': None, 'label_names': None}
