@@ -1,10 +1,15 @@
-"""mxnet 1.9.1's ``example/numpy-ops/weighted_logistic_regression.py`` through symtriton:
-a logistic regression output whose gradient weights positive and negative labels
-differently, written as a Python operator (``mx.operator.CustomOp``) on NDArrays, next
-to the built-in ``LogisticRegressionOutput``.
+"""A class-weighted logistic loss written in Python, next to the built-in one.
 
-The code is the example's with the import line changed; its ``__main__`` block is
-:func:`main`, which also returns what it prints.
+This program shows what mxnet's ``example/numpy-ops/weighted_logistic_regression.py``
+shows, written for this project: a loss operator defined in Python
+(``mx.operator.CustomOp``, registered through ``mx.operator.CustomOpProp``) whose
+``forward`` and ``backward`` are NDArray arithmetic. Its forward is the sigmoid, as
+``LogisticRegressionOutput``'s is; its gradient scales the rows labelled 1 by
+``pos_grad_scale`` and the rows labelled 0 by ``neg_grad_scale`` (and divides by
+the number of columns), so with the scales 1 and 0.1 used here the negative rows
+get a tenth of the built-in gradient. :func:`main` runs both losses on the same
+input and returns (and prints) their outputs and input gradients.
+
 ``tests/fixtures/make_custom_op_fixtures.py`` runs this module under mxnet 1.9.1
 (``module_api`` aliased to ``mxnet``) to record mxnet's outputs and gradients.
 
@@ -22,26 +27,50 @@ if ROOT not in sys.path:          # running from a checkout without `pip install
 import numpy as np               # noqa: E402
 import module_api as mx          # noqa: E402
 
+OP_TYPE = "weighted_logistic_regression"
+ROWS_PER_CLASS, COLUMNS = 2, 5     # the input: two rows labelled 1 over two labelled 0
+POS_SCALE, NEG_SCALE = 1, 0.1
 
-class WeightedLogisticRegression(mx.operator.CustomOp):
-    def __init__(self, pos_grad_scale, neg_grad_scale):
-        self.pos_grad_scale = float(pos_grad_scale)
-        self.neg_grad_scale = float(neg_grad_scale)
+
+class ClassWeightedSigmoidLoss(mx.operator.CustomOp):
+    """Sigmoid forward; backward ``(p - y) * scale(y) / columns``, row by row.
+
+    Parameters
+    ----------
+    pos_scale, neg_scale : float
+        Factors of the gradient where the label is 1 and where it is 0.
+    """
+
+    def __init__(self, pos_scale, neg_scale):
+        super().__init__()
+        self.pos_scale = pos_scale
+        self.neg_scale = neg_scale
 
     def forward(self, is_train, req, in_data, out_data, aux):
-        self.assign(out_data[0], req[0], mx.nd.divide(1, (1 + mx.nd.exp(- in_data[0]))))
+        logits = in_data[0]
+        probability = mx.nd.divide(1, 1 + mx.nd.exp(-logits))
+        self.assign(out_data[0], req[0], probability)
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        in_grad[0][:] = ((out_data[0] - 1) * in_data[1] * self.pos_grad_scale
-                         + out_data[0] * (1 - in_data[1]) * self.neg_grad_scale) / out_data[0].shape[1]  # noqa: E501  (the example's line)
+        probability, target = out_data[0], in_data[1]
+        # (p - 1) where the label is 1, p where it is 0, each with its own weight;
+        # the operand order is the one mxnet's figures were recorded with
+        towards_one = (probability - 1) * target * self.pos_scale
+        towards_zero = probability * (1 - target) * self.neg_scale
+        columns = probability.shape[1]
+        self.assign(in_grad[0], req[0], (towards_one + towards_zero) / columns)
 
 
-@mx.operator.register("weighted_logistic_regression")
-class WeightedLogisticRegressionProp(mx.operator.CustomOpProp):
+@mx.operator.register(OP_TYPE)
+class ClassWeightedSigmoidLossProp(mx.operator.CustomOpProp):
+    """Declares the loss: inputs ``data`` and ``label`` of one shape, one output of
+    that shape, no head gradient (it ends the graph). The two scales arrive as
+    strings, as every attribute of ``mx.sym.Custom`` does."""
+
     def __init__(self, pos_grad_scale, neg_grad_scale):
-        self.pos_grad_scale = pos_grad_scale
-        self.neg_grad_scale = neg_grad_scale
-        super(WeightedLogisticRegressionProp, self).__init__(False)
+        super().__init__(need_top_grad=False)
+        self.pos_scale = float(pos_grad_scale)
+        self.neg_scale = float(neg_grad_scale)
 
     def list_arguments(self):
         return ['data', 'label']
@@ -50,60 +79,60 @@ class WeightedLogisticRegressionProp(mx.operator.CustomOpProp):
         return ['output']
 
     def infer_shape(self, in_shape):
-        shape = in_shape[0]
-        return [shape, shape], [shape]
+        data_shape = in_shape[0]
+        return [data_shape, data_shape], [data_shape]
 
     def create_operator(self, ctx, shapes, dtypes):
-        return WeightedLogisticRegression(self.pos_grad_scale, self.neg_grad_scale)
+        return ClassWeightedSigmoidLoss(self.pos_scale, self.neg_scale)
+
+
+def two_losses():
+    """The Python loss (node ``wlr``) and ``LogisticRegressionOutput`` (node ``lr``)
+    over one ``data`` variable; each gets its label variable ``<node>_label``."""
+    data = mx.sym.Variable('data')
+    weighted = mx.sym.Custom(data, op_type=OP_TYPE, name='wlr',
+                             pos_grad_scale=POS_SCALE, neg_grad_scale=NEG_SCALE)
+    builtin = mx.sym.LogisticRegressionOutput(data, name='lr')
+    return {'wlr': weighted, 'lr': builtin}
+
+
+def run_loss(loss, node, inputs, labels):
+    """One training step of ``loss`` on ``inputs``: ``(output, gradient of data)``."""
+    exe = loss.simple_bind(ctx=mx.cpu(), data=labels.shape)
+    exe.arg_dict['data'][:] = inputs
+    exe.arg_dict[node + '_label'][:] = labels
+    exe.forward(is_train=True)
+    exe.backward()
+    return exe.outputs[0].asnumpy(), exe.grad_dict['data'].asnumpy()
 
 
 def main(data_values=None):
-    """The example's ``__main__`` block; ``data_values`` replaces its all-ones input.
+    """Run both losses on one input and compare them.
+
+    Parameters
+    ----------
+    data_values : array of shape (4, 5), optional
+        The input (logits); all ones by default.
 
     Returns
     -------
-    dict of numpy arrays: ``wlr_output``, ``lr_output``, ``wlr_grad``, ``lr_grad``.
+    dict of numpy arrays
+        ``wlr_output`` / ``lr_output`` (the sigmoids, equal) and ``wlr_grad`` /
+        ``lr_grad`` (the input gradients; the negative rows differ by the scale).
     """
-    m, n = 2, 5
-    pos, neg = 1, 0.1
-    data = mx.sym.Variable('data')
-
-    wlr = mx.sym.Custom(data, pos_grad_scale=pos, neg_grad_scale=neg, name='wlr',
-                        op_type='weighted_logistic_regression')
-    lr = mx.sym.LogisticRegressionOutput(data, name='lr')
-
-    context = mx.cpu()
-
-    exe1 = wlr.simple_bind(ctx=context, data=(2 * m, n))
-    exe2 = lr.simple_bind(ctx=context, data=(2 * m, n))
-
-    values = np.ones([2 * m, n]) if data_values is None else data_values
-    exe1.arg_dict['data'][:] = values
-    exe2.arg_dict['data'][:] = values
-
-    exe1.arg_dict['wlr_label'][:] = np.vstack([np.ones([m, n]), np.zeros([m, n])])
-    exe2.arg_dict['lr_label'][:] = np.vstack([np.ones([m, n]), np.zeros([m, n])])
-
-    exe1.forward(is_train=True)
-    exe2.forward(is_train=True)
-
-    print('Weighted Logistic Regression output:')
-    print(exe1.outputs[0].asnumpy())
-
-    print('Logistic Regression output:')
-    print(exe2.outputs[0].asnumpy())
-
-    exe1.backward()
-    exe2.backward()
-
-    print('Weighted Logistic Regression gradients:')
-    print(exe1.grad_dict['data'].asnumpy())
-
-    print('Logistic Regression gradients:')
-    print(exe2.grad_dict['data'].asnumpy())
-    return {"wlr_output": exe1.outputs[0].asnumpy(), "lr_output": exe2.outputs[0].asnumpy(),
-            "wlr_grad": exe1.grad_dict['data'].asnumpy(),
-            "lr_grad": exe2.grad_dict['data'].asnumpy()}
+    labels = np.concatenate([np.ones((ROWS_PER_CLASS, COLUMNS)),
+                             np.zeros((ROWS_PER_CLASS, COLUMNS))])
+    inputs = np.ones(labels.shape) if data_values is None else data_values
+    results = {}
+    for node, loss in two_losses().items():
+        results[node + '_output'], results[node + '_grad'] = run_loss(loss, node, inputs,
+                                                                      labels)
+    titles = {'wlr': 'Weighted Logistic Regression', 'lr': 'Logistic Regression'}
+    for kind, heading in (('output', 'output'), ('grad', 'gradients')):
+        for node, title in titles.items():
+            print(f'{title} {heading}:')
+            print(results[f'{node}_{kind}'])
+    return {key: results[key] for key in ('wlr_output', 'lr_output', 'wlr_grad', 'lr_grad')}
 
 
 if __name__ == '__main__':

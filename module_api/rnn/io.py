@@ -1,4 +1,12 @@
-"""Sentence encoding and the bucketing iterator of mxnet's ``mx.rnn``."""
+"""Sentence encoding and the bucketing sentence iterator of mxnet 1.x's ``mx.rnn``.
+
+``encode_sentences`` turns tokenised sentences into integer ids, growing a
+vocabulary as it meets new tokens. ``BucketSentenceIter`` pads every sentence to
+the shortest bucket that holds it and serves next-token language-model batches,
+each batch from a single bucket. Both number, pad and shuffle as mxnet 1.9.1 does
+(the batch order with ``random``, the rows of each bucket with ``numpy.random``),
+so seeded runs see mxnet's batches.
+"""
 from __future__ import annotations
 
 import bisect
@@ -17,58 +25,138 @@ _log = logging.getLogger(__name__)
 
 def encode_sentences(sentences, vocab=None, invalid_label=-1, invalid_key='\n',
                      start_label=0, unknown_token=None):
-    """Encode sentences (lists of str tokens) as lists of ints, building the
-    vocabulary as needed.
+    """Map sentences of str tokens to lists of int ids.
 
     Parameters
     ----------
     sentences : list of list of str
     vocab : dict of str -> int, optional
-        Given: unknown tokens are an error unless ``unknown_token`` is set.
-        None: a new vocabulary ``{invalid_key: invalid_label}`` grows with
-        every new token, numbered from ``start_label`` (skipping
-        ``invalid_label``).
+        An existing vocabulary: a token missing from it is an error unless
+        ``unknown_token`` is given. If None, a new vocabulary
+        ``{invalid_key: invalid_label}`` is built, each new token taking the next
+        id counted from ``start_label`` (``invalid_label`` is skipped).
     invalid_label : int, default -1
+        The id reserved for padding.
     invalid_key : str, default '\\n'
+        The key of ``invalid_label`` in a new vocabulary.
     start_label : int, default 0
+        The first id handed out.
     unknown_token : str, optional
-        Token that unknown words are mapped to (added to the vocabulary).
+        The key missing tokens are entered under. As in mxnet, each missing token
+        takes the next free id and ``vocab[unknown_token]`` is set to it.
 
     Returns
     -------
-    (list of list of int, dict of str -> int)
+    tuple
+        ``(encoded, vocab)``: a list of lists of int, and the vocabulary (the
+        given dict, updated in place, or the new one).
     """
-    idx = start_label
-    if vocab is None:
+    building = vocab is None
+    if building:
         vocab = {invalid_key: invalid_label}
-        new_vocab = True
-    else:
-        new_vocab = False
-    res = []
-    for sent in sentences:
-        coded = []
-        for word in sent:
-            if word not in vocab:
-                assert (new_vocab or unknown_token), "Unknown token %s" % word
-                if idx == invalid_label:
-                    idx += 1
-                if unknown_token:
-                    word = unknown_token
-                vocab[word] = idx
-                idx += 1
-            coded.append(vocab[word])
-        res.append(coded)
+    next_id = start_label
+    encoded = []
+    for sentence in sentences:
+        ids = []
+        for token in sentence:
+            if token not in vocab:
+                _refuse_unknown(token, building, unknown_token)
+                next_id = _enter_token(vocab, token, next_id, invalid_label, unknown_token)
+                token = unknown_token or token
+            ids.append(vocab[token])
+        encoded.append(ids)
+    return encoded, vocab
 
-    return res, vocab
+
+def _refuse_unknown(token, building, unknown_token):
+    """AssertionError (mxnet's type) for a token a given vocabulary lacks."""
+    if not (building or unknown_token):
+        raise AssertionError(
+            "Unknown token %s: it is not in the given vocab; pass unknown_token=... "
+            "to map missing tokens to one entry, or vocab=None to build a new "
+            "vocabulary" % (token,))
+
+
+def _enter_token(vocab, token, next_id, invalid_label, unknown_token):
+    """Give ``token`` (or ``unknown_token`` in its place) the id ``next_id``,
+    stepping once over ``invalid_label``; return the id after it."""
+    if next_id == invalid_label:
+        next_id += 1
+    vocab[unknown_token or token] = next_id
+    return next_id + 1
+
+
+def _default_buckets(sentences, batch_size):
+    """Every sentence length that occurs at least ``batch_size`` times."""
+    counts = np.bincount([len(sentence) for sentence in sentences])
+    return [length for length, count in enumerate(counts) if count >= batch_size]
+
+
+def _sorted_buckets(buckets, sentences, batch_size):
+    if not buckets:
+        return _default_buckets(sentences, batch_size)
+    if isinstance(buckets, list):
+        buckets.sort()                   # in place, as mxnet does with the caller's list
+        return buckets
+    return sorted(buckets)
+
+
+def _bucket_index(buckets, length):
+    """Index of the shortest bucket holding ``length``; ``len(buckets)`` if none."""
+    return bisect.bisect_left(buckets, length)
+
+
+def _fill_buckets(sentences, buckets, invalid_label, dtype):
+    """Pad each sentence with ``invalid_label`` to its bucket's length.
+
+    Returns
+    -------
+    tuple
+        ``(rows, discarded)``: for each bucket a 2-d array of its sentences in
+        order of appearance (``(0, length)`` if none), and how many sentences were
+        longer than the largest bucket.
+    """
+    members = [[] for _ in buckets]
+    discarded = 0
+    for sentence in sentences:
+        slot = _bucket_index(buckets, len(sentence))
+        if slot == len(buckets):
+            discarded += 1
+        else:
+            members[slot].append(sentence)
+    rows = []
+    for length, group in zip(buckets, members):
+        padded = np.full((len(group), length), invalid_label, dtype=dtype)
+        for row, sentence in zip(padded, group):
+            row[:len(sentence)] = sentence
+        rows.append(padded)
+    return rows, discarded
 
 
 def _part_num_batches(sentences, buckets, batch_size, num_parts, part_index):
     """Full batches of ``batch_size`` that one part's chunk of ``sentences``
     gives over the (sorted) ``buckets``."""
     lo, hi = _part_bounds(len(sentences), num_parts, part_index)
-    counts = np.bincount([bisect.bisect_left(buckets, len(s)) for s in sentences[lo:hi]],
-                         minlength=len(buckets) + 1)
-    return int(sum(n // batch_size for n in counts[:len(buckets)]))
+    per_bucket = np.bincount([_bucket_index(buckets, len(s)) for s in sentences[lo:hi]],
+                             minlength=len(buckets) + 1)
+    return int(sum(count // batch_size for count in per_bucket[:len(buckets)]))
+
+
+def _batch_major_axis(layout):
+    """Axis of the batch in ``layout``: 0 for 'NT', 1 for 'TN'."""
+    axis = layout.find('N')
+    if axis not in (0, 1):
+        raise ValueError("Invalid layout %s: Must by NT (batch major) or TN (time major)"
+                         % layout)
+    return axis
+
+
+def _next_token_labels(rows, invalid_label):
+    """Each row shifted left by one step, ending in ``invalid_label``."""
+    labels = np.empty_like(rows)
+    labels[:, :-1] = rows[:, 1:]
+    labels[:, -1] = invalid_label
+    return labels
 
 
 class BucketSentenceIter(DataIter):
@@ -104,36 +192,21 @@ class BucketSentenceIter(DataIter):
         (``self.data[i]`` has no rows). Every part yields the same number of
         batches per epoch: the least number of full batches any part's chunk
         gives; each ``reset`` keeps that many of the shuffled batches.
+
+    Raises
+    ------
+    ValueError
+        For a layout other than 'NT' / 'TN', or when no sentence fits a bucket.
     """
     def __init__(self, sentences, batch_size, buckets=None, invalid_label=-1,
                  data_name='data', label_name='softmax_label', dtype='float32',
                  layout='NT', num_parts=1, part_index=0):
-        super(BucketSentenceIter, self).__init__()
+        super().__init__()
         _check_parts(num_parts, part_index, len(sentences), 'sentences')
-        if not buckets:
-            buckets = [i for i, j in enumerate(np.bincount([len(s) for s in sentences]))
-                       if j >= batch_size]
-        buckets.sort()
-
-        # buckets that no sentence (of any part) falls into are dropped
-        used = {bisect.bisect_left(buckets, len(sent)) for sent in sentences}
-        kept = [i for i in range(len(buckets)) if i in used]
+        buckets = self._buckets_in_use(sentences, batch_size, buckets)
         lo, hi = _part_bounds(len(sentences), num_parts, part_index)
-        ndiscard = 0
-        self.data = [[] for _ in buckets]
-        for sent in sentences[lo:hi]:
-            buck = bisect.bisect_left(buckets, len(sent))
-            if buck == len(buckets):
-                ndiscard += 1
-                continue
-            buff = np.full((buckets[buck],), invalid_label, dtype=dtype)
-            buff[:len(sent)] = sent
-            self.data[buck].append(buff)
-        self.data = [np.asarray(self.data[i], dtype=dtype) if self.data[i]
-                     else np.empty((0, buckets[i]), dtype=dtype) for i in kept]
-        buckets = [buckets[i] for i in kept]
-
-        print("WARNING: discarded %d sentences longer than the largest bucket." % ndiscard)
+        self.data, discarded = _fill_buckets(sentences[lo:hi], buckets, invalid_label, dtype)
+        print("WARNING: discarded %d sentences longer than the largest bucket." % discarded)
 
         self.batch_size = batch_size
         self.buckets = buckets
@@ -141,76 +214,83 @@ class BucketSentenceIter(DataIter):
         self.label_name = label_name
         self.dtype = dtype
         self.invalid_label = invalid_label
-        self.nddata = []
-        self.ndlabel = []
-        self.major_axis = layout.find('N')
         self.layout = layout
-        self.default_bucket_key = max(buckets)
         self.num_parts = num_parts
         self.part_index = part_index
+        self.nddata = []
+        self.ndlabel = []
+        self.default_bucket_key = max(buckets)
+        self.major_axis = _batch_major_axis(layout)
+        full_shape = self._shape(self.default_bucket_key)
+        self.provide_data = [DataDesc(name=data_name, shape=full_shape, layout=layout)]
+        self.provide_label = [DataDesc(name=label_name, shape=full_shape, layout=layout)]
 
-        if self.major_axis == 0:
-            shape = (batch_size, self.default_bucket_key)
-        elif self.major_axis == 1:
-            shape = (self.default_bucket_key, batch_size)
-        else:
-            raise ValueError("Invalid layout %s: Must by NT (batch major) or TN (time major)"
-                             % layout)
-        self.provide_data = [DataDesc(name=self.data_name, shape=shape, layout=self.layout)]
-        self.provide_label = [DataDesc(name=self.label_name, shape=shape, layout=self.layout)]
-
-        self.idx = []
-        for i, buck in enumerate(self.data):
-            self.idx.extend([(i, j) for j in range(0, len(buck) - batch_size + 1, batch_size)])
-        self._all_idx = self.idx
-        self.num_batches = min(_part_num_batches(sentences, buckets, batch_size, num_parts, q)
-                               for q in range(num_parts))
-        if num_parts > 1:
-            _log.debug("BucketSentenceIter part %d/%d: %d of %d full batches per epoch",
-                       part_index, num_parts, self.num_batches, len(self._all_idx))
-        self.curr_idx = 0
-
+        self._index_batches(sentences)
         self.reset()
+
+    @staticmethod
+    def _buckets_in_use(sentences, batch_size, buckets):
+        """The sorted buckets that at least one sentence (of any part) falls into."""
+        buckets = _sorted_buckets(buckets, sentences, batch_size)
+        used = {_bucket_index(buckets, len(sentence)) for sentence in sentences}
+        kept = [length for slot, length in enumerate(buckets) if slot in used]
+        if not kept:
+            raise ValueError(
+                "BucketSentenceIter: no bucket holds any of the %d sentences (buckets=%s, "
+                "batch_size=%d); pass buckets reaching the sentence lengths, or, with "
+                "buckets=None, a batch_size no larger than the count of the most common "
+                "length" % (len(sentences), buckets, batch_size))
+        return kept
+
+    def _shape(self, length):
+        """A batch's shape in this iterator's layout."""
+        if self.major_axis == 0:
+            return (self.batch_size, length)
+        return (length, self.batch_size)
+
+    def _index_batches(self, sentences):
+        """``(bucket, first row)`` of every full batch of this part, and the
+        number of batches every part serves per epoch."""
+        self.idx = [(slot, start) for slot, rows in enumerate(self.data)
+                    for start in range(0, len(rows) - self.batch_size + 1, self.batch_size)]
+        self._all_idx = self.idx
+        self.num_batches = min(
+            _part_num_batches(sentences, self.buckets, self.batch_size, self.num_parts, part)
+            for part in range(self.num_parts))
+        if self.num_parts > 1:
+            _log.debug("BucketSentenceIter part %d/%d: %d of %d full batches per epoch",
+                       self.part_index, self.num_parts, self.num_batches, len(self._all_idx))
+        self.curr_idx = 0
 
     def reset(self):
         """Rewind, shuffling the batch order (``random``) and the sentences
         within each bucket (``numpy.random``)."""
         self.curr_idx = 0
         random.shuffle(self._all_idx)
-        # every part serves the same number of batches: keep this many
+        # every part serves the same number of batches: keep the first that many
         if self.num_batches < len(self._all_idx):
             self.idx = self._all_idx[:self.num_batches]
         else:
             self.idx = self._all_idx
-        for buck in self.data:
-            np.random.shuffle(buck)
-
-        self.nddata = []
-        self.ndlabel = []
-        for buck in self.data:
-            label = np.empty_like(buck)
-            label[:, :-1] = buck[:, 1:]
-            label[:, -1] = self.invalid_label
-            self.nddata.append(ndarray.array(buck, dtype=self.dtype))
-            self.ndlabel.append(ndarray.array(label, dtype=self.dtype))
+        for rows in self.data:
+            np.random.shuffle(rows)
+        self.nddata = [ndarray.array(rows, dtype=self.dtype) for rows in self.data]
+        self.ndlabel = [ndarray.array(_next_token_labels(rows, self.invalid_label),
+                                      dtype=self.dtype) for rows in self.data]
 
     def next(self):
         """The next batch, with ``bucket_key`` set to its bucket length."""
         if self.curr_idx == len(self.idx):
             raise StopIteration
-        i, j = self.idx[self.curr_idx]
+        slot, start = self.idx[self.curr_idx]
         self.curr_idx += 1
-
+        rows = slice(start, start + self.batch_size)
+        data, label = self.nddata[slot][rows], self.ndlabel[slot][rows]
         if self.major_axis == 1:
-            data = self.nddata[i][j:j + self.batch_size].T
-            label = self.ndlabel[i][j:j + self.batch_size].T
-        else:
-            data = self.nddata[i][j:j + self.batch_size]
-            label = self.ndlabel[i][j:j + self.batch_size]
+            data, label = data.T, label.T
+        return DataBatch([data], [label], pad=0, bucket_key=self.buckets[slot],
+                         provide_data=[self._desc(self.data_name, data)],
+                         provide_label=[self._desc(self.label_name, label)])
 
-        return DataBatch([data], [label], pad=0,
-                         bucket_key=self.buckets[i],
-                         provide_data=[DataDesc(name=self.data_name, shape=tuple(data.shape),
-                                                layout=self.layout)],
-                         provide_label=[DataDesc(name=self.label_name, shape=tuple(label.shape),
-                                                 layout=self.layout)])
+    def _desc(self, name, array):
+        return DataDesc(name=name, shape=tuple(array.shape), layout=self.layout)

@@ -36,6 +36,32 @@ def test_encode_sentences_with_given_vocab():
         rnn.encode_sentences([["zz"]], vocab={'a': 1})
 
 
+def test_encode_sentences_unknown_token_takes_the_next_id_each_time():
+    # mxnet 1.9.1: every missing token (a repeated one too) takes the next id and
+    # vocab[unknown_token] is left at the last of them
+    enc, vocab = rnn.encode_sentences([["a", "q", "r", "q"]], vocab={'a': 5, '\n': 0},
+                                      unknown_token='<unk>')
+    assert enc == [[5, 0, 1, 2]] and vocab == {'a': 5, '\n': 0, '<unk>': 2}
+    # building a vocabulary with unknown_token: every new token goes under it
+    enc, vocab = rnn.encode_sentences([["x", "y", "x"], ["z"]], unknown_token='<unk>',
+                                      start_label=-1, invalid_label=-1)
+    assert enc == [[0, 1, 2], [3]] and vocab == {'\n': -1, '<unk>': 3}
+    enc, vocab = rnn.encode_sentences([["x", "y"]], start_label=2, invalid_label=2)
+    assert enc == [[3, 4]] and vocab == {'\n': 2, 'x': 3, 'y': 4}
+
+
+def test_bucket_iter_sorts_the_callers_buckets_and_names_a_bucketless_corpus():
+    buckets = [5, 3]
+    it = rnn.BucketSentenceIter([[1, 2, 3], [1, 2], [4, 5, 6, 7, 8], [1]], 1, buckets=buckets,
+                                invalid_label=0)
+    assert buckets == [3, 5] and it.buckets == [3, 5]   # sorted in place, as mxnet does
+    # mxnet fails on max([]) here; the error says why
+    with pytest.raises(ValueError, match="no bucket holds any of the 2 sentences"):
+        rnn.BucketSentenceIter([[1, 2, 3], [1, 2]], 3)
+    with pytest.raises(ValueError, match=r"buckets=\[1\], batch_size=1"):
+        rnn.BucketSentenceIter([[1, 2, 3], [1, 2]], 1, buckets=[1])
+
+
 def test_bucket_iter_automatic_buckets():
     it = rnn.BucketSentenceIter(ENCODED, 2, invalid_label=0)
     assert it.buckets == [2, 3] and it.default_bucket_key == 3
