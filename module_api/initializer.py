@@ -1,15 +1,20 @@
-"""``mx.init`` / ``mx.initializer``: parameter initializers as in mxnet 1.9.1.
+"""``mx.init`` / ``mx.initializer``: the parameter initializers of mxnet 1.9.1.
 
-An :class:`Initializer` is called as ``init(InitDesc(name, attrs), arr)`` and
-fills ``arr`` in place.  A variable's ``__init__`` attribute (set by
-``mx.sym.Variable(init=...)``, a registered name such as ``"zeros"`` or a
-``dumps()`` JSON string) overrides the global initializer; otherwise the
-name's suffix decides: ``weight`` -> ``_init_weight``, ``bias``/``beta`` -> 0,
-``gamma`` -> 1, ``moving_mean``/``moving_inv_var``/``moving_avg``/``min`` -> 0,
-``moving_var``/``max`` -> 1.  (mxnet's backend tags BatchNorm's auxiliary
-states with ``__init__`` attributes; the suffix rule covers symbols that do not.)
+Calling ``initializer(InitDesc(name, attrs), arr)`` fills ``arr`` in place.
+Which fill a parameter gets:
 
-Random draws come from the project generator seeded by ``mx.random.seed``.
+1. its ``__init__`` attribute, when it has one (``mx.sym.Variable(init=...)``
+   stores a registered name such as ``"zeros"`` or ``dumps()`` JSON there);
+2. else the end of its name: ``weight`` -> the initializer's own rule
+   (``_init_weight``), ``bias`` / ``beta`` -> 0, ``gamma`` -> 1, and for
+   auxiliary states ``moving_mean`` / ``moving_inv_var`` / ``moving_avg`` /
+   ``min`` -> 0, ``moving_var`` / ``max`` -> 1 (mxnet's backend tags BatchNorm's
+   states with ``__init__``; the name rule covers symbols that do not);
+3. else ``ValueError``.
+
+Random fills draw float32 samples on the CPU from the project generator that
+``mx.random.seed`` seeds, one draw per array, so seeded programs repeat.
+``dumps()`` text is mxnet's: it is stored in symbol attributes.
 """
 from __future__ import annotations
 
@@ -33,110 +38,162 @@ __all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Load", "Mi
 
 
 class InitDesc(str):
-    """A parameter name (``str``) carrying its symbol attributes and the global initializer."""
+    """A parameter's name, as a ``str``, with what initializing it needs.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name.
+    attrs : dict, optional
+        Its symbol attributes (``__init__`` among them).
+    global_init : Initializer, optional
+        The initializer the whole model was given; recorded on the first call.
+    """
 
     def __new__(cls, name, attrs=None, global_init=None):
-        ret = super().__new__(cls, name)
-        ret.attrs = attrs or {}
-        ret.global_init = global_init
-        return ret
+        desc = str.__new__(cls, name)
+        desc.attrs = attrs or {}
+        desc.global_init = global_init
+        return desc
 
 
-# --------------------------------------------------------------- array fill
-def _ctx_of(arr):
+# ------------------------------------------------------------- array writes
+def _context_of(arr):
+    """The mx context whose generator fills ``arr``."""
     if isinstance(arr, NDArray):
         return arr.context
     from runtime.context import Context, cpu
-    return Context("gpu", arr.device.index or 0) if arr.device.type == "cuda" else cpu(0)
+    if arr.device.type == "cuda":
+        return Context("gpu", arr.device.index or 0)
+    return cpu(0)
 
 
-def _assign(arr, value):
-    """``arr[:] = value`` for any tensor and numpy / scalar / tensor value (a csr /
-    row_sparse ``arr`` keeps the entries / rows of the value that are not zero)."""
+def _write(arr, value):
+    """``arr[:] = value`` for a scalar, numpy array or tensor ``value``.
+
+    A csr / row_sparse ``arr`` is written through a dense array of its shape
+    (it then stores the entries / rows that are not zero).
+    """
     if getattr(arr, "stype", "default") != "default":
         dense = torch.zeros(arr.shape, dtype=arr.dtype, device=arr.device)
-        _assign(dense, value)
+        _write(dense, value)
         arr[:] = dense
         return
     with torch.no_grad():
         if isinstance(value, torch.Tensor):
-            arr.copy_(value.to(arr.device).reshape(arr.shape) if value.numel() == arr.numel()
-                      else value.to(arr.device))
+            value = value.to(arr.device)
+            arr.copy_(value.reshape(arr.shape) if value.numel() == arr.numel() else value)
         elif np.isscalar(value):
             arr.fill_(value)
         else:
             arr.copy_(torch.as_tensor(np.asarray(value)).reshape(arr.shape))
 
 
-def _draw(shape, kind, a, b, ctx):
-    """float32 samples: ``uniform(a, b)`` or ``normal(mean=a, std=b)``, on CPU."""
-    t = torch.empty(tuple(shape), dtype=torch.float32)
-    gen = _rt_random.generator_for(ctx)
-    if kind == "uniform":
-        return t.uniform_(float(a), float(b), generator=gen)
-    return t.normal_(float(a), float(b), generator=gen)
+def _sample(shape, law, first, second, ctx):
+    """float32 CPU samples of ``shape``: ``law`` is ``"uniform"`` on
+    ``[first, second)`` or ``"normal"`` with mean ``first`` and std ``second``."""
+    out = torch.empty(tuple(shape), dtype=torch.float32)
+    generator = _rt_random.generator_for(ctx)
+    if law == "uniform":
+        return out.uniform_(float(first), float(second), generator=generator)
+    return out.normal_(float(first), float(second), generator=generator)
 
 
-def _fill_random(arr, kind, a, b):
-    _assign(arr, _draw(arr.shape, kind, a, b, _ctx_of(arr)).to(torch_dtype(arr)))
+def _fill_sampled(arr, law, first, second):
+    """Fill ``arr`` with one draw of :func:`_sample`, cast to its dtype."""
+    drawn = _sample(arr.shape, law, first, second, _context_of(arr))
+    _write(arr, drawn.to(torch_dtype(arr)))
 
 
-# ----------------------------------------------------------------- registry
+def _bilinear_kernel(shape):
+    """float32 weights of a bilinear upsampling kernel of ``shape`` (.., .., h, w)."""
+    if len(shape) < 4:
+        raise ValueError(f"Bilinear initialization needs a 4-d weight (num_filter, channels, "
+                         f"height, width); got shape {tuple(shape)}")
+    width, height = shape[3], shape[2]
+    half = np.ceil(width / 2.)
+    centre = (2 * half - 1 - half % 2) / (2. * half)
+    flat = np.arange(int(np.prod(shape)))
+    cols = flat % width
+    rows = (flat // width) % height
+    # float64 products, rounded once to float32
+    values = (1 - np.abs(cols / half - centre)) * (1 - np.abs(rows / half - centre))
+    return values.astype(np.float32).reshape(shape)
+
+
+# ------------------------------------------------------------------ registry
 _REGISTRY: dict = {}
 
 
 def register(klass, name=None):
-    """Register an Initializer subclass under its lower-cased class name (or ``name``)."""
+    """Register an :class:`Initializer` subclass under ``name`` (default: its
+    lower-cased class name), so that :func:`create` and ``__init__`` attributes find it."""
     if not (isinstance(klass, type) and issubclass(klass, Initializer)):
-        raise TypeError("Can only register subclass of Initializer")
-    name = (name or klass.__name__).lower()
-    if name in _REGISTRY and _REGISTRY[name] is not klass:
+        raise TypeError("Can only register subclass of Initializer, got %r" % (klass,))
+    key = (name or klass.__name__).lower()
+    known = _REGISTRY.get(key)
+    if known is not None and known is not klass:
         warnings.warn(f"New initializer {klass.__module__}.{klass.__name__} registered with "
-                      f"name {name} is overriding existing initializer", UserWarning,
+                      f"name {key} is overriding existing initializer", UserWarning,
                       stacklevel=2)
-    _REGISTRY[name] = klass
+    _REGISTRY[key] = klass
     return klass
 
 
 def alias(*aliases):
-    """Decorator: register a class under extra names (``@alias("zeros")``)."""
-    def reg(klass):
-        for name in aliases:
-            register(klass, name)
+    """Class decorator registering the class under each of ``aliases`` too."""
+    def add_names(klass):
+        for extra in aliases:
+            register(klass, extra)
         return klass
-    return reg
+    return add_names
+
+
+def _create_from_text(text, args, kwargs):
+    """:func:`create` for a string: ``dumps()`` JSON (a list or an object) or a name."""
+    if text[:1] in ("[", "{"):
+        assert not args and not kwargs, \
+            "create(%r): JSON text carries its own arguments; pass no others" % text
+        parsed = json.loads(text)
+        if isinstance(parsed, dict):
+            return create(**parsed)
+        registered, parsed_kwargs = parsed
+        return create(registered, **parsed_kwargs)
+    key = text.lower()
+    if key not in _REGISTRY:
+        raise ValueError(f"{key} is not registered. Please register with initializer.register "
+                         f"first (registered: {', '.join(sorted(_REGISTRY))})")
+    return _REGISTRY[key](*args, **kwargs)
 
 
 def create(*args, **kwargs):
-    """An initializer from an instance, a registered name, a dict, or ``dumps()`` JSON."""
+    """An initializer from an instance, a registered name (with its arguments),
+    a dict with an ``"initializer"`` key, or ``dumps()`` JSON text.
+
+    Returns
+    -------
+    Initializer
+    """
     if args:
-        name, args = args[0], args[1:]
+        spec, args = args[0], args[1:]
     else:
-        name = kwargs.pop("initializer")
-    if isinstance(name, Initializer):
+        spec = kwargs.pop("initializer")
+    if isinstance(spec, Initializer):
         assert not args and not kwargs, \
             "initializer is already an instance. Additional arguments are invalid"
-        return name
-    if isinstance(name, dict):
-        return create(**name)
-    if not isinstance(name, str):
-        raise TypeError("initializer must be of string type")
-    if name.startswith("["):
-        assert not args and not kwargs
-        name, kwargs = json.loads(name)
-        return create(name, **kwargs)
-    if name.startswith("{"):
-        assert not args and not kwargs
-        return create(**json.loads(name))
-    name = name.lower()
-    if name not in _REGISTRY:
-        raise ValueError(f"{name} is not registered. Please register with "
-                         "initializer.register first")
-    return _REGISTRY[name](*args, **kwargs)
+        return spec
+    if isinstance(spec, dict):
+        return create(**spec)
+    if not isinstance(spec, str):
+        raise TypeError("initializer must be of string type (a registered name or dumps() "
+                        "JSON), an Initializer or a dict; got %s" % type(spec).__name__)
+    return _create_from_text(spec, args, kwargs)
 
 
-# --------------------------------------------------------------- base class
-_SUFFIX_RULES = (  # (suffix, method) in mxnet's order, then the auxiliary-state rules
+# ---------------------------------------------------------------- base class
+# name ending -> the method that fills it; no ending is the end of another,
+# so the order of the table does not matter
+_BY_NAME_END = (
     ("weight", "_init_weight"), ("bias", "_init_bias"), ("gamma", "_init_gamma"),
     ("beta", "_init_beta"), ("moving_mean", "_init_zero"), ("moving_var", "_init_one"),
     ("moving_inv_var", "_init_zero"), ("moving_avg", "_init_zero"),
@@ -144,8 +201,31 @@ _SUFFIX_RULES = (  # (suffix, method) in mxnet's order, then the auxiliary-state
 )
 
 
+def _rule_for(name):
+    """``(ending, method name)`` of the rule that applies to ``name``, or ``None``."""
+    for ending, method in _BY_NAME_END:
+        if name.endswith(ending):
+            return ending, method
+    return None
+
+
+def _rms(arr):
+    """The default verbose statistic: ``|arr|_2 / sqrt(size)``, as text."""
+    norm = float(torch.linalg.vector_norm(arr.float()))
+    return str(norm / np.sqrt(arr.numel()))
+
+
 class Initializer:
-    """The base class of an initializer."""
+    """Base class of the initializers.
+
+    Subclasses define ``_init_weight(name, arr)``; biases, gammas, betas and
+    auxiliary states get the fixed values the module docstring lists.
+
+    Parameters
+    ----------
+    **kwargs
+        The constructor's arguments, written by :meth:`dumps`.
+    """
 
     def __init__(self, **kwargs):
         self._kwargs = kwargs
@@ -153,87 +233,111 @@ class Initializer:
         self._print_func = None
 
     def set_verbosity(self, verbose=False, print_func=None):
-        """Log each initialized array's |x|/size(x) (or ``print_func(arr)``)."""
+        """Log a line per initialized array.
+
+        Parameters
+        ----------
+        verbose : bool
+            Whether to log ``Initialized <name> as <rule>: <statistic>``.
+        print_func : callable, optional
+            The statistic, from the array to a string; by default
+            ``norm(arr) / sqrt(arr.size)``.
+
+        Returns
+        -------
+        Initializer
+            ``self``, for chaining.
+        """
         self._verbose = verbose
-        if print_func is None:
-            def print_func(x):
-                return str(float(torch.linalg.vector_norm(x.float())) / np.sqrt(x.numel()))
-        self._print_func = print_func
+        self._print_func = _rms if print_func is None else print_func
         return self
 
     def _verbose_print(self, desc, init, arr):
-        if self._verbose and self._print_func:
-            _LOG.info('Initialized %s as %s: %s', desc, init, self._print_func(arr))
+        """Log the line :meth:`set_verbosity` asked for (``init``: the rule used)."""
+        if not (self._verbose and self._print_func):
+            return
+        _LOG.info('Initialized %s as %s: %s', desc, init, self._print_func(arr))
 
     def dumps(self):
-        """JSON ``[lower-cased class name, kwargs]``, e.g. ``'["normal", {"sigma": 0.5}]'``."""
-        return json.dumps([self.__class__.__name__.lower(), self._kwargs])
+        """JSON text ``[lower-cased class name, constructor arguments]``.
+
+        ``Normal(0.5).dumps()`` is ``'["normal", {"sigma": 0.5}]'``; :func:`create`
+        reads it back.
+        """
+        return json.dumps([type(self).__name__.lower(), self._kwargs])
 
     def __call__(self, desc, arr):
+        """Fill ``arr`` for the parameter ``desc`` (an :class:`InitDesc`)."""
         if not isinstance(desc, InitDesc):
             self._legacy_init(desc, arr)
             return
         if desc.global_init is None:
             desc.global_init = self
-        init = desc.attrs.get("__init__", "")
-        if init:
-            create(init)._init_weight(desc, arr)
-            self._verbose_print(desc, init, arr)
+        from_attr = desc.attrs.get("__init__", "")
+        if from_attr:
+            create(from_attr)._init_weight(desc, arr)
+            self._verbose_print(desc, from_attr, arr)
             return
-        for suffix, method in _SUFFIX_RULES:
-            if desc.endswith(suffix):
-                getattr(self, method)(desc, arr)
-                self._verbose_print(desc, suffix, arr)
-                return
-        self._init_default(desc, arr)
+        rule = _rule_for(desc)
+        if rule is None:
+            self._init_default(desc, arr)
+            return
+        ending, method = rule
+        getattr(self, method)(desc, arr)
+        self._verbose_print(desc, ending, arr)
 
     def _legacy_init(self, name, arr):
+        """The deprecated ``init(name, arr)`` call: the name alone decides."""
         warnings.warn("Calling initializer with init(str, NDArray) has been deprecated."
                       "please use init(mx.init.InitDesc(...), NDArray) instead.",
                       DeprecationWarning, stacklevel=3)
         if not isinstance(name, str):
-            raise TypeError('name must be string')
+            raise TypeError('name must be string, got %s' % type(name).__name__)
         if not isinstance(arr, torch.Tensor):
-            raise TypeError('arr must be NDArray')
-        if name.startswith('upsampling'):
+            raise TypeError('arr must be NDArray, got %s' % type(arr).__name__)
+        # mxnet's old special names: upsampling kernels and spatial-transformer heads
+        if name.startswith("upsampling"):
             self._init_bilinear(name, arr)
-        elif name.startswith('stn_loc') and name.endswith('weight'):
+            return
+        if name.startswith("stn_loc") and name.endswith("weight"):
             self._init_zero(name, arr)
-        elif name.startswith('stn_loc') and name.endswith('bias'):
+            return
+        if name.startswith("stn_loc") and name.endswith("bias"):
             self._init_loc_bias(name, arr)
-        else:
-            legacy = (("bias", "_init_bias"), ("gamma", "_init_gamma"),
-                      ("beta", "_init_beta"), ("weight", "_init_weight")) + _SUFFIX_RULES[4:]
-            for suffix, method in legacy:
-                if name.endswith(suffix):
-                    getattr(self, method)(name, arr)
-                    return
+            return
+        rule = _rule_for(name)
+        if rule is None:
             self._init_default(name, arr)
+        else:
+            getattr(self, rule[1])(name, arr)
 
     def _init_bilinear(self, _, arr):
-        _assign(arr, _bilinear(tuple(arr.shape)))
+        _write(arr, _bilinear_kernel(tuple(arr.shape)))
 
-    def _init_loc_bias(self, _, arr):
-        assert arr.shape[0] == 6
-        _assign(arr, np.array([1.0, 0, 0, 0, 1.0, 0]))
+    def _init_loc_bias(self, name, arr):
+        """The identity affine transform ``[1, 0, 0, 0, 1, 0]``."""
+        assert arr.shape[0] == 6, \
+            "%s: a localisation bias has 6 entries (a 2x3 affine transform), got shape %s" % (
+                name, tuple(arr.shape))
+        _write(arr, np.array([1.0, 0, 0, 0, 1.0, 0]))
 
     def _init_zero(self, _, arr):
-        _assign(arr, 0.0)
+        _write(arr, 0.0)
 
     def _init_one(self, _, arr):
-        _assign(arr, 1.0)
+        _write(arr, 1.0)
 
     def _init_bias(self, _, arr):
-        _assign(arr, 0.0)
+        _write(arr, 0.0)
 
     def _init_gamma(self, _, arr):
-        _assign(arr, 1.0)
+        _write(arr, 1.0)
 
     def _init_beta(self, _, arr):
-        _assign(arr, 0.0)
+        _write(arr, 0.0)
 
     def _init_weight(self, name, arr):
-        """Abstract method to initialize weight."""
+        """Fill a weight; each initializer defines it."""
         raise NotImplementedError("Must override it")
 
     def _init_default(self, name, _):
@@ -244,9 +348,9 @@ class Initializer:
             'Please use mx.sym.Variable(init=mx.init.*) to set initialization pattern' % name)
 
     def __eq__(self, other):
-        if not isinstance(other, Initializer):
-            return NotImplemented
-        return type(self) is type(other) and self._kwargs == other._kwargs
+        if isinstance(other, Initializer):
+            return type(other) is type(self) and other._kwargs == self._kwargs
+        return NotImplemented
 
     __hash__ = object.__hash__
 
@@ -254,74 +358,85 @@ class Initializer:
         return f"{type(self).__name__}({self._kwargs})"
 
 
-def _bilinear(shape):
-    weight = np.zeros(int(np.prod(shape)), dtype="float32")
-    f = np.ceil(shape[3] / 2.)
-    c = (2 * f - 1 - f % 2) / (2. * f)
-    for i in range(int(np.prod(shape))):
-        x = i % shape[3]
-        y = (i // shape[3]) % shape[2]
-        weight[i] = (1 - abs(x / f - c)) * (1 - abs(y / f - c))
-    return weight.reshape(shape)
-
-
-# ------------------------------------------------------ non-registered ones
+# ------------------------------------------------------------ not registered
 class Load:
-    """Initialize from a dict (or ``.params`` file) of arrays, falling back to ``default_init``.
+    """Fill parameters from saved arrays; the others with ``default_init``.
 
-    ``arg:`` / ``aux:`` prefixes are stripped from the keys.
+    Parameters
+    ----------
+    param : str or dict
+        A ``.params`` file name, or a dict from names to arrays. ``arg:`` /
+        ``aux:`` prefixes are dropped from the names.
+    default_init : Initializer, optional
+        For parameters ``param`` lacks.
+    verbose : bool
+        Log how each parameter was filled.
     """
 
     def __init__(self, param, default_init=None, verbose=False):
         if isinstance(param, str):
             from runtime.ndarray_io import load
             param = load(param)
-        assert isinstance(param, dict)
-        self.param = {}
-        for name, arr in param.items():
-            if name.startswith('arg:') or name.startswith('aux:'):
-                self.param[name[4:]] = arr
-            else:
-                self.param[name] = arr
+        assert isinstance(param, dict), \
+            "Load: param must be a dict of arrays or a .params file name, got %s" % (
+                type(param).__name__)
+        self.param = {_strip_kind(key): value for key, value in param.items()}
         self.default_init = default_init
         self.verbose = verbose
 
     def __call__(self, name, arr):
-        if name in self.param:
-            assert tuple(arr.shape) == tuple(self.param[name].shape), \
-                'Parameter %s cannot be initialized from loading. ' % name + \
-                'Shape mismatch, target %s vs loaded %s' % (str(arr.shape),
-                                                            self.param[name].shape)
-            _assign(arr, torch.as_tensor(np.asarray(self.param[name])) if not isinstance(
-                self.param[name], torch.Tensor) else self.param[name])
-            if self.verbose:
-                _LOG.info('Initialized %s by loading', name)
-        else:
+        if name not in self.param:
             assert self.default_init is not None, \
                 "Cannot Initialize %s. Not found in loaded param " % name + \
                 "and no default Initializer is provided."
             self.default_init(name, arr)
-            if self.verbose:
-                _LOG.info('Initialized %s by default', name)
+            how = "default"
+        else:
+            saved = self.param[name]
+            want, have = tuple(arr.shape), tuple(saved.shape)
+            assert want == have, ("Parameter %s cannot be initialized from loading. "
+                                  "Shape mismatch, target %s vs loaded %s" % (name, want, have))
+            if not isinstance(saved, torch.Tensor):
+                saved = torch.as_tensor(np.asarray(saved))
+            _write(arr, saved)
+            how = "loading"
+        if self.verbose:
+            _LOG.info('Initialized %s by %s', name, how)
+
+
+def _strip_kind(key):
+    """A saved name without its ``arg:`` / ``aux:`` prefix."""
+    return key[4:] if key.startswith(("arg:", "aux:")) else key
 
 
 class Mixed:
-    """Pick the initializer of the first regex pattern that matches the name."""
+    """Use, for each parameter, the initializer of the first pattern its name matches.
+
+    Parameters
+    ----------
+    patterns : list of str
+        Regular expressions, tried in order with ``re.match``.
+    initializers : list of Initializer
+        One per pattern.
+    """
 
     def __init__(self, patterns, initializers):
-        assert len(patterns) == len(initializers)
-        self.map = list(zip([re.compile(p) for p in patterns], initializers))
+        assert len(patterns) == len(initializers), \
+            "Mixed: %d patterns but %d initializers; give one initializer per pattern" % (
+                len(patterns), len(initializers))
+        self.map = [(re.compile(pattern), chosen)
+                    for pattern, chosen in zip(patterns, initializers)]
 
     def __call__(self, name, arr):
-        for prog, init in self.map:
-            if prog.match(name):
-                init(name, arr)
+        for regex, chosen in self.map:
+            if regex.match(name):
+                chosen(name, arr)
                 return
         raise ValueError('Parameter name %s did not match any pattern. Consider '
                          'add a ".*" pattern at the and with default Initializer.' % name)
 
 
-# ------------------------------------------------------------- registered
+# ---------------------------------------------------------------- registered
 @register
 @alias("zeros")
 class Zero(Initializer):
@@ -331,7 +446,7 @@ class Zero(Initializer):
         super().__init__()
 
     def _init_weight(self, _, arr):
-        _assign(arr, 0)
+        _write(arr, 0)
 
 
 @register
@@ -343,89 +458,98 @@ class One(Initializer):
         super().__init__()
 
     def _init_weight(self, _, arr):
-        _assign(arr, 1)
+        _write(arr, 1)
 
 
 @register
 class Constant(Initializer):
-    """Fill with ``value`` (a scalar or an array broadcast to the shape)."""
+    """Fill with ``value``: a scalar, or an array broadcast to the parameter's shape."""
 
     def __init__(self, value):
         super().__init__(value=value)
         self.value = value
 
     def _init_weight(self, _, arr):
-        v = self.value
-        if isinstance(v, (list, tuple, np.ndarray)) or isinstance(v, torch.Tensor):
-            v = torch.as_tensor(np.asarray(v) if not isinstance(v, torch.Tensor) else v)
-            with torch.no_grad():
-                arr.copy_(v.to(arr.device, torch_dtype(arr)).expand_as(arr))
-        else:
-            _assign(arr, v)
+        value = self.value
+        if not isinstance(value, (list, tuple, np.ndarray, torch.Tensor)):
+            _write(arr, value)
+            return
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value))
+        with torch.no_grad():
+            arr.copy_(value.to(arr.device, torch_dtype(arr)).expand_as(arr))
 
     def dumps(self):
-        val = self._kwargs['value']
-        if not np.isscalar(val):
-            if isinstance(val, torch.Tensor):
-                val = val.detach().cpu().double().tolist()
-            elif isinstance(val, np.ndarray):
-                val = val.tolist()
-            self._kwargs['value'] = val
-        return json.dumps([self.__class__.__name__.lower(), self._kwargs])
+        """As :meth:`Initializer.dumps`, an array ``value`` written as a (nested) list."""
+        value = self._kwargs["value"]
+        if isinstance(value, torch.Tensor):
+            self._kwargs["value"] = value.detach().cpu().double().tolist()
+        elif isinstance(value, np.ndarray):
+            self._kwargs["value"] = value.tolist()
+        return super().dumps()
 
 
 @register
 class Uniform(Initializer):
-    """Uniform samples in ``[-scale, scale]``."""
+    """Samples uniform in ``[-scale, scale]``."""
 
     def __init__(self, scale=0.07):
         super().__init__(scale=scale)
         self.scale = scale
 
     def _init_weight(self, _, arr):
-        _fill_random(arr, "uniform", -self.scale, self.scale)
+        _fill_sampled(arr, "uniform", -self.scale, self.scale)
 
 
 @register
 class Normal(Initializer):
-    """Normal samples with mean 0 and standard deviation ``sigma``."""
+    """Samples from ``N(0, sigma)`` (``sigma``: the standard deviation)."""
 
     def __init__(self, sigma=0.01):
         super().__init__(sigma=sigma)
         self.sigma = sigma
 
     def _init_weight(self, _, arr):
-        _fill_random(arr, "normal", 0, self.sigma)
+        _fill_sampled(arr, "normal", 0, self.sigma)
 
 
 @register
 class Orthogonal(Initializer):
-    """A scaled orthogonal matrix (rows or columns, as the shape allows) from an SVD."""
+    """``scale`` times an orthonormal matrix: the SVD factor of a random
+    ``(shape[0], prod(shape[1:]))`` matrix whose shape that is.
+
+    ``rand_type`` is the law of the random matrix: ``"uniform"`` on [-1, 1]
+    or ``"normal"`` N(0, 1).
+    """
+
+    _LAWS = {"uniform": ("uniform", -1.0, 1.0), "normal": ("normal", 0.0, 1.0)}
 
     def __init__(self, scale=1.414, rand_type="uniform"):
         super().__init__(scale=scale, rand_type=rand_type)
         self.scale = scale
         self.rand_type = rand_type
 
-    def _init_weight(self, _, arr):
-        nout = arr.shape[0]
-        nin = int(np.prod(arr.shape[1:]))
-        if self.rand_type == "uniform":
-            tmp = _draw((nout, nin), "uniform", -1.0, 1.0, _ctx_of(arr)).numpy()
-        elif self.rand_type == "normal":
-            tmp = _draw((nout, nin), "normal", 0.0, 1.0, _ctx_of(arr)).numpy()
-        else:
-            raise ValueError(f"Unknown random type {self.rand_type!r}")
-        u, _s, v = np.linalg.svd(tmp, full_matrices=False)
-        res = u if u.shape == tmp.shape else v
-        _assign(arr, (self.scale * res.reshape(tuple(arr.shape))).astype(np.float32))
+    def _init_weight(self, name, arr):
+        if self.rand_type not in self._LAWS:
+            raise ValueError(f"Unknown random type {self.rand_type!r} for {name}: "
+                             "rand_type must be 'uniform' or 'normal'")
+        rows, cols = arr.shape[0], int(np.prod(arr.shape[1:]))
+        law, first, second = self._LAWS[self.rand_type]
+        noise = _sample((rows, cols), law, first, second, _context_of(arr)).numpy()
+        left, _sv, right = np.linalg.svd(noise, full_matrices=False)
+        basis = left if left.shape == noise.shape else right
+        _write(arr, (self.scale * basis.reshape(tuple(arr.shape))).astype(np.float32))
 
 
 @register
 class Xavier(Initializer):
-    """Glorot / Xavier: scale ``sqrt(magnitude / factor)`` where factor is the
-    average, input or output fan (``factor_type`` 'avg' / 'in' / 'out');
-    ``rnd_type`` 'uniform' draws from ``[-scale, scale]``, 'gaussian' from N(0, scale)."""
+    """Glorot / Xavier initialization.
+
+    The samples have scale ``sqrt(magnitude / fan)``, ``fan`` being the input
+    fan, the output fan or their mean (``factor_type`` ``"in"``, ``"out"``,
+    ``"avg"``), counting the kernel's spatial size. ``rnd_type="uniform"``
+    draws from ``[-scale, scale]``, ``"gaussian"`` from ``N(0, scale)``.
+    """
 
     def __init__(self, rnd_type="uniform", factor_type="avg", magnitude=3):
         super().__init__(rnd_type=rnd_type, factor_type=factor_type, magnitude=magnitude)
@@ -434,57 +558,65 @@ class Xavier(Initializer):
         self.magnitude = float(magnitude)
 
     def _scale(self, name, shape):
+        """``sqrt(magnitude / fan)`` for a weight of ``shape``."""
         if len(shape) < 2:
-            raise ValueError('Xavier initializer cannot be applied to vector {0}. It requires at'
-                             ' least 2D.'.format(name))
-        hw_scale = float(np.prod(shape[2:])) if len(shape) > 2 else 1.
-        fan_in, fan_out = shape[1] * hw_scale, shape[0] * hw_scale
-        factors = {"avg": (fan_in + fan_out) / 2.0, "in": fan_in, "out": fan_out}
-        if self.factor_type not in factors:
-            raise ValueError("Incorrect factor type")
-        return np.sqrt(self.magnitude / factors[self.factor_type])
+            raise ValueError('Xavier initializer cannot be applied to vector {0}. It requires '
+                             'at least 2D.'.format(name))
+        receptive = float(np.prod(shape[2:])) if len(shape) > 2 else 1.
+        fan_in = shape[1] * receptive
+        fan_out = shape[0] * receptive
+        if self.factor_type == "avg":
+            fan = (fan_in + fan_out) / 2.0
+        elif self.factor_type in ("in", "out"):
+            fan = fan_in if self.factor_type == "in" else fan_out
+        else:
+            raise ValueError("Incorrect factor type %r: factor_type must be 'avg', 'in' or "
+                             "'out'" % (self.factor_type,))
+        return np.sqrt(self.magnitude / fan)
 
     def _init_weight(self, name, arr):
         scale = self._scale(name, tuple(arr.shape))
         if self.rnd_type == "uniform":
-            _fill_random(arr, "uniform", -scale, scale)
+            _fill_sampled(arr, "uniform", -scale, scale)
         elif self.rnd_type == "gaussian":
-            _fill_random(arr, "normal", 0, scale)
+            _fill_sampled(arr, "normal", 0, scale)
         else:
-            raise ValueError("Unknown random type")
+            raise ValueError("Unknown random type %r: rnd_type must be 'uniform' or "
+                             "'gaussian'" % (self.rnd_type,))
 
 
 @register
 class MSRAPrelu(Xavier):
-    """He / MSRA initialization for PReLU nets: Xavier 'gaussian' with magnitude 2/(1+slope^2)."""
+    """He / MSRA initialization for PReLU networks: Xavier with Gaussian
+    samples and ``magnitude = 2 / (1 + slope**2)``."""
 
     def __init__(self, factor_type="avg", slope=0.25):
-        magnitude = 2. / (1 + slope ** 2)
-        super().__init__("gaussian", factor_type, magnitude)
-        self._kwargs = {'factor_type': factor_type, 'slope': slope}
+        super().__init__("gaussian", factor_type, 2. / (1 + slope ** 2))
+        # dumps() writes mxnet's arguments of this class, not Xavier's
+        self._kwargs = {"factor_type": factor_type, "slope": slope}
 
 
 @register
 class Bilinear(Initializer):
-    """Bilinear upsampling kernels."""
+    """Bilinear upsampling kernels (for a ``Deconvolution`` weight)."""
 
     def __init__(self):
         super().__init__()
 
     def _init_weight(self, _, arr):
-        _assign(arr, _bilinear(tuple(arr.shape)))
+        _write(arr, _bilinear_kernel(tuple(arr.shape)))
 
 
 @register
 class LSTMBias(Initializer):
-    """Zero biases except the forget gate's (the second quarter), set to ``forget_bias``."""
+    """LSTM biases: 0, but ``forget_bias`` for the forget gate (the second quarter)."""
 
     def __init__(self, forget_bias=1.0):
         super().__init__(forget_bias=forget_bias)
         self.forget_bias = forget_bias
 
     def _init_weight(self, name, arr):
-        _assign(arr, 0.0)
-        num_hidden = int(arr.shape[0] / 4)
+        _write(arr, 0.0)
+        gate = int(arr.shape[0] / 4)
         with torch.no_grad():
-            arr[num_hidden:2 * num_hidden] = self.forget_bias
+            arr[gate:2 * gate] = self.forget_bias

@@ -316,3 +316,85 @@ def test_image_iter_as_mxnet_resize_crop_normalize():
         # bicubic resizing may round 1 unit apart: 1 / std (about 0.0175) after normalizing
         diff = np.abs(batch.data[0].asnumpy() - ORACLE[key + "_data"])
         assert diff.max() <= 1.0 / 57.0 + 1e-5, (key, diff.max())
+
+
+# mxnet 1.9.1's augmenters on AUG_IMG after random.seed(s) and np.random.seed(s), s = 1, 2
+# (rounded to 3 decimals): the draws come in mxnet's order and from mxnet's distributions
+AUG_IMG = np.array([[[10., 200., 30.], [40., 50., 160.], [70., 80., 90.]],
+                    [[250., 5., 120.], [130., 140., 15.], [60., 220., 180.]]], np.float32)
+PCA_EIGVAL = np.array([55.46, 4.794, 1.148])
+PCA_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009], [-0.5808, -0.0045, -0.8140],
+                       [-0.5836, -0.6948, 0.4203]])
+MXNET_AUGMENTED = {
+    "bright": (lambda: mx.image.BrightnessJitterAug(0.3), [
+        [[[7.806, 156.124, 23.419], [31.225, 39.031, 124.899], [54.643, 62.449, 70.256]],
+         [[195.155, 3.903, 93.674], [101.48, 109.287, 11.709], [46.837, 171.736, 140.511]]],
+        [[[12.736, 254.724, 38.209], [50.945, 63.681, 203.779], [89.153, 101.89, 114.626]],
+         [[318.405, 6.368, 152.834], [165.571, 178.307, 19.104], [76.417, 280.197, 229.252]]]]),
+    "contrast": (lambda: mx.image.ContrastJitterAug(0.3), [
+        [[[31.325, 179.643, 46.938], [54.744, 62.55, 148.418], [78.162, 85.968, 93.775]],
+         [[218.674, 27.422, 117.193], [124.999, 132.806, 35.228], [70.356, 195.255, 164.03]]],
+        [[[-16.598, 225.39, 8.875], [21.611, 34.347, 174.446], [59.82, 72.556, 85.292]],
+         [[289.071, -22.966, 123.501], [136.237, 148.973, -10.229], [47.084, 250.863, 199.918]]]]),
+    "sat": (lambda: mx.image.SaturationJitterAug(0.3), [
+        [[[34.968, 183.285, 50.58], [44.289, 52.095, 137.963], [71.788, 79.594, 87.4]],
+         [[215.198, 23.947, 113.718], [128.412, 136.218, 38.641], [83.605, 208.504, 177.28]]],
+        [[[-21.141, 220.847, 4.332], [34.651, 47.387, 187.485], [67.77, 80.506, 93.242]],
+         [[293.406, -18.631, 127.835], [131.981, 144.717, -14.485], [30.558, 234.338, 183.393]]]]),
+    "hue": (lambda: mx.image.HueJitterAug(0.3), [
+        [[[2.478, 174.658, 180.157], [80.261, 29.696, 159.069], [76.033, 75.7, 96.335]],
+         [[223.858, 54.558, -66.643], [89.811, 157.322, 31.094], [88.913, 182.222, 298.742]]],
+        [[[89.525, 182.997, -91.273], [4.215, 80.142, 98.639], [67.908, 84.02, 74.772]],
+         [[182.894, -0.401, 324.134], [173.421, 108.748, 62.025], [92.328, 232.591, 30.171]]]]),
+    "jitter": (lambda: mx.image.ColorJitterAug(0.1, 0.2, 0.3), [
+        [[[19.605, 188.794, 37.414], [46.162, 55.066, 153.018], [72.921, 81.826, 90.731]],
+         [[233.238, 15.073, 117.477], [126.458, 135.363, 24.054], [64.235, 206.71, 171.092]]],
+        [[[7.368, 206.697, 28.35], [50.137, 60.628, 176.029], [78.34, 88.832, 99.323]],
+         [[264.856, 7.826, 128.472], [133.444, 143.935, 12.798], [52.125, 219.981, 178.017]]]]),
+    "light": (lambda: mx.image.LightingAug(0.1, PCA_EIGVAL, PCA_EIGVEC), [
+        [[[4.652, 194.818, 24.921], [34.652, 44.818, 154.921], [64.652, 74.818, 84.921]],
+         [[244.652, -0.182, 114.921], [124.652, 134.818, 9.921], [54.652, 214.818, 174.921]]],
+        [[[11.194, 201.542, 31.265], [41.194, 51.542, 161.265], [71.194, 81.542, 91.265]],
+         [[251.194, 6.542, 121.265], [131.194, 141.542, 16.265], [61.194, 221.542, 181.265]]]]),
+    "gray": (lambda: mx.image.RandomGrayAug(0.5), [
+        [[[148.2] * 3, [55.6] * 3, [78.6] * 3], [[64.5] * 3, [129.15] * 3, [183.6] * 3]],
+        AUG_IMG.tolist()]),
+    "flip": (lambda: mx.image.HorizontalFlipAug(0.5), [AUG_IMG[:, ::-1].tolist(),
+                                                       AUG_IMG.tolist()]),
+    "crop": (lambda: mx.image.RandomCropAug((2, 1), 0), [AUG_IMG[:1, :2].tolist()] * 2),
+    "sized": (lambda: mx.image.RandomSizedCropAug((2, 2), 0.3, (0.5, 2.0), 0), [
+        [AUG_IMG[1, :2].tolist()] * 2, [AUG_IMG[0, :2].tolist(), AUG_IMG[1, :2].tolist()]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MXNET_AUGMENTED))
+def test_seeded_augmenters_draw_as_mxnet(name):
+    make, wanted = MXNET_AUGMENTED[name]
+    for seed, want in zip((1, 2), wanted):
+        random.seed(seed)
+        np.random.seed(seed)
+        got = make()(mx.nd.array(AUG_IMG)).asnumpy()
+        np.testing.assert_allclose(got, np.array(want, np.float32), atol=2e-3, rtol=0)
+
+
+def test_create_augmenter_dumps_as_mxnet():
+    augs = mx.image.CreateAugmenter((3, 8, 8), resize=9, rand_crop=True, rand_resize=True,
+                                    rand_mirror=True, mean=True, std=True, brightness=0.1,
+                                    contrast=0.1, saturation=0.1, hue=0.1, pca_noise=0.1,
+                                    rand_gray=0.5, inter_method=1)
+    assert [a.dumps() for a in augs] == [      # printed by mxnet 1.9.1
+        '["resizeaug", {"size": 9, "interp": 1}]',
+        '["randomsizedcropaug", {"size": [8, 8], "area": 0.08, "ratio": [0.75, '
+        '1.3333333333333333], "interp": 1}]',
+        '["horizontalflipaug", {"p": 0.5}]', '["castaug", {"type": "float32"}]',
+        ['colorjitteraug', ['["brightnessjitteraug", {"brightness": 0.1}]',
+                            '["contrastjitteraug", {"contrast": 0.1}]',
+                            '["saturationjitteraug", {"saturation": 0.1}]']],
+        '["huejitteraug", {"hue": 0.1}]',
+        '["lightingaug", {"alphastd": 0.1, "eigval": [55.46, 4.794, 1.148], "eigvec": '
+        '[[-0.5675, 0.7192, 0.4009], [-0.5808, -0.0045, -0.814], [-0.5836, -0.6948, 0.4203]]}]',
+        '["randomgrayaug", {"p": 0.5}]',
+        '["colornormalizeaug", {"mean": [123.68000030517578, 116.27999877929688, '
+        '103.52999877929688], "std": [58.39500045776367, 57.119998931884766, 57.375]}]']
+    with pytest.raises(AssertionError):
+        mx.image.CreateAugmenter((3, 8, 8), rand_resize=True)     # needs rand_crop

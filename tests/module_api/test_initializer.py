@@ -1,6 +1,7 @@
 """``mx.init``: suffix dispatch, ``__init__`` attributes, statistics, dumps()
 strings as mxnet 1.9.1 prints them."""
 import json
+import logging
 import os
 
 import numpy as np
@@ -199,3 +200,120 @@ def test_a_program_that_never_seeds_draws_the_same_numbers_every_run():
                            text=True, timeout=120) for _ in range(2)]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
     assert runs[0].stdout == runs[1].stdout and runs[0].stdout.strip()
+
+
+def _seeded_samples(shape, law, first, second):
+    """One float32 draw of ``shape`` from the CPU generator, as after mx.random.seed(11)."""
+    from runtime import random as rt_random
+    from runtime.context import cpu
+    mx.random.seed(11)
+    out = torch.empty(shape, dtype=torch.float32)
+    gen = rt_random.generator_for(cpu())
+    if law == "uniform":
+        return out.uniform_(first, second, generator=gen)
+    return out.normal_(first, second, generator=gen)
+
+
+@pytest.mark.parametrize("make,law,first,second", [
+    (lambda: init.Uniform(0.3), "uniform", -0.3, 0.3),
+    (lambda: init.Normal(0.2), "normal", 0.0, 0.2),
+    (lambda: init.Xavier(), "uniform", -np.sqrt(3 / 45.0), np.sqrt(3 / 45.0)),
+    (lambda: init.Xavier("gaussian", "in", 2), "normal", 0.0, np.sqrt(2 / 27.0)),
+    (lambda: init.Xavier("uniform", "out", 1.5), "uniform", -np.sqrt(1.5 / 63.0),
+     np.sqrt(1.5 / 63.0)),
+    (lambda: init.MSRAPrelu("avg", 0.5), "normal", 0.0, np.sqrt(2 / 1.25 / 45.0)),
+])
+def test_random_fills_are_one_seeded_float32_draw_of_the_shape(make, law, first, second):
+    """Each random initializer makes exactly one draw of the array's shape from the seeded
+    generator (the draw order that fixed-seed results depend on)."""
+    shape = (7, 3, 3, 3)       # fan_in 27, fan_out 63, mean 45
+    want = _seeded_samples(shape, law, float(first), float(second))
+    mx.random.seed(11)
+    got = fill(make(), "conv_weight", shape)
+    assert torch.equal(got.as_subclass(torch.Tensor), want)
+    nxt = fill(make(), "conv_weight", shape)        # the stream goes on
+    assert not torch.equal(nxt.as_subclass(torch.Tensor), want)
+
+
+@pytest.mark.parametrize("rand_type,law,first,second", [("uniform", "uniform", -1.0, 1.0),
+                                                        ("normal", "normal", 0.0, 1.0)])
+@pytest.mark.parametrize("shape", [(3, 2, 2), (6, 2)])
+def test_orthogonal_is_the_svd_factor_of_one_seeded_draw(rand_type, law, first, second, shape):
+    rows, cols = shape[0], int(np.prod(shape[1:]))
+    noise = _seeded_samples((rows, cols), law, first, second).numpy()
+    u, _, v = np.linalg.svd(noise, full_matrices=False)
+    want = (2.0 * (u if u.shape == noise.shape else v)).reshape(shape).astype(np.float32)
+    mx.random.seed(11)
+    got = fill(init.Orthogonal(2.0, rand_type), "w_weight", shape)
+    np.testing.assert_array_equal(got.asnumpy(), want)
+
+
+def test_bilinear_kernels_as_mxnet():
+    """Values printed by mxnet 1.9.1 (the 3x3 kernel uses mxnet's formula as it is)."""
+    arr = fill(init.Bilinear(), "up_weight", (1, 1, 4, 4))
+    assert arr.asnumpy().ravel().tolist() == [0.0625, 0.1875, 0.1875, 0.0625,
+                                              0.1875, 0.5625, 0.5625, 0.1875,
+                                              0.1875, 0.5625, 0.5625, 0.1875,
+                                              0.0625, 0.1875, 0.1875, 0.0625]
+    arr = fill(init.Bilinear(), "up_weight", (2, 1, 3, 3))
+    assert arr.asnumpy().ravel().tolist() == [0.0625, 0.1875, 0.1875, 0.1875, 0.5625, 0.5625,
+                                              0.1875, 0.5625, 0.5625] * 2
+    arr = fill(init.Bilinear(), "up_weight", (1, 1, 2, 2))
+    assert arr.asnumpy().ravel().tolist() == [1.0, 0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match=r"4-d weight .* got shape \(6, 3\)"):
+        fill(init.Bilinear(), "up_weight", (6, 3))
+
+
+def test_legacy_names_upsampling_and_spatial_transformer():
+    with pytest.warns(DeprecationWarning):
+        bias = nd.ones((6,))
+        init.Uniform()("stn_loc_bias", bias)
+        weight = nd.ones((2, 3))
+        init.Uniform()("stn_loc_weight", weight)
+        up = nd.zeros((1, 1, 2, 2))
+        init.Uniform()("upsampling0_weight", up)
+    assert bias.tolist() == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]       # as mxnet 1.9.1
+    assert weight.tolist() == [[0.0] * 3] * 2
+    assert up.tolist() == [[[[1.0, 0.0], [0.0, 0.0]]]]
+
+
+def test_set_verbosity_logs_mxnet_lines(caplog):
+    caplog.set_level(logging.INFO)
+    one = init.One()
+    assert one.set_verbosity(True) is one
+    one(init.InitDesc("fc_weight"), nd.zeros((2, 2)))
+    one(init.InitDesc("w", {"__init__": "zeros"}), nd.zeros((4,)))
+    one(init.InitDesc("fc_bias"), nd.zeros((4,)))
+    init.One().set_verbosity(True, lambda x: "sum=%g" % float(x.sum()))(
+        init.InitDesc("fc_weight"), nd.zeros((2, 2)))
+    init.One()(init.InitDesc("quiet_weight"), nd.zeros((2,)))     # verbosity off: no line
+    assert [r.getMessage() for r in caplog.records] == [       # as mxnet 1.9.1 logs them
+        "Initialized fc_weight as weight: 1.0", "Initialized w as zeros: 0.0",
+        "Initialized fc_bias as bias: 0.0", "Initialized fc_weight as weight: sum=4"]
+
+
+def test_load_verbose_lines_and_mixed_error(caplog):
+    caplog.set_level(logging.INFO)
+    loader = init.Load({"arg:a_weight": nd.array([1., 2.])}, init.Constant(9), verbose=True)
+    loader("a_weight", nd.zeros((2,)))
+    loader(init.InitDesc("b_weight"), nd.zeros((2,)))
+    assert [r.getMessage() for r in caplog.records] == ["Initialized a_weight by loading",
+                                                        "Initialized b_weight by default"]
+    with pytest.raises(AssertionError, match="Cannot Initialize c. Not found in loaded param"):
+        init.Load({"a": nd.zeros((2,))})("c", nd.zeros((2,)))
+    with pytest.raises(ValueError, match="Parameter name b_weight did not match any pattern"):
+        init.Mixed(["a.*"], [init.Zero()])(init.InitDesc("b_weight"), nd.zeros((2,)))
+
+
+def test_create_from_dict_json_object_and_constant_tensor_dumps():
+    assert init.create({"initializer": "uniform", "scale": 0.2}).dumps() == \
+        '["uniform", {"scale": 0.2}]'
+    assert init.create('{"initializer": "normal", "sigma": 0.3}').dumps() == \
+        '["normal", {"sigma": 0.3}]'
+    assert init.Constant(nd.array([1.5, 2.])).dumps() == '["constant", {"value": [1.5, 2.0]}]'
+    with pytest.raises(TypeError, match="initializer must be of string type"):
+        init.create(3)
+    with pytest.raises(ValueError, match="Incorrect factor type"):
+        fill(init.Xavier(factor_type="zz"), "w_weight", (2, 2))
+    with pytest.raises(ValueError, match="Unknown random type"):
+        fill(init.Xavier(rnd_type="zz"), "w_weight", (2, 2))
