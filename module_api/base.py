@@ -36,7 +36,7 @@ mx_int = ctypes.c_int
 mx_uint = ctypes.c_uint
 mx_int64 = ctypes.c_int64
 mx_float = ctypes.c_float
-mx_float_p = ctypes.POINTER(mx_float)
+mx_float_p = ctypes.POINTER(ctypes.c_float)
 mx_real_t = _np.float32
 
 __version__ = "1.9.1"
@@ -109,9 +109,10 @@ class NotSupportedForSparseNDArray(MXNetError):
 
     def __init__(self, function, alias, *args):
         super().__init__()
-        self.function = function.__name__
+        # the same attributes as mxnet's (function name, operator alias, argument types)
+        self.function = getattr(function, "__name__", str(function))
         self.alias = alias
-        self.args = [str(type(a)) for a in args]
+        self.args = [str(type(arg)) for arg in args]
 
     def __str__(self):
         msg = f"Function {self.function}"
@@ -133,57 +134,79 @@ def _as_list(obj):
     -------
     list or tuple
     """
-    if isinstance(obj, (list, tuple)):
-        return obj
-    return [obj]
+    return obj if isinstance(obj, (list, tuple)) else [obj]
 
 
-class _MXClassPropertyDescriptor:
+def _bound_to_class(func):
+    """``func`` as a class-level callable: a plain function becomes a classmethod."""
+    return func if isinstance(func, (classmethod, staticmethod)) else classmethod(func)
+
+
+class _ClassProperty:
+    """The descriptor :func:`classproperty` makes: reading it (on the class or an
+    instance) calls ``fget`` with the class; ``fset`` is set through :meth:`setter`
+    and used when the class's metaclass is :class:`_ClassPropertyMeta`."""
+
     def __init__(self, fget, fset=None):
         self.fget = fget
         self.fset = fset
 
-    def __get__(self, obj, clas=None):
-        if clas is None:
-            clas = type(obj)
-        return self.fget.__get__(obj, clas)()
+    def __get__(self, obj, owner=None):
+        if owner is None:
+            owner = type(obj)
+        return self.fget.__get__(obj, owner)()
 
     def __set__(self, obj, value):
+        # set on the class (through _ClassPropertyMeta): the setter gets that class
+        owner = obj if isinstance(obj, type) else type(obj)
         if not self.fset:
-            raise MXNetError("cannot use the setter of a classproperty that has none; "
-                             "define it with .setter")
-        type_ = type(obj)
-        return self.fset.__get__(obj, type_)(value)
+            raise MXNetError("cannot use the setter: %s to set attribute; the classproperty "
+                             "has none, define it with .setter" % owner.__name__)
+        return self.fset.__get__(None if obj is owner else obj, owner)(value)
 
     def setter(self, func):
-        if not isinstance(func, (classmethod, staticmethod)):
-            func = classmethod(func)
-        self.fset = func
+        self.fset = _bound_to_class(func)
         return self
 
 
-class _MXClassPropertyMetaClass(type):
+class _ClassPropertyMeta(type):
+    """Metaclass that routes ``Cls.name = value`` to a classproperty's setter."""
+
     def __setattr__(cls, key, value):
-        obj = cls.__dict__.get(key)
-        if obj and isinstance(obj, _MXClassPropertyDescriptor):
-            return obj.__set__(cls, value)
+        prop = cls.__dict__.get(key)
+        if isinstance(prop, _ClassProperty):
+            return prop.__set__(cls, value)
         return super().__setattr__(key, value)
 
 
+# mxnet's names for the two classes, for code that imports them from mx.base
+_MXClassPropertyDescriptor = _ClassProperty
+_MXClassPropertyMetaClass = _ClassPropertyMeta
+
+
 def with_metaclass(meta, *bases):
-    """Create a base class with metaclass ``meta`` (mxnet's py2/py3 helper)."""
-    class metaclass(type):  # noqa: N801
-        def __new__(cls, name, this_bases, d):
-            return meta(name, bases, d)
+    """A base class that makes its subclasses with ``meta`` and ``bases``.
+
+    ``class C(with_metaclass(Meta, Base))`` is ``class C(Base, metaclass=Meta)``
+    (the Python 2/3 idiom mxnet uses): the temporary class's own metaclass
+    replaces itself by ``meta`` when the subclass is created.
+    """
+    class _Bridge(type):
+        def __new__(mcs, name, _temporary_bases, namespace):
+            return meta(name, bases, namespace)
 
         @classmethod
-        def __prepare__(cls, name, this_bases):
+        def __prepare__(mcs, name, _temporary_bases):
             return meta.__prepare__(name, bases)
-    return type.__new__(metaclass, "temporary_class", (), {})
+    return type.__new__(_Bridge, "temporary_class", (), {})
 
 
 def classproperty(func):
-    """A property of the class rather than of its instances."""
-    if not isinstance(func, (classmethod, staticmethod)):
-        func = classmethod(func)
-    return _MXClassPropertyDescriptor(func)
+    """A read-only property of the class (also readable on instances).
+
+    Parameters
+    ----------
+    func : callable
+        Called with the class; a plain function is made a classmethod.
+    """
+    return _ClassProperty(_bound_to_class(func))

@@ -7,7 +7,6 @@ of these.
 import numbers
 import sys
 import threading
-from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -27,6 +26,8 @@ __all__ = ['DataDesc', 'DataBatch', 'DataIter', 'MNISTIter', 'CSVIter', 'LibSVMI
            'NDArrayIter',
            'PrefetchingIter', 'ResizeIter']
 
+# the message mxnet gives when joined iterators disagree on their batches
+_MISMATCH = "Number of entry mismatches between iterators"
 
 
 def _numpy_type(dtype):
@@ -56,96 +57,155 @@ class _BatchHolder(DataIter):
 
 
 class ResizeIter(_BatchHolder):
-    """Resize ``data_iter`` to ``size`` batches per epoch, restarting it when
-    it runs out; ``reset_internal`` also resets it on ``reset``."""
+    """Serve exactly ``size`` batches of ``data_iter`` per epoch.
+
+    Parameters
+    ----------
+    data_iter : DataIter
+        The iterator to resize; it is restarted whenever it runs out before
+        ``size`` batches were served.
+    size : int
+        Batches per epoch.
+    reset_internal : bool, default True
+        Also reset ``data_iter`` on :meth:`reset`; with False the next epoch
+        goes on where the wrapped iterator stopped.
+    """
 
     def __init__(self, data_iter, size, reset_internal=True):
-        super(ResizeIter, self).__init__()
+        super().__init__()
         self.data_iter = data_iter
         self.size = size
         self.reset_internal = reset_internal
         self.cur = 0
         self.current_batch = None
+        # a resized iterator looks like the one it wraps
         self.provide_data = data_iter.provide_data
         self.provide_label = data_iter.provide_label
         self.batch_size = data_iter.batch_size
-        if hasattr(data_iter, 'default_bucket_key'):
+        try:
             self.default_bucket_key = data_iter.default_bucket_key
+        except AttributeError:
+            pass                            # not a bucketing iterator
 
     def reset(self):
         self.cur = 0
         if self.reset_internal:
             self.data_iter.reset()
 
+    def _pull(self):
+        """The wrapped iterator's next batch, starting it over when it is exhausted."""
+        try:
+            return self.data_iter.next()
+        except StopIteration:
+            self.data_iter.reset()
+        return self.data_iter.next()
+
     def iter_next(self):
         if self.cur == self.size:
             return False
-        try:
-            self.current_batch = self.data_iter.next()
-        except StopIteration:
-            self.data_iter.reset()
-            self.current_batch = self.data_iter.next()
+        self.current_batch = self._pull()
         self.cur += 1
         return True
 
 
-class PrefetchingIter(_BatchHolder):
-    """Prefetch batches of one or more iterators on background threads.
+def _set_all(events):
+    for event in events:
+        event.set()
 
-    ``rename_data`` / ``rename_label``: one ``{old_name: new_name}`` dict per
-    iterator. Batches of the iterators are joined (data and labels in
-    iterator order).
+
+def _clear_all(events):
+    for event in events:
+        event.clear()
+
+
+def _wait_all(events):
+    for event in events:
+        event.wait()
+
+
+def _renamed_descs(descs_per_iter, renames):
+    """One flat list of the iterators' descriptions, each renamed by its iterator's
+    ``{old: new}`` dict (a plain ``(name, shape)`` tuple keeps its name, as mxnet)."""
+    if renames is None:
+        return [desc for descs in descs_per_iter for desc in descs]
+    joined = []
+    for mapping, descs in zip(renames, descs_per_iter):
+        for desc in descs:
+            if not isinstance(desc, DataDesc):
+                joined.append(DataDesc(*desc))
+                continue
+            joined.append(DataDesc(mapping[desc.name], desc.shape, desc.dtype))
+    return joined
+
+
+class PrefetchingIter(_BatchHolder):
+    """Fetch the batches of one or more iterators ahead, on background threads.
+
+    Parameters
+    ----------
+    iters : DataIter or list of DataIter
+        Their batches are joined into one: data arrays, then label arrays, in
+        iterator order. They must yield the same number of batches with the
+        same ``pad``.
+    rename_data, rename_label : list of dict, optional
+        One ``{old_name: new_name}`` dict per iterator for ``provide_data`` /
+        ``provide_label``.
+
+    Notes
+    -----
+    Each iterator has a worker thread and two events: ``data_taken`` tells the
+    worker to fetch, ``data_ready`` tells the consumer the fetched batch is in
+    ``next_batch``. Call :meth:`close` to stop the workers.
     """
 
     def __init__(self, iters, rename_data=None, rename_label=None):
-        super(PrefetchingIter, self).__init__()
-        if not isinstance(iters, list):
-            iters = [iters]
-        self.n_iter = len(iters)
-        assert self.n_iter > 0
-        self.iters = iters
+        super().__init__()
+        self.iters = iters if isinstance(iters, list) else [iters]
+        self.n_iter = len(self.iters)
+        assert self.n_iter > 0, "PrefetchingIter needs at least one iterator"
         self.rename_data = rename_data
         self.rename_label = rename_label
         self.batch_size = self.provide_data[0][1][0]
-        self.data_ready = [threading.Event() for _ in range(self.n_iter)]
-        self.data_taken = [threading.Event() for _ in range(self.n_iter)]
-        for event in self.data_taken:
-            event.set()
-        self.started = True
         self.current_batch = None
-        self.next_batch = [None for _ in range(self.n_iter)]
-        self._errors = [None for _ in range(self.n_iter)]
-        self.prefetch_threads = [
-            threading.Thread(target=PrefetchingIter._prefetch, args=(self, i), daemon=True)
-            for i in range(self.n_iter)]
-        for thread in self.prefetch_threads:
-            thread.start()
+        self.next_batch = [None] * self.n_iter
+        self._errors = [None] * self.n_iter
+        self.data_ready = [threading.Event() for _ in self.iters]
+        self.data_taken = [threading.Event() for _ in self.iters]
+        _set_all(self.data_taken)           # every slot is free: fetch at once
+        self.started = True
+        self.prefetch_threads = []
+        for slot in range(self.n_iter):
+            worker = threading.Thread(target=PrefetchingIter._prefetch, args=(self, slot),
+                                      daemon=True)
+            self.prefetch_threads.append(worker)
+            worker.start()
 
     def _prefetch(self, i):
-        """Thread body: fetch one batch of iterator ``i`` each time the last was taken."""
+        """Worker body: fetch one batch of iterator ``i`` each time the last was taken."""
+        source = self.iters[i]
         while True:
             self.data_taken[i].wait()
             if not self.started:
-                break
+                return
+            fetched, failure = None, None
             try:
-                self.next_batch[i] = self.iters[i].next()
+                fetched = source.next()
             except StopIteration:
-                self.next_batch[i] = None
+                pass                        # None marks the end of the epoch
             except Exception as err:  # pylint: disable=broad-except
-                self.next_batch[i] = None
-                self._errors[i] = err
+                failure = err               # raised in the consumer's thread
+            self.next_batch[i], self._errors[i] = fetched, failure
             self.data_taken[i].clear()
             self.data_ready[i].set()
 
     def close(self):
-        """Stop the prefetch threads."""
+        """Stop the worker threads (a no-op once stopped)."""
         if not getattr(self, 'started', False):
             return
         self.started = False
-        for event in self.data_taken:
-            event.set()
-        for thread in self.prefetch_threads:
-            thread.join()
+        _set_all(self.data_taken)           # wake the workers so they see ``started``
+        for worker in self.prefetch_threads:
+            worker.join()
 
     def __del__(self):
         try:
@@ -153,73 +213,67 @@ class PrefetchingIter(_BatchHolder):
         except Exception:  # pylint: disable=broad-except
             pass
 
-    @staticmethod
-    def _renamed(descs_per_iter, renames):
-        if renames is None:
-            return sum(descs_per_iter, [])
-        return sum([[
-            DataDesc(r[x.name], x.shape, x.dtype) if isinstance(x, DataDesc)
-            else DataDesc(*x)
-            for x in descs] for r, descs in zip(renames, descs_per_iter)], [])
-
     @property
     def provide_data(self):
-        return self._renamed([list(i.provide_data) for i in self.iters], self.rename_data)
+        return _renamed_descs([list(it.provide_data) for it in self.iters], self.rename_data)
 
     @property
     def provide_label(self):
-        return self._renamed([list(i.provide_label or []) for i in self.iters],
-                             self.rename_label)
+        return _renamed_descs([list(it.provide_label or []) for it in self.iters],
+                              self.rename_label)
 
     def _raise_pending(self):
-        for i, err in enumerate(self._errors):
+        """Re-raise, here, the first error a worker met."""
+        for slot, err in enumerate(self._errors):
             if err is not None:
-                self._errors[i] = None
+                self._errors[slot] = None
                 raise err
 
     def reset(self):
-        for event in self.data_ready:
-            event.wait()
+        _wait_all(self.data_ready)          # no worker may be mid-fetch
         for it in self.iters:
             it.reset()
-        for event in self.data_ready:
-            event.clear()
-        for event in self.data_taken:
-            event.set()
+        _clear_all(self.data_ready)
+        _set_all(self.data_taken)
+
+    def _join(self, batches):
+        """One DataBatch of every iterator's arrays (pad and index of the first)."""
+        data, label = [], []
+        for batch in batches:
+            data.extend(batch.data)
+            label.extend(batch.label or [])
+        lead = batches[0]
+        return DataBatch(data, label, lead.pad, lead.index,
+                         provide_data=self.provide_data, provide_label=self.provide_label)
 
     def iter_next(self):
-        for event in self.data_ready:
-            event.wait()
+        _wait_all(self.data_ready)
         self._raise_pending()
-        if self.next_batch[0] is None:
-            for batch in self.next_batch:
-                assert batch is None, "Number of entry mismatches between iterators"
+        batches = self.next_batch
+        if batches[0] is None:
+            assert all(b is None for b in batches), _MISMATCH
             return False
-        for batch in self.next_batch:
-            assert batch.pad == self.next_batch[0].pad, \
-                "Number of entry mismatches between iterators"
-        self.current_batch = DataBatch(
-            sum([list(batch.data) for batch in self.next_batch], []),
-            sum([list(batch.label or []) for batch in self.next_batch], []),
-            self.next_batch[0].pad,
-            self.next_batch[0].index,
-            provide_data=self.provide_data,
-            provide_label=self.provide_label)
-        for event in self.data_ready:
-            event.clear()
-        for event in self.data_taken:
-            event.set()
+        pad = batches[0].pad
+        assert all(b is not None and b.pad == pad for b in batches), _MISMATCH
+        self.current_batch = self._join(batches)
+        _clear_all(self.data_ready)
+        _set_all(self.data_taken)           # let the workers fetch the next ones
         return True
 
     def next(self):
-        if self.iter_next():
-            return self.current_batch
-        raise StopIteration
+        if not self.iter_next():
+            raise StopIteration
+        return self.current_batch
 
 
 # --------------------------------------------------------------------------
 # NDArrayIter
 # --------------------------------------------------------------------------
+
+# the input kinds NDArrayIter accepts, as mxnet's messages name them
+_ARRAY_KINDS = "NDArray, numpy.ndarray or h5py.Dataset"
+_LAST_BATCH_MODES = ('pad', 'discard', 'roll_over')
+
 
 def _is_h5py_dataset(value) -> bool:
     """An ``h5py.Dataset`` (checked without importing h5py: a program passing one has)."""
@@ -252,32 +306,43 @@ def _to_ndarray(value):
     return as_ndarray(torch.from_numpy(np.array(value, dtype=_mx_real_t)))
 
 
-def _init_data(data, allow_empty, default_name):
-    """Canonical form: a list of ``(name, NDArray)`` sorted by name (as mxnet)."""
-    assert (data is not None) or allow_empty
-    if data is None:
-        data = []
-    if isinstance(data, (np.ndarray, torch.Tensor, BaseSparseNDArray)) or \
-            _is_h5py_dataset(data):
-        data = [data]
-    if isinstance(data, (list, tuple)):
-        if not allow_empty:
-            assert len(data) > 0
-        if len(data) == 1:
-            data = OrderedDict([(default_name, data[0])])
-        else:
-            data = OrderedDict([('_%d_%s' % (i, default_name), d) for i, d in enumerate(data)])
-    if not isinstance(data, dict):
-        raise TypeError("Input must be NDArray, numpy.ndarray, h5py.Dataset, "
-                        "a list of them or dict with them as values")
-    out = {}
-    for k, v in data.items():
+def _is_single_array(value) -> bool:
+    return isinstance(value, (np.ndarray, torch.Tensor, BaseSparseNDArray)) or \
+        _is_h5py_dataset(value)
+
+
+def _named_inputs(inputs, default_name):
+    """``inputs`` as a dict name -> array: a lone array (or a one-entry list) is
+    ``default_name``, the entries of a longer list ``_<i>_<default_name>``."""
+    if inputs is None:
+        return {}
+    if _is_single_array(inputs):
+        return {default_name: inputs}
+    if isinstance(inputs, (list, tuple)):
+        if len(inputs) == 1:
+            return {default_name: inputs[0]}
+        return {'_%d_%s' % (pos, default_name): arr for pos, arr in enumerate(inputs)}
+    if isinstance(inputs, dict):
+        return inputs
+    raise TypeError("Input must be NDArray, numpy.ndarray, h5py.Dataset, a list of them "
+                    "or dict with them as values; got %s" % type(inputs).__name__)
+
+
+def _sorted_sources(inputs, allow_empty, default_name):
+    """The canonical form of NDArrayIter's data or label: ``(name, array)`` pairs
+    sorted by name (the order mxnet feeds them in)."""
+    assert inputs is not None or allow_empty, "NDArrayIter needs data, got None"
+    if not allow_empty and isinstance(inputs, (list, tuple)):
+        assert len(inputs) > 0, "NDArrayIter needs data, got an empty %s" % \
+            type(inputs).__name__
+    converted = {}
+    for name, value in _named_inputs(inputs, default_name).items():
         try:
-            out[k] = _to_ndarray(v)
+            converted[name] = _to_ndarray(value)
         except Exception as err:
-            raise TypeError(("Invalid type '%s' for %s, " % (type(v), k)) +
-                            "should be NDArray, numpy.ndarray or h5py.Dataset") from err
-    return list(sorted(out.items()))
+            raise TypeError("Invalid type '%s' for %s, should be %s"
+                            % (type(value), name, _ARRAY_KINDS)) from err
+    return sorted(converted.items(), key=lambda pair: pair[0])
 
 
 def _check_parts(num_parts, part_index, num_rows, what):
@@ -311,33 +376,30 @@ def _part_rows(num_rows, num_parts, part_index):
     return lo + np.arange(size) % (hi - lo)
 
 
-def _take_rows(data, rows):
-    """``(name, NDArray)`` pairs restricted to ``rows`` (axis 0), dtype kept."""
-    out = []
-    for k, v in data:
-        if _is_h5py_dataset(v):     # read through NDArrayIter._order
-            out.append((k, v))
-        elif isinstance(v, CSRNDArray):
-            out.append((k, v.take_rows(np.asarray(rows))))
+def _take_rows(sources, rows, to_float32=False):
+    """``(name, array)`` pairs with their rows (axis 0) picked by ``rows``.
+
+    Dense arrays keep their dtype unless ``to_float32`` (mxnet's shuffle goes
+    through ``mx.nd.array``, which makes float32); csr arrays keep theirs
+    (scipy's row indexing); an ``h5py.Dataset`` is passed through, its rows are
+    read through ``NDArrayIter._order``.
+    """
+    picked = []
+    for name, arr in sources:
+        if _is_h5py_dataset(arr):
+            picked.append((name, arr))
+        elif isinstance(arr, CSRNDArray):
+            picked.append((name, arr.take_rows(np.asarray(rows))))
         else:
-            index = torch.as_tensor(rows, dtype=torch.long, device=v.device)
-            out.append((k, as_ndarray(v.index_select(0, index))))
-    return out
+            index = torch.as_tensor(rows, dtype=torch.long, device=arr.device)
+            chosen = arr.index_select(0, index)
+            picked.append((name, as_ndarray(chosen.to(torch.float32) if to_float32
+                                            else chosen)))
+    return picked
 
 
-def _getdata_by_idx(data, idx):
-    """Reorder every array by ``idx``; like mxnet, the result is float32."""
-    out = []
-    for k, v in data:
-        if _is_h5py_dataset(v):     # read through NDArrayIter._order
-            out.append((k, v))
-            continue
-        if isinstance(v, CSRNDArray):      # mxnet: scipy's row indexing, dtype kept
-            out.append((k, v.take_rows(np.asarray(idx))))
-            continue
-        index = torch.as_tensor(idx, dtype=torch.long, device=v.device)
-        out.append((k, as_ndarray(v.index_select(0, index).to(torch.float32))))
-    return out
+def _clamp(pos, size):
+    return min(max(pos, 0), size)
 
 
 class NDArrayIter(DataIter):
@@ -373,51 +435,69 @@ class NDArrayIter(DataIter):
         part yields the same number of batches per epoch. ``provide_data``
         and ``provide_label`` (``batch_size`` per part) and shuffling (within
         the part) are unchanged.
+
+    Notes
+    -----
+    ``cursor`` is the first row of the current batch. A negative cursor marks
+    the first batch of a 'roll_over' epoch: ``-cursor`` rows left over from the
+    previous epoch (kept in ``_cache_data`` / ``_cache_label``) come first.
     """
 
     def __init__(self, data, label=None, batch_size=1, shuffle=False,
                  last_batch_handle='pad', data_name='data',
                  label_name='softmax_label', layout='NCHW', num_parts=1, part_index=0):
-        super(NDArrayIter, self).__init__(batch_size)
-        assert last_batch_handle in ('pad', 'discard', 'roll_over'), \
-            "last_batch_handle must be 'pad', 'discard' or 'roll_over'"
-        self.data = _init_data(data, allow_empty=False, default_name=data_name)
-        self.label = _init_data(label, allow_empty=True, default_name=label_name)
-        if any(isinstance(v, CSRNDArray) for _, v in self.data + self.label) and \
-                last_batch_handle != 'discard':
-            raise NotImplementedError("`NDArrayIter` only supports ``CSRNDArray``"
-                                      " with `last_batch_handle` set to `discard`.")
-        num_rows = self.data[0][1].shape[0]
-        _check_parts(num_parts, part_index, num_rows, 'data rows')
-        # the original row behind each row of the (parted, shuffled) in-memory arrays:
-        # how an h5py.Dataset, which stays on disk, is read
-        self._order = np.arange(num_rows)
-        if num_parts > 1:
-            rows = _part_rows(num_rows, num_parts, part_index)
-            self.data = _take_rows(self.data, rows)
-            self.label = _take_rows(self.label, rows)
-            self._order = rows
+        super().__init__(batch_size)
+        assert last_batch_handle in _LAST_BATCH_MODES, \
+            "last_batch_handle must be 'pad', 'discard' or 'roll_over', got %r" \
+            % (last_batch_handle,)
+        self.data = _sorted_sources(data, allow_empty=False, default_name=data_name)
+        self.label = _sorted_sources(label, allow_empty=True, default_name=label_name)
+        self._refuse_csr_unless_discard(last_batch_handle)
+        # the original row behind each row of the (parted, shuffled) in-memory
+        # arrays: how an h5py.Dataset, which stays on disk, is read
+        self._order = self._keep_part(num_parts, part_index)
         self.num_parts = num_parts
         self.part_index = part_index
         self.idx = np.arange(len(self._order))
+        self.num_data = len(self.idx)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
-        self.batch_size = batch_size
-        self.cursor = -self.batch_size
-        self.num_data = self.idx.shape[0]
-        self.reset()
-        self.data_list = [x[1] for x in self.data] + [x[1] for x in self.label]
-        self.num_source = len(self.data_list)
+        self.layout = layout
         self._cache_data = None
         self._cache_label = None
-        self.layout = layout
+        self.cursor = -batch_size
+        self.reset()            # draws the first shuffle, as mxnet's constructor does
+        self.data_list = [arr for _, arr in self.data + self.label]
+        self.num_source = len(self.data_list)
 
-    def _descs(self, source):
-        batch_axis = self.layout.find('N')
-        return [DataDesc(k, tuple(list(v.shape[:batch_axis]) + [self.batch_size]
-                                  + list(v.shape[batch_axis + 1:])),
-                         _numpy_type(v.dtype), layout=self.layout)
-                for k, v in source]
+    def _refuse_csr_unless_discard(self, last_batch_handle):
+        has_csr = any(isinstance(arr, CSRNDArray) for _, arr in self.data + self.label)
+        if has_csr and last_batch_handle != 'discard':
+            raise NotImplementedError(
+                "`NDArrayIter` only supports ``CSRNDArray`` with `last_batch_handle` set to "
+                "`discard` (got %r)." % (last_batch_handle,))
+
+    def _keep_part(self, num_parts, part_index):
+        """Cut data and label down to part ``part_index``; the original indices of its rows."""
+        num_rows = self.data[0][1].shape[0]
+        _check_parts(num_parts, part_index, num_rows, 'data rows')
+        if num_parts == 1:
+            return np.arange(num_rows)
+        rows = _part_rows(num_rows, num_parts, part_index)
+        self.data = _take_rows(self.data, rows)
+        self.label = _take_rows(self.label, rows)
+        return rows
+
+    def _batch_axis(self):
+        return self.layout.find('N')
+
+    def _descs(self, sources):
+        axis = self._batch_axis()
+        descs = []
+        for name, arr in sources:
+            shape = tuple(arr.shape[:axis]) + (self.batch_size,) + tuple(arr.shape[axis + 1:])
+            descs.append(DataDesc(name, shape, _numpy_type(arr.dtype), layout=self.layout))
+        return descs
 
     @property
     def provide_data(self):
@@ -429,8 +509,10 @@ class NDArrayIter(DataIter):
         """DataDesc of each label input, batch axis set to ``batch_size``."""
         return self._descs(self.label)
 
+    # -- epochs -------------------------------------------------------------------------
+
     def hard_reset(self):
-        """Ignore roll-over data and go back to the start."""
+        """Back to the first row, dropping any 'roll_over' leftover."""
         if self.shuffle:
             self._shuffle_data()
         self.cursor = -self.batch_size
@@ -438,100 +520,41 @@ class NDArrayIter(DataIter):
         self._cache_label = None
 
     def reset(self):
-        """Back to the start (keeping a 'roll_over' remainder for the next batch)."""
+        """Back to the start; with 'roll_over' the rows the epoch could not fill a batch
+        with open the next one."""
         if self.shuffle:
             self._shuffle_data()
-        if self.last_batch_handle == 'roll_over' and \
-                self.num_data - self.batch_size < self.cursor < self.num_data:
-            # (self.cursor - self.num_data) examples are left over for the next epoch
-            self.cursor = self.cursor - self.num_data - self.batch_size
+        unserved = self.num_data - self.cursor
+        if self.last_batch_handle == 'roll_over' and 0 < unserved < self.batch_size:
+            self.cursor = -self.batch_size - unserved
         else:
             self.cursor = -self.batch_size
 
+    def _shuffle_data(self):
+        """Draw a new permutation of ``idx`` (numpy's global RNG) and reorder the current
+        rows by it: each epoch's shuffle applies on top of the last, as in mxnet."""
+        np.random.shuffle(self.idx)
+        self.data = _take_rows(self.data, self.idx, to_float32=True)
+        self.label = _take_rows(self.label, self.idx, to_float32=True)
+        self._order = self._order[self.idx]
+
+    # -- batches ------------------------------------------------------------------------
+
     def iter_next(self):
         self.cursor += self.batch_size
-        return self.cursor < self.num_data
+        return self.num_data > self.cursor
 
     def next(self):
         if not self.iter_next():
             raise StopIteration
         data = self.getdata()
         label = self.getlabel()
-        # an incomplete last batch ends the epoch; keep it for 'roll_over'
-        if data[0].shape[self.layout.find('N')] != self.batch_size:
-            self._cache_data = data
-            self._cache_label = label
+        if data[0].shape[self._batch_axis()] != self.batch_size:
+            # a short final batch is not served: it ends the epoch ('roll_over'
+            # opens the next epoch with it)
+            self._cache_data, self._cache_label = data, label
             raise StopIteration
         return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
-
-    def _getdata(self, data_source, start=None, end=None):
-        assert start is not None or end is not None, 'should at least specify start or end'
-        start = start if start is not None else 0
-        if end is None:
-            end = data_source[0][1].shape[0] if data_source else 0
-        axis = self.layout.find('N')
-        out = []
-        for _, arr in data_source:
-            if _is_h5py_dataset(arr):   # mxnet reads h5py along axis 0
-                size = len(self._order)
-                lo, hi = min(max(start, 0), size), min(max(end, 0), size)
-                out.append(_read_h5py_rows(arr, self._order[lo:hi]))
-                continue
-            size = arr.shape[axis]
-            lo, hi = min(max(start, 0), size), min(max(end, 0), size)
-            if isinstance(arr, CSRNDArray):     # mxnet's slice_axis: a dense result
-                out.append(arr.slice(lo, hi).tostype('default'))
-                continue
-            with torch._C.DisableTorchFunctionSubclass():   # plain ops: a few us each
-                rows = arr.narrow(axis, lo, max(hi - lo, 0)).clone()
-            out.append(as_ndarray(rows))
-        return out
-
-    def _concat(self, first_data, second_data):
-        if (not first_data) or (not second_data):
-            return first_data if first_data else second_data
-        assert len(first_data) == len(second_data), 'data source should contain the same size'
-        axis = self.layout.find('N')
-        return [as_ndarray(torch.cat([a, b], dim=axis))
-                for a, b in zip(first_data, second_data)]
-
-    @staticmethod
-    def _tile(data, repeats):
-        res = []
-        for datum in data:
-            reps = [1] * datum.dim()
-            reps[0] = repeats
-            res.append(as_ndarray(datum.repeat(*reps)))
-        return res
-
-    def _batchify(self, data_source):
-        assert self.cursor < self.num_data, 'DataIter needs reset.'
-        # first batch of the next epoch with 'roll_over'
-        if self.last_batch_handle == 'roll_over' and -self.batch_size < self.cursor < 0:
-            assert self._cache_data is not None or self._cache_label is not None, \
-                'next epoch should have cached data'
-            cache_data = self._cache_data if self._cache_data is not None else self._cache_label
-            second_data = self._getdata(data_source, end=self.cursor + self.batch_size)
-            if self._cache_data is not None:
-                self._cache_data = None
-            else:
-                self._cache_label = None
-            return self._concat(cache_data, second_data)
-        # last batch with 'pad'
-        if self.last_batch_handle == 'pad' and self.cursor + self.batch_size > self.num_data:
-            pad = self.batch_size - self.num_data + self.cursor
-            first_data = self._getdata(data_source, start=self.cursor)
-            if pad > self.num_data:
-                repeats = pad // self.num_data
-                second_data = self._tile(self._getdata(data_source, end=self.num_data), repeats)
-                if pad % self.num_data != 0:
-                    second_data = self._concat(
-                        second_data, self._getdata(data_source, end=pad % self.num_data))
-            else:
-                second_data = self._getdata(data_source, end=pad)
-            return self._concat(first_data, second_data)
-        end_idx = min(self.cursor + self.batch_size, self.num_data)
-        return self._getdata(data_source, self.cursor, end_idx)
 
     def getdata(self):
         return self._batchify(self.data)
@@ -540,14 +563,84 @@ class NDArrayIter(DataIter):
         return self._batchify(self.label)
 
     def getpad(self):
-        if self.last_batch_handle == 'pad' and self.cursor + self.batch_size > self.num_data:
+        if self._is_padded_batch():
             return self.cursor + self.batch_size - self.num_data
-        if self.last_batch_handle == 'roll_over' and -self.batch_size < self.cursor < 0:
+        if self._is_rolled_over_batch():
             return -self.cursor
         return 0
 
-    def _shuffle_data(self):
-        np.random.shuffle(self.idx)
-        self.data = _getdata_by_idx(self.data, self.idx)
-        self.label = _getdata_by_idx(self.label, self.idx)
-        self._order = self._order[self.idx]
+    def _is_padded_batch(self):
+        return self.last_batch_handle == 'pad' and \
+            self.cursor + self.batch_size > self.num_data
+
+    def _is_rolled_over_batch(self):
+        return self.last_batch_handle == 'roll_over' and -self.batch_size < self.cursor < 0
+
+    def _batchify(self, data_source):
+        """The current batch's arrays of ``data_source`` (``self.data`` or ``self.label``)."""
+        assert self.cursor < self.num_data, 'DataIter needs reset.'
+        if self._is_rolled_over_batch():
+            leftover = self._pop_leftover()
+            head = self._getdata(data_source, 0, self.cursor + self.batch_size)
+            return self._concat(leftover, head)
+        if self._is_padded_batch():
+            return self._padded_batch(data_source)
+        stop = min(self.cursor + self.batch_size, self.num_data)
+        return self._getdata(data_source, self.cursor, stop)
+
+    def _pop_leftover(self):
+        """The previous epoch's leftover rows: data's first, then label's (``next`` asks
+        for data before label). Each is used once."""
+        if self._cache_data is not None:
+            leftover, self._cache_data = self._cache_data, None
+        elif self._cache_label is not None:
+            leftover, self._cache_label = self._cache_label, None
+        else:
+            raise AssertionError('next epoch should have cached data')
+        return leftover
+
+    def _padded_batch(self, data_source):
+        """The last 'pad' batch: the remaining rows, then rows from the start, the whole
+        data as many times as needed when it is shorter than the padding."""
+        whole_copies, partial = divmod(self.getpad(), self.num_data)
+        pieces = [self._getdata(data_source, start=self.cursor)]
+        if whole_copies:
+            pieces += [self._getdata(data_source, 0, self.num_data)] * whole_copies
+        if partial:
+            pieces.append(self._getdata(data_source, 0, partial))
+        return self._concat(*pieces)
+
+    def _getdata(self, data_source, start=None, end=None):
+        """Copies of rows ``[start, end)`` (along the batch axis) of every source.
+
+        ``start`` defaults to 0, ``end`` to the first source's length along axis 0
+        (mxnet's rule); both are clamped to each source's length.
+        """
+        assert start is not None or end is not None, "_getdata needs start or end"
+        first = 0 if start is None else start
+        if end is None:
+            end = data_source[0][1].shape[0] if data_source else 0
+        axis = self._batch_axis()
+        return [self._read_span(arr, axis, first, end) for _, arr in data_source]
+
+    def _read_span(self, arr, axis, start, end):
+        if _is_h5py_dataset(arr):           # mxnet reads h5py along axis 0
+            size = len(self._order)
+            return _read_h5py_rows(arr, self._order[_clamp(start, size):_clamp(end, size)])
+        lo, hi = _clamp(start, arr.shape[axis]), _clamp(end, arr.shape[axis])
+        if isinstance(arr, CSRNDArray):     # mxnet's slice_axis: a dense result
+            return arr.slice(lo, hi).tostype('default')
+        with torch._C.DisableTorchFunctionSubclass():   # plain ops: a few us each
+            rows = arr.narrow(axis, lo, max(hi - lo, 0)).clone()
+        return as_ndarray(rows)
+
+    def _concat(self, *pieces):
+        """Join lists of arrays source by source along the batch axis. Empty lists
+        (an iterator without labels) are skipped."""
+        pieces = [piece for piece in pieces if piece]
+        if len(pieces) <= 1:
+            return pieces[0] if pieces else []
+        assert all(len(piece) == len(pieces[0]) for piece in pieces), \
+            'data source should contain the same size'
+        axis = self._batch_axis()
+        return [as_ndarray(torch.cat(list(parts), dim=axis)) for parts in zip(*pieces)]

@@ -24,9 +24,9 @@ Differences from mxnet, each an error that says so:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from contextlib import contextmanager
 
 import numpy as np
 import numpy.random as rnd
@@ -62,21 +62,33 @@ def random_arrays(*shapes):
 
 
 def random_uniform_arrays(*shapes, **kwargs):
-    """Uniform numpy arrays (``low``, ``high``, ``dtype`` keywords)."""
-    low = kwargs.pop("low", 0.0)
-    high = kwargs.pop("high", 1.0)
-    dtype = kwargs.pop("dtype", default_dtype())
-    if kwargs:
-        raise TypeError("Got unexpected argument/s : " + str(kwargs.keys()))
-    return [np.random.uniform(low, high, size=s).astype(dtype) for s in shapes]
+    """Uniform numpy arrays, one per shape.
+
+    Parameters
+    ----------
+    *shapes : tuple of int
+    low, high : float, keyword only
+        The interval, ``[0, 1)`` when not given.
+    dtype : numpy dtype, keyword only
+        :func:`default_dtype` when not given.
+    """
+    options = {"low": 0.0, "high": 1.0, "dtype": default_dtype()}
+    unknown = {name: value for name, value in kwargs.items() if name not in options}
+    if unknown:
+        raise TypeError("Got unexpected argument/s : " + str(unknown.keys())
+                        + "; random_uniform_arrays takes low, high and dtype")
+    options.update(kwargs)
+    low, high, dtype = options["low"], options["high"], options["dtype"]
+    return [np.random.uniform(low, high, size=shape).astype(dtype) for shape in shapes]
 
 
 def random_sample(population, k):
-    """``k`` elements of ``population`` in random order."""
-    assert 0 <= k <= len(population)
-    population_copy = population[:]
-    np.random.shuffle(population_copy)
-    return population_copy[0:k]
+    """``k`` elements of ``population`` in random order (one ``np.random.shuffle`` draw)."""
+    assert 0 <= k <= len(population), \
+        "random_sample: k=%d must be between 0 and len(population)=%d" % (k, len(population))
+    pool = population[:]
+    np.random.shuffle(pool)
+    return pool[:k]
 
 
 def rand_ndarray(shape, stype="default", density=None, dtype=None, modifier_func=None,
@@ -102,7 +114,7 @@ def rand_ndarray(shape, stype="default", density=None, dtype=None, modifier_func
     modifier_func, shuffle_csr_indices
         Options of mxnet's sparse generator this one does not have (refused if used).
     """
-    ctx = ctx if ctx else default_context()
+    ctx = ctx or default_context()
     if stype in (None, "default"):
         return _nd.array(random_arrays(shape), ctx=ctx, dtype=dtype)
     return _rand_sparse(shape, stype, density, dtype, distribution, ctx,
@@ -116,7 +128,8 @@ def _rand_sparse(shape, stype, density, dtype, distribution, ctx, extra):
     if distribution not in (None, "uniform") or extra:
         raise MXNetError(f"rand_ndarray: only the uniform distribution of {stype} arrays is "
                          f"implemented (no modifier_func / shuffle_csr_indices)")
-    density = rnd.rand() if density is None else density
+    if density is None:
+        density = rnd.rand()
     dtype = np.float32 if dtype is None else dtype
     if stype == "csr":
         if len(shape) != 2:
@@ -129,55 +142,123 @@ def _rand_sparse(shape, stype, density, dtype, distribution, ctx, extra):
     return _sparse.row_sparse_array((values, rows), shape=shape, ctx=ctx, dtype=dtype)
 
 
+def _random_dims(highs, allow_zero_size):
+    """One uniform draw per dimension, in order: an int in ``[low, high]`` (``low`` is 0
+    or 1)."""
+    smallest = 0 if allow_zero_size else 1
+    return tuple(rnd.randint(smallest, high + 1) for high in highs)
+
+
 def rand_shape_2d(dim0=10, dim1=10, allow_zero_size=False):
-    low = 0 if allow_zero_size else 1
-    return rnd.randint(low, dim0 + 1), rnd.randint(low, dim1 + 1)
+    """A random 2-D shape, each size at most ``dim0`` / ``dim1`` (at least 1 unless
+    ``allow_zero_size``)."""
+    return _random_dims((dim0, dim1), allow_zero_size)
 
 
 def rand_shape_3d(dim0=10, dim1=10, dim2=10, allow_zero_size=False):
-    low = 0 if allow_zero_size else 1
-    return rnd.randint(low, dim0 + 1), rnd.randint(low, dim1 + 1), rnd.randint(low, dim2 + 1)
+    """A random 3-D shape; see :func:`rand_shape_2d`."""
+    return _random_dims((dim0, dim1, dim2), allow_zero_size)
 
 
 def rand_shape_nd(num_dim, dim=10, allow_zero_size=False):
-    low = 0 if allow_zero_size else 1
-    return tuple(rnd.randint(low, dim + 1, size=num_dim))
+    """A random ``num_dim``-D shape, every size at most ``dim`` (one vectorised draw)."""
+    smallest = 0 if allow_zero_size else 1
+    return tuple(rnd.randint(smallest, dim + 1, size=num_dim))
 
 
 def rand_coord_2d(x_low, x_high, y_low, y_high):
-    x = np.random.randint(x_low, x_high, dtype=np.int64)
-    y = np.random.randint(y_low, y_high, dtype=np.int64)
-    return x, y
+    """A random point: ``x`` in ``[x_low, x_high)``, then ``y`` in ``[y_low, y_high)``."""
+    return tuple(np.random.randint(low, high, dtype=np.int64)
+                 for low, high in ((x_low, x_high), (y_low, y_high)))
 
 
 def np_reduce(dat, axis, keepdims, numpy_reduce_func):
-    """Reduce ``dat`` over ``axis`` (int, tuple or None) with a numpy reduction."""
+    """Reduce ``dat`` with a numpy reduction that takes one int axis at a time.
+
+    Parameters
+    ----------
+    dat : numpy.ndarray
+    axis : int, sequence of int or None
+        The axes to reduce; None means all of them.
+    keepdims : bool
+        Keep the reduced axes with size 1.
+    numpy_reduce_func : callable
+        ``numpy_reduce_func(array, axis=int)``, e.g. ``np.sum`` or ``np.max``.
+    """
     if isinstance(axis, int):
-        axis = [axis]
+        axes = [axis]
+    elif axis is None:
+        axes = list(range(len(dat.shape)))
     else:
-        axis = list(axis) if axis is not None else range(len(dat.shape))
-    ret = dat
-    for i in reversed(sorted(axis)):
-        ret = numpy_reduce_func(ret, axis=i)
-    if keepdims:
-        keepdims_shape = list(dat.shape)
-        for i in axis:
-            keepdims_shape[i] = 1
-        ret = ret.reshape(tuple(keepdims_shape))
-    return ret
+        axes = list(axis)
+    out = dat
+    for ax in sorted(axes, reverse=True):   # the highest first: lower axes keep their index
+        out = numpy_reduce_func(out, axis=ax)
+    if not keepdims:
+        return out
+    kept_shape = list(dat.shape)
+    for ax in axes:
+        kept_shape[ax] = 1
+    return out.reshape(tuple(kept_shape))
 
 
 # -- optimizers ---------------------------------------------------------------------------
 
 def compare_ndarray_tuple(t1, t2, rtol=None, atol=None):
-    """Compare two (possibly nested tuples of) arrays; ``None`` on either side passes."""
+    """Compare two arrays, or two (nested) tuples of arrays element by element.
+
+    ``None`` on either side passes: an optimizer without a state has None.
+    """
     if t1 is None or t2 is None:
         return
-    if isinstance(t1, tuple):
-        for s1, s2 in zip(t1, t2):
-            compare_ndarray_tuple(s1, s2, rtol, atol)
-    else:
-        assert_almost_equal(t1, t2, rtol=rtol, atol=atol)
+    if not isinstance(t1, tuple):
+        assert_almost_equal(t1, t2, rtol, atol)
+        return
+    for left, right in zip(t1, t2):
+        compare_ndarray_tuple(left, right, rtol, atol)
+
+
+def _optimizer_input(shape, dtype, stype, density, ctx):
+    """``(dense copy, array)``: the array ``opt2`` is given and the dense one for ``opt1``."""
+    if stype in (None, "default"):
+        given = _nd.random.uniform(shape=shape, ctx=ctx, dtype=dtype)
+        return given.copyto(ctx), given
+    given = rand_ndarray(shape, stype, density=density, dtype=dtype)
+    return given.copyto(ctx).tostype("default"), given
+
+
+def _compare_one_weight(opt1, opt2, shape, dtype, stypes, tols, compare_states):
+    ctx = default_context()
+    w_stype, g_stype = stypes
+    dense_w, weight = _optimizer_input(shape, dtype, w_stype, 1, ctx)   # every row stored
+    dense_g, grad = _optimizer_input(shape, dtype, g_stype, None, ctx)
+    dense_state = opt1.create_state_multi_precision(0, dense_w)
+    state = opt2.create_state_multi_precision(0, weight)
+    if compare_states:
+        compare_ndarray_tuple(dense_state, state)
+    opt1.update_multi_precision(0, dense_w, dense_g, dense_state)
+    opt2.update_multi_precision(0, weight, grad, state)
+    if compare_states:
+        compare_ndarray_tuple(dense_state, state, *tols)
+    assert_almost_equal(dense_w, weight, *tols)
+
+
+def _compare_several_weights(opt1, opt2, shapes, dtype, tols, compare_states, ntensors):
+    """``opt1`` updates the weights one at a time, ``opt2`` all of them in one call."""
+    ctx = default_context()
+    weights = tuple(_nd.random.uniform(shape=s, ctx=ctx, dtype=dtype) for s in shapes)
+    grads = tuple(_nd.random.uniform(shape=s, ctx=ctx, dtype=dtype) for s in shapes)
+    weights2 = tuple(w.copyto(ctx) for w in weights)
+    grads2 = tuple(g.copyto(ctx) for g in grads)
+    # mxnet creates every state of opt2 under index 0
+    states2 = [opt2.create_state_multi_precision(0, weights2[k]) for k in range(ntensors)]
+    opt2.update_multi_precision(list(range(ntensors)), weights2, grads2, states2)
+    for k in range(ntensors):
+        state = opt1.create_state_multi_precision(k, weights[k])
+        opt1.update_multi_precision(k, weights[k], grads[k], state)
+        if compare_states:
+            compare_ndarray_tuple(state, states2[k], *tols)
+        compare_ndarray_tuple(weights[k], weights2[k], *tols)
 
 
 def compare_optimizer(opt1, opt2, shape, dtype, w_stype="default", g_stype="default",
@@ -195,48 +276,22 @@ def compare_optimizer(opt1, opt2, shape, dtype, w_stype="default", g_stype="defa
         ``'default'``, ``'row_sparse'`` or ``'csr'`` (one weight only): ``opt2`` gets the
         sparse arrays (a sparse weight stores every row, the gradient a random
         density), ``opt1`` their dense copies, as mxnet's.
+    rtol, atol : float
+        Tolerances of the comparisons after the update.
     compare_states : bool
         Also compare the optimizer states before and after.
+    ntensors : int
+        Number of weights when ``shape`` is a list (1 otherwise).
     """
-    ctx = default_context()
-
-    def uniform(s):
-        return _nd.random.uniform(shape=s, ctx=ctx, dtype=dtype)
-
-    def pair(stype, density):
-        if stype in (None, "default"):
-            a = uniform(shape)
-            return a.copyto(ctx), a
-        a = rand_ndarray(shape, stype, density=density, dtype=dtype)
-        return a.copyto(ctx).tostype("default"), a
+    tols = (rtol, atol)
     if not isinstance(shape, list):
-        assert ntensors == 1
-        w1, w2 = pair(w_stype, 1)
-        g1, g2 = pair(g_stype, None)
-        state1 = opt1.create_state_multi_precision(0, w1)
-        state2 = opt2.create_state_multi_precision(0, w2)
-        if compare_states:
-            compare_ndarray_tuple(state1, state2)
-        opt1.update_multi_precision(0, w1, g1, state1)
-        opt2.update_multi_precision(0, w2, g2, state2)
-        if compare_states:
-            compare_ndarray_tuple(state1, state2, rtol=rtol, atol=atol)
-        assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
+        assert ntensors == 1, "compare_optimizer: one shape means one weight, got " \
+            "ntensors=%d; pass a list of shapes" % ntensors
+        _compare_one_weight(opt1, opt2, shape, dtype, (w_stype, g_stype), tols, compare_states)
         return
     check_stype(w_stype, "compare_optimizer w_stype (several weights)")
     check_stype(g_stype, "compare_optimizer g_stype (several weights)")
-    w1 = tuple(uniform(s) for s in shape)
-    g1 = tuple(uniform(s) for s in shape)
-    w2 = tuple(w.copyto(ctx) for w in w1)
-    g2 = tuple(g.copyto(ctx) for g in g1)
-    state2 = [opt2.create_state_multi_precision(0, w2[i]) for i in range(ntensors)]
-    opt2.update_multi_precision(list(range(ntensors)), w2, g2, state2)
-    for i in range(ntensors):
-        state1 = opt1.create_state_multi_precision(i, w1[i])
-        opt1.update_multi_precision(i, w1[i], g1[i], state1)
-        if compare_states:
-            compare_ndarray_tuple(state1, state2[i], rtol, atol)
-        compare_ndarray_tuple(w1[i], w2[i], rtol, atol)
+    _compare_several_weights(opt1, opt2, shape, dtype, tols, compare_states, ntensors)
 
 
 # -- environment and process helpers -------------------------------------------------------
@@ -246,7 +301,16 @@ def list_gpus():
     return range(torch.cuda.device_count())
 
 
-@contextmanager
+def _env_settings(args):
+    """``environment``'s arguments as a dict ``{name: value}``."""
+    if len(args) == 2:
+        return {args[0]: args[1]}
+    assert len(args) == 1 and isinstance(args[0], dict), \
+        "Expecting one dict arg or two args: env var name and value"
+    return dict(args[0])
+
+
+@contextlib.contextmanager
 def environment(*args):
     """Set environment variables for the ``with`` body, restoring them afterwards.
 
@@ -256,23 +320,19 @@ def environment(*args):
         ``name, value`` for one variable, or one dict ``{name: value}``;
         a ``None`` value unsets the variable.
     """
-    if len(args) == 1 and isinstance(args[0], dict):
-        env_vars = args[0]
-    else:
-        assert len(args) == 2, "Expecting one dict arg or two args: env var name and value"
-        env_vars = {args[0]: args[1]}
-    snapshot = {name: os.environ.get(name) for name in env_vars}
-    for name, value in env_vars.items():
+    wanted = _env_settings(args)
+    before = {name: os.environ.get(name) for name in wanted}
+    for name, value in wanted.items():
         setenv(name, value)
     try:
         yield
     finally:
-        _nd.waitall()
-        for name, value in snapshot.items():
+        _nd.waitall()                   # pending work may read the variables
+        for name, value in before.items():
             setenv(name, value)
 
 
-@contextmanager
+@contextlib.contextmanager
 def discard_stderr():
     """Send stderr to ``/dev/null`` in the body: file descriptor 2 (what C code writes)
     and, when it is another descriptor, the one behind ``sys.stderr``."""
@@ -299,12 +359,10 @@ class DummyIter(_io.DataIter):
     """An iterator returning the first batch of ``real_iter`` forever (speed tests)."""
 
     def __init__(self, real_iter):
-        super().__init__()
+        super().__init__(real_iter.batch_size)
         self.real_iter = real_iter
-        self.provide_data = real_iter.provide_data
-        self.provide_label = real_iter.provide_label
-        self.batch_size = real_iter.batch_size
-        self.the_batch = next(real_iter)
+        self.provide_data, self.provide_label = real_iter.provide_data, real_iter.provide_label
+        self.the_batch = next(real_iter)   # fetched once, served forever
 
     def __iter__(self):
         return self

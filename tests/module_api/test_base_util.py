@@ -60,6 +60,74 @@ def test_classproperty():
     assert A.v == 3 and A().v == 3
 
 
+def test_classproperty_setter_and_with_metaclass_like_mxnet():
+    # mxnet 1.9.1: the setter runs with the class, through _MXClassPropertyMetaClass
+    seen = []
+
+    class P(mx.base.with_metaclass(mx.base._MXClassPropertyMetaClass, object)):
+        _v = 1
+
+        @mx.base.classproperty
+        def v(cls):
+            return cls._v
+
+        @v.setter
+        def v(cls, value):
+            seen.append(cls)
+            cls._v = value
+    assert type(P) is mx.base._MXClassPropertyMetaClass
+    assert P.v == 1 and P().v == 1
+    P.v = 5
+    assert seen == [P] and P.v == 5 and P._v == 5
+    P.other = 3                                 # plain attributes are set as usual
+    assert P.other == 3
+
+    class R(mx.base.with_metaclass(mx.base._MXClassPropertyMetaClass, object)):
+        @mx.base.classproperty
+        def w(cls):
+            return "w"
+    with pytest.raises(MXNetError, match="cannot use the setter: R"):
+        R.w = 1
+
+    class Meta(type):
+        def __new__(mcs, name, bases, namespace):
+            namespace["made_by"] = "Meta"
+            return super().__new__(mcs, name, bases, namespace)
+
+    class Base:
+        def hello(self):
+            return "hi"
+
+    class C(mx.base.with_metaclass(Meta, Base)):
+        pass
+    assert type(C) is Meta and C.__mro__ == (C, Base, object)
+    assert C.made_by == "Meta" and C().hello() == "hi"
+
+
+def test_not_supported_for_sparse_and_register_error():
+    def dot(x):
+        return x
+    err = mx.base.NotSupportedForSparseNDArray(dot, "dot", 1, "a")
+    assert isinstance(err, MXNetError)
+    assert str(err) == ('Function dot (namely operator "dot") with arguments (<class \'int\'>, '
+                        "<class 'str'>) is not supported for SparseNDArray and only available "
+                        "in NDArray.")
+    assert (err.function, err.alias) == ("dot", "dot")
+    assert str(mx.base.NotSupportedForSparseNDArray(dot, None)) == \
+        "Function dot is not supported for SparseNDArray and only available in NDArray."
+
+    @mx.base.register_error
+    class SomeError(MXNetError):
+        pass
+    mx.base.register_error("SomeOtherName", SomeError)
+    try:
+        assert mx.base.error_types["SomeError"] is SomeError
+        assert mx.base.error_types["SomeOtherName"] is SomeError
+    finally:
+        mx.base.error_types.pop("SomeError")
+        mx.base.error_types.pop("SomeOtherName")
+
+
 def test_np_shape_is_off_and_turning_off_works():
     assert mx.util.is_np_shape() is False
     assert mx.util.is_np_array() is False

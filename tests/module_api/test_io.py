@@ -249,3 +249,110 @@ def test_custom_dataiter_subclass():
     it = Counter()
     assert [b.data[0].asnumpy().tolist() for b in it] == [[1, 1], [2, 2], [3, 3]]
     assert it.batch_size == 2
+
+
+def _ints(arr):
+    return [int(x) for x in arr.asnumpy().reshape(-1)]
+
+
+def test_shuffle_compounds_across_epochs_like_mxnet():
+    # mxnet 1.9.1, np.random.seed(7): each reset reshuffles the already shuffled rows
+    np.random.seed(7)
+    it = io.NDArrayIter(np.arange(20, dtype=np.float32).reshape(10, 2),
+                        np.arange(10, dtype=np.float32), 3, shuffle=True)
+    assert _labels(it, 3) == [
+        [(0, [8, 5, 0]), (0, [2, 1, 9]), (0, [7, 3, 6]), (2, [4, 8, 5])],
+        [(0, [9, 0, 8]), (0, [4, 1, 6]), (0, [5, 3, 2]), (2, [7, 9, 0])],
+        [(0, [9, 1, 8]), (0, [5, 0, 4]), (0, [3, 6, 2]), (2, [7, 9, 1])],
+    ]
+    np.random.seed(5)
+    it = io.NDArrayIter(np.arange(14, dtype=np.float32).reshape(7, 2),
+                        np.arange(7, dtype=np.float32), 3, shuffle=True,
+                        last_batch_handle='discard')
+    assert _labels(it, 2) == [[(0, [6, 2, 4]), (0, [1, 0, 5])],
+                              [(0, [5, 4, 6]), (0, [0, 3, 2])]]
+
+
+def test_roll_over_with_shuffle_like_mxnet():
+    # mxnet 1.9.1, np.random.seed(11): the leftover rows are those of the old order,
+    # the rest of the rolled-over batch comes from the new one
+    np.random.seed(11)
+    it = io.NDArrayIter(np.arange(20, dtype=np.float32).reshape(10, 2),
+                        np.arange(10, dtype=np.float32), 4, shuffle=True,
+                        last_batch_handle='roll_over')
+    epochs = []
+    for _ in range(4):
+        epochs.append([(b.pad, _ints(b.label[0]), _ints(b.data[0][:, 0])) for b in it])
+        it.reset()
+    assert epochs == [
+        [(0, [7, 8, 2, 6], [14, 16, 4, 12]), (0, [4, 5, 1, 3], [8, 10, 2, 6])],
+        [(2, [0, 9, 1, 0], [0, 18, 2, 0]), (0, [7, 2, 8, 6], [14, 4, 16, 12]),
+         (0, [4, 5, 9, 3], [8, 10, 18, 6])],
+        [(0, [1, 3, 8, 4], [2, 6, 16, 8]), (0, [7, 9, 0, 6], [14, 18, 0, 12])],
+        [(2, [5, 2, 5, 9], [10, 4, 10, 18]), (0, [8, 2, 1, 6], [16, 4, 2, 12]),
+         (0, [7, 4, 3, 0], [14, 8, 6, 0])],
+    ]
+
+
+def test_roll_over_without_label_and_by_protocol():
+    # mxnet 1.9.1
+    it = io.NDArrayIter(np.arange(7, dtype=np.float32), None, 3, last_batch_handle='roll_over')
+    got = []
+    for _ in range(3):
+        got.append([(b.pad, _ints(b.data[0]), b.label) for b in it])
+        it.reset()
+    assert got == [[(0, [0, 1, 2], []), (0, [3, 4, 5], [])],
+                   [(1, [6, 0, 1], []), (0, [2, 3, 4], [])],
+                   [(2, [5, 6, 0], []), (0, [1, 2, 3], []), (0, [4, 5, 6], [])]]
+    it = io.NDArrayIter(np.arange(10, dtype=np.float32), np.arange(10, dtype=np.float32), 4,
+                        last_batch_handle='roll_over')
+    list(it)
+    it.reset()
+    assert it.iter_next() and it.getpad() == 2
+    assert _ints(it.getdata()[0]) == [8, 9, 0, 1] and _ints(it.getlabel()[0]) == [8, 9, 0, 1]
+
+
+def test_pad_tiles_every_source_and_pads_along_the_layout_batch_axis():
+    # mxnet 1.9.1
+    it = io.NDArrayIter([np.arange(5, dtype=np.float32),
+                         np.arange(10, dtype=np.float32).reshape(5, 2)], np.arange(5), 12)
+    (batch,) = list(it)
+    assert batch.pad == 7
+    assert _ints(batch.data[0]) == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1]
+    assert _ints(batch.data[1][:, 0]) == [0, 2, 4, 6, 8, 0, 2, 4, 6, 8, 0, 2]
+    it = io.NDArrayIter(np.arange(2, dtype=np.float32), np.arange(2, dtype=np.float32), 7)
+    assert [(b.pad, _ints(b.data[0]), _ints(b.label[0])) for b in it] == [
+        (5, [0, 1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1, 0])]
+    it = io.NDArrayIter(np.arange(24, dtype=np.float32).reshape(3, 8), batch_size=2,
+                        layout='TN')
+    assert [(b.pad, b.data[0].asnumpy().tolist()) for b in it] == [
+        (0, [[0, 1], [8, 9], [16, 17]]), (1, [[2, 0], [10, 8], [18, 16]])]
+    assert it.num_data == 3 and it.num_source == 1
+
+
+def test_prefetching_iter_reports_mismatch_and_worker_errors():
+    short = io.NDArrayIter(np.ones((4, 2)), batch_size=2)
+    long_ = io.NDArrayIter(np.ones((8, 2)), batch_size=2)
+    it = io.PrefetchingIter([short, long_])
+    assert len([it.next() for _ in range(2)]) == 2
+    with pytest.raises(AssertionError, match="Number of entry mismatches"):
+        it.next()
+    it.close()
+
+    class Failing(io.DataIter):
+        provide_data = [io.DataDesc('data', (2, 2))]
+        provide_label = []
+
+        def next(self):
+            raise ValueError("broken source")
+    it = io.PrefetchingIter(Failing(batch_size=2))
+    with pytest.raises(ValueError, match="broken source"):
+        it.next()
+    it.close()
+
+
+def test_resize_iter_keeps_the_bucket_key():
+    base = _iter(10, 4, 'pad')
+    assert not hasattr(io.ResizeIter(base, 2), 'default_bucket_key')
+    base.default_bucket_key = 7
+    assert io.ResizeIter(base, 2).default_bucket_key == 7

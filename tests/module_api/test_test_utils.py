@@ -266,3 +266,36 @@ def test_dummy_iter_repeats_the_first_batch():
     for _ in range(5):
         assert next(dummy) is first
     assert dummy.batch_size == 2
+
+
+def test_random_helpers_draw_like_mxnet():
+    # mxnet 1.9.1, np.random.seed(4), the calls in this order
+    np.random.seed(4)
+    assert [tu.rand_shape_2d(5, 7) for _ in range(3)] == [(3, 7), (2, 1), (1, 3)]
+    assert [tu.rand_shape_3d(3, 4, 5, allow_zero_size=True) for _ in range(2)] == \
+        [(1, 2, 4), (3, 1, 0)]
+    assert tu.rand_shape_nd(4, 6) == (5, 3, 5, 3)
+    assert tu.rand_coord_2d(0, 10, 100, 200) == (4, 103)
+    assert tu.rand_coord_2d(-5, 5, 0, 3) == (-5, 1)
+    assert tu.random_sample(list(range(10)), 4) == [3, 7, 1, 4]
+    arrays = tu.random_uniform_arrays((2, 3), (4,), low=-1.0, high=2.0, dtype=np.float64)
+    assert [x.dtype for x in arrays] == [np.float64, np.float64]
+    np.testing.assert_allclose(arrays[1], [0.802228, -0.496083, 1.200141, 0.225332], atol=1e-6)
+    with pytest.raises(TypeError, match=r"Got unexpected argument/s : dict_keys\(\['foo'\]\)"):
+        tu.random_uniform_arrays((2,), foo=1)
+
+
+@pytest.mark.parametrize("axis, keepdims, shape, head", [
+    # mxnet 1.9.1, np.sum over np.arange(24.).reshape(2, 3, 4)
+    (1, False, (2, 4), [12.0, 15.0, 18.0, 21.0, 48.0, 51.0]),
+    ((0, 2), True, (1, 3, 1), [60.0, 92.0, 124.0]),
+    (None, False, (), [276.0]),
+    ((0, -1), True, (1, 3, 1), [60.0, 92.0, 124.0]),
+    (None, True, (1, 1, 1), [276.0]),
+])
+def test_np_reduce_like_mxnet(axis, keepdims, shape, head):
+    out = tu.np_reduce(np.arange(24.0).reshape(2, 3, 4), axis, keepdims, np.sum)
+    assert np.shape(out) == shape
+    assert np.asarray(out).ravel().tolist()[:6] == head
+    assert tu.np_reduce(np.arange(24.0).reshape(2, 3, 4), [2, 0], False, np.max).tolist() == \
+        [15.0, 19.0, 23.0]
