@@ -69,7 +69,6 @@ pickle instead (``mxnet_states.py``).
 """
 from __future__ import annotations
 
-import logging
 import warnings
 
 import torch
@@ -82,7 +81,14 @@ from .ndarray import plain, torch_dtype
 # weights that multi_precision gives float32 master copies (update_multi_precision)
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
-log = logging.getLogger("symtriton")
+# mxnet's own texts, printed or raised where its users see them
+_LR_OVERRIDE_NOTE = ("learning rate from ``lr_scheduler`` has been overwritten by "
+                     "``learning_rate`` in optimizer.")
+_SCHEDULED_LR_NOTE = ("LRScheduler of the optimizer has already been defined. Note that "
+                      "set_learning_rate can mutate the value of the learning rate of the "
+                      "optimizer only when the LRScheduler of the optimizer is undefined.")
+_FP16_ADVICE = ("Accumulating with float16 in optimizer can lead to poor accuracy or slow "
+                "convergence. Consider using multi_precision=True option of the {}")
 
 __all__ = ["Optimizer", "register", "create", "master_copy"]
 
@@ -91,163 +97,225 @@ __all__ = ["Optimizer", "register", "create", "master_copy"]
 
 
 def master_copy(weight):
-    """The float32 master copy of a float16 / bfloat16 weight (of a csr / row_sparse
-    weight: of its dense values, where mxnet keeps a sparse copy of the same values)."""
+    """The float32 master copy of a float16 / bfloat16 weight.
+
+    Of a csr / row_sparse weight it copies the dense values (mxnet keeps a sparse
+    copy holding the same values).
+    """
     master = _zeros_like(weight, torch.float32)
+    sparse = getattr(weight, "stype", "default") != "default"
     with torch.no_grad():
-        master.copy_(weight._dense() if getattr(weight, "stype", "default") != "default"
-                     else weight)
+        master.copy_(weight._dense() if sparse else weight)
     return master
 
 
+def _qualified(klass) -> str:
+    """``module.Class``, as the registry's override warning names classes."""
+    return f"{klass.__module__}.{klass.__name__}"
+
+
+def _as_lists(index, weight, grad, state):
+    """One update's arguments as four lists (a single index makes one-item lists)."""
+    if isinstance(index, (list, tuple)):
+        return list(index), list(weight), list(grad), list(state)
+    return [index], [weight], [grad], [state]
+
+
 class Optimizer:
-    """The base class of all optimizers (mxnet's constructor arguments and semantics)."""
+    """The base class of all optimizers, with mxnet 1.9.1's constructor arguments.
+
+    Parameters
+    ----------
+    rescale_grad : float
+        Every gradient is multiplied by it before clipping.
+    param_idx2name : dict, optional
+        Parameter index -> name; names select ``lr_mult`` / ``wd_mult`` entries, and
+        names ending in neither ``_weight`` nor ``_gamma`` get no weight decay.
+    wd : float
+        Weight decay.
+    clip_gradient : float, optional
+        Clip the rescaled gradient to ``[-clip_gradient, clip_gradient]``.
+    learning_rate : float, optional
+        0.01 when neither it nor ``lr_scheduler`` is given; given with a scheduler,
+        it replaces the scheduler's ``base_lr``.
+    lr_scheduler : LRScheduler, optional
+        Gives the learning rate of each ``num_update``.
+    sym : Symbol, optional
+        Its arguments' ``__lr_mult__`` / ``__wd_mult__`` attributes are read.
+    begin_num_update : int
+        The update count every parameter starts from.
+    multi_precision : bool
+        Keep float32 master copies of float16 / bfloat16 weights.
+    param_dict : dict, optional
+        Parameter index -> object with ``lr_mult`` / ``wd_mult`` (a gluon
+        Parameter); it takes precedence over every other multiplier.
+    """
 
     opt_registry: dict = {}
-    _rule_states = 1
+    # the optimizer named in the float16-without-master-copy warning (mxnet's text)
+    _mp_hint_name = "optimizer"
 
-    def __init__(self, rescale_grad=1., param_idx2name=None, wd=0., clip_gradient=None,
-                 learning_rate=None, lr_scheduler=None, sym=None, begin_num_update=0,
-                 multi_precision=False, param_dict=None):
+    def __init__(self, rescale_grad=1., param_idx2name=None, wd=0.,
+                 clip_gradient=None, learning_rate=None, lr_scheduler=None, sym=None,
+                 begin_num_update=0, multi_precision=False, param_dict=None):
+        # the attributes are set in mxnet's order: a dumped optimizer lists them so
         self.rescale_grad = rescale_grad
         self.lr_scheduler = lr_scheduler
-        if self.lr_scheduler is None and learning_rate is None:
-            learning_rate = 0.01
-        self.lr = learning_rate
-        if self.lr_scheduler is not None and learning_rate is not None:
-            if self.lr_scheduler.base_lr != learning_rate:
-                print(UserWarning("learning rate from ``lr_scheduler`` has been "
-                                  "overwritten by ``learning_rate`` in optimizer."))
-                self.lr_scheduler.base_lr = learning_rate
+        self.lr = self._starting_lr(learning_rate, lr_scheduler)
         self.wd = wd
-        self.lr_mult = {}
-        self.wd_mult = {}
-        self.begin_num_update = begin_num_update
-        self.num_update = begin_num_update
+        self.lr_mult, self.wd_mult = {}, {}
+        self.begin_num_update = self.num_update = begin_num_update
+        # update counts per device id; _index_update_count is the current device's
         self._all_index_update_counts = {0: {}}
         self._index_update_count = self._all_index_update_counts[0]
         self._current_device = 0
         self.clip_gradient = clip_gradient
         self.multi_precision = multi_precision
-        self.aggregate_num = 0
-        if param_idx2name is None:
-            param_idx2name = {}
-        if not isinstance(param_idx2name, dict):
-            raise MXNetError("param_idx2name should be a dict of param indexes to names.")
-        self.idx2name = param_idx2name.copy()
-        self.sym_info = (sym.attr_dict(), sym.list_arguments()) if sym is not None else ()
-        self.param_dict = param_dict if param_dict else {}
+        self.aggregate_num = 0      # >0: the Updater hands over that many parameters a call
+        self.idx2name = self._checked_idx2name(param_idx2name)
+        self.sym_info = () if sym is None else (sym.attr_dict(), sym.list_arguments())
+        self.param_dict = param_dict or {}
         self.allow_np_array = False
         self.set_lr_mult({})
         self.set_wd_mult({})
 
+    @staticmethod
+    def _starting_lr(learning_rate, lr_scheduler):
+        """The ``lr`` attribute; a scheduler given with another ``learning_rate`` is
+        moved to start from it (and mxnet's note is printed)."""
+        if lr_scheduler is None:
+            return 0.01 if learning_rate is None else learning_rate
+        if learning_rate is not None and lr_scheduler.base_lr != learning_rate:
+            print(_LR_OVERRIDE_NOTE)
+            lr_scheduler.base_lr = learning_rate
+        return learning_rate
+
+    @staticmethod
+    def _checked_idx2name(param_idx2name):
+        if param_idx2name is None:
+            return {}
+        if not isinstance(param_idx2name, dict):
+            raise MXNetError("param_idx2name should be a dict of param indexes to names. "
+                             f"Got a {type(param_idx2name).__name__}; pass e.g. "
+                             "{0: 'fc1_weight', 1: 'fc1_bias'}.")
+        return dict(param_idx2name)
+
     # -- registry ------------------------------------------------------------------
     @staticmethod
     def register(klass):
-        """Register an optimizer class under its lower-cased name."""
+        """Make ``klass`` creatable by its lower-cased class name (a decorator).
+
+        A class registered under a name already taken replaces the earlier one,
+        with mxnet's warning.
+        """
         if not isinstance(klass, type):
-            raise MXNetError("register takes a class")
-        name = klass.__name__.lower()
-        if name in Optimizer.opt_registry:
-            warnings.warn(f"WARNING: New optimizer {klass.__module__}.{klass.__name__} is "
-                          f"overriding existing optimizer "
-                          f"{Optimizer.opt_registry[name].__module__}."
-                          f"{Optimizer.opt_registry[name].__name__}")
-        Optimizer.opt_registry[name] = klass
+            raise MXNetError(f"register takes a class, not a {type(klass).__name__} "
+                             f"({klass!r})")
+        key = klass.__name__.lower()
+        earlier = Optimizer.opt_registry.get(key)
+        if earlier is not None:
+            warnings.warn(f"WARNING: New optimizer {_qualified(klass)} is overriding "
+                          f"existing optimizer {_qualified(earlier)}")
+        Optimizer.opt_registry[key] = klass
         return klass
 
     @staticmethod
     def create_optimizer(name, **kwargs):
-        """Instantiate a registered optimizer by (case-insensitive) name."""
-        if name.lower() in Optimizer.opt_registry:
-            return Optimizer.opt_registry[name.lower()](**kwargs)
-        raise ValueError(f"Cannot find optimizer {name}")
+        """An instance of the optimizer registered as ``name`` (any letter case),
+        constructed with ``kwargs``."""
+        klass = Optimizer.opt_registry.get(name.lower())
+        if klass is None:
+            known = ", ".join(sorted(Optimizer.opt_registry))
+            raise ValueError(f"Cannot find optimizer {name} (registered: {known})")
+        return klass(**kwargs)
 
     # -- learning rate and multipliers --------------------------------------------
     @property
     def learning_rate(self):
-        if self.lr_scheduler is not None:
-            return self.lr_scheduler(self.num_update)
-        return self.lr
+        """The learning rate now: the scheduler's at ``num_update``, or ``lr``."""
+        if self.lr_scheduler is None:
+            return self.lr
+        return self.lr_scheduler(self.num_update)
 
     def set_learning_rate(self, lr):
+        """Set ``lr``; refused (mxnet's UserWarning) while a scheduler decides it."""
         if self.lr_scheduler is not None:
-            raise UserWarning("LRScheduler of the optimizer has already been defined. Note that "
-                              "set_learning_rate can mutate the value of the learning rate of "
-                              "the optimizer only when the LRScheduler of the optimizer is "
-                              "undefined.")
+            raise UserWarning(_SCHEDULED_LR_NOTE)
         self.lr = lr
 
     def set_lr_scale(self, args_lrscale):
-        raise DeprecationWarning
+        raise DeprecationWarning("set_lr_scale is gone (as in mxnet); use set_lr_mult")
+
+    def _symbol_mults(self, attr_key):
+        """``{argument name: float}`` for the symbol's arguments carrying ``attr_key``."""
+        if not self.sym_info:
+            return {}
+        attrs, arguments = self.sym_info
+        return {arg: float(attrs[arg][attr_key]) for arg in arguments
+                if attr_key in attrs.get(arg, {})}
 
     def set_lr_mult(self, args_lr_mult):
-        """Per-parameter lr multipliers: symbol ``__lr_mult__`` attributes, then the dict."""
-        self.lr_mult = {}
-        if self.sym_info:
-            attr, arg_names = self.sym_info
-            for name in arg_names:
-                if name in attr and "__lr_mult__" in attr[name]:
-                    self.lr_mult[name] = float(attr[name]["__lr_mult__"])
-        self.lr_mult.update(args_lr_mult)
+        """Replace the lr multipliers: the symbol's ``__lr_mult__`` attributes, then
+        ``args_lr_mult`` (keys: parameter indices or names) over them."""
+        mults = self._symbol_mults("__lr_mult__")
+        mults.update(args_lr_mult)
+        self.lr_mult = mults
 
     def set_wd_mult(self, args_wd_mult):
-        """Per-parameter wd multipliers: 0 for names not ending in ``_weight`` / ``_gamma``
-        (among ``idx2name``), symbol ``__wd_mult__`` attributes, then the dict."""
-        self.wd_mult = {}
-        for n in self.idx2name.values():
-            if not (n.endswith("_weight") or n.endswith("_gamma")):
-                self.wd_mult[n] = 0.0
-        if self.sym_info:
-            attr, arg_names = self.sym_info
-            for name in arg_names:
-                if name in attr and "__wd_mult__" in attr[name]:
-                    self.wd_mult[name] = float(attr[name]["__wd_mult__"])
-        self.wd_mult.update(args_wd_mult)
+        """Replace the wd multipliers: 0 for the ``idx2name`` names ending in neither
+        ``_weight`` nor ``_gamma`` (biases, BatchNorm's beta), the symbol's
+        ``__wd_mult__`` attributes over those, then ``args_wd_mult`` over all."""
+        mults = {name: 0.0 for name in self.idx2name.values()
+                 if not name.endswith(("_weight", "_gamma"))}
+        mults.update(self._symbol_mults("__wd_mult__"))
+        mults.update(args_wd_mult)
+        self.wd_mult = mults
 
-    def _set_current_context(self, device_id):
-        if device_id not in self._all_index_update_counts:
-            self._all_index_update_counts[device_id] = {}
-        self._index_update_count = self._all_index_update_counts[device_id]
-        self._current_device = device_id
+    def _multiplier(self, index, table, param_attr):
+        """Parameter ``index``'s entry: its ``param_dict`` object's ``param_attr``,
+        else ``table`` by index, else by its name (1.0 when the name has none);
+        None for an index nothing knows (its value stays as it is, unmultiplied)."""
+        if index in self.param_dict:
+            return getattr(self.param_dict[index], param_attr)
+        if index in table:
+            return table[index]
+        if index in self.idx2name:
+            return table.get(self.idx2name[index], 1.0)
+        return None
 
-    def _update_count(self, index):
-        if not isinstance(index, (list, tuple)):
-            index = [index]
-        for idx in index:
-            if idx not in self._index_update_count:
-                self._index_update_count[idx] = self.begin_num_update
-            self._index_update_count[idx] += 1
-            self.num_update = max(self._index_update_count[idx], self.num_update)
+    def _scaled(self, base, indices, table, param_attr):
+        """``base`` times each parameter's multiplier (``base * mult``, mxnet's order)."""
+        values = []
+        for index in indices:
+            mult = self._multiplier(index, table, param_attr)
+            values.append(base if mult is None else base * mult)
+        return values
 
     def _get_lrs(self, indices):
-        lr = self.lr_scheduler(self.num_update) if self.lr_scheduler is not None else self.lr
-        lrs = [lr for _ in indices]
-        for i, index in enumerate(indices):
-            if index in self.param_dict:
-                lrs[i] *= self.param_dict[index].lr_mult
-            elif index in self.lr_mult:
-                lrs[i] *= self.lr_mult[index]
-            elif index in self.idx2name:
-                lrs[i] *= self.lr_mult.get(self.idx2name[index], 1.0)
-        return lrs
+        return self._scaled(self.learning_rate, indices, self.lr_mult, "lr_mult")
 
     def _get_lr(self, index):
         return self._get_lrs([index])[0]
 
     def _get_wds(self, indices):
-        wds = [self.wd for _ in indices]
-        for i, index in enumerate(indices):
-            if index in self.param_dict:
-                wds[i] *= self.param_dict[index].wd_mult
-            elif index in self.wd_mult:
-                wds[i] *= self.wd_mult[index]
-            elif index in self.idx2name:
-                wds[i] *= self.wd_mult.get(self.idx2name[index], 1.0)
-        return wds
+        return self._scaled(self.wd, indices, self.wd_mult, "wd_mult")
 
     def _get_wd(self, index):
         return self._get_wds([index])[0]
+
+    # -- update counts, kept per device as mxnet does ------------------------------
+    def _set_current_context(self, device_id):
+        """Count the following updates under ``device_id`` (its own table)."""
+        self._index_update_count = self._all_index_update_counts.setdefault(device_id, {})
+        self._current_device = device_id
+
+    def _update_count(self, index):
+        """One more update of each index given (starting from ``begin_num_update``);
+        ``num_update`` follows the largest count."""
+        counts = self._index_update_count
+        for key in (index if isinstance(index, (list, tuple)) else [index]):
+            counts[key] = counts.get(key, self.begin_num_update) + 1
+            self.num_update = max(counts[key], self.num_update)
 
     # -- states --------------------------------------------------------------------
     def create_state(self, index, weight):
@@ -259,17 +327,19 @@ class Optimizer:
         # lose an update smaller than 2**-8 of the weight, so it gets them too
         return bool(self.multi_precision) and torch_dtype(weight) in _LOW_PRECISION
 
-    def create_state_multi_precision(self, index, weight):
-        """``(fp32 master copy, state)`` for float16 / bfloat16 weights with
-        multi_precision, else the state."""
-        if self._mp(weight):
-            master = master_copy(weight)
-            return (master, self.create_state(index, master))
+    def _warn_low_precision(self, weight):
+        """mxnet's warning for a float16 (here also bfloat16) weight updated in place."""
         if torch_dtype(weight) in _LOW_PRECISION and not self.multi_precision:
-            warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
-                          "slow convergence. Consider using multi_precision=True option of the "
-                          "optimizer")
-        return self.create_state(index, weight)
+            warnings.warn(_FP16_ADVICE.format(self._mp_hint_name))
+
+    def create_state_multi_precision(self, index, weight):
+        """``(fp32 master copy, its state)`` for a float16 / bfloat16 weight under
+        multi_precision; otherwise the weight's own state."""
+        if not self._mp(weight):
+            self._warn_low_precision(weight)
+            return self.create_state(index, weight)
+        master = master_copy(weight)
+        return (master, self.create_state(index, master))
 
     # -- the kernel-side description a subclass gives -------------------------------
     def _rule(self, state):
@@ -296,18 +366,15 @@ class Optimizer:
     def _clip_weights(self):
         return False
 
-    def _state_dtype(self, weight):
-        return torch_dtype(weight)
-
     def _hyper(self, indices):
         return self._get_lrs(indices), self._get_wds(indices)
 
     # -- updates --------------------------------------------------------------------
     def update(self, index, weight, grad, state):
         """Update one parameter (one launch)."""
-        rest = self._sparse_first([index], [weight], [grad], [state], False)
-        if rest[0]:
-            self.update_multi(*rest, multi_precision=False)
+        dense = self._sparse_first([index], [weight], [grad], [state], False)
+        if dense[0]:
+            self.update_multi(*dense, multi_precision=False)
 
     @classmethod
     def _python_update(cls) -> bool:
@@ -319,34 +386,36 @@ class Optimizer:
         """Update the items whose weight or gradient is sparse (``sparse_update.py``:
         mxnet's lazy rules, or its dense fallback); return the other items' lists."""
         from .sparse_update import is_sparse, sparse_step
-        rest = ([], [], [], [])
-        for i, w, g, s in zip(indices, weights, grads, states):
+        dense = ([], [], [], [])
+        for item in zip(indices, weights, grads, states):
+            key, w, g, s = item
             if is_sparse(w) or is_sparse(g):
-                sparse_step(self, i, g, w, s, multi_precision=multi_precision)
+                sparse_step(self, key, g, w, s, multi_precision=multi_precision)
                 continue
-            for lst, v in zip(rest, (i, w, g, s)):
-                lst.append(v)
-        return rest
+            for column, value in zip(dense, item):
+                column.append(value)
+        return dense
+
+    def _python_step_multi_precision(self, index, weight, grad, state):
+        """A user's ``update`` run on the float32 master copy, then cast back."""
+        master, inner = state[0], state[1]
+        self.update(index, master, grad.to(torch.float32), inner)
+        with torch.no_grad():
+            weight.copy_(master)
 
     def update_multi_precision(self, index, weight, grad, state):
         """Update with the fp32 master copy when the weight is fp16 and multi_precision."""
+        columns = _as_lists(index, weight, grad, state)
         if type(self).update is not Optimizer.update:     # a user's Python update rule
-            items = zip(index, weight, grad, state) if isinstance(index, (list, tuple)) else \
-                [(index, weight, grad, state)]
-            for i, w, g, s in items:
+            for key, w, g, s in zip(*columns):
                 if self._mp(w):
-                    master, inner = s[0], s[1]
-                    self.update(i, master, g.to(torch.float32), inner)
-                    with torch.no_grad():
-                        w.copy_(master)
+                    self._python_step_multi_precision(key, w, g, s)
                 else:
-                    self.update(i, w, g, s)
+                    self.update(key, w, g, s)
             return
-        if not isinstance(index, (list, tuple)):
-            index, weight, grad, state = [index], [weight], [grad], [state]
-        rest = self._sparse_first(index, weight, grad, state, True)
-        if rest[0]:
-            self.update_multi(*rest, multi_precision=None)
+        dense = self._sparse_first(*columns, True)
+        if dense[0]:
+            self.update_multi(*dense, multi_precision=None)
 
     def update_multi(self, indices, weights, grads, states, multi_precision=None):
         """Update every parameter given: one kernel launch per (dtype, device).
@@ -446,20 +515,19 @@ class Optimizer:
 
     # -- pickling (mxnet compatibility; our own files never pickle) ---------------
     def __getstate__(self):
-        ret = self.__dict__.copy()
-        ret.pop("param_dict", None)
-        ret.pop("_launch_plans", None)
-        return ret
+        """The attributes, less ``param_dict`` (mxnet leaves it out; a trainer sets it
+        again) and the launch plans (they hold arrays)."""
+        return {key: value for key, value in self.__dict__.items()
+                if key not in ("param_dict", "_launch_plans")}
 
     def __setstate__(self, state):
         self.__dict__ = dict(state)
         self.param_dict = {}
-        self.__dict__.setdefault("_current_device", 0)
-        if "_all_index_update_counts" not in self.__dict__:
-            self._all_index_update_counts = {0: {}}
+        # mxnet's pickles carry no _current_device; older ones no per-device counts
+        device = self.__dict__.setdefault("_current_device", 0)
+        counts = self.__dict__.setdefault("_all_index_update_counts", {0: {}})
         if "_index_update_count" not in self.__dict__:
-            self._index_update_count = self._all_index_update_counts.setdefault(
-                self._current_device, {})
+            self._index_update_count = counts.setdefault(device, {})
 
 
 register = Optimizer.register

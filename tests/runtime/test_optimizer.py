@@ -309,6 +309,130 @@ def test_wd_mult_zero_for_bias_and_beta_by_name():
     assert o._get_lrs([0, 1]) == pytest.approx([0.03, 0.01])
 
 
+# ----------------------------------------------------------------------------- base class
+# (expected values: mxnet 1.9.1's Optimizer given the same calls)
+def test_lr_from_scheduler_or_argument(capsys):
+    s = lrs.FactorScheduler(step=2, factor=0.5, base_lr=0.3)
+    o = opt.create("sgd", learning_rate=0.1, lr_scheduler=s)
+    assert capsys.readouterr().out == ("learning rate from ``lr_scheduler`` has been "
+                                       "overwritten by ``learning_rate`` in optimizer.\n")
+    assert (s.base_lr, o.lr) == (0.1, 0.1)
+    opt.create("sgd", learning_rate=0.1,
+               lr_scheduler=lrs.FactorScheduler(step=2, factor=0.5, base_lr=0.1))
+    assert capsys.readouterr().out == ""            # same rate: nothing printed
+    o = opt.create("sgd", lr_scheduler=lrs.FactorScheduler(step=2, factor=0.5, base_lr=0.2))
+    assert (o.lr, o.learning_rate) == (None, 0.2)
+    with pytest.raises(UserWarning, match="^LRScheduler of the optimizer has already been "
+                                          "defined. Note that set_learning_rate can mutate"):
+        o.set_learning_rate(0.5)
+    o = opt.create("sgd")
+    assert (o.lr, o.learning_rate) == (0.01, 0.01)
+    o.set_learning_rate(0.5)
+    assert o.learning_rate == 0.5
+    with pytest.raises(DeprecationWarning):
+        o.set_lr_scale({})
+
+
+def test_registry_override_warning_and_lookup():
+    with pytest.raises(ValueError, match="^Cannot find optimizer NoSuch"):
+        opt.create("NoSuch")
+    with pytest.raises(MXNetError, match="register takes a class"):
+        opt.register(opt.SGD())
+    with pytest.raises(MXNetError, match="param_idx2name should be a dict of param indexes "
+                                         "to names."):
+        opt.create("sgd", param_idx2name=["fc_weight"])
+
+    def make():
+        class TwiceRegistered(opt.SGD):
+            pass
+        return TwiceRegistered
+    first, second = make(), make()
+    try:
+        assert opt.register(first) is first
+        with pytest.warns(UserWarning) as caught:
+            opt.register(second)
+        where = f"{__name__}.TwiceRegistered"
+        assert [str(w.message) for w in caught] == [
+            f"WARNING: New optimizer {where} is overriding existing optimizer {where}"]
+        assert type(opt.create("twiceREGISTERED", momentum=0.5)) is second
+    finally:
+        opt.Optimizer.opt_registry.pop("twiceregistered", None)
+
+
+def test_update_counts_start_at_begin_num_update_per_device():
+    o = opt.create("sgd", begin_num_update=5)
+    o._update_count(0)
+    o._update_count([0, 1])
+    assert (o.num_update, o._index_update_count) == (7, {0: 7, 1: 6})
+    o._set_current_context(1)
+    o._update_count(0)
+    assert (o.num_update, o._index_update_count) == (7, {0: 6})
+    o._set_current_context(0)
+    o._update_count(2)
+    assert o._all_index_update_counts == {0: {0: 7, 1: 6, 2: 6}, 1: {0: 6}}
+    assert o._index_update_count is o._all_index_update_counts[0]
+
+
+def test_multiplier_precedence_param_dict_index_name():
+    class Param:
+        def __init__(self, lr_mult, wd_mult):
+            self.lr_mult, self.wd_mult = lr_mult, wd_mult
+    o = opt.create("sgd", learning_rate=0.1, wd=0.2,
+                   param_idx2name={0: "a_weight", 1: "b_bias", 2: "c_weight"},
+                   param_dict={0: Param(3.0, 4.0)})
+    o.set_lr_mult({0: 10.0, "c_weight": 0.5, 1: 7.0})
+    o.set_wd_mult({2: 9.0})
+    # bit for bit: lr * mult, in mxnet's order
+    assert o._get_lrs([0, 1, 2, "c_weight", 3]) == [0.30000000000000004, 0.7000000000000001,
+                                                   0.05, 0.05, 0.1]
+    assert o._get_wds([0, 1, 2, "b_bias", 3]) == [0.8, 0.0, 1.8, 0.0, 0.2]
+    # an index nothing names keeps the rate as given; a named one is multiplied by 1.0
+    assert type(opt.create("sgd", learning_rate=1)._get_lr(5)) is int
+    assert opt.create("sgd", learning_rate=1, param_idx2name={5: "x"})._get_lrs([5]) == [1.0]
+
+
+@pytest.mark.parametrize("name, kw, named", [
+    ("sgd", dict(momentum=0.9), "SGD optimizer"), ("nag", dict(momentum=0.9), "NAG optimizer"),
+    ("lars", dict(momentum=0.9), "SGD optimizer"), ("adam", {}, "optimizer"),
+    ("rmsprop", {}, "optimizer"), ("signum", {}, "optimizer")])
+def test_float16_without_master_copy_warns_as_mxnet(name, kw, named):
+    with pytest.warns(UserWarning) as caught:
+        opt.create(name, **kw).create_state_multi_precision(0, torch.zeros(2, dtype=torch.float16))
+    assert [str(w.message) for w in caught] == [
+        "Accumulating with float16 in optimizer can lead to poor accuracy or slow "
+        "convergence. Consider using multi_precision=True option of the " + named]
+
+
+def test_adam_bias_corrected_lr_is_mxnets_to_the_last_bit():
+    # the lr mxnet 1.9.1's Adam.update hands adam_update on steps 1..8 (float64 weight)
+    mxnet_lrs = [0.0010500000000000006, 0.0008228929321471774, 0.0007416261053249376,
+                 0.0007060623372774677, 0.0006914891883588129, 0.0006884926145018349,
+                 0.0006925981761477987, 0.0007013603530775486]
+    o = opt.create("adam", learning_rate=0.003, beta1=0.8, beta2=0.99,
+                   param_idx2name={0: "w_weight"})
+    o.set_lr_mult({0: 0.7})
+    got = []
+    for _ in mxnet_lrs:
+        o._update_count(0)
+        got.append(o._hyper([0])[0][0])
+    assert got == mxnet_lrs
+
+
+def test_pickle_leaves_out_param_dict_and_restores_counts():
+    o = opt.create("sgd", momentum=0.9, param_dict={0: object()})
+    o._update_count([0, 1])
+    state = o.__getstate__()
+    assert "param_dict" not in state and "_launch_plans" not in state
+    # mxnet's pickles have no _current_device; without _index_update_count it is found
+    mxnet_like = {k: v for k, v in state.items()
+                  if k not in ("_current_device", "_index_update_count")}
+    back = opt.SGD.__new__(opt.SGD)
+    back.__setstate__(mxnet_like)
+    assert (back.param_dict, back._current_device) == ({}, 0)
+    assert back._index_update_count is back._all_index_update_counts[0]
+    assert back._index_update_count == {0: 1, 1: 1}
+
+
 def test_clip_and_rescale():
     o = opt.create("sgd", learning_rate=1.0, rescale_grad=0.5, clip_gradient=1.0)
     w = torch.zeros(4)
