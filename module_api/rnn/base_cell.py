@@ -1,13 +1,9 @@
-"""Symbolic RNN cells of mxnet 1.x's ``mx.rnn``.
+"""The cell protocol of mxnet 1.x's ``mx.rnn`` and its three step cells.
 
-This module holds the cell protocol (:class:`BaseRNNCell`), the helpers every
-cell unrolls with, and the three step cells (:class:`RNNCell`, :class:`LSTMCell`,
-:class:`GRUCell`). The other cells live beside it and are re-exported here, so
-``mx.rnn.rnn_cell.<Name>`` keeps working: ``composite_cell.py``
-(:class:`SequentialRNNCell`, :class:`BidirectionalCell`, :class:`DropoutCell`),
-``fused_rnn_cell.py`` (:class:`FusedRNNCell` and its packed weights) and
-``modifier_cell.py`` (:class:`ModifierCell`, :class:`ZoneoutCell`,
-:class:`ResidualCell`).
+:class:`BaseRNNCell`, :class:`RNNParams`, the helpers every cell unrolls with,
+and :class:`RNNCell`, :class:`LSTMCell`, :class:`GRUCell`. The other cells build
+on these in ``composite_cell.py``, ``fused_rnn_cell.py`` and ``modifier_cell.py``;
+``rnn_cell.py`` gathers them all under mxnet's ``mx.rnn.rnn_cell``.
 
 Every name a cell gives a variable or a node (``lstm_l0_i2h_weight``,
 ``lstm_t3_out``, ``lstm_begin_state_0`` ...) is mxnet's, and the nodes are made
@@ -26,9 +22,7 @@ from compiler import symbol
 from .. import initializer as init
 from .. import ndarray
 
-__all__ = ["RNNParams", "BaseRNNCell", "RNNCell", "LSTMCell", "GRUCell", "FusedRNNCell",
-           "SequentialRNNCell", "BidirectionalCell", "DropoutCell", "ModifierCell",
-           "ZoneoutCell", "ResidualCell"]
+__all__ = ["RNNParams", "BaseRNNCell", "RNNCell", "LSTMCell", "GRUCell"]
 
 _WRAPPED_MSG = ("After applying modifier cells (e.g. {}) the base cell cannot be called "
                 "directly. Call the modifier cell instead.")
@@ -436,10 +430,3 @@ class GRUCell(_DenseStepCell):
                                       name=name + '_h_act')
         hidden = symbol._plus((1. - update) * candidate, update * prev, name=name + 'out')
         return hidden, [hidden]
-
-
-# The composite, fused and modifier cells build on the classes above, so they are
-# imported last; they are part of this module's namespace as in mxnet.
-from .composite_cell import BidirectionalCell, DropoutCell, SequentialRNNCell  # noqa: E402
-from .fused_rnn_cell import FusedRNN, FusedRNNCell  # noqa: E402,F401
-from .modifier_cell import ModifierCell, ResidualCell, ZoneoutCell  # noqa: E402

@@ -8,7 +8,7 @@ A composite cell shares variables with its children through one
 from __future__ import annotations
 
 from compiler import symbol
-from .rnn_cell import BaseRNNCell, _default_begin_state, _normalize_sequence
+from .base_cell import BaseRNNCell, _default_begin_state, _normalize_sequence
 
 __all__ = ["SequentialRNNCell", "BidirectionalCell", "DropoutCell"]
 

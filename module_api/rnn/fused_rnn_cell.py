@@ -19,7 +19,7 @@ from compiler import symbol
 from .. import initializer as _initializer
 from .. import ndarray
 from .composite_cell import BidirectionalCell, DropoutCell, SequentialRNNCell
-from .rnn_cell import (BaseRNNCell, GRUCell, LSTMCell, RNNCell, _default_begin_state,
+from .base_cell import (BaseRNNCell, GRUCell, LSTMCell, RNNCell, _default_begin_state,
                        _normalize_sequence)
 
 __all__ = ["FusedRNN", "FusedRNNCell"]

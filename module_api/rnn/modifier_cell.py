@@ -8,7 +8,7 @@ from __future__ import annotations
 from compiler import symbol
 from .fused_rnn_cell import FusedRNNCell
 from .composite_cell import BidirectionalCell, SequentialRNNCell
-from .rnn_cell import BaseRNNCell, _normalize_sequence
+from .base_cell import BaseRNNCell, _normalize_sequence
 
 __all__ = ["ModifierCell", "ZoneoutCell", "ResidualCell"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 
 from ..model_base import load_checkpoint, save_checkpoint
-from .rnn_cell import BaseRNNCell
+from .base_cell import BaseRNNCell
 
 __all__ = ["rnn_unroll", "save_rnn_checkpoint", "load_rnn_checkpoint", "do_rnn_checkpoint"]
 
