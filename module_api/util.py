@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import threading
 
 from compiler.errors import MXNetError
 
@@ -45,6 +44,8 @@ _NP_ARRAY_MSG = (
     "has mx.nd.NDArray only. Remove the np_array() / use_np_array / set_np / use_np call")
 
 
+# -- GPUs (through torch, which owns the CUDA runtime here) ----------------------------
+
 def get_gpu_count():
     """The number of GPUs torch can see."""
     import torch
@@ -54,8 +55,7 @@ def get_gpu_count():
 def get_gpu_memory(gpu_dev_id):
     """``(free, total)`` bytes of GPU ``gpu_dev_id``."""
     import torch
-    free, total = torch.cuda.mem_get_info(gpu_dev_id)
-    return free, total
+    return tuple(torch.cuda.mem_get_info(gpu_dev_id))
 
 
 def get_cuda_compute_capability(ctx):
@@ -71,10 +71,70 @@ def get_cuda_compute_capability(ctx):
                          f"received ctx {ctx}")
     import torch
     major, minor = torch.cuda.get_device_capability(ctx.device_id)
-    return major * 10 + minor
+    return 10 * major + minor
 
 
-# -- NumPy shape semantics ----------------------------------------------------------
+# -- the two NumPy semantics: off for good -------------------------------------------
+
+class _LegacyOnlyScope:
+    """The ``with`` scope :func:`np_shape` / :func:`np_array` return.
+
+    Asking for a semantics to be off is a no-op (it is never on); asking for it
+    on raises ``MXNetError(message)`` on entry, so the body never runs under
+    semantics this project does not implement.
+    """
+
+    def __init__(self, active, message):
+        self._active = active
+        self._message = message
+
+    def __enter__(self):
+        if self._active:
+            raise MXNetError(self._message)
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+
+def _scoped_callable(func, make_scope):
+    """``func`` wrapped to run inside ``make_scope(True)``."""
+    @functools.wraps(func)
+    def run_in_scope(*args, **kwargs):
+        with make_scope(True):
+            return func(*args, **kwargs)
+    return run_in_scope
+
+
+def _scoped_class(cls, make_scope):
+    """Every Python method and property getter of ``cls`` (inherited ones included)
+    wrapped to run inside ``make_scope(True)``; ``cls`` itself is returned."""
+    def wanted(member):
+        return inspect.isfunction(member) or inspect.ismethod(member) \
+            or isinstance(member, property)
+
+    for attr, member in inspect.getmembers(cls, predicate=wanted):
+        if isinstance(member, property):
+            getter = member.fget and _scoped_callable(member.fget, make_scope)
+            setattr(cls, attr, property(getter, member.fset, member.fdel, member.__doc__))
+        else:
+            setattr(cls, attr, _scoped_callable(member, make_scope))
+    return cls
+
+
+def _decorator_under(make_scope, decorator_name):
+    """A decorator (``use_np_shape`` / ``use_np_array``) running a function, or a
+    class's methods, inside ``make_scope(True)``."""
+    def decorate(func):
+        if inspect.isclass(func):
+            return _scoped_class(func, make_scope)
+        if not callable(func):
+            raise TypeError(f"{decorator_name} can only decorate classes and callable "
+                            f"objects, while received a {type(func)}")
+        return _scoped_callable(func, make_scope)
+    decorate.__name__ = decorate.__qualname__ = decorator_name
+    return decorate
+
 
 def set_np_shape(active):
     """Turn NumPy shape semantics on or off; return the previous state.
@@ -105,52 +165,27 @@ def is_np_shape():
     return False
 
 
-class _NumpyShapeScope:
-    """``with`` scope of :func:`np_shape`; entering with ``True`` raises."""
-
-    def __init__(self, is_np_shape):  # noqa: A002  (mxnet's name)
-        self._enter_is_np_shape = is_np_shape
-        self._prev_is_np_shape = None
-
-    def __enter__(self):
-        if self._enter_is_np_shape is not None:
-            self._prev_is_np_shape = set_np_shape(self._enter_is_np_shape)
-        return self
-
-    def __exit__(self, ptype, value, trace):
-        if self._enter_is_np_shape is not None and \
-                self._prev_is_np_shape != self._enter_is_np_shape:
-            set_np_shape(self._prev_is_np_shape)
-
-
 def np_shape(active=True):
     """A ``with`` scope turning NumPy shape semantics on (``active=True``) or off.
 
     ``np_shape(False)`` works; entering ``np_shape(True)`` raises
     :class:`MXNetError` (see the module docstring).
     """
-    return _NumpyShapeScope(active)
+    return _LegacyOnlyScope(active, _NP_SHAPE_MSG)
 
 
-def _decorate(func, scope, name):
-    if inspect.isclass(func):
-        for attr, method in inspect.getmembers(
-                func, predicate=lambda f: inspect.isfunction(f) or inspect.ismethod(f)
-                or isinstance(f, property)):
-            if isinstance(method, property):
-                setattr(func, attr, property(_decorate(method.__get__, scope, name),
-                                             method.__set__, method.__delattr__, method.__doc__))
-            else:
-                setattr(func, attr, _decorate(method, scope, name))
-        return func
-    if callable(func):
-        @functools.wraps(func)
-        def _scoped(*args, **kwargs):
-            with scope(True):
-                return func(*args, **kwargs)
-        return _scoped
-    raise TypeError(f"{name} can only decorate classes and callable objects, while received a "
-                    f"{type(func)}")
+def np_array(active=True):
+    """A ``with`` scope turning NumPy array semantics on or off (``True`` raises)."""
+    return _LegacyOnlyScope(active, _NP_ARRAY_MSG)
+
+
+def is_np_array():
+    """Whether NumPy array semantics is on: always ``False`` here."""
+    return False
+
+
+_shape_decorator = _decorator_under(np_shape, "use_np_shape")
+_array_decorator = _decorator_under(np_array, "use_np_array")
 
 
 def use_np_shape(func):
@@ -159,48 +194,16 @@ def use_np_shape(func):
     Decorating succeeds; calling the result raises :class:`MXNetError`,
     since NumPy shape semantics is not supported (module docstring).
     """
-    return _decorate(func, np_shape, "use_np_shape")
-
-
-# -- NumPy array semantics -----------------------------------------------------------
-
-class _NumpyArrayScope:
-    """``with`` scope of :func:`np_array`; entering with ``True`` raises."""
-
-    _current = threading.local()
-
-    def __init__(self, is_np_array):  # noqa: A002
-        self._old_scope = None
-        self._is_np_array = is_np_array
-
-    def __enter__(self):
-        if self._is_np_array:
-            raise MXNetError(_NP_ARRAY_MSG)
-        self._old_scope = getattr(_NumpyArrayScope._current, "value", None)
-        _NumpyArrayScope._current.value = self
-        return self
-
-    def __exit__(self, ptype, value, trace):
-        _NumpyArrayScope._current.value = self._old_scope
-
-
-def np_array(active=True):
-    """A ``with`` scope turning NumPy array semantics on or off (``True`` raises)."""
-    return _NumpyArrayScope(active)
-
-
-def is_np_array():
-    """Whether NumPy array semantics is on: always ``False`` here."""
-    return False
+    return _shape_decorator(func)
 
 
 def use_np_array(func):
     """Decorate a function or class to run under NumPy array semantics (calling raises)."""
-    return _decorate(func, np_array, "use_np_array")
+    return _array_decorator(func)
 
 
 def use_np(func):
-    """``use_np_shape(use_np_array(func))``: calling the result raises :class:`MXNetError`."""
+    """Both semantics (shape outermost): calling the result raises :class:`MXNetError`."""
     return use_np_shape(use_np_array(func))
 
 
@@ -214,7 +217,7 @@ def set_np(shape=True, array=True):
     MXNetError
         Turning either semantics on.
     """
-    if not shape and array:
+    if array and not shape:
         raise ValueError("NumPy Shape semantics is required in using NumPy array semantics.")
     if array:
         raise MXNetError(_NP_ARRAY_MSG)
@@ -229,19 +232,21 @@ def reset_np():
 # -- misc ------------------------------------------------------------------------------
 
 def set_module(module):
-    """Decorator that sets ``__module__`` of a function or class to ``module``."""
-    def decorator(func):
+    """Decorator that sets ``__module__`` of a function or class to ``module``
+    (``None`` leaves it as it is)."""
+    def relabel(obj):
         if module is not None:
-            func.__module__ = module
-        return func
-    return decorator
+            obj.__module__ = module
+        return obj
+    return relabel
 
 
 def _sanity_check_params(func_name, unsupported_params, param_dict):
-    for param_name in unsupported_params:
-        if param_name in param_dict:
-            raise NotImplementedError(f"function {func_name} does not support parameter "
-                                      f"{param_name}")
+    """Refuse the first of ``unsupported_params`` present in ``param_dict``."""
+    given = [p for p in unsupported_params if p in param_dict]
+    if given:
+        raise NotImplementedError(f"function {func_name} does not support parameter "
+                                  f"{given[0]}")
 
 
 def getenv(name):

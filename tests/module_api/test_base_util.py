@@ -192,3 +192,53 @@ def test_misc_util():
     assert mx.util.get_gpu_count() >= 0
     with pytest.raises(ValueError, match="gpu context"):
         mx.util.get_cuda_compute_capability(mx.cpu())
+
+
+def test_use_np_array_on_a_class_wraps_methods_and_property_getters():
+    calls = []
+
+    class Base:
+        def inherited(self):
+            calls.append("inherited")
+
+    class Net(Base):
+        def forward(self):
+            calls.append("forward")
+
+        @property
+        def size(self):
+            calls.append("size")
+            return 3
+
+        @size.setter
+        def size(self, value):
+            calls.append(("set", value))
+
+    assert mx.util.use_np_array(Net) is Net          # the class itself, decorated in place
+    net = Net()
+    for use in (net.forward, net.inherited, lambda: net.size):
+        with pytest.raises(MXNetError, match="NumPy array semantics"):
+            use()
+    assert Net.forward.__name__ == "forward"
+    net.size = 5                                      # only the getter enters the scope
+    assert calls == [("set", 5)]
+
+    @mx.util.use_np_array
+    def f():
+        calls.append("f")
+    with pytest.raises(MXNetError, match="NumPy array semantics"):
+        f()
+    assert f.__name__ == "f" and calls == [("set", 5)]   # the body never ran
+    with mx.util.np_shape(None), mx.util.np_array(None):   # None: leave the state alone
+        pass
+    with pytest.raises(MXNetError, match="NumPy shape semantics"):
+        mx.util.set_np(shape=True, array=False)
+    with pytest.raises(MXNetError, match="NumPy shape semantics"):
+        with mx.util.np_shape(1):                     # any true value turns it on
+            pass
+
+
+def test_sanity_check_params_names_the_first_unsupported_parameter():
+    mx.util._sanity_check_params("f", ["out", "where"], {"x": 1})
+    with pytest.raises(NotImplementedError, match="function f does not support parameter out"):
+        mx.util._sanity_check_params("f", ["out", "where"], {"where": 1, "out": 2})

@@ -1,36 +1,36 @@
-"""A Module subclass written against mxnet 1.9.1 internals (in the style of mx-rcnn's
-DetModule) runs with only its imports changed."""
+"""A Module subclass written against mxnet 1.9.1's Module internals, as detection
+code (mx-rcnn's DetModule) writes them, runs with only its imports changed.
+
+The subclass overrides ``bind`` (building its own ``DataParallelExecutorGroup``
+with fixed parameters, sharing another module's parameters) and ``init_params``
+(zero biases, its own use of the initializer), and reads or sets the attributes
+such code relies on: ``_symbol``, ``_context``, ``_work_load_list``,
+``_param_names``, ``_aux_names``, ``_state_names``, ``_fixed_param_names``,
+``_exec_group``, ``_arg_params``, ``_aux_params``, ``_params_dirty``, ``binded``,
+``params_initialized``, ``for_training``, ``inputs_need_grad``, ``_grad_req``.
+The same file, with ``mxnet`` imported instead, passes under mxnet 1.9.1.
+"""
 import logging
 
 import numpy as np
 
 import module_api as mx                                    # was: import mxnet as mx
-import module_api.io  # noqa: F401
-import module_api.ndarray  # noqa: F401
-from module_api import context as ctx                      # was: from mxnet import context
 from module_api.initializer import Uniform                 # was: from mxnet.initializer
 from module_api.module import Module                       # was: from mxnet.module import Module
 from module_api.module.base_module import _parse_data_desc  # was: mxnet.module.base_module
 from module_api.module.executor_group import DataParallelExecutorGroup  # was: mxnet.module...
 
-# ---------------------------------------------------------------- user code (unchanged)
+# ---------------------------------------------------------------- user code
 
 
-class DetModule(Module):
-    """Fixes every parameter whose name contains one of ``fixed_param_prefix``, binds its
-    own executor group, and initializes parameters its own way."""
+class FrozenPrefixModule(Module):
+    """A Module that never trains the parameters whose names contain one of
+    ``frozen_prefixes``; it binds its executors and sets its parameters itself."""
 
-    def __init__(self, symbol, data_names, label_names, logger=logging, context=ctx.cpu(),
-                 work_load_list=None, fixed_param_prefix=None):
-        super(DetModule, self).__init__(symbol, data_names, label_names, logger=logger,
-                                        context=context, work_load_list=work_load_list)
-        fixed_param_names = []
-        if fixed_param_prefix is not None:
-            for name in self._symbol.list_arguments():
-                for prefix in fixed_param_prefix:
-                    if prefix in name:
-                        fixed_param_names.append(name)
-        self._fixed_param_names = fixed_param_names
+    def __init__(self, symbol, data_names, label_names, frozen_prefixes=(), **kwargs):
+        super().__init__(symbol, data_names, label_names, **kwargs)
+        self._fixed_param_names = [arg for arg in self._symbol.list_arguments()
+                                   if any(part in arg for part in frozen_prefixes)]
         self.init_calls = []
 
     def bind(self, data_shapes, label_shapes=None, for_training=True,
@@ -39,33 +39,34 @@ class DetModule(Module):
         if force_rebind:
             self._reset_bind()
         if self.binded:
-            self.logger.warning('Already binded, ignoring bind()')
+            self.logger.warning('bind() again without force_rebind: kept the first binding')
             return
-        self.for_training = for_training
-        self.inputs_need_grad = inputs_need_grad
-        self.binded = True
+        data_descs, label_descs = _parse_data_desc(self.data_names, self.label_names,
+                                                   data_shapes, label_shapes)
+        self._data_shapes, self._label_shapes = data_descs, label_descs
+        self.for_training, self.inputs_need_grad = for_training, inputs_need_grad
         self._grad_req = grad_req
-        self._data_shapes, self._label_shapes = _parse_data_desc(
-            self.data_names, self.label_names, data_shapes, label_shapes)
-        shared_group = None if shared_module is None else shared_module._exec_group
+        other = shared_module._exec_group if shared_module is not None else None
         self._exec_group = DataParallelExecutorGroup(
-            self._symbol, self._context, self._work_load_list, self._data_shapes,
-            self._label_shapes, self._param_names, for_training, inputs_need_grad,
-            shared_group, logger=self.logger, fixed_param_names=self._fixed_param_names,
-            grad_req=grad_req, state_names=self._state_names)
-        if shared_module is not None:
-            self.params_initialized = True
+            self._symbol, self._context, self._work_load_list, data_descs, label_descs,
+            self._param_names, for_training, inputs_need_grad, other, logger=self.logger,
+            fixed_param_names=self._fixed_param_names, grad_req=grad_req,
+            state_names=self._state_names)
+        self.binded = True
+        if shared_module is not None:        # the other module's host copies, shared
             self._arg_params = shared_module._arg_params
             self._aux_params = shared_module._aux_params
-        elif self.params_initialized:
+            self.params_initialized = True
+        elif self.params_initialized:        # rebound: the devices get the host copies
             self._exec_group.set_params(self._arg_params, self._aux_params)
         else:
-            self._arg_params = {name: mx.nd.zeros(arr[0].shape)
-                                for name, arr in zip(self._param_names,
-                                                     self._exec_group.param_arrays)}
-            self._aux_params = {name: mx.nd.zeros(arr[0].shape)
-                                for name, arr in zip(self._aux_names,
-                                                     self._exec_group.aux_arrays)}
+            self._arg_params = self._host_zeros(self._param_names,
+                                                self._exec_group.param_arrays)
+            self._aux_params = self._host_zeros(self._aux_names, self._exec_group.aux_arrays)
+
+    @staticmethod
+    def _host_zeros(names, per_device):
+        return {name: mx.nd.zeros(arrays[0].shape) for name, arrays in zip(names, per_device)}
 
     def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
                     allow_missing=False, force_init=False, allow_extra=False):
@@ -73,19 +74,16 @@ class DetModule(Module):
                                     allow_extra=allow_extra))
         if self.params_initialized and not force_init:
             return
-        assert self.binded, 'call bind before initializing the parameters'
-        for name, arr in self._arg_params.items():
-            if arg_params is not None and name in arg_params:
-                arg_params[name].copyto(arr)
-            elif name.endswith('_bias'):
-                arr[:] = 0.0
-            else:
-                initializer(mx.init.InitDesc(name), arr)
-        for name, arr in self._aux_params.items():
-            if aux_params is not None and name in aux_params:
-                aux_params[name].copyto(arr)
-            else:
-                initializer(mx.init.InitDesc(name), arr)
+        assert self.binded, 'bind the module before init_params'
+        for given, mine, zero_bias in ((arg_params, self._arg_params, True),
+                                       (aux_params, self._aux_params, False)):
+            for name, array in mine.items():
+                if given and name in given:
+                    given[name].copyto(array)
+                elif zero_bias and name.endswith('_bias'):
+                    array[:] = 0.0
+                else:
+                    initializer(mx.init.InitDesc(name), array)
         self.params_initialized = True
         self._params_dirty = False
         self._exec_group.set_params(self._arg_params, self._aux_params,
@@ -102,25 +100,32 @@ def _net():
     return mx.sym.SoftmaxOutput(cls, name='cls_prob')
 
 
-def test_detmodule_trains_with_imports_changed(monkeypatch):
-    import module_api.initializer as _init
-    # the aliases module_api re-exports (mx.nd, mx.init), for as long as it may not yet
-    monkeypatch.setattr(mx, 'nd', getattr(mx, 'nd', mx.ndarray), raising=False)
-    monkeypatch.setattr(mx, 'init', getattr(mx, 'init', _init), raising=False)
-    # the fixed (never trained) body keeps its Xavier draw: unseeded, about one
-    # draw in twelve leaves 8 ReLU features that do not separate the clusters
-    mx.random.seed(0)
+def _clusters():
     rng = np.random.RandomState(0)
     centers = rng.randn(3, 4) * 3
     y = rng.randint(0, 3, size=48)
     x = (centers[y] + rng.randn(48, 4) * 0.3).astype(np.float32)
-    it = mx.io.NDArrayIter(x, y.astype(np.float32), batch_size=12, label_name='cls_prob_label')
-    mod = DetModule(_net(), data_names=['data'], label_names=['cls_prob_label'],
-                    context=[mx.cpu(0), mx.cpu(1)], fixed_param_prefix=['conv_body'])
-    assert mod._fixed_param_names == ['conv_body_weight', 'conv_body_bias']
+    return mx.io.NDArrayIter(x, y.astype(np.float32), batch_size=12,
+                             label_name='cls_prob_label')
+
+
+def _trained():
+    # the fixed (never trained) body keeps its Xavier draw: unseeded, about one
+    # draw in twelve leaves 8 ReLU features that do not separate the clusters
+    mx.random.seed(0)
+    it = _clusters()
+    mod = FrozenPrefixModule(_net(), data_names=['data'], label_names=['cls_prob_label'],
+                             context=[mx.cpu(0), mx.cpu(1)], frozen_prefixes=['conv_body'],
+                             logger=logging)
     mod.fit(it, num_epoch=4, optimizer='sgd',
             optimizer_params={'learning_rate': 0.2, 'momentum': 0.9},
             initializer=mx.init.Xavier(), kvstore='local')
+    return mod, it
+
+
+def test_subclass_trains_with_imports_changed():
+    mod, it = _trained()
+    assert mod._fixed_param_names == ['conv_body_weight', 'conv_body_bias']
     # fit -> init_params(allow_missing=, force_init=) ; epoch end -> set_params ->
     # init_params(..., allow_extra=False): the 1.9.1 call pattern
     assert mod.init_calls[0] == dict(allow_missing=False, force_init=False, allow_extra=False)
@@ -130,5 +135,22 @@ def test_detmodule_trains_with_imports_changed(monkeypatch):
     assert np.all(arg['conv_body_bias'].asnumpy() == 0)          # fixed: never updated
     assert mod._exec_group.grad_req['conv_body_weight'] == 'null'
     assert not np.all(arg['cls_score_bias'].asnumpy() == 0)
-    acc = dict(mod.score(it, 'acc'))['accuracy']
-    assert acc >= 0.9
+    assert dict(mod.score(it, 'acc'))['accuracy'] >= 0.9
+
+
+def test_subclass_shares_and_rebinds(caplog):
+    mod, it = _trained()
+    accuracy = dict(mod.score(it, 'acc'))['accuracy']
+    infer = FrozenPrefixModule(_net(), data_names=['data'], label_names=['cls_prob_label'],
+                               context=[mx.cpu(0), mx.cpu(1)], frozen_prefixes=['conv_body'],
+                               logger=logging)
+    infer.bind(it.provide_data, it.provide_label, for_training=False, shared_module=mod)
+    assert infer.params_initialized and infer._arg_params is mod._arg_params
+    assert not infer.for_training and infer._grad_req == 'write'
+    assert dict(infer.score(it, 'acc'))['accuracy'] == accuracy
+    with caplog.at_level(logging.WARNING):
+        infer.bind(it.provide_data, it.provide_label, for_training=False)
+    assert 'kept the first binding' in caplog.text
+    # a forced rebind, parameters already known: set_params copies them in
+    infer.bind(it.provide_data, it.provide_label, for_training=False, force_rebind=True)
+    assert dict(infer.score(it, 'acc'))['accuracy'] == accuracy
