@@ -30,6 +30,8 @@ from runtime import random as _rt_random
 from runtime.ndarray import NDArray
 from runtime.ndarray import torch_dtype
 
+from . import registry as _registry
+
 _LOG = logging.getLogger(__name__)
 
 __all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Load", "Mixed",
@@ -119,75 +121,6 @@ def _bilinear_kernel(shape):
     # float64 products, rounded once to float32
     values = (1 - np.abs(cols / half - centre)) * (1 - np.abs(rows / half - centre))
     return values.astype(np.float32).reshape(shape)
-
-
-# ------------------------------------------------------------------ registry
-_REGISTRY: dict = {}
-
-
-def register(klass, name=None):
-    """Register an :class:`Initializer` subclass under ``name`` (default: its
-    lower-cased class name), so that :func:`create` and ``__init__`` attributes find it."""
-    if not (isinstance(klass, type) and issubclass(klass, Initializer)):
-        raise TypeError("Can only register subclass of Initializer, got %r" % (klass,))
-    key = (name or klass.__name__).lower()
-    known = _REGISTRY.get(key)
-    if known is not None and known is not klass:
-        warnings.warn(f"New initializer {klass.__module__}.{klass.__name__} registered with "
-                      f"name {key} is overriding existing initializer", UserWarning,
-                      stacklevel=2)
-    _REGISTRY[key] = klass
-    return klass
-
-
-def alias(*aliases):
-    """Class decorator registering the class under each of ``aliases`` too."""
-    def add_names(klass):
-        for extra in aliases:
-            register(klass, extra)
-        return klass
-    return add_names
-
-
-def _create_from_text(text, args, kwargs):
-    """:func:`create` for a string: ``dumps()`` JSON (a list or an object) or a name."""
-    if text[:1] in ("[", "{"):
-        assert not args and not kwargs, \
-            "create(%r): JSON text carries its own arguments; pass no others" % text
-        parsed = json.loads(text)
-        if isinstance(parsed, dict):
-            return create(**parsed)
-        registered, parsed_kwargs = parsed
-        return create(registered, **parsed_kwargs)
-    key = text.lower()
-    if key not in _REGISTRY:
-        raise ValueError(f"{key} is not registered. Please register with initializer.register "
-                         f"first (registered: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[key](*args, **kwargs)
-
-
-def create(*args, **kwargs):
-    """An initializer from an instance, a registered name (with its arguments),
-    a dict with an ``"initializer"`` key, or ``dumps()`` JSON text.
-
-    Returns
-    -------
-    Initializer
-    """
-    if args:
-        spec, args = args[0], args[1:]
-    else:
-        spec = kwargs.pop("initializer")
-    if isinstance(spec, Initializer):
-        assert not args and not kwargs, \
-            "initializer is already an instance. Additional arguments are invalid"
-        return spec
-    if isinstance(spec, dict):
-        return create(**spec)
-    if not isinstance(spec, str):
-        raise TypeError("initializer must be of string type (a registered name or dumps() "
-                        "JSON), an Initializer or a dict; got %s" % type(spec).__name__)
-    return _create_from_text(spec, args, kwargs)
 
 
 # ---------------------------------------------------------------- base class
@@ -356,6 +289,13 @@ class Initializer:
 
     def __repr__(self):
         return f"{type(self).__name__}({self._kwargs})"
+
+
+# ------------------------------------------------------------------ registry
+# The family's table in mx.registry: names for create() and __init__ attributes.
+register = _registry.get_register_func(Initializer, "initializer")
+alias = _registry.get_alias_func(Initializer, "initializer")
+create = _registry.get_create_func(Initializer, "initializer")
 
 
 # ------------------------------------------------------------ not registered

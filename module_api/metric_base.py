@@ -5,11 +5,11 @@ length check, the ``EvalMetric`` base class and the name -> class table behind
 The metric classes live in ``metric_classification`` and ``metric_regression``;
 ``module_api.metric`` gathers everything under mxnet's names.
 """
-import json
-import warnings
 
 import numpy
 import torch
+
+from . import registry as _registry
 
 # What a child of a CompositeEvalMetric may report as one number (not a list).
 NUMERIC_TYPES = (float, int, numpy.generic)
@@ -184,65 +184,7 @@ class EvalMetric(object):
         return _as_pairs(*self.get_global())
 
 
-# Lower-cased class names and nicknames -> metric class.
-_REGISTRY = {}
-
-
-def register(klass, name=None):
-    """Make ``klass`` (an EvalMetric subclass) known to ``create`` under ``name``,
-    by default its class name; names are case-insensitive. Usable as a decorator."""
-    assert issubclass(klass, EvalMetric), \
-        "Can only register subclass of %s (got %r)" % (EvalMetric.__name__, klass)
-    key = (klass.__name__ if name is None else name).lower()
-    previous = _REGISTRY.get(key)
-    if previous is not None:
-        warnings.warn(
-            "New metric %s.%s registered with name %s is overriding existing "
-            "metric %s.%s" % (klass.__module__, klass.__name__, key,
-                              previous.__module__, previous.__name__),
-            UserWarning, stacklevel=2)
-    _REGISTRY[key] = klass
-    return klass
-
-
-def alias(*aliases):
-    """Class decorator: also register the class under each of ``aliases``."""
-    def _register_aliases(klass):
-        for nickname in aliases:
-            register(klass, nickname)
-        return klass
-    return _register_aliases
-
-
-def _create(*args, **kwargs):
-    """A metric from a registered name (plus constructor arguments), a config
-    dict, JSON text of either form, or an existing instance (returned as is)."""
-    if args:
-        spec, args = args[0], args[1:]
-    else:
-        spec = kwargs.pop('metric')
-    extra = bool(args or kwargs)
-    if isinstance(spec, EvalMetric):
-        assert not extra, "metric is already an instance. Additional arguments are invalid"
-        return spec
-    if isinstance(spec, dict):
-        return _create(**spec)
-    assert isinstance(spec, str), \
-        "metric must be of string type (got %s)" % type(spec).__name__
-    if spec.startswith(('[', '{')):
-        assert not extra, "a JSON metric spec takes no further arguments"
-        return _create_from_json(spec)
-    key = spec.lower()
-    assert key in _REGISTRY, \
-        "%s is not registered. Please register with metric.register first " \
-        "(known: %s)" % (key, ', '.join(sorted(_REGISTRY)))
-    return _REGISTRY[key](*args, **kwargs)
-
-
-def _create_from_json(text):
-    """``'["name", {kwargs}]'`` or ``'{"metric": name, ...kwargs}'`` -> metric."""
-    decoded = json.loads(text)
-    if text.startswith('['):
-        name, kwargs = decoded
-        return _create(name, **kwargs)
-    return _create(**decoded)
+# The family's table in mx.registry: class names and nicknames for mx.metric.create.
+register = _registry.get_register_func(EvalMetric, "metric")
+alias = _registry.get_alias_func(EvalMetric, "metric")
+_create = _registry.get_create_func(EvalMetric, "metric")
