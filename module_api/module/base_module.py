@@ -1,10 +1,15 @@
-"""``BaseModule``: the module API (mxnet 1.9.1 ``mxnet.module.base_module``).
+"""``BaseModule``, the module API of mxnet 1.9.1 (``mx.mod.BaseModule``).
 
-The high-level ``fit`` / ``score`` / ``predict`` / ``iter_predict`` are
-written against the intermediate API (``bind``, ``init_params``,
-``init_optimizer``, ``forward``, ``backward``, ``update``, ...) with the same
-call pattern and keyword arguments as mxnet 1.9.1, so subclasses that
-override those methods with mxnet's signatures keep working.
+A module takes three steps before it trains: ``bind`` (input shapes known, memory
+allocated), ``init_params`` and ``init_optimizer``. The flags ``binded``,
+``params_initialized`` and ``optimizer_initialized`` record how far it got.
+
+The high-level calls of this class (``fit``, ``score``, ``predict``,
+``iter_predict``) are made only of the intermediate ones (``bind``, ``forward``,
+``backward``, ``update``, ``update_metric``, ``prepare``, ``get_params``, ...),
+called with mxnet's keywords: a subclass that overrides one of those with mxnet's
+signature (``Module``, ``BucketingModule``, ``SequentialModule``, user code) gets
+the loops for free.
 """
 from __future__ import annotations
 
@@ -28,6 +33,12 @@ from ..model_base import BatchEndParam
 
 _LOG = logging.getLogger(__name__)
 
+# the end of an epoch's iterator (a batch may be any object)
+_NO_MORE_BATCHES = object()
+
+# names that end so are parameters: never offered as the input a user meant
+_PARAM_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
+
 
 class ModuleStateError(MXNetError, AssertionError):
     """A module method called out of order (before ``bind``, ``init_params`` or
@@ -35,7 +46,7 @@ class ModuleStateError(MXNetError, AssertionError):
     An ``AssertionError`` too, so code written against mxnet still catches it."""
 
 
-# (flag, what it takes, the call that sets it)
+# flag -> (what the module must be, the call that gets it there)
 _STEPS = {"binded": ("bound", "bind()"),
           "params_initialized": ("its parameters initialised", "init_params()"),
           "optimizer_initialized": ("its optimizer initialised", "init_optimizer()")}
@@ -55,17 +66,17 @@ def _require(mod, what, *flags, hint=None):
         mxnet's own wording, where it has one (``call bind before initializing the
         parameters``); it leads the message.
     """
-    if all(getattr(mod, f, False) for f in flags):
+    unset = [flag for flag in flags if not getattr(mod, flag, False)]
+    if not unset:
         return
-    needs = [_STEPS[f][0] for f in flags]
-    wanted = needs[0] if len(needs) == 1 else \
-        ", ".join(needs[:-1]) + " and " + needs[-1]
-    state = ", ".join(f"{f}={bool(getattr(mod, f, False))}" for f in flags)
-    calls = [_STEPS[f][1] for f in flags if not getattr(mod, f, False)]
+    needs = [_STEPS[flag][0] for flag in flags]
+    wanted = needs[0] if len(needs) == 1 else ", ".join(needs[:-1]) + " and " + needs[-1]
+    state = ", ".join(f"{flag}={flag not in unset}" for flag in flags)
+    calls = " and ".join(_STEPS[flag][1] for flag in unset)
     lead = f"{hint}: " if hint else ""
     raise ModuleStateError(
         f"{type(mod).__name__}.{what}: {lead}the module must be {wanted} first ({state}); "
-        f"call {' and '.join(calls)}, or fit(), which does every step")
+        f"call {calls}, or fit(), which does every step")
 
 
 def _require_input_grads(mod, what):
@@ -95,74 +106,113 @@ def _empty_epoch(train_data, epoch, begin_epoch):
                       f"batch_size, or reset() of a custom DataIter")
 
 
-def _as_list(obj):
-    """A list or tuple as it is; anything else wrapped in a list."""
-    if isinstance(obj, (list, tuple)):
-        return obj
-    return [obj]
+def _call_each(callbacks, *args):
+    """Call ``callbacks`` (one callable, or a list or tuple of them) with ``args``."""
+    for callback in callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]:
+        callback(*args)
 
 
+# ---------------------------------------------------------------------- input names
 def _check_input_names(symbol, names, typename, throw):
-    """Check that all input names are in symbol's arguments."""
-    args = symbol.list_arguments()
-    for name in names:
-        if name in args:
-            continue
-        candidates = [arg for arg in args if
-                      not arg.endswith('_weight') and
-                      not arg.endswith('_bias') and
-                      not arg.endswith('_gamma') and
-                      not arg.endswith('_beta')]
-        msg = "\033[91mYou created Module with Module(..., %s_names=%s) but " \
-              "input with name '%s' is not found in symbol.list_arguments(). " \
-              "Did you mean one of:\n\t%s\033[0m" % (
-                  typename, str(names), name, '\n\t'.join(candidates))
+    """Check that every name of ``names`` is an argument of ``symbol``.
+
+    Parameters
+    ----------
+    symbol : Symbol
+    names : list of str
+        What the module was given as ``<typename>_names``.
+    typename : str
+        ``data``, ``label``, ``state`` or ``fixed_param``, for the message.
+    throw : bool
+        Raise ``ValueError`` for a name that is not an argument; otherwise warn (a
+        module built for prediction may lack its loss, hence its label).
+    """
+    arguments = symbol.list_arguments()
+    inputs = [arg for arg in arguments if not arg.endswith(_PARAM_SUFFIXES)]
+    for missing in [name for name in names if name not in arguments]:
+        # mxnet's text and colour codes: users and tests match them
+        text = (f"\033[91mYou created Module with Module(..., {typename}_names={names}) "
+                f"but input with name '{missing}' is not found in symbol.list_arguments(). "
+                "Did you mean one of:\n\t" + "\n\t".join(inputs) + "\033[0m")
         if throw:
-            raise ValueError(msg)
-        warnings.warn(msg)
+            raise ValueError(text)
+        warnings.warn(text)
 
 
-def _check_names_match(data_names, data_shapes, name, throw):
-    """Check that input names matches input data descriptors."""
-    actual = [x[0] for x in data_shapes]
-    if sorted(data_names) != sorted(actual):
-        msg = "Data provided by %s_shapes don't match names specified by %s_names (%s vs. %s)" % (
-            name, name, str(data_shapes), str(data_names))
-        if throw:
-            raise ValueError(msg)
-        warnings.warn(msg)
+def _check_names_match(names, descs, kind, throw):
+    """Check that ``descs`` (``DataDesc`` list) names exactly ``names``, in any order.
+
+    ``kind`` is ``data`` or ``label``; ``throw`` raises ``ValueError``, else a warning.
+    """
+    if sorted(names) == sorted(desc[0] for desc in descs):
+        return
+    text = (f"Data provided by {kind}_shapes don't match names specified by "
+            f"{kind}_names ({descs} vs. {names})")
+    if throw:
+        raise ValueError(text)
+    warnings.warn(text)
+
+
+def _as_descs(shapes):
+    """Each ``(name, shape)`` pair of ``shapes`` as a ``DataDesc`` (one kept as it is)."""
+    return [shape if isinstance(shape, DataDesc) else DataDesc(*shape) for shape in shapes]
 
 
 def _parse_data_desc(data_names, label_names, data_shapes, label_shapes):
-    """Parse data_attrs into DataDesc format and check that names match."""
-    data_shapes = [x if isinstance(x, DataDesc) else DataDesc(*x) for x in data_shapes]
-    _check_names_match(data_names, data_shapes, 'data', True)
-    if label_shapes is not None:
-        label_shapes = [x if isinstance(x, DataDesc) else DataDesc(*x) for x in label_shapes]
-        _check_names_match(label_names, label_shapes, 'label', False)
-    else:
-        _check_names_match(label_names, [], 'label', False)
-    return data_shapes, label_shapes
+    """``data_shapes`` and ``label_shapes`` as ``DataDesc`` lists, their names checked.
+
+    Data names that differ from ``data_names`` raise ``ValueError``; label names that
+    differ from ``label_names`` (no labels given, as for prediction) only warn.
+
+    Returns
+    -------
+    (list of DataDesc, list of DataDesc or None)
+    """
+    data_descs = _as_descs(data_shapes)
+    _check_names_match(data_names, data_descs, 'data', True)
+    label_descs = None if label_shapes is None else _as_descs(label_shapes)
+    _check_names_match(label_names, label_descs or [], 'label', False)
+    return data_descs, label_descs
 
 
+# ---------------------------------------------------------------------- predictions
 def _copy_array(arr):
     """``NDArray.copy()``: a new NDArray with the same values and context."""
     return as_ndarray(arr.detach().clone(), getattr(arr, "context", None))
 
 
-class BaseModule:
-    """The base class of a module (mxnet 1.9.1).
+def _merge_outputs(per_batch, always_output_list):
+    """Join ``predict``'s per-batch output lists along the batch axis.
 
-    A module is bound (memory allocated), has its parameters initialized,
-    and has an optimizer installed, in that order; ``binded``,
-    ``for_training``, ``inputs_need_grad``, ``params_initialized`` and
-    ``optimizer_initialized`` record the state.
+    Returns one NDArray per output; a single output alone unless
+    ``always_output_list``.
+    """
+    counts = sorted({len(outputs) for outputs in per_batch})
+    if len(counts) > 1:
+        raise AssertionError(
+            'Cannot merge batches, as num of outputs is not the same in mini-batches. '
+            f'Maybe bucketing is used? (the batches give {counts} outputs; '
+            'predict(..., merge_batches=False) returns them batch by batch)')
+    merged = [ndarray.concatenate(list(column)) for column in zip(*per_batch)]
+    if len(merged) == 1 and not always_output_list:
+        return merged[0]
+    return merged
+
+
+class BaseModule:
+    """The base class of modules (mxnet 1.9.1's ``BaseModule``).
 
     Parameters
     ----------
     logger : Logger
-        Defaults to this module's logger (``module_api.module.base_module``), which
-        propagates to the root logger; the library never configures the root logger.
+        Where ``fit``'s ``Epoch[..]`` lines go. Defaults to this module's logger
+        (``module_api.module.base_module``), which propagates to the root logger; the
+        library never configures the root logger.
+
+    Attributes
+    ----------
+    binded, for_training, inputs_need_grad, params_initialized, optimizer_initialized : bool
+        How far the module got, as in mxnet.
     """
 
     def __init__(self, logger=_LOG):
@@ -177,17 +227,35 @@ class BaseModule:
 
     # ------------------------------------------------------------------ high level
     def forward_backward(self, data_batch):
-        """A convenient function that calls both ``forward`` and ``backward``."""
+        """``forward(data_batch, is_train=True)`` then ``backward()``."""
         self.forward(data_batch, is_train=True)
         self.backward()
 
     def score(self, eval_data, eval_metric, num_batch=None, batch_end_callback=None,
               score_end_callback=None, reset=True, epoch=0, sparse_row_id_fn=None):
-        """Run prediction on ``eval_data`` and evaluate ``eval_metric``.
+        """Evaluate ``eval_metric`` on the predictions for ``eval_data``.
+
+        Parameters
+        ----------
+        eval_data : DataIter
+        eval_metric : EvalMetric or str or list
+            Reset first; a name (or list of names) makes a new metric.
+        num_batch : int, optional
+            Stop after this many batches (default: the whole iterator).
+        batch_end_callback : callable or list of callable, optional
+            Called with a ``BatchEndParam`` after each batch.
+        score_end_callback : callable or list of callable, optional
+            Called once at the end; its ``nbatch`` is the number of batches scored.
+        reset : bool
+            ``eval_data.reset()`` first.
+        epoch : int
+            Reported to the callbacks.
+        sparse_row_id_fn : callable, optional
+            Passed to ``prepare``.
 
         Returns
         -------
-        list of (name, value)
+        list of (str, float)
             ``eval_metric.get_name_value()``.
         """
         _require(self, "score", "binded", "params_initialized")
@@ -196,42 +264,32 @@ class BaseModule:
         if not isinstance(eval_metric, metric.EvalMetric):
             eval_metric = metric.create(eval_metric)
         eval_metric.reset()
-        actual_num_batch = 0
-        for nbatch, eval_batch in enumerate(eval_data):
-            if num_batch is not None and nbatch == num_batch:
-                break
-            self.prepare(eval_batch, sparse_row_id_fn=sparse_row_id_fn)
-            self.forward(eval_batch, is_train=False)
-            if isinstance(eval_batch, list):
-                self.update_metric(eval_metric, [eb.label for eb in eval_batch], pre_sliced=True)
-            else:
-                self.update_metric(eval_metric, eval_batch.label)
+        scored = 0
+        for nbatch, eval_batch in self._forward_each(eval_data, num_batch, sparse_row_id_fn):
+            self._update_metric_from(eval_metric, eval_batch)
             if batch_end_callback is not None:
-                batch_end_params = BatchEndParam(epoch=epoch, nbatch=nbatch,
-                                                 eval_metric=eval_metric, locals=locals())
-                for callback in _as_list(batch_end_callback):
-                    callback(batch_end_params)
-            actual_num_batch += 1
+                _call_each(batch_end_callback, BatchEndParam(
+                    epoch=epoch, nbatch=nbatch, eval_metric=eval_metric, locals=locals()))
+            scored += 1
         if score_end_callback:
-            params = BatchEndParam(epoch=epoch, nbatch=actual_num_batch,
-                                   eval_metric=eval_metric, locals=locals())
-            for callback in _as_list(score_end_callback):
-                callback(params)
+            _call_each(score_end_callback, BatchEndParam(
+                epoch=epoch, nbatch=scored, eval_metric=eval_metric, locals=locals()))
         return eval_metric.get_name_value()
 
     def iter_predict(self, eval_data, num_batch=None, reset=True, sparse_row_id_fn=None):
-        """Iterate over predictions: yields ``(outputs, nbatch, batch)``, padding removed."""
+        """Predict batch by batch.
+
+        Yields
+        ------
+        (list of NDArray, int, DataBatch)
+            The outputs with the batch's padding cut off (views of the module's output
+            arrays, overwritten by the next forward), the batch's index and the batch.
+        """
         _require(self, "iter_predict", "binded", "params_initialized")
         if reset:
             eval_data.reset()
-        for nbatch, eval_batch in enumerate(eval_data):
-            if num_batch is not None and nbatch == num_batch:
-                break
-            self.prepare(eval_batch, sparse_row_id_fn=sparse_row_id_fn)
-            self.forward(eval_batch, is_train=False)
-            pad = eval_batch.pad or 0
-            outputs = [out[0:out.shape[0] - pad] for out in self.get_outputs()]
-            yield (outputs, nbatch, eval_batch)
+        for nbatch, eval_batch in self._forward_each(eval_data, num_batch, sparse_row_id_fn):
+            yield self._unpadded_outputs(eval_batch), nbatch, eval_batch
 
     def predict(self, eval_data, num_batch=None, merge_batches=True, reset=True,
                 always_output_list=False, sparse_row_id_fn=None):
@@ -240,51 +298,71 @@ class BaseModule:
         Parameters
         ----------
         eval_data : DataIter or NDArray or numpy array
+            An array is one batch: a single ``forward``, its first output returned.
         num_batch : int, optional
+            Stop after this many batches.
         merge_batches : bool
-            Concatenate the batches' outputs (``[out1, out2]``; a single
-            output alone unless ``always_output_list``); otherwise a list of
+            Join the batches' outputs along the batch axis (``[out1, out2]``; a single
+            output alone unless ``always_output_list``); otherwise return a list of
             per-batch output lists.
         reset : bool
+            ``eval_data.reset()`` first.
         always_output_list : bool
+            Return a list even for a single output.
+        sparse_row_id_fn : callable, optional
+            Passed to ``prepare``.
 
         Returns
         -------
         NDArray, list of NDArray or list of list of NDArray
+            Copies, padding cut off; ``[]`` when the iterator yields no batch.
         """
         _require(self, "predict", "binded", "params_initialized")
         if isinstance(eval_data, (torch.Tensor, np.ndarray)):
-            if not isinstance(eval_data, ndarray.NDArray):
-                eval_data = ndarray.array(eval_data)
-            self.forward(DataBatch([eval_data]))
-            return self.get_outputs()[0]
+            return self._predict_array(eval_data)
         if not isinstance(eval_data, DataIter):
-            raise ValueError('eval_data must be of type NDArray or DataIter')
+            raise ValueError('eval_data must be of type NDArray or DataIter, got '
+                             f'{type(eval_data).__name__}')
         if reset:
             eval_data.reset()
-        output_list = []
-        for nbatch, eval_batch in enumerate(eval_data):
+        per_batch = [[_copy_array(out) for out in self._unpadded_outputs(batch)]
+                     for _, batch in self._forward_each(eval_data, num_batch, sparse_row_id_fn)]
+        if not per_batch or not merge_batches:
+            return per_batch
+        return _merge_outputs(per_batch, always_output_list)
+
+    def _predict_array(self, array):
+        """``predict`` of an array: one forward of it as one batch; the first output."""
+        if not isinstance(array, ndarray.NDArray):
+            array = ndarray.array(array)
+        self.forward(DataBatch([array]))
+        return self.get_outputs()[0]
+
+    def _forward_each(self, eval_data, num_batch, sparse_row_id_fn):
+        """``prepare`` and ``forward(is_train=False)`` each batch of ``eval_data``.
+
+        Yields ``(nbatch, batch)`` after each forward, for at most ``num_batch`` batches.
+        As in mxnet, the batch after the last one is still drawn from the iterator.
+        """
+        for nbatch, batch in enumerate(eval_data):
             if num_batch is not None and nbatch == num_batch:
-                break
-            self.prepare(eval_batch, sparse_row_id_fn=sparse_row_id_fn)
-            self.forward(eval_batch, is_train=False)
-            pad = eval_batch.pad or 0
-            outputs = [_copy_array(out[0:out.shape[0] - pad]) for out in self.get_outputs()]
-            output_list.append(outputs)
-        if len(output_list) == 0:
-            return output_list
-        if merge_batches:
-            num_outputs = len(output_list[0])
-            for out in output_list:
-                assert len(out) == num_outputs, \
-                    'Cannot merge batches, as num of outputs is not the same ' + \
-                    'in mini-batches. Maybe bucketing is used?'
-            output_list2 = [ndarray.concatenate([out[i] for out in output_list])
-                            for i in range(num_outputs)]
-            if num_outputs == 1 and not always_output_list:
-                return output_list2[0]
-            return output_list2
-        return output_list
+                return
+            self.prepare(batch, sparse_row_id_fn=sparse_row_id_fn)
+            self.forward(batch, is_train=False)
+            yield nbatch, batch
+
+    def _unpadded_outputs(self, batch):
+        """The outputs of the last forward without the ``batch.pad`` filler samples."""
+        pad = batch.pad or 0
+        return [out[0:out.shape[0] - pad] for out in self.get_outputs()]
+
+    def _update_metric_from(self, eval_metric, batch):
+        """``update_metric`` with the labels of ``batch``: a list of batches is one per
+        device, already sliced."""
+        if isinstance(batch, list):
+            self.update_metric(eval_metric, [part.label for part in batch], pre_sliced=True)
+        else:
+            self.update_metric(eval_metric, batch.label)
 
     def fit(self, train_data, eval_data=None, eval_metric='acc',
             epoch_end_callback=None, batch_end_callback=None, kvstore='local',
@@ -294,111 +372,118 @@ class BaseModule:
             arg_params=None, aux_params=None, allow_missing=False,
             force_rebind=False, force_init=False, begin_epoch=0, num_epoch=None,
             validation_metric=None, monitor=None, sparse_row_id_fn=None):
-        """Train the module parameters (mxnet 1.9.1's loop).
+        """Train the module for epochs ``begin_epoch`` .. ``num_epoch - 1``.
 
-        ``bind(for_training=True, force_rebind=)`` → ``install_monitor`` →
-        ``init_params(initializer=, arg_params=, aux_params=, allow_missing=,
-        force_init=)`` → ``init_optimizer(kvstore=, optimizer=,
-        optimizer_params=)``, then per batch ``forward_backward``,
-        ``update_metric``, ``update`` and ``prepare`` of the next batch; per epoch
-        ``get_params`` / ``set_params``, ``epoch_end_callback``, ``score``. (mxnet
-        calls ``update`` before ``update_metric`` and its engine runs the two
-        overlapped; here the metric comes first, so that it runs while a
-        distributed update's all-reduce is in flight.)
+        Sets up with ``bind(for_training=True)``, ``install_monitor``, ``init_params``
+        and ``init_optimizer``. Each batch: ``forward_backward``, ``update_metric``,
+        ``update``, then the next batch's ``prepare``, then ``batch_end_callback``.
+        Each epoch: the ``Epoch[%d] Train-..`` and ``Time cost`` log lines,
+        ``get_params`` / ``set_params``, ``epoch_end_callback(epoch, symbol,
+        arg_params, aux_params)``, ``score`` of ``eval_data`` with
+        ``validation_metric`` (default: ``eval_metric``), ``eval_end_callback``
+        and the ``Validation`` lines, and ``train_data.reset()``.
 
-        With a distributed kvstore, ``epoch_end_callback`` runs on rank 0 only
-        (every worker holds the same parameters under ``dist_sync``).
+        mxnet calls ``update`` before ``update_metric`` and its engine runs the two
+        overlapped; here the metric comes first, so that it runs while a distributed
+        update's all-reduce is in flight. With a distributed kvstore,
+        ``epoch_end_callback`` runs on rank 0 only (every worker holds the same
+        parameters under ``dist_sync``).
         """
-        assert num_epoch is not None, 'please specify number of epochs'
-
+        if num_epoch is None:
+            raise AssertionError('please specify number of epochs: fit(..., num_epoch=N)')
         self.bind(data_shapes=train_data.provide_data, label_shapes=train_data.provide_label,
                   for_training=True, force_rebind=force_rebind)
         if monitor is not None:
             self.install_monitor(monitor)
-        self.init_params(initializer=initializer, arg_params=arg_params, aux_params=aux_params,
-                         allow_missing=allow_missing, force_init=force_init)
+        self.init_params(initializer=initializer, arg_params=arg_params,
+                         aux_params=aux_params, allow_missing=allow_missing,
+                         force_init=force_init)
         self.init_optimizer(kvstore=kvstore, optimizer=optimizer,
                             optimizer_params=optimizer_params)
-
+        # taken before eval_metric becomes an object: a name gives validation a metric
+        # of its own, an EvalMetric is shared (and reset by score)
         if validation_metric is None:
             validation_metric = eval_metric
         if not isinstance(eval_metric, metric.EvalMetric):
             eval_metric = metric.create(eval_metric)
-
         for epoch in range(begin_epoch, num_epoch):
-            tic = time.time()
-            eval_metric.reset()
-            nbatch = 0
-            data_iter = iter(train_data)
-            end_of_batch = False
-            try:
-                next_data_batch = next(data_iter)
-            except StopIteration:
-                raise _empty_epoch(train_data, epoch, begin_epoch) from None
-            bar = _epoch_progress(train_data, epoch)
-            try:    # the bar (and tqdm's monitor thread) also ends when a step fails
-                while not end_of_batch:
-                    data_batch = next_data_batch
-                    if monitor is not None:
-                        monitor.tic()
-                    self.forward_backward(data_batch)
-                    # the metric reads the forward's outputs, which update() leaves as
-                    # they are: updated first, it runs while the gradients' all-reduce
-                    # (started during the backward) is in flight, as mxnet's engine
-                    # overlaps the two
-                    if isinstance(data_batch, list):
-                        self.update_metric(eval_metric, [db.label for db in data_batch],
-                                           pre_sliced=True)
-                    else:
-                        self.update_metric(eval_metric, data_batch.label)
-                    self.update()
-
-                    try:
-                        # pre fetch next batch
-                        next_data_batch = next(data_iter)
-                        self.prepare(next_data_batch, sparse_row_id_fn=sparse_row_id_fn)
-                    except StopIteration:
-                        end_of_batch = True
-
-                    if monitor is not None:
-                        monitor.toc_print()
-
-                    if end_of_batch:
-                        eval_name_vals = eval_metric.get_global_name_value()
-
-                    if batch_end_callback is not None:
-                        batch_end_params = BatchEndParam(epoch=epoch, nbatch=nbatch,
-                                                         eval_metric=eval_metric, locals=locals())
-                        for callback in _as_list(batch_end_callback):
-                            callback(batch_end_params)
-                    nbatch += 1
-                    bar.update(1)
-            finally:
-                bar.close()
-
-            # one epoch of training is finished
-            for name, val in eval_name_vals:
-                self.logger.info('Epoch[%d] Train-%s=%f', epoch, name, val)
-            toc = time.time()
-            self.logger.info('Epoch[%d] Time cost=%.3f', epoch, (toc - tic))
-
-            # sync aux params across devices
-            arg_params, aux_params = self.get_params()
-            self.set_params(arg_params, aux_params)
-
-            if epoch_end_callback is not None and self._worker_rank() == 0:
-                for callback in _as_list(epoch_end_callback):
-                    callback(epoch, self.symbol, arg_params, aux_params)
-
+            started = time.time()
+            train_values = self._fit_epoch(train_data, epoch, begin_epoch, eval_metric,
+                                           monitor, batch_end_callback, sparse_row_id_fn)
+            for name, value in train_values:
+                self.logger.info('Epoch[%d] Train-%s=%f', epoch, name, value)
+            self.logger.info('Epoch[%d] Time cost=%.3f', epoch, time.time() - started)
+            self._end_epoch(epoch, epoch_end_callback)
             if eval_data is not None:
-                res = self.score(eval_data, validation_metric,
-                                 score_end_callback=eval_end_callback,
-                                 batch_end_callback=eval_batch_end_callback, epoch=epoch)
-                for name, val in res:
-                    self.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, val)
-
-            # end of 1 epoch, reset the data-iter for another epoch
+                scores = self.score(eval_data, validation_metric,
+                                    score_end_callback=eval_end_callback,
+                                    batch_end_callback=eval_batch_end_callback, epoch=epoch)
+                for name, value in scores:
+                    self.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, value)
             train_data.reset()
+
+    def _fit_epoch(self, train_data, epoch, begin_epoch, eval_metric, monitor,
+                   batch_end_callback, sparse_row_id_fn):
+        """Train on each batch of ``train_data`` once.
+
+        Returns
+        -------
+        list of (str, float)
+            The metric's global values, read after the last batch's update and before
+            its ``batch_end_callback`` (a ``Speedometer`` may reset the metric).
+        """
+        eval_metric.reset()
+        batches = iter(train_data)
+        upcoming = next(batches, _NO_MORE_BATCHES)
+        if upcoming is _NO_MORE_BATCHES:
+            raise _empty_epoch(train_data, epoch, begin_epoch)
+        nbatch, epoch_values = 0, None
+        bar = _epoch_progress(train_data, epoch)
+        try:    # the bar (and tqdm's monitor thread) also ends when a step fails
+            while upcoming is not _NO_MORE_BATCHES:
+                data_batch = upcoming      # the name callbacks read from param.locals
+                if monitor is not None:
+                    monitor.tic()
+                self._fit_step(data_batch, eval_metric)
+                upcoming = self._next_prepared(batches, sparse_row_id_fn)
+                if monitor is not None:
+                    monitor.toc_print()
+                if upcoming is _NO_MORE_BATCHES:
+                    epoch_values = eval_metric.get_global_name_value()
+                if batch_end_callback is not None:
+                    _call_each(batch_end_callback, BatchEndParam(
+                        epoch=epoch, nbatch=nbatch, eval_metric=eval_metric, locals=locals()))
+                nbatch += 1
+                bar.update(1)
+        finally:
+            bar.close()
+        return epoch_values
+
+    def _fit_step(self, data_batch, eval_metric):
+        """One training step. The metric reads the forward's outputs, which ``update``
+        leaves as they are: run first, it overlaps the gradients' all-reduce (started
+        during the backward), as mxnet's engine overlaps the two."""
+        self.forward_backward(data_batch)
+        self._update_metric_from(eval_metric, data_batch)
+        self.update()
+
+    def _next_prepared(self, batches, sparse_row_id_fn):
+        """The next batch of the iterator ``batches``, ``prepare``d for the next step;
+        ``_NO_MORE_BATCHES`` at the end."""
+        try:
+            batch = next(batches)
+            self.prepare(batch, sparse_row_id_fn=sparse_row_id_fn)
+        except StopIteration:
+            return _NO_MORE_BATCHES
+        return batch
+
+    def _end_epoch(self, epoch, epoch_end_callback):
+        """Settle the parameters after an epoch and hand them to ``epoch_end_callback``."""
+        # setting get_params' copies back makes every device hold the same aux states
+        arg_params, aux_params = self.get_params()
+        self.set_params(arg_params, aux_params)
+        if epoch_end_callback is not None and self._worker_rank() == 0:
+            _call_each(epoch_end_callback, epoch, self.symbol, arg_params, aux_params)
 
     def _worker_rank(self):
         """This worker's rank in a distributed job, 0 otherwise. ``fit`` runs
@@ -415,129 +500,167 @@ class BaseModule:
     # ------------------------------------------------------------------ symbol information
     @property
     def data_names(self):
-        """A list of names for data required by this module."""
+        """list of str: the names of the data inputs."""
         raise NotImplementedError()
 
     @property
     def output_names(self):
-        """A list of names for the outputs of this module."""
+        """list of str: the names of the outputs."""
         raise NotImplementedError()
 
     @property
     def data_shapes(self):
-        """A list of (name, shape) pairs specifying the data inputs to this module."""
+        """list of DataDesc: the data inputs (name and shape)."""
         raise NotImplementedError()
 
     @property
     def label_shapes(self):
-        """A list of (name, shape) pairs specifying the label inputs to this module."""
+        """list of DataDesc: the label inputs (name and shape)."""
         raise NotImplementedError()
 
     @property
     def output_shapes(self):
-        """A list of (name, shape) pairs specifying the outputs of this module."""
+        """list of (str, tuple): the outputs (name and shape)."""
         raise NotImplementedError()
 
     # ------------------------------------------------------------------ parameters
     def get_params(self):
-        """``(arg_params, aux_params)``: dicts of name to NDArray (copies on the CPU)."""
+        """The parameters.
+
+        Returns
+        -------
+        (dict of str to NDArray, dict of str to NDArray)
+            ``arg_params`` and ``aux_params``.
+        """
         raise NotImplementedError()
 
-    def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
-                    allow_missing=False, force_init=False, allow_extra=False):
-        """Initialize the parameters and auxiliary states."""
+    def init_params(self, initializer=Uniform(0.01), arg_params=None,
+                    aux_params=None, allow_missing=False, force_init=False,
+                    allow_extra=False):
+        """Initialise the parameters and auxiliary states (from ``arg_params`` /
+        ``aux_params`` where given, ``initializer`` otherwise)."""
         raise NotImplementedError()
 
     def set_params(self, arg_params, aux_params, allow_missing=False, force_init=True,
                    allow_extra=False):
-        """Assign parameter and aux state values (through ``init_params``)."""
+        """Assign parameter and auxiliary state values: ``init_params`` without an
+        initializer.
+
+        Parameters
+        ----------
+        arg_params, aux_params : dict of str to NDArray
+        allow_missing : bool
+            Leave the parameters not in the dicts as they are.
+        force_init : bool
+            Assign even if already initialised.
+        allow_extra : bool
+            Ignore names that are not parameters of the module (else ``ValueError``).
+        """
         self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
                          allow_missing=allow_missing, force_init=force_init,
                          allow_extra=allow_extra)
 
     def save_params(self, fname):
-        """Save the parameters to ``fname`` (mxnet's ``.params`` format, ``arg:``/``aux:``)."""
+        """Write the parameters to ``fname`` in mxnet's ``.params`` format (keys
+        ``arg:<name>`` and ``aux:<name>``, arrays on the CPU)."""
         arg_params, aux_params = self.get_params()
-        save_dict = {('arg:%s' % k): v.as_in_context(cpu()) for k, v in arg_params.items()}
-        save_dict.update({('aux:%s' % k): v.as_in_context(cpu()) for k, v in aux_params.items()})
-        ndarray.save(fname, save_dict)
+        named = {}
+        for prefix, params in (("arg", arg_params), ("aux", aux_params)):
+            for name, value in params.items():
+                named[f"{prefix}:{name}"] = value.as_in_context(cpu())
+        ndarray.save(fname, named)
 
     def load_params(self, fname):
-        """Load parameters from ``fname`` and ``set_params`` them."""
-        save_dict = ndarray.load(fname)
-        arg_params = {}
-        aux_params = {}
-        for k, value in save_dict.items():
-            arg_type, name = k.split(':', 1)
-            if arg_type == 'arg':
-                arg_params[name] = value
-            elif arg_type == 'aux':
-                aux_params[name] = value
-            else:
-                raise ValueError("Invalid param file " + fname)
+        """Read a ``.params`` file written by ``save_params`` (or a checkpoint) and
+        ``set_params`` its values."""
+        loaded = ndarray.load(fname)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"Invalid param file {fname}: it holds a list of "
+                             f"{len(loaded)} unnamed arrays, not 'arg:'/'aux:' parameters")
+        arg_params, aux_params = {}, {}
+        by_prefix = {"arg": arg_params, "aux": aux_params}
+        for key, value in loaded.items():
+            prefix, colon, name = key.partition(":")
+            if not colon or prefix not in by_prefix:
+                raise ValueError(f"Invalid param file {fname}: key {key!r} is neither "
+                                 "'arg:<name>' nor 'aux:<name>'")
+            by_prefix[prefix][name] = value
         self.set_params(arg_params, aux_params)
 
     def get_states(self, merge_multi_context=True):
-        """States of all devices (none for a module without states)."""
+        """The states of a module that has none: ``[]``.
+
+        Only ``merge_multi_context=False`` is accepted, as in mxnet.
+        """
         _require(self, "get_states", "binded", "params_initialized")
-        assert not merge_multi_context
+        if merge_multi_context:
+            raise AssertionError(f"{type(self).__name__} has no states to merge; call "
+                                 "get_states(merge_multi_context=False)")
         return []
 
     def set_states(self, states=None, value=None):
-        """Set the states (none for a module without states)."""
+        """Set the states of a module that has none: only empty ``states`` and
+        ``value`` are accepted."""
         _require(self, "set_states", "binded", "params_initialized")
-        assert not states and not value
+        if states or value:
+            raise AssertionError(f"{type(self).__name__} has no states to set")
 
     def install_monitor(self, mon):
-        """Install a monitor on all executors."""
+        """Have ``mon`` (a ``Monitor``) watch every executor."""
         raise NotImplementedError()
 
     # ------------------------------------------------------------------ computations
     def prepare(self, data_batch, sparse_row_id_fn=None):
-        """Prepare the module for a batch (bucket switch, reshape); nothing by default."""
+        """Get ready for ``data_batch`` (switch bucket, reshape, pull sparse rows).
+
+        Nothing by default; ``sparse_row_id_fn`` is ignored here with a warning.
+        """
         if sparse_row_id_fn is not None:
             warnings.warn(UserWarning("sparse_row_id_fn is not invoked for BaseModule."))
 
     def forward(self, data_batch, is_train=None):
-        """Forward computation."""
+        """Forward computation (``is_train`` defaults to ``for_training``)."""
         raise NotImplementedError()
 
     def backward(self, out_grads=None):
-        """Backward computation."""
+        """Backward computation (``out_grads``: gradients of the outputs, for modules
+        that do not end in a loss)."""
         raise NotImplementedError()
 
     def get_outputs(self, merge_multi_context=True):
-        """Outputs of the previous forward computation."""
+        """The outputs of the last forward, list of NDArray."""
         raise NotImplementedError()
 
     def get_input_grads(self, merge_multi_context=True):
-        """Gradients with respect to the inputs, from the previous backward."""
+        """The gradients of the data inputs from the last backward, list of NDArray
+        (needs ``bind(..., inputs_need_grad=True)``)."""
         raise NotImplementedError()
 
     def update(self):
-        """Update the parameters with the installed optimizer."""
+        """Apply one optimizer step to the parameters."""
         raise NotImplementedError()
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
-        """Accumulate ``eval_metric`` on the outputs of the last forward."""
+        """Add the last forward's outputs against ``labels`` to ``eval_metric``
+        (``pre_sliced``: ``labels`` holds one list per device)."""
         raise NotImplementedError()
 
     # ------------------------------------------------------------------ setup
     def bind(self, data_shapes, label_shapes=None, for_training=True,
              inputs_need_grad=False, force_rebind=False, shared_module=None,
              grad_req='write'):
-        """Bind the symbols to construct executors."""
+        """Allocate the executors for inputs of ``data_shapes`` / ``label_shapes``."""
         raise NotImplementedError()
 
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
-        """Install and initialize the optimizer (and kvstore)."""
+        """Install the optimizer (and the kvstore that applies it)."""
         raise NotImplementedError()
 
     # ------------------------------------------------------------------ misc
     @property
     def symbol(self):
-        """The symbol associated with this module."""
+        """Symbol: the symbol of the module (``None`` for a module without one)."""
         return self._symbol
 
 
@@ -552,8 +675,8 @@ def _epoch_progress(train_data, epoch):
         return _NoBar()
     from tqdm import tqdm
     total = None
-    num_data, batch_size = getattr(train_data, "num_data", None), getattr(train_data,
-                                                                          "batch_size", None)
+    num_data = getattr(train_data, "num_data", None)
+    batch_size = getattr(train_data, "batch_size", None)
     if num_data and batch_size:
         total = -(-int(num_data) // int(batch_size))
     return tqdm(total=total, desc=f"Epoch[{epoch}]", unit="batch", leave=False, delay=10,

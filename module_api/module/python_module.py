@@ -1,10 +1,10 @@
-"""``PythonModule`` and ``PythonLossModule``: modules whose computation is plain
-Python, as mxnet 1.9.1's ``mx.mod.PythonModule`` / ``mx.mod.PythonLossModule``.
+"""``PythonModule`` and ``PythonLossModule``: modules computed in plain Python,
+as mxnet 1.9.1's ``mx.mod.PythonModule`` / ``mx.mod.PythonLossModule``.
 
-A ``PythonModule`` has no symbol and no parameters: binding records the data
-and label shapes and asks the subclass for its output shapes; parameter,
-optimizer and update calls do nothing. ``PythonLossModule`` is the usual last
-link of a ``SequentialModule``: its output is its input (the scores), and its
+A ``PythonModule`` has no symbol and no parameters. ``bind`` records the input
+shapes and asks the subclass for its output shapes; the parameter, optimizer and
+update calls do nothing. A ``PythonLossModule`` is the usual last link of a
+``SequentialModule``: it hands its input (the scores) on as its output, and its
 input gradient is ``grad_func(scores, labels)``.
 """
 from __future__ import annotations
@@ -20,101 +20,117 @@ from .base_module import BaseModule
 _LOG = logging.getLogger(__name__)
 
 
+def _name_list(names):
+    """A tuple of names as a list (mxnet compares the bound names to a list);
+    anything else as it is."""
+    return list(names) if isinstance(names, tuple) else names
+
+
+def _check_bound_names(owner, kind, shapes, names):
+    """Assert that ``shapes`` (``(name, shape)`` pairs) name ``names``, in order.
+
+    Parameters
+    ----------
+    owner : str
+        The module's class name, for the message.
+    kind : str
+        ``data`` or ``label``.
+    shapes : list of (str, tuple) or DataDesc
+    names : list of str
+        The module's ``<kind>_names``.
+    """
+    given = [shape[0] for shape in shapes]
+    if given != names:
+        raise AssertionError(f"{owner}.bind: {kind}_shapes name {given}, but the module "
+                             f"was created with {kind}_names={names} (same names, same "
+                             "order)")
+
+
 class PythonModule(BaseModule):
-    """A module implemented in Python, with no parameters of its own.
+    """A module written in Python, without parameters of its own.
 
     Parameters
     ----------
     data_names : list of str
-        Names of the data the module takes.
+        The names of its data inputs.
     label_names : list of str or None
-        Names of the labels it takes; ``None`` when it takes none.
+        The names of its labels; ``None`` for a module without labels.
     output_names : list of str
-        Names of its outputs.
+        The names of its outputs.
     logger : Logger
-        Where ``bind`` warnings go.
+        Where ``bind``'s warnings go.
 
     Notes
     -----
-    Subclasses implement ``_compute_output_shapes`` (called by ``bind`` once
+    A subclass implements ``_compute_output_shapes`` (called by ``bind`` once
     ``data_shapes`` / ``label_shapes`` are set), ``forward``, ``backward``,
-    ``get_outputs`` and ``get_input_grads``.
+    ``get_outputs`` and ``get_input_grads``; one with parameters overrides
+    ``get_params``, ``init_params``, ``init_optimizer`` and ``update`` too.
     """
 
     def __init__(self, data_names, label_names, output_names, logger=_LOG):
         super().__init__(logger=logger)
-        self._data_names = list(data_names) if isinstance(data_names, tuple) else data_names
-        self._label_names = list(label_names) if isinstance(label_names, tuple) else label_names
+        self._data_names = _name_list(data_names)
+        self._label_names = _name_list(label_names)
         self._output_names = output_names
+        # set by bind
         self._data_shapes = None
         self._label_shapes = None
         self._output_shapes = None
 
     @property
     def data_names(self):
-        """The names of the data inputs."""
+        """list of str: the names of the data inputs."""
         return self._data_names
 
     @property
     def output_names(self):
-        """The names of the outputs."""
+        """list of str: the names of the outputs."""
         return self._output_names
 
     @property
     def data_shapes(self):
-        """``(name, shape)`` of each data input, as given to ``bind``."""
+        """list of (str, tuple): the data inputs as given to ``bind``."""
         return self._data_shapes
 
     @property
     def label_shapes(self):
-        """``(name, shape)`` of each label, as given to ``bind`` (``None`` without labels)."""
+        """list of (str, tuple) or None: the labels as given to ``bind``."""
         return self._label_shapes
 
     @property
     def output_shapes(self):
-        """``(name, shape)`` of each output, from ``_compute_output_shapes``."""
+        """list of (str, tuple): the outputs, from ``_compute_output_shapes``."""
         return self._output_shapes
 
     def get_params(self):
-        """A Python module holds no parameters.
+        """No parameters: ``({}, {})`` (``arg_params``, ``aux_params``)."""
+        return {}, {}
 
-        Returns
-        -------
-        tuple of dict
-            ``({}, {})``.
-        """
-        return ({}, {})
-
-    def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
-                    allow_missing=False, force_init=False, allow_extra=False):
-        """Do nothing: there are no parameters (a subclass with some overrides this).
-
-        Parameters
-        ----------
-        initializer, arg_params, aux_params, allow_missing, force_init, allow_extra
-            As ``Module.init_params``; ignored.
-        """
-        return None
+    def init_params(self, initializer=Uniform(0.01), arg_params=None,
+                    aux_params=None, allow_missing=False, force_init=False,
+                    allow_extra=False):
+        """Nothing to initialise; the arguments (those of ``Module.init_params``) are
+        ignored."""
 
     def update(self):
-        """Do nothing: there are no parameters to update."""
-        return None
+        """Nothing to update."""
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
-        """Update ``eval_metric`` with ``labels`` and this module's outputs.
+        """Add this module's outputs against ``labels`` to ``eval_metric``.
 
         Parameters
         ----------
         eval_metric : EvalMetric
-            The metric to update.
         labels : list of NDArray
             The batch's labels.
         pre_sliced : bool
-            Labels already cut per device; not supported (one context only).
+            Labels already cut per device: not supported, a Python module runs on
+            one context.
 
         Notes
         -----
-        Does nothing when the module was bound without labels.
+        A module bound without labels leaves the metric as it is.
         """
         if self._label_shapes is None:
             return
@@ -132,96 +148,98 @@ class PythonModule(BaseModule):
         data_shapes : list of (str, tuple) or DataDesc
             One per name of ``data_names``, in that order.
         label_shapes : list of (str, tuple) or DataDesc, optional
-            One per name of ``label_names``.
+            One per name of ``label_names``, in that order.
         for_training, inputs_need_grad : bool
-            Recorded as ``for_training`` / ``inputs_need_grad``.
+            Kept as ``for_training`` / ``inputs_need_grad``.
         force_rebind : bool
-            Bind again even if already bound.
+            Bind again when already bound (otherwise a warning, and nothing changes).
         shared_module : BaseModule, optional
-            Ignored.
+            Ignored: there is nothing to share.
         grad_req : str
-            Must be ``'write'``.
+            Only ``'write'``.
+
+        Notes
+        -----
+        As in mxnet, ``binded`` is left as it was: the ``SequentialModule`` holding
+        this module keeps the bound state of the chain. The shapes are checked before
+        anything is recorded, so a refused bind leaves the module as it was.
         """
         if self.binded and not force_rebind:
             self.logger.warning('Already bound, ignoring bind()')
             return
         assert grad_req == 'write', "Python module only support write gradient"
+        owner = type(self).__name__
+        _check_bound_names(owner, "data", data_shapes, self._data_names)
+        if label_shapes is not None:
+            if self._label_names is None:
+                raise AssertionError(f"{owner}.bind: the module takes no labels "
+                                     f"(label_names=None), got label_shapes={label_shapes}")
+            _check_bound_names(owner, "label", label_shapes, self._label_names)
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
-        assert len(data_shapes) == len(self._data_names), \
-            f"{type(self).__name__}: {len(data_shapes)} data shapes for data names " \
-            f"{self._data_names}"
-        assert [x[0] for x in data_shapes] == self._data_names, \
-            f"{type(self).__name__}: data shapes named {[x[0] for x in data_shapes]}, " \
-            f"expected {self._data_names}"
         self._data_shapes = data_shapes
         self._label_shapes = label_shapes
-        if label_shapes is not None:
-            assert self._label_names is not None, \
-                f"{type(self).__name__} takes no labels, got label shapes {label_shapes}"
-            assert len(self._label_names) == len(label_shapes)
-            assert [x[0] for x in label_shapes] == self._label_names, \
-                f"{type(self).__name__}: label shapes named {[x[0] for x in label_shapes]}, " \
-                f"expected {self._label_names}"
         self._output_shapes = self._compute_output_shapes()
-        # as in mxnet 1.9.1, ``binded`` stays as it was: a container (SequentialModule)
-        # keeps the bound state of the chain
 
     def _compute_output_shapes(self):
-        """The ``(name, shape)`` list of the outputs; subclasses implement it."""
+        """The outputs' ``(name, shape)`` list, from ``data_shapes`` and
+        ``label_shapes``; a subclass implements it."""
         raise NotImplementedError()
 
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
-        """Do nothing: there are no parameters to optimize.
-
-        Parameters
-        ----------
-        kvstore, optimizer, optimizer_params, force_init
-            As ``Module.init_optimizer``; ignored.
-        """
-        return None
+        """No optimizer needed; the arguments (those of ``Module.init_optimizer``)
+        are ignored."""
 
 
 class PythonLossModule(PythonModule):
-    """A loss written in Python: passes its scores through and, on ``backward``,
-    sets the scores' gradient to ``grad_func(scores, labels)``.
+    """A loss in Python: its output is its input (the scores); ``backward`` sets the
+    scores' gradient to ``grad_func(scores, labels)``.
 
     Parameters
     ----------
     name : str
         The output is named ``name + '_output'``.
     data_names : sequence of str
-        One name (default ``('data',)``).
+        Exactly one name (default ``('data',)``).
     label_names : sequence of str
-        One name (default ``('softmax_label',)``).
+        Exactly one name (default ``('softmax_label',)``).
     logger : Logger
-        Where ``bind`` warnings go.
+        Where ``bind``'s warnings go.
     grad_func : callable, optional
-        ``grad_func(scores, labels)`` returns the gradient with respect to the
-        scores, as an NDArray or anything ``mx.nd.array`` takes (a numpy array).
+        ``grad_func(scores, labels)`` returns the gradient of the loss with respect
+        to the scores: an NDArray, or anything ``mx.nd.array`` takes (a numpy array).
         Without it, a subclass overrides ``_backward_impl``.
+
+    Attributes
+    ----------
+    _scores, _labels, _scores_grad : NDArray
+        The last forward's scores and labels, the last backward's gradient (read by
+        subclasses, as in mxnet's examples).
     """
 
-    def __init__(self, name='pyloss', data_names=('data',), label_names=('softmax_label',),
-                 logger=_LOG, grad_func=None):
+    def __init__(self, name='pyloss', data_names=('data',),
+                 label_names=('softmax_label',), logger=_LOG, grad_func=None):
+        assert len(data_names) == 1, \
+            f"PythonLossModule takes one input (the scores), got data_names={data_names}"
+        assert len(label_names) == 1, \
+            f"PythonLossModule takes one label, got label_names={label_names}"
+        assert grad_func is None or callable(grad_func), \
+            f"grad_func must be callable, got {type(grad_func).__name__}"
         super().__init__(data_names, label_names, [name + '_output'], logger=logger)
         self._name = name
-        assert len(data_names) == 1
-        assert len(label_names) == 1
+        self._grad_func = grad_func
         self._scores = None
         self._labels = None
         self._scores_grad = None
-        if grad_func is not None:
-            assert callable(grad_func)
-        self._grad_func = grad_func
 
     def _compute_output_shapes(self):
-        """One output, shaped as the scores."""
-        return [(self._name + '_output', self._data_shapes[0][1])]
+        """One output, of the scores' shape."""
+        scores_shape = self._data_shapes[0][1]
+        return [(self._name + '_output', scores_shape)]
 
     def forward(self, data_batch, is_train=None):
-        """Keep the batch's scores (and, when training, its labels).
+        """Keep the batch's scores and, when training, its labels.
 
         Parameters
         ----------
@@ -231,24 +249,14 @@ class PythonLossModule(PythonModule):
             Defaults to ``for_training``.
         """
         self._scores = data_batch.data[0]
-        if is_train is None:
-            is_train = self.for_training
-        if is_train:
+        training = self.for_training if is_train is None else is_train
+        if training:
             self._labels = data_batch.label[0]
 
     def get_outputs(self, merge_multi_context=True):
-        """The scores of the last forward.
-
-        Parameters
-        ----------
-        merge_multi_context : bool
-            Must be True (one context).
-
-        Returns
-        -------
-        list of NDArray
-        """
-        assert merge_multi_context is True
+        """``[scores]`` of the last forward (``merge_multi_context`` must be True:
+        one context)."""
+        assert merge_multi_context is True, "a Python loss runs on one context"
         return [self._scores]
 
     def backward(self, out_grads=None):
@@ -257,37 +265,28 @@ class PythonLossModule(PythonModule):
         Parameters
         ----------
         out_grads : None
-            A loss takes no output gradient.
+            A loss is the end of the chain: no output gradient comes in.
         """
         assert out_grads is None, 'For a loss module, out_grads should be None'
-        assert self.for_training
+        assert self.for_training, "backward needs a module bound with for_training=True"
         self._backward_impl()
 
     def _backward_impl(self):
-        """Set ``_scores_grad`` from ``_scores`` and ``_labels`` with ``grad_func``;
-        a subclass without one overrides this."""
+        """Set ``_scores_grad`` to ``grad_func(_scores, _labels)`` as an NDArray; a
+        subclass without ``grad_func`` overrides this."""
         if self._grad_func is None:
-            raise NotImplementedError()
+            raise NotImplementedError(
+                "PythonLossModule without grad_func: pass grad_func=, or override "
+                "_backward_impl to set self._scores_grad")
         grad = self._grad_func(self._scores, self._labels)
-        if not isinstance(grad, NDArray):
-            grad = nd.array(grad)
-        self._scores_grad = grad
+        self._scores_grad = grad if isinstance(grad, NDArray) else nd.array(grad)
 
     def get_input_grads(self, merge_multi_context=True):
-        """The gradient with respect to the scores, from the last backward.
-
-        Parameters
-        ----------
-        merge_multi_context : bool
-            Must be True (one context).
-
-        Returns
-        -------
-        list of NDArray
-        """
-        assert merge_multi_context is True
+        """``[gradient of the scores]`` from the last backward (``merge_multi_context``
+        must be True: one context)."""
+        assert merge_multi_context is True, "a Python loss runs on one context"
         return [self._scores_grad]
 
     def install_monitor(self, mon):
-        """Not available: a Python loss has no executors to watch."""
+        """Not available: a Python loss has no executor to watch."""
         raise NotImplementedError()

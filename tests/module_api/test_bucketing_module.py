@@ -634,3 +634,111 @@ def test_bind_errors_and_unbound_properties():
     with pytest.raises(AssertionError):
         mod.save_checkpoint('/nonexistent/x', 0)
     assert mx.module.BucketingModule is mx.mod.BucketingModule
+
+
+# ------------------------------------------------------------------ more of the 1.9.1 surface
+def test_set_params_allow_missing_sets_what_is_given_in_every_bucket():
+    mod = make_module(default_key=7)
+    train_step(mod, make_batch(3))
+    before = params_np(mod)
+    mod.set_params({'l0_h2h_bias': nd.array(np.full(4 * HID, 0.125))}, {},
+                   allow_missing=True)
+    after = params_np(mod)                         # reread from the executors
+    np.testing.assert_array_equal(after['l0_h2h_bias'], np.full(4 * HID, 0.125))
+    for k in before:
+        if k != 'l0_h2h_bias':
+            np.testing.assert_array_equal(after[k], before[k])
+    np.testing.assert_array_equal(
+        mod._buckets[3]._exec_group.execs[0].arg_dict['l0_h2h_bias'].numpy(),
+        np.full(4 * HID, 0.125, dtype=np.float32))
+    with pytest.warns(UserWarning, match="set_params call ignored"):
+        mod.set_params({'l0_h2h_bias': nd.array(np.zeros(4 * HID))}, {},
+                       allow_missing=True, force_init=False)
+    np.testing.assert_array_equal(params_np(mod)['l0_h2h_bias'], np.full(4 * HID, 0.125))
+
+
+def test_second_bind_and_init_optimizer_warn_as_mxnet(caplog):
+    mod = make_module(default_key=7)
+    with caplog.at_level(logging.WARNING):
+        mod.bind([('data', (BATCH, 7))], [('softmax_label', (BATCH, 7))])
+        mod.init_optimizer()
+    messages = [r.getMessage() for r in caplog.records]
+    assert 'Already bound, ignoring bind()' in messages
+    assert 'optimizer already initialized, ignoring.' in messages
+
+
+def test_failed_bind_leaves_the_module_unbound():
+    mod = mx.mod.BucketingModule(lstm_sym_gen, default_bucket_key=5)
+    with pytest.raises(ValueError, match="don't match names"):
+        mod.bind([('tokens', (BATCH, 5))], [('softmax_label', (BATCH, 5))])
+    assert not mod.binded
+    mod.bind([('data', (BATCH, 5))], [('softmax_label', (BATCH, 5))])
+    mod.init_params(arg_params=fixed_params())
+    assert mod.data_shapes[0].shape == (BATCH, 5)
+
+
+def test_prepare_reads_shapes_of_a_batch_without_provide_data():
+    mod = make_module(default_key=7)
+    batch = make_batch(3)
+    mod.prepare(mx.io.DataBatch(batch.data, batch.label, bucket_key=3))
+    assert sorted(mod._buckets) == [3, 7] and mod._curr_bucket_key == 7
+    assert mod._buckets[3].data_shapes[0].shape == (BATCH, 3)
+
+
+def test_borrow_optimizer_reaches_every_bucket():
+    owner = make_module(default_key=7)
+    mod = mx.mod.BucketingModule(lstm_sym_gen, default_bucket_key=7)
+    mod.bind([('data', (BATCH, 7))], [('softmax_label', (BATCH, 7))])
+    mod.init_params(arg_params=fixed_params())
+    mod.switch_bucket(3, [('data', (BATCH, 3))], [('softmax_label', (BATCH, 3))])
+    mod.borrow_optimizer(owner._buckets[7])
+    assert mod.optimizer_initialized
+    for bucket in mod._buckets.values():
+        assert bucket._optimizer is owner._buckets[7]._optimizer
+        assert bucket._updater is owner._buckets[7]._updater
+    train_step(mod, make_batch(3))                  # update() is allowed
+
+
+def _named_sym_gen(key):
+    return lstm_sym_gen({'short': 3, 'long': 7}[key])
+
+
+def test_checkpoint_with_string_bucket_keys(tmp_path):
+    """mxnet's .buckets holds int32 keys; with other keys it is not written and load
+    restores the default bucket (the others bind again on first use)."""
+    mod = mx.mod.BucketingModule(_named_sym_gen, default_bucket_key='long')
+    mod.bind([('data', (BATCH, 7))], [('softmax_label', (BATCH, 7))])
+    mod.init_params(arg_params=fixed_params())
+    for key, n in (('long', 7), ('short', 3)):
+        batch = make_batch(n)
+        batch.bucket_key = key
+        mod.forward(batch, is_train=False)
+    prefix = str(tmp_path / 'named')
+    mod.save_checkpoint(prefix, 1)
+    assert not os.path.exists(prefix + '.buckets')
+    assert os.path.exists(prefix + '-short-symbol.json')
+    assert os.path.exists(prefix + '-long-symbol.json')
+    loaded = mx.mod.BucketingModule.load(prefix, 1, sym_gen=_named_sym_gen,
+                                         default_bucket_key='long')
+    assert list(loaded._buckets) == ['long']
+    loaded.bind([('data', (BATCH, 7))], [('softmax_label', (BATCH, 7))], for_training=False)
+    batch = make_batch(3, seed=1)
+    batch.bucket_key = 'short'
+    np.testing.assert_allclose(_forward_probs(loaded, batch), _forward_probs(mod, batch),
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_load_dict_without_the_default_bucket_builds_it_from_sym_gen():
+    src = make_module(default_key=7)
+    arg, aux = src.get_params()
+    with NameManager():
+        sym3 = lstm_sym_gen(3)[0]
+    mod = mx.mod.BucketingModule.load_dict({3: sym3}, sym_gen=lstm_sym_gen,
+                                           default_bucket_key=7, arg_params=arg,
+                                           aux_params=aux)
+    assert sorted(mod._buckets) == [3, 7] and mod.params_initialized
+    mod.bind([('data', (BATCH, 7))], [('softmax_label', (BATCH, 7))], for_training=False)
+    for key in (7, 3):
+        batch = make_batch(key, seed=3)
+        np.testing.assert_allclose(_forward_probs(mod, batch), _forward_probs(src, batch),
+                                   rtol=1e-6, atol=1e-7)

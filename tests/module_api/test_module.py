@@ -142,6 +142,26 @@ def test_forward_list_of_batches():
     np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), full, rtol=1e-5, atol=1e-6)
 
 
+
+def test_forward_reshapes_for_a_list_of_batches_and_after_a_label_less_batch():
+    """A list of batches whose joint size is not the bound one reshapes to that size
+    (labels dropped: a list carries no provide_label); a labelled batch after a
+    label-less reshape takes its label names from label_names (mxnet 1.9.1 fails
+    there, zipping over the None label shapes)."""
+    mod = mx.module.Module(mlp(), context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[('data', (8, 5))], label_shapes=[('softmax_label', (8,))],
+             for_training=False)
+    init_fixed(mod)
+    x, y = dataset(12)
+    mod.forward(mx.io.DataBatch([nd.array(x[:8])], [nd.array(y[:8])]))
+    full = mod.get_outputs()[0].asnumpy()
+    mod.forward([mx.io.DataBatch([nd.array(x[:2])]), mx.io.DataBatch([nd.array(x[2:4])])])
+    assert mod.data_shapes[0].shape == (4, 5) and mod.label_shapes is None
+    np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), full[:4], rtol=1e-5, atol=1e-6)
+    mod.forward(mx.io.DataBatch([nd.array(x[:6])], [nd.array(y[:6])]))
+    assert [(d.name, d.shape) for d in mod.label_shapes] == [('softmax_label', (6,))]
+    np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), full[:6], rtol=1e-5, atol=1e-6)
+
 # ------------------------------------------------------------------ gradients
 def test_inputs_need_grad():
     data = mx.sym.Variable('data')
@@ -380,6 +400,24 @@ def test_init_optimizer_rescale_grad_and_warning():
     assert sorted(opt.idx2name) == list(range(2 * n))
 
 
+
+def test_local_updater_idx2name_order_and_checkpoint_log_lines(tmp_path, caplog):
+    """Two contexts without a kvstore: the optimizer's idx2name is
+    ``position * num_device + device`` filled device by device, in mxnet 1.9.1's
+    order (printed by mxnet for this network); save_checkpoint logs mxnet's lines."""
+    mod = mx.module.Module(mlp(), context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[('data', (8, 5))], label_shapes=[('softmax_label', (8,))])
+    mod.init_params()
+    mod.init_optimizer(kvstore=None)
+    assert list(mod._optimizer.idx2name.items()) == [
+        (0, 'fc1_weight'), (2, 'fc1_bias'), (4, 'fc2_weight'), (6, 'fc2_bias'),
+        (1, 'fc1_weight'), (3, 'fc1_bias'), (5, 'fc2_weight'), (7, 'fc2_bias')]
+    prefix = str(tmp_path / 'm')
+    with caplog.at_level(logging.INFO):
+        mod.save_checkpoint(prefix, 7, save_optimizer_states=True)
+    assert 'Saved checkpoint to "%s-0007.params"' % prefix in caplog.text
+    assert 'Saved optimizer state to "%s-0007.states"' % prefix in caplog.text
+
 # ------------------------------------------------------------------ multi-device
 def _fit_params(ctx, work_load_list=None, kvstore='local', nbatch=4):
     x, y = dataset(48, seed=5)
@@ -541,3 +579,208 @@ def test_fit_from_a_checkpoint_with_extra_layers_as_in_mxnet():
     with pytest.warns(UserWarning, match="ignoring"):
         small.fit(it, num_epoch=1, arg_params=pretrained, aux_params=aux, allow_missing=True,
                   force_init=True)
+
+
+# ------------------------------------------------------------------ BaseModule's own loops
+# A BaseModule of plain Python (no compile): the values asserted below are what mxnet
+# 1.9.1's BaseModule gives for the same class (the class run under mxnet's venv).
+class _Doubler(mx.module.BaseModule):
+    """Outputs ``data * w`` written into one buffer that every forward reuses (as an
+    executor's output array is); ``update`` takes 0.5 off ``w``."""
+
+    def __init__(self, logger=logging.getLogger(__name__)):
+        super().__init__(logger=logger)
+        self.w, self.seen, self.buf, self.n_out, self.calls = 2.0, [], None, 1, []
+
+    def bind(self, data_shapes, label_shapes=None, for_training=True, inputs_need_grad=False,
+             force_rebind=False, shared_module=None, grad_req='write'):
+        self.calls.append('bind')
+        self.binded, self.for_training = True, for_training
+
+    def install_monitor(self, mon):
+        self.calls.append('install_monitor')
+
+    def init_params(self, initializer=None, arg_params=None, aux_params=None,
+                    allow_missing=False, force_init=False, allow_extra=False):
+        self.calls.append('init_params')
+        if arg_params:
+            self.w = float(arg_params['w'].asnumpy()[0])
+        self.params_initialized = True
+
+    def init_optimizer(self, kvstore='local', optimizer='sgd', optimizer_params=(),
+                       force_init=False):
+        self.calls.append('init_optimizer')
+        self.optimizer_initialized = True
+
+    def get_params(self):
+        self.calls.append('get_params')
+        return {'w': nd.array([self.w])}, {}
+
+    def prepare(self, data_batch, sparse_row_id_fn=None):
+        self.calls.append('prepare')
+
+    def forward(self, data_batch, is_train=None):
+        self.calls.append('forward:%s' % is_train)
+        x = data_batch.data[0]
+        self.seen.append(float(x.asnumpy().ravel()[0]))
+        if self.buf is None or self.buf.shape != x.shape:
+            self.buf = nd.zeros(x.shape)
+        self.buf[:] = x * self.w
+
+    def backward(self, out_grads=None):
+        self.calls.append('backward')
+
+    def update(self):
+        self.calls.append('update')
+        self.w -= 0.5
+
+    def get_outputs(self, merge_multi_context=True):
+        return [self.buf] * self.n_out
+
+    def update_metric(self, eval_metric, labels, pre_sliced=False):
+        self.calls.append('update_metric')
+        eval_metric.update(labels, [self.buf])
+
+
+def _ten(batch_size=4):
+    x = np.arange(20, dtype=np.float32).reshape(10, 2)
+    return mx.io.NDArrayIter(x, np.zeros(10, np.float32), batch_size=batch_size)
+
+
+def _bound_doubler():
+    mod = _Doubler()
+    mod.bind([('data', (4, 2))])
+    mod.init_params()
+    return mod
+
+
+def test_fit_calls_callbacks_metric_and_monitor_in_mxnets_order(caplog):
+    """The whole call sequence of fit, as mxnet 1.9.1's, except update_metric before
+    update (README: "fit's order within a batch")."""
+    mod = _Doubler()
+    seen = mod.calls
+
+    class Monitor:
+        def tic(self):
+            seen.append('tic')
+
+        def toc_print(self):
+            seen.append('toc')
+
+    metric = mx.metric.MSE()
+    with caplog.at_level(logging.INFO, logger=__name__):
+        mod.fit(_ten(), eval_data=_ten(), eval_metric=metric, num_epoch=3, begin_epoch=2,
+                monitor=Monitor(),
+                batch_end_callback=[lambda p: seen.append(('batch', p.epoch, p.nbatch)),
+                                    lambda p: seen.append(p.locals['data_batch'].pad)],
+                epoch_end_callback=lambda e, sym, arg, aux: seen.append(
+                    ('epoch', e, sym, float(arg['w'].asnumpy()[0]), aux)),
+                eval_batch_end_callback=lambda p: seen.append(('vbatch', p.epoch, p.nbatch)),
+                eval_end_callback=lambda p: seen.append(('vend', p.epoch, p.nbatch)))
+    step = ['forward:True', 'backward', 'update_metric', 'update', 'prepare', 'toc']
+    train = [['tic'] + step + [('batch', 2, i), 0 if i < 2 else 2] for i in range(3)]
+    train[-1].remove('prepare')                    # the last batch has no next one
+    validation = [c for i in range(3) for c in
+                  ['prepare', 'forward:False', 'update_metric', ('vbatch', 2, i)]]
+    assert seen == (['bind', 'install_monitor', 'init_params', 'init_optimizer']
+                    + sum(train, []) + ['get_params', 'init_params', ('epoch', 2, None, 0.5, {})]
+                    + validation + [('vend', 2, 3)])
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split('=')[0] for line in lines] == \
+        ['Epoch[2] Train-mse', 'Epoch[2] Time cost', 'Epoch[2] Validation-mse']
+    # the train value is the epoch's, the validation value the last score's; eval_metric
+    # was given as an object, so validation scored into it too
+    assert lines[0] == 'Epoch[2] Train-mse=178.291667'
+    assert lines[2] == 'Epoch[2] Validation-mse=25.875000'
+    assert metric.get() == ('mse', 25.875)
+    with pytest.raises(AssertionError, match='please specify number of epochs'):
+        _Doubler().fit(_ten())
+
+
+def test_fit_logs_the_epochs_metric_read_before_batch_end_callback(caplog):
+    """A callback that resets the metric (a Speedometer does after it logs) does not
+    empty the Train line: fit reads the value at the last batch, before the callbacks."""
+    mod = _Doubler()
+    with caplog.at_level(logging.INFO, logger=__name__):
+        mod.fit(_ten(), eval_data=_ten(8), eval_metric='mse', num_epoch=2,
+                batch_end_callback=lambda p: p.eval_metric.reset())
+    lines = [r.getMessage() for r in caplog.records if 'Time cost' not in r.getMessage()]
+    assert lines == ['Epoch[0] Train-mse=155.500000', 'Epoch[0] Validation-mse=23.250000',
+                     'Epoch[1] Train-mse=38.875000', 'Epoch[1] Validation-mse=93.000000']
+
+
+def test_score_predict_and_iter_predict_of_a_base_module():
+    mod = _bound_doubler()
+    data = _ten()
+    mod.score(data, 'mse', num_batch=1)
+    mod.score(data, 'mse', reset=False)      # as mxnet: the batch after num_batch is used up
+    assert mod.seen == [0.0, 16.0]
+    out = mod.predict(_ten())
+    np.testing.assert_array_equal(out.asnumpy(), 2 * np.arange(20).reshape(10, 2))
+    per_batch = mod.predict(_ten(), merge_batches=False)
+    assert [[tuple(o.shape) for o in b] for b in per_batch] == [[(4, 2)], [(4, 2)], [(2, 2)]]
+    # predict copies each batch out of the reused buffer; iter_predict hands out views
+    assert [b[0].asnumpy()[0, 0] for b in per_batch] == [0.0, 16.0, 32.0]
+    views = list(mod.iter_predict(_ten()))
+    assert [tuple(v[0][0].shape) for v in views] == [(4, 2), (4, 2), (2, 2)]
+    assert [v[0][0].asnumpy()[0, 0] for v in views] == [32.0, 32.0, 32.0]
+    empty = mx.io.NDArrayIter(np.zeros((3, 2), np.float32), batch_size=4,
+                              last_batch_handle='discard')
+    assert mod.predict(empty) == []
+    mod.n_out = 2
+    assert len(mod.predict(_ten())) == 2 and len(mod.predict(_ten(), num_batch=1)) == 2
+    mod.n_out = 1
+    assert len(mod.predict(_ten(), always_output_list=True)) == 1
+
+    class Varying(_Doubler):
+        def get_outputs(self, merge_multi_context=True):
+            return [self.buf] * (1 + len(self.seen) % 2)
+
+    varying = Varying()
+    varying.bind([('data', (4, 2))])
+    varying.init_params()
+    with pytest.raises(AssertionError, match='Cannot merge batches'):
+        varying.predict(_ten())
+    assert len(varying.predict(_ten(), merge_batches=False)) == 3
+
+
+def test_base_module_states_params_file_and_prepare(tmp_path):
+    mod = _bound_doubler()
+    assert mod.get_states(merge_multi_context=False) == []
+    mod.set_states()
+    with pytest.raises(AssertionError):
+        mod.get_states()
+    with pytest.raises(AssertionError):
+        mod.set_states(value=1.0)
+    with pytest.warns(UserWarning, match='sparse_row_id_fn is not invoked for BaseModule'):
+        mx.module.BaseModule.prepare(mod, None, sparse_row_id_fn=lambda batch: {})
+    fname = str(tmp_path / 'w.params')
+    mod.save_params(fname)
+    assert sorted(nd.load(fname)) == ['arg:w']
+    nd.save(fname, {'arg:w': nd.array([3.0]), 'aux:a': nd.array([1.0])})
+    mod.load_params(fname)
+    assert mod.w == 3.0
+    nd.save(fname, {'arg:w': nd.array([4.0]), 'zzz:a': nd.array([1.0])})
+    with pytest.raises(ValueError, match='Invalid param file ' + fname):
+        mod.load_params(fname)
+    nd.save(fname, {'w': nd.array([4.0])})       # mxnet: a ValueError of tuple unpacking
+    with pytest.raises(ValueError):
+        mod.load_params(fname)
+    assert mod.w == 3.0
+
+
+def test_parse_data_desc_and_input_name_suggestions():
+    from module_api.module.base_module import _check_input_names, _parse_data_desc
+    data, label = _parse_data_desc(['data'], ['softmax_label'], [('data', (4, 5))],
+                                   [mx.io.DataDesc('softmax_label', (4,))])
+    assert isinstance(data[0], mx.io.DataDesc) and data[0].shape == (4, 5)
+    assert label[0].name == 'softmax_label'
+    with pytest.warns(UserWarning, match=r"label_shapes don't match names specified by "
+                                         r"label_names \(\[\] vs. \['softmax_label'\]\)"):
+        assert _parse_data_desc(['data'], ['softmax_label'], [('data', (4, 5))], None)[1] \
+            is None
+    with pytest.raises(ValueError, match="Did you mean one of:\n\tdata\n\tsoftmax_label"):
+        _check_input_names(mlp(), ['data', 'x'], 'data', True)   # parameters not offered
+    with pytest.warns(UserWarning, match="label_names=\\['y', 'z'\\]") as record:
+        _check_input_names(mlp(), ['y', 'z'], 'label', False)
+    assert len(record) == 2                                       # one per missing name

@@ -75,6 +75,20 @@ def test_init_params_missing_and_extra():
                         allow_extra=True, force_init=True)
 
 
+
+def test_init_params_without_initializer_leaves_missing_names_as_they_are():
+    """initializer=None with allow_missing: the given names are copied and the others
+    keep their values (mxnet 1.9.1 prints fc_bias 0.25, fc_weight 2.0 here)."""
+    mod = _module()
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))])
+    mod.init_params(arg_params={"fc_weight": mx.nd.ones((3, 5)) * 0.5,
+                                "fc_bias": mx.nd.ones((3,)) * 0.25})
+    mod.init_params(initializer=None, arg_params={"fc_weight": mx.nd.ones((3, 5)) * 2},
+                    allow_missing=True, force_init=True)
+    args, _ = mod.get_params()
+    assert args["fc_bias"].asnumpy().tolist() == [0.25] * 3
+    assert args["fc_weight"].asnumpy().tolist() == [[2.0] * 5] * 3
+
 # --- calls out of order: mxnet asserts bare; here the message names the missing step -----
 def test_update_before_init_optimizer_names_the_step():
     mod = _module()

@@ -186,3 +186,63 @@ def test_python_module_subclass_in_a_chain():
     want = whole.get_params()[0]["fc_weight"].asnumpy()
     assert not np.allclose(want, 1.0)
     np.testing.assert_allclose(seq.get_params()[0]["fc_weight"].asnumpy(), want, rtol=1e-5)
+
+
+def test_python_module_bookkeeping_as_in_mxnet():
+    """What mxnet 1.9.1's PythonModule / PythonLossModule do besides the arithmetic
+    (the same test passes against mxnet's classes)."""
+    seen = []
+    loss = mx.mod.PythonLossModule(name="l", data_names=("x",), label_names=("y",),
+                                   grad_func=lambda s, l: seen.append(l) or s)
+    assert loss.data_names == ["x"] and loss._label_names == ["y"]   # tuples become lists
+    assert loss.get_params() == ({}, {})
+    assert loss.init_params() is None and loss.init_optimizer() is None
+    assert loss.update() is None
+    assert loss.output_shapes is None and loss.data_shapes is None
+    # bound for prediction, without labels: forward keeps no label, the metric is untouched
+    loss.bind(data_shapes=[("x", (2, 3))], for_training=False)
+    assert loss.label_shapes is None and loss.output_shapes == [("l_output", (2, 3))]
+    assert not loss.for_training and not loss.binded
+    scores = mx.nd.array([[0, 1, 2], [2, 1, 0]])
+    loss.forward(mx.io.DataBatch(data=[scores], label=[mx.nd.array([2, 0])]))
+    assert loss._labels is None and loss.get_outputs()[0] is scores
+    metric = mx.metric.create("acc")
+    loss.update_metric(metric, [mx.nd.array([2, 0])])
+    assert metric.num_inst == 0
+    with pytest.raises(AssertionError):
+        loss.backward()                               # not bound for training
+    with pytest.raises(AssertionError):
+        loss.get_outputs(merge_multi_context=False)
+    with pytest.raises(AssertionError):
+        loss.get_input_grads(merge_multi_context=False)
+    # rebound for training (binded stays False, so no force_rebind is needed)
+    loss.bind(data_shapes=[("x", (2, 3))], label_shapes=[("y", (2,))],
+              inputs_need_grad=True)
+    assert loss.for_training and loss.inputs_need_grad
+    loss.forward(mx.io.DataBatch(data=[scores], label=[mx.nd.array([2, 0])]))
+    loss.backward()
+    assert seen[0].asnumpy().tolist() == [2, 0]
+    np.testing.assert_array_equal(loss.get_input_grads()[0].asnumpy(), scores.asnumpy())
+    loss.update_metric(metric, [mx.nd.array([2, 0])])
+    assert metric.get() == ("accuracy", 1.0)
+    with pytest.raises(AssertionError):
+        mx.mod.PythonLossModule(grad_func="not callable")
+    with pytest.raises(AssertionError):
+        mx.mod.PythonLossModule(label_names=("a", "b"))
+    unlabelled = mx.mod.PythonLossModule()
+    unlabelled._label_names = None
+    with pytest.raises(AssertionError):
+        unlabelled.bind(data_shapes=[("data", (2, 3))], label_shapes=[("y", (2,))])
+
+
+def test_python_module_refused_bind_changes_nothing():
+    """symtriton checks every name before it records anything (mxnet 1.9.1 records
+    for_training and the data shapes before it checks the labels)."""
+    loss = mx.mod.PythonLossModule()
+    loss.bind(data_shapes=[("data", (2, 3))], label_shapes=[("softmax_label", (2,))])
+    with pytest.raises(AssertionError, match=r"label_shapes name \['lbl'\].*"
+                                             r"label_names=\['softmax_label'\]"):
+        loss.bind(data_shapes=[("data", (5, 3))], label_shapes=[("lbl", (5,))],
+                  for_training=False)
+    assert loss.for_training and loss.data_shapes == [("data", (2, 3))]
+    assert loss.output_shapes == [("pyloss_output", (2, 3))]
