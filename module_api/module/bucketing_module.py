@@ -523,8 +523,13 @@ class BucketingModule(BaseModule):
         assert len(self._buckets) > 0, "Empty BucketingModule cannot be saved"
         self._save_symbols(prefix, remove_amp_cast)
         keys = list(self._buckets)
+        listing = "%s.buckets" % prefix
         if _all_int_keys(keys):
-            nd.save("%s.buckets" % prefix, nd.array(keys, dtype=np.int32))
+            nd.save(listing, nd.array(keys, dtype=np.int32))
+        elif os.path.exists(listing):
+            # an earlier save's listing under this prefix would make load() bind its
+            # buckets from their (older) symbol files
+            os.remove(listing)
         # .params and .states are published together (mx.model.checkpoint_writer)
         with checkpoint_writer(prefix, epoch, save_optimizer_states) as (params_tmp, states_tmp):
             self.save_params(params_tmp)

@@ -714,6 +714,8 @@ def test_checkpoint_with_string_bucket_keys(tmp_path):
         batch.bucket_key = key
         mod.forward(batch, is_train=False)
     prefix = str(tmp_path / 'named')
+    # a listing an earlier save of integer keys left under the same prefix
+    mx.nd.save(prefix + '.buckets', mx.nd.array([3, 7], dtype='int32'))
     mod.save_checkpoint(prefix, 1)
     assert not os.path.exists(prefix + '.buckets')
     assert os.path.exists(prefix + '-short-symbol.json')
