@@ -2,9 +2,10 @@
 
 ``simple_forward``, ``check_symbolic_forward``, ``check_symbolic_backward``,
 ``numeric_grad``, ``check_numeric_gradient``, ``check_consistency`` and
-``check_speed`` with mxnet 1.9.1's signatures and semantics; import them
-from :mod:`module_api.test_utils` (this file only keeps that one short).
-Executors compute in float32: other dtypes raise (see test_utils).
+``check_speed`` keep mxnet 1.9.1's signatures and semantics, and draw their
+random arrays in the same order, so seeded tests see the same numbers. Import
+them from :mod:`module_api.test_utils`. Executors compute in float32: other
+dtypes raise (see test_utils).
 """
 from __future__ import annotations
 
@@ -14,16 +15,24 @@ import traceback
 import numpy as np
 import torch
 
+from compiler import symbol as _symbol
 from compiler.errors import MXNetError
 from compiler.symbol import Symbol
 from runtime.context import Context
+from runtime.ndarray import torch_dtype
 
 from . import ndarray as _nd
 from .array_checks import (as_numpy, assert_almost_equal, check_stype, default_context,
                            default_dtype, default_numeric_eps, get_tolerance)
-from runtime.ndarray import torch_dtype
 
-def _check_dtype(dtype, what):
+# The extra argument check_numeric_gradient multiplies the output by.
+_PROJECTION = "__random_proj"
+
+
+# -- inputs -----------------------------------------------------------------------------
+
+def _require_float32(dtype, what):
+    """Refuse dtypes the executors cannot compute in (``"asnumpy"`` is accepted)."""
     if isinstance(dtype, str) and dtype == "asnumpy":
         return
     if np.dtype(dtype) != np.float32:
@@ -31,49 +40,82 @@ def _check_dtype(dtype, what):
                          f"executors compute in float32 (pass dtype=np.float32, the default)")
 
 
-def _f32(v, ctx):
-    """A float32 NDArray of ``v`` on ``ctx`` (NDArrays already there are kept)."""
-    if isinstance(v, torch.Tensor) and torch_dtype(v) == torch.float32 and \
-            getattr(v, "context", None) == ctx:
-        return v
-    return _nd.array(as_numpy(v), ctx=ctx, dtype=np.float32)
+def _f32(value, ctx):
+    """A float32 NDArray of ``value`` on ``ctx`` (one already so is returned as is)."""
+    if isinstance(value, torch.Tensor) and torch_dtype(value) == torch.float32 and \
+            getattr(value, "context", None) == ctx:
+        return value
+    return _nd.array(as_numpy(value), ctx=ctx, dtype=np.float32)
+
+
+def _by_name(values, names, what):
+    """``values`` as ``{name: value}``: a dict is returned as is, a list / tuple is
+    paired with ``names`` in order."""
+    if isinstance(values, dict):
+        return values
+    assert isinstance(values, (list, tuple)), (
+        f"{what} must be a list (in the symbol's order) or a dict by name, "
+        f"got {type(values).__name__}")
+    return dict(zip(names, values))
+
+
+# mxnet's messages when a dict's keys are not the symbol's names
+_LOCATION_MISMATCH = ("Symbol arguments and keys of the given location do not match."
+                      "symbol args:%s, location.keys():%s")
+_AUX_MISMATCH = ("Symbol aux_states names and given aux_states do not match."
+                 "symbol aux_names:%s, aux_states.keys:%s")
+
+
+def _named_f32(values, names, what, mismatch, ctx):
+    """``{name: float32 NDArray}`` from a list paired with ``names`` or a dict that
+    must have exactly ``names`` as keys (else ``ValueError`` with ``mismatch``)."""
+    if isinstance(values, dict) and set(values) != set(names):
+        raise ValueError(mismatch % (str(set(names)), str(set(values.keys()))))
+    return {name: _f32(value, ctx) for name, value in _by_name(values, names, what).items()}
 
 
 def _parse_location(sym, location, ctx, dtype=default_dtype()):
-    """``{argument name: float32 NDArray}`` from a list (argument order) or dict.
+    """``{argument name: float32 NDArray}``, sorted by name, from a list in
+    ``list_arguments()`` order or a dict.
 
     Raises
     ------
     ValueError
         If a dict's keys are not exactly the symbol's arguments.
     """
-    _check_dtype(dtype, "location")
-    assert isinstance(location, (dict, list, tuple))
-    if isinstance(location, dict):
-        if set(location.keys()) != set(sym.list_arguments()):
-            raise ValueError("Symbol arguments and keys of the given location do not match."
-                             "symbol args:%s, location.keys():%s"
-                             % (str(set(sym.list_arguments())), str(set(location.keys()))))
-    else:
-        location = dict(zip(sym.list_arguments(), location))
-    return {k: _f32(location[k], ctx) for k in sorted(location)}
+    _require_float32(dtype, "location")
+    args = _named_f32(location, sym.list_arguments(), "location", _LOCATION_MISMATCH, ctx)
+    return dict(sorted(args.items()))
 
 
 def _parse_aux_states(sym, aux_states, ctx, dtype=default_dtype()):
-    """``{aux name: float32 NDArray}`` from a list or dict, or ``None``."""
-    _check_dtype(dtype, "aux_states")
+    """``{aux name: float32 NDArray}`` from a list or dict, or ``None`` for ``None``."""
+    _require_float32(dtype, "aux_states")
     if aux_states is None:
         return None
-    if isinstance(aux_states, dict):
-        if set(aux_states.keys()) != set(sym.list_auxiliary_states()):
-            raise ValueError("Symbol aux_states names and given aux_states do not match."
-                             "symbol aux_names:%s, aux_states.keys:%s"
-                             % (str(set(sym.list_auxiliary_states())),
-                                str(set(aux_states.keys()))))
-    else:
-        aux_states = dict(zip(sym.list_auxiliary_states(), aux_states))
-    return {k: _f32(v, ctx) for k, v in aux_states.items()}
+    return _named_f32(aux_states, sym.list_auxiliary_states(), "aux_states", _AUX_MISMATCH,
+                      ctx)
 
+
+def _numpy_values(arrays):
+    """``{name: numpy copy}`` of a dict of NDArrays (``None`` stays ``None``)."""
+    if arrays is None:
+        return None
+    return {name: array.asnumpy() for name, array in arrays.items()}
+
+
+def _head_grads(out_grads, ctx):
+    """The head gradients for ``backward``: float32 NDArrays in a list or dict, or ``None``."""
+    if out_grads is None:
+        return None
+    if isinstance(out_grads, dict):
+        return {name: _f32(grad, ctx) for name, grad in out_grads.items()}
+    assert isinstance(out_grads, (list, tuple)), \
+        f"out_grads must be None, a list or a dict, got {type(out_grads).__name__}"
+    return [_f32(grad, ctx) for grad in out_grads]
+
+
+# -- forward ----------------------------------------------------------------------------
 
 def simple_forward(sym, ctx=None, is_train=False, **inputs):
     """Bind ``sym`` to the numpy ``inputs``, run forward, return numpy output(s).
@@ -83,16 +125,92 @@ def simple_forward(sym, ctx=None, is_train=False, **inputs):
     np.ndarray, or a list of them when the symbol has several outputs.
     """
     ctx = ctx or default_context()
-    inputs = {k: _nd.array(v, ctx=ctx) for k, v in inputs.items()}
-    exe = sym.bind(ctx, args=inputs, grad_req="null")
-    exe.forward(is_train=is_train)
-    outputs = [x.asnumpy() for x in exe.outputs]
-    return outputs[0] if len(outputs) == 1 else outputs
+    args = {name: _nd.array(value, ctx=ctx) for name, value in inputs.items()}
+    executor = sym.bind(ctx, args=args, grad_req="null")
+    executor.forward(is_train=is_train)
+    results = [out.asnumpy() for out in executor.outputs]
+    return results if len(results) != 1 else results[0]
+
+
+def check_symbolic_forward(sym, location, expected, rtol=None, atol=None, aux_states=None,
+                           ctx=None, equal_nan=False, dtype=default_dtype()):
+    """Compare the forward outputs of ``sym`` at ``location`` with ``expected``.
+
+    Parameters
+    ----------
+    sym : Symbol
+    location : list or dict of np.ndarray
+        Every argument's value.
+    expected : list or dict of np.ndarray
+        Per output (list in output order, or by output name).
+    rtol, atol : float, optional
+    aux_states : list or dict of np.ndarray, optional
+    ctx : Context, optional
+    equal_nan : bool
+    dtype : np.float32 or "asnumpy"
+
+    Returns
+    -------
+    list of NDArray
+        The executor's outputs.
+    """
+    ctx = ctx or default_context()
+    args = _parse_location(sym, location, ctx, dtype)
+    aux = _parse_aux_states(sym, aux_states, ctx, dtype)
+    out_names = sym.list_outputs()
+    if isinstance(expected, dict):
+        expected = [expected[name] for name in out_names]
+    executor = sym.bind(ctx=ctx, args=args, grad_req="null", aux_states=aux)
+    executor.forward(is_train=False)
+    for name, want, got in zip(out_names, expected, executor.outputs):
+        assert_almost_equal(want, got, rtol, atol, ("EXPECTED_%s" % name, "FORWARD_%s" % name),
+                            equal_nan=equal_nan)
+    return executor.outputs
+
+
+# -- gradients --------------------------------------------------------------------------
+
+def _compare_grad(req, name, fd_or_expected, got, before, rtol, atol, names, equal_nan=False):
+    """Check one argument's gradient array as its ``grad_req`` left it.
+
+    ``write``: it equals the reference; ``add``: it grew by the reference from
+    ``before``; ``null``: it still equals ``before``.
+    """
+    got = as_numpy(got)
+    if req == "write":
+        assert_almost_equal(fd_or_expected, got, rtol, atol, names, equal_nan=equal_nan)
+    elif req == "add":
+        assert_almost_equal(fd_or_expected, got - before, rtol, atol, names,
+                            equal_nan=equal_nan)
+    elif req == "null":
+        assert_almost_equal(before, got, rtol, atol, names, equal_nan=equal_nan)
+    else:
+        raise ValueError("Invalid grad_req %s for argument %s" % (req, name)
+                         + "; use 'write', 'add' or 'null'")
+
+
+def _central_difference(point, eps, evaluate):
+    """``d sum(f) / d point`` element by element: ``(f(x + eps/2) - f(x - eps/2)) / eps``.
+
+    ``point`` (a C-ordered float32 array) is perturbed in place and restored;
+    ``evaluate(point)`` returns the outputs at it in float64.
+    """
+    grad = np.zeros(point.shape, dtype=np.float32)
+    flat_point, flat_grad = point.reshape(-1), grad.reshape(-1)
+    unperturbed = point.copy().reshape(-1)
+    for i, centre in enumerate(unperturbed):
+        flat_point[i] = centre + eps / 2.0
+        upper = evaluate(point)
+        flat_point[i] = centre - eps / 2.0
+        lower = evaluate(point)
+        flat_grad[i] = (upper - lower).sum() / eps
+        flat_point[i] = centre
+    return grad
 
 
 def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_train=True,
                  dtype=default_dtype()):
-    """Central finite differences of ``sum(outputs[0])`` w.r.t. every float argument.
+    """Central finite differences of ``sum(outputs[0])`` w.r.t. every argument given.
 
     Parameters
     ----------
@@ -109,57 +227,62 @@ def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_trai
     -------
     dict of str -> np.ndarray
     """
-    _check_dtype(dtype, "numeric_grad")
-    approx_grads = {k: np.zeros(v.shape, dtype=np.float32) for k, v in location.items()}
-    for k, v in location.items():
-        executor.arg_dict[k][:] = _nd.array(v)
-    location = {k: np.array(v, order="C", dtype=np.float32) for k, v in location.items()}
+    _require_float32(dtype, "numeric_grad")
+    for name, value in location.items():
+        executor.arg_dict[name][:] = _nd.array(value)
+    points = {name: np.array(value, order="C", dtype=np.float32)
+              for name, value in location.items()}
 
-    def f():
-        if aux_states is not None:
-            for key, val in aux_states.items():
-                executor.aux_dict[key][:] = _nd.array(val)
-        executor.forward(is_train=use_forward_train)
-        return executor.outputs[0].asnumpy().astype(np.float64)
+    def outputs_with(name):
+        def evaluate(point):
+            executor.arg_dict[name][:] = _nd.array(point)
+            for aux_name, aux_value in (aux_states or {}).items():
+                executor.aux_dict[aux_name][:] = _nd.array(aux_value)
+            executor.forward(is_train=use_forward_train)
+            return executor.outputs[0].asnumpy().astype(np.float64)
+        return evaluate
 
-    for k, v in location.items():
-        old_value = v.copy()
-        flat = v.ravel()
-        for i in range(v.size):
-            flat[i] = old_value.ravel()[i] + eps / 2.0
-            executor.arg_dict[k][:] = _nd.array(v)
-            f_peps = f()
-            flat[i] = old_value.ravel()[i] - eps / 2.0
-            executor.arg_dict[k][:] = _nd.array(v)
-            f_neps = f()
-            approx_grads[k].ravel()[i] = (f_peps - f_neps).sum() / eps
-            flat[i] = old_value.ravel()[i]
-        executor.arg_dict[k][:] = _nd.array(old_value)
-    return approx_grads
+    grads = {}
+    for name, point in points.items():
+        unperturbed = point.copy()
+        grads[name] = _central_difference(point, eps, outputs_with(name))
+        executor.arg_dict[name][:] = _nd.array(unperturbed)
+    return grads
 
 
 def _grad_req_of(grad_nodes, arg_names):
+    """``(names to check, {name: grad_req})`` from ``check_numeric_gradient``'s ``grad_nodes``."""
     if grad_nodes is None:
-        return list(arg_names), {k: "write" for k in arg_names}
+        grad_nodes = list(arg_names)
     if isinstance(grad_nodes, (list, tuple)):
-        return list(grad_nodes), {k: "write" for k in grad_nodes}
+        return list(grad_nodes), dict.fromkeys(grad_nodes, "write")
     if isinstance(grad_nodes, dict):
-        return list(grad_nodes.keys()), dict(grad_nodes)
+        return list(grad_nodes), dict(grad_nodes)
     raise ValueError(f"grad_nodes must be None, a list of argument names or a dict name -> "
                      f"grad_req, got {type(grad_nodes).__name__}")
 
 
-def _compare_grad(req, name, fd_or_expected, got, before, rtol, atol, names, equal_nan=False):
-    got = as_numpy(got)
-    if req == "write":
-        assert_almost_equal(fd_or_expected, got, rtol, atol, names, equal_nan=equal_nan)
-    elif req == "add":
-        assert_almost_equal(fd_or_expected, got - before, rtol, atol, names,
-                            equal_nan=equal_nan)
-    elif req == "null":
-        assert_almost_equal(before, got, rtol, atol, names, equal_nan=equal_nan)
-    else:
-        raise ValueError("Invalid grad_req %s for argument %s" % (req, name))
+def _bind_projected(sym, args, aux, checked, grad_req, ctx):
+    """Bind ``make_loss(sym * P)`` for a random projection ``P`` of ``sym``'s output.
+
+    Returns the executor and the random initial gradient arrays (numpy), drawn
+    in mxnet's order: ``P``, then each checked argument's, then ``P``'s.
+    """
+    _, out_shapes, _ = sym.infer_shape(**{name: value.shape for name, value in args.items()})
+    loss = _symbol.make_loss(sym * _symbol.Variable(_PROJECTION))
+    args = dict(args)
+    args[_PROJECTION] = _nd.array(np.random.rand(*out_shapes[0]) + 0.1, ctx=ctx)
+    initial = {name: np.random.normal(0, 0.01, size=args[name].shape) for name in checked}
+    initial[_PROJECTION] = np.random.normal(0, 0.01, size=out_shapes[0])
+    grad_arrays = {name: _nd.array(value, ctx=ctx) for name, value in initial.items()}
+    executor = loss.bind(ctx, grad_req=grad_req, args=args, args_grad=grad_arrays,
+                         aux_states=aux)
+    if len(executor.arg_arrays) != len(args):
+        raise ValueError("Executor arg_arrays and and location len do not match."
+                         "Got %d inputs and %d locations" % (len(executor.arg_arrays),
+                                                             len(args)))
+    assert len(executor.outputs) == 1, "check_numeric_gradient takes a symbol of one output"
+    return executor, initial
 
 
 def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rtol=None,
@@ -197,87 +320,37 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     AssertionError
         Naming ``NUMERICAL_<arg>`` / ``BACKWARD_<arg>`` where they differ.
     """
-    _check_dtype(dtype, "check_numeric_gradient")
-    for k, v in (grad_stype_dict or {}).items():
-        check_stype(v, f"check_numeric_gradient grad_stype_dict['{k}']")
+    _require_float32(dtype, "check_numeric_gradient")
+    for name, stype in (grad_stype_dict or {}).items():
+        check_stype(stype, f"check_numeric_gradient grad_stype_dict['{name}']")
     ctx = ctx or default_context()
-    location = _parse_location(sym, location, ctx)
-    location_npy = {k: v.asnumpy() for k, v in location.items()}
-    aux_states = _parse_aux_states(sym, aux_states, ctx)
-    aux_states_npy = None if aux_states is None else \
-        {k: v.asnumpy() for k, v in aux_states.items()}
-    grad_nodes, grad_req = _grad_req_of(grad_nodes, sym.list_arguments())
-    _, out_shape, _ = sym.infer_shape(**{k: v.shape for k, v in location.items()})
-    from compiler import symbol as _sym
-    out = _sym.make_loss(sym * _sym.Variable("__random_proj"))
-    location = dict(location)
-    location["__random_proj"] = _nd.array(np.random.rand(*out_shape[0]) + 0.1, ctx=ctx)
-    args_grad_npy = {k: np.random.normal(0, 0.01, size=location[k].shape) for k in grad_nodes}
-    args_grad_npy["__random_proj"] = np.random.normal(0, 0.01, size=out_shape[0])
-    args_grad = {k: _nd.array(v, ctx=ctx) for k, v in args_grad_npy.items()}
-    executor = out.bind(ctx, grad_req=grad_req, args=location, args_grad=args_grad,
-                        aux_states=aux_states)
-    if len(executor.arg_arrays) != len(location):
-        raise ValueError("Executor arg_arrays and and location len do not match."
-                         "Got %d inputs and %d locations" % (len(executor.arg_arrays),
-                                                             len(location)))
-    assert len(executor.outputs) == 1
+    args = _parse_location(sym, location, ctx)
+    aux = _parse_aux_states(sym, aux_states, ctx)
+    args_np, aux_np = _numpy_values(args), _numpy_values(aux)
+    checked, grad_req = _grad_req_of(grad_nodes, sym.list_arguments())
+    executor, initial = _bind_projected(sym, args, aux, checked, grad_req, ctx)
     executor.forward(is_train=True)
     eps = get_tolerance(executor.outputs[0], numeric_eps, default_numeric_eps())
-    assert eps >= 1e-5, "float32 finite differences need numeric_eps >= 1e-5"
+    assert eps >= 1e-5, f"numeric_eps={eps} is too small for float32 finite differences " \
+                        f"(use 1e-5 or more)"
     executor.backward()
-    symbolic = {k: as_numpy(v) for k, v in executor.grad_dict.items()}
-    numeric = numeric_grad(executor, location_npy, aux_states_npy, eps=eps,
+    backward = {name: as_numpy(grad) for name, grad in executor.grad_dict.items()}
+    numeric = numeric_grad(executor, args_np, aux_np, eps=eps,
                            use_forward_train=use_forward_train)
-    for name in grad_nodes:
-        _compare_grad(grad_req[name], name, numeric[name],
-                      symbolic.get(name, args_grad_npy[name]), args_grad_npy[name], rtol, atol,
-                      ("NUMERICAL_%s" % name, "BACKWARD_%s" % name))
+    for name in checked:
+        _compare_grad(grad_req[name], name, numeric[name], backward.get(name, initial[name]),
+                      initial[name], rtol, atol, ("NUMERICAL_%s" % name, "BACKWARD_%s" % name))
 
 
-def check_symbolic_forward(sym, location, expected, rtol=None, atol=None, aux_states=None,
-                           ctx=None, equal_nan=False, dtype=default_dtype()):
-    """Compare the forward outputs of ``sym`` at ``location`` with ``expected``.
-
-    Parameters
-    ----------
-    sym : Symbol
-    location : list or dict of np.ndarray
-        Every argument's value.
-    expected : list or dict of np.ndarray
-        Per output (list in output order, or by output name).
-    rtol, atol : float, optional
-    aux_states : list or dict of np.ndarray, optional
-    ctx : Context, optional
-    equal_nan : bool
-    dtype : np.float32 or "asnumpy"
-
-    Returns
-    -------
-    list of NDArray
-        The executor's outputs.
-    """
-    ctx = ctx or default_context()
-    location = _parse_location(sym, location, ctx, dtype)
-    aux_states = _parse_aux_states(sym, aux_states, ctx, dtype)
-    if isinstance(expected, dict):
-        expected = [expected[k] for k in sym.list_outputs()]
-    executor = sym.bind(ctx=ctx, args=location, grad_req="null", aux_states=aux_states)
-    executor.forward(is_train=False)
-    for output_name, expect, output in zip(sym.list_outputs(), expected, executor.outputs):
-        assert_almost_equal(expect, output, rtol, atol,
-                            ("EXPECTED_%s" % output_name, "FORWARD_%s" % output_name),
-                            equal_nan=equal_nan)
-    return executor.outputs
-
-
-def _out_grads(out_grads, ctx):
-    if isinstance(out_grads, (tuple, list)):
-        return [_f32(a, ctx) for a in out_grads]
-    if isinstance(out_grads, dict):
-        return {k: _f32(v, ctx) for k, v in out_grads.items()}
-    assert out_grads is None
-    return None
+def _backward_reqs(grad_req, arg_names, with_grad):
+    """``{argument: grad_req}`` for every argument: ``grad_req`` (a string, a list in
+    argument order or a dict) where a gradient is expected, ``'null'`` elsewhere."""
+    if isinstance(grad_req, str):
+        grad_req = dict.fromkeys(arg_names, grad_req)
+    elif isinstance(grad_req, (list, tuple)):
+        grad_req = dict(zip(arg_names, grad_req))
+    return {name: grad_req.get(name, "null") if name in with_grad else "null"
+            for name in arg_names}
 
 
 def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=None,
@@ -306,52 +379,111 @@ def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=
         The gradient arrays.
     """
     ctx = ctx or default_context()
-    for k, v in (grad_stypes or {}).items():
-        check_stype(v, f"check_symbolic_backward grad_stypes['{k}']")
-    location = _parse_location(sym, location, ctx, dtype)
-    aux_states = _parse_aux_states(sym, aux_states, ctx, dtype)
-    if isinstance(expected, (list, tuple)):
-        expected = dict(zip(sym.list_arguments(), expected))
-    args_grad_npy = {k: np.random.normal(size=np.shape(v)) for k, v in sorted(expected.items())}
-    args_grad = {k: _nd.array(v, ctx=ctx) for k, v in args_grad_npy.items()}
-    if isinstance(grad_req, str):
-        grad_req = {k: grad_req for k in sym.list_arguments()}
-    elif isinstance(grad_req, (list, tuple)):
-        grad_req = dict(zip(sym.list_arguments(), grad_req))
-    req = {k: grad_req.get(k, "null") if k in args_grad else "null"
-           for k in sym.list_arguments()}
-    executor = sym.bind(ctx=ctx, args=location, args_grad=args_grad, aux_states=aux_states,
-                        grad_req=req)
+    for name, stype in (grad_stypes or {}).items():
+        check_stype(stype, f"check_symbolic_backward grad_stypes['{name}']")
+    args = _parse_location(sym, location, ctx, dtype)
+    aux = _parse_aux_states(sym, aux_states, ctx, dtype)
+    arg_names = sym.list_arguments()
+    expected = _by_name(expected, arg_names, "expected")
+    # random initial gradients (drawn by sorted name), so 'add' and 'null' are seen
+    initial = {name: np.random.normal(size=np.shape(expected[name])) for name in sorted(expected)}
+    grad_arrays = {name: _nd.array(value, ctx=ctx) for name, value in initial.items()}
+    reqs = _backward_reqs(grad_req, arg_names, grad_arrays)
+    executor = sym.bind(ctx=ctx, args=args, args_grad=grad_arrays, aux_states=aux,
+                        grad_req=reqs)
     executor.forward(is_train=True)
-    executor.backward(_out_grads(out_grads, ctx))
-    grads = {k: executor.grad_dict.get(k, args_grad[k]) for k in args_grad}
-    for name in expected:
-        _compare_grad(req[name], name, expected[name], grads[name],
-                      args_grad_npy[name].astype(np.float32), rtol, atol,
-                      ("EXPECTED_%s" % name, "BACKWARD_%s" % name), equal_nan)
+    executor.backward(_head_grads(out_grads, ctx))
+    grads = {name: executor.grad_dict.get(name, grad_arrays[name]) for name in grad_arrays}
+    for name, want in expected.items():
+        _compare_grad(reqs[name], name, want, grads[name], initial[name].astype(np.float32),
+                      rtol, atol, ("EXPECTED_%s" % name, "BACKWARD_%s" % name), equal_nan)
     return grads
+
+
+# -- consistency across contexts --------------------------------------------------------
+
+def _bind_spec(entry, index, arg_params):
+    """``simple_bind`` keywords from one ``ctx_list`` entry (a dict or a Context)."""
+    if isinstance(entry, Context):
+        shapes = {name: np.shape(value) for name, value in (arg_params or {}).items()}
+        entry = dict(ctx=entry, **shapes)
+    spec = dict(entry)
+    for name, kind in (spec.pop("type_dict", None) or {}).items():
+        if np.dtype(kind) != np.float32:
+            raise MXNetError(f"check_consistency: ctx_list[{index}] asks for {name} in "
+                             f"{np.dtype(kind).name}; symtriton executors compute in float32 "
+                             f"only, so give float32 entries (or none)")
+    spec.pop("stype_dict", None)
+    return spec
 
 
 def _consistency_executors(sym, ctx_list, grad_req, arg_params):
     """One executor per entry: ``{'ctx': ..., shapes..., 'type_dict': ...}`` or a Context."""
     syms = [sym] * len(ctx_list) if isinstance(sym, Symbol) else list(sym)
     assert len(syms) == len(ctx_list), "give one symbol per context, or one symbol"
-    exes = []
-    for i, (s, entry) in enumerate(zip(syms, ctx_list)):
-        assert s.list_arguments() == syms[0].list_arguments()
-        assert s.list_outputs() == syms[0].list_outputs()
-        if isinstance(entry, Context):
-            shapes = {k: np.shape(v) for k, v in (arg_params or {}).items()}
-            entry = dict(ctx=entry, **shapes)
-        entry = dict(entry)
-        for name, dt in (entry.pop("type_dict", None) or {}).items():
-            if np.dtype(dt) != np.float32:
-                raise MXNetError(f"check_consistency: ctx_list[{i}] asks for {name} in "
-                                 f"{np.dtype(dt).name}; symtriton executors compute in float32 "
-                                 f"only, so give float32 entries (or none)")
-        entry.pop("stype_dict", None)
-        exes.append(s.simple_bind(grad_req=grad_req, **entry))
-    return exes
+    first = syms[0]
+    executors = []
+    for index, (each, entry) in enumerate(zip(syms, ctx_list)):
+        assert each.list_arguments() == first.list_arguments(), \
+            f"symbol {index} has other arguments than symbol 0"
+        assert each.list_outputs() == first.list_outputs(), \
+            f"symbol {index} has other outputs than symbol 0"
+        spec = _bind_spec(entry, index, arg_params)
+        executors.append(each.simple_bind(grad_req=grad_req, **spec))
+    return executors
+
+
+def _random_params(executor, arg_params, scale, use_uniform, rand_type):
+    """Add a random value (by sorted name) for every argument ``arg_params`` lacks."""
+    for name, array in sorted(executor.arg_dict.items()):
+        if name in arg_params:
+            continue
+        shape = tuple(array.shape)
+        if use_uniform:
+            value = np.random.uniform(-0.92 * scale, 0.92 * scale, size=shape)
+        else:
+            value = np.random.normal(size=shape, scale=scale)
+        arg_params[name] = value.astype(rand_type)
+
+
+def _load_params(executor, arg_params, aux_params, grad_req):
+    """Copy the parameters into ``executor``; zero its gradients for ``grad_req='add'``."""
+    ctx = executor._ctx
+    for name, array in executor.arg_dict.items():
+        array[:] = _f32(arg_params[name], ctx)
+    for name, array in executor.aux_dict.items():
+        value = aux_params[name]
+        array[:] = float(value) if np.ndim(value) == 0 else _f32(value, ctx)
+    if grad_req == "add":
+        for grad in executor.grad_arrays:
+            if grad is not None:
+                grad[:] = 0
+
+
+def _placed(array, index, stage):
+    """How mxnet names an executor's array in a mismatch line: ``'ctx 1'`` when
+    predicting, ``'float32 cpu(1) ctx 1'`` when training."""
+    if stage != "Train":
+        return "ctx %d" % index
+    where = [np.dtype(array.dtype).name, getattr(array, "context", None), "ctx %d" % index]
+    return " ".join(str(part) for part in where if part is not None)
+
+
+def _consistency_comparer(gt, ref_index, rtol, atol, equal_nan, raise_on_err):
+    """``compare(index, name, array, stage)``: check ``array`` against ``gt[name]``,
+    print where they differ, and raise unless ``raise_on_err`` is false."""
+    def compare(index, name, array, stage):
+        reference = gt[name]
+        try:
+            assert_almost_equal(array, reference, rtol=rtol, atol=atol, equal_nan=equal_nan)
+        except AssertionError as err:
+            print("%s Err: %s vs %s at %s" % (stage, _placed(array, index, stage),
+                                              _placed(reference, ref_index, stage), name))
+            traceback.print_exc()
+            if raise_on_err:
+                raise err
+            print(str(err))
+    return compare
 
 
 def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=None,
@@ -375,7 +507,8 @@ def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=Non
     grad_req : str
         ``write``, ``add`` or ``null`` (forward only).
     arg_params, aux_params : dict, optional
-        Values of arguments / auxiliary states (aux default 0).
+        Values of arguments / auxiliary states (aux default 0). Random values
+        drawn for missing arguments are added to a dict given here.
     rtol, atol : float, optional
     raise_on_err : bool
         Raise on the first mismatch (else print it).
@@ -388,70 +521,53 @@ def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=Non
     dict
         The ground truth (output and gradient arrays by name).
     """
-    assert len(ctx_list) > 1
-    exe_list = _consistency_executors(sym, ctx_list, grad_req, arg_params)
+    assert len(ctx_list) > 1, "check_consistency compares two contexts or more"
+    executors = _consistency_executors(sym, ctx_list, grad_req, arg_params)
     first = sym if isinstance(sym, Symbol) else sym[0]
-    output_names, arg_names = first.list_outputs(), first.list_arguments()
+    out_names, arg_names = first.list_outputs(), first.list_arguments()
     arg_params = {} if arg_params is None else arg_params
     aux_params = {} if aux_params is None else aux_params
-    for n, arr in sorted(exe_list[0].arg_dict.items()):
-        if n not in arg_params:
-            shape = tuple(arr.shape)
-            arg_params[n] = (np.random.uniform(-0.92 * scale, 0.92 * scale, size=shape)
-                             if use_uniform else np.random.normal(size=shape, scale=scale)
-                             ).astype(rand_type)
-    for n in exe_list[0].aux_dict:
-        aux_params.setdefault(n, 0)
-    for exe in exe_list:
-        for name, arr in exe.arg_dict.items():
-            arr[:] = _f32(arg_params[name], exe._ctx)
-        for name, arr in exe.aux_dict.items():
-            arr[:] = float(aux_params[name]) if np.ndim(aux_params[name]) == 0 else \
-                _f32(aux_params[name], exe._ctx)
-        if grad_req == "add":
-            for arr in exe.grad_arrays:
-                if arr is not None:
-                    arr[:] = 0
-    gt_idx = 0                      # every executor is float32: the first is the reference
+    _random_params(executors[0], arg_params, scale, use_uniform, rand_type)
+    for name in executors[0].aux_dict:
+        aux_params.setdefault(name, 0)
+    for executor in executors:
+        _load_params(executor, arg_params, aux_params, grad_req)
+    ref_index = 0               # every executor computes in float32: the first is the reference
     gt = ground_truth
     if gt is None:
-        gt = dict(exe_list[gt_idx].output_dict)
+        gt = dict(executors[ref_index].output_dict)
         if grad_req != "null":
-            gt.update(exe_list[gt_idx].grad_dict)
+            gt.update(executors[ref_index].grad_dict)
+    compare = _consistency_comparer(gt, ref_index, rtol, atol, equal_nan, raise_on_err)
 
-    def compare(i, name, arr, what):
-        try:
-            assert_almost_equal(arr, gt[name], rtol=rtol, atol=atol, equal_nan=equal_nan)
-        except AssertionError as e:
-            print("%s Err: ctx %d vs ctx %d at %s" % (what, i, gt_idx, name))
-            traceback.print_exc()
-            if raise_on_err:
-                raise e
-            print(str(e))
-
-    for exe in exe_list:
-        exe.forward(is_train=False)
-    for i, exe in enumerate(exe_list):
-        if i != gt_idx:
-            for name, arr in zip(output_names, exe.outputs):
-                compare(i, name, arr, "Predict")
+    for executor in executors:
+        executor.forward(is_train=False)
+    for index, executor in enumerate(executors):
+        if index == ref_index:
+            continue
+        for name, array in zip(out_names, executor.outputs):
+            compare(index, name, array, "Predict")
     if grad_req == "null":
         return gt
-    for exe in exe_list:
-        exe.forward(is_train=True)
-    golden = [out.asnumpy() for out in exe_list[0].outputs]
-    for exe in exe_list:
-        exe.backward([_nd.array(g, ctx=exe._ctx) for g in golden])
-    for i, exe in enumerate(exe_list):
-        if i == gt_idx:
+
+    for executor in executors:
+        executor.forward(is_train=True)
+    head = [out.asnumpy() for out in executors[0].outputs]
+    for executor in executors:
+        executor.backward([_nd.array(grad, ctx=executor._ctx) for grad in head])
+    for index, executor in enumerate(executors):
+        if index == ref_index:
             continue
-        for name, arr in zip(output_names + arg_names, exe.outputs + exe.grad_arrays):
+        names = out_names + arg_names
+        for name, array in zip(names, executor.outputs + executor.grad_arrays):
             if gt.get(name) is None:
-                assert arr is None, f"{name}: ctx {i} has a gradient, the reference has none"
+                assert array is None, f"{name}: ctx {index} has a gradient, the reference has none"
                 continue
-            compare(i, name, arr, "Train")
+            compare(index, name, array, "Train")
     return gt
 
+
+# -- speed ------------------------------------------------------------------------------
 
 def check_speed(sym, location=None, ctx=None, N=20, grad_req=None, typ="whole", **kwargs):
     """Seconds per run of ``sym``: forward+backward (``typ='whole'``) or forward only.
@@ -468,26 +584,26 @@ def check_speed(sym, location=None, ctx=None, N=20, grad_req=None, typ="whole", 
         ``'whole'`` or ``'forward'``.
     """
     ctx = ctx or default_context()
-    grad_req = grad_req or "write"
-    exe = sym.simple_bind(grad_req=grad_req, ctx=ctx, **kwargs)
+    executor = sym.simple_bind(grad_req=grad_req or "write", ctx=ctx, **kwargs)
     if location is None:
-        location = {k: np.random.normal(size=arr.shape, scale=1.0)
-                    for k, arr in exe.arg_dict.items()}
+        location = {name: np.random.normal(size=array.shape, scale=1.0)
+                    for name, array in executor.arg_dict.items()}
     for name, value in location.items():
-        exe.arg_dict[name][:] = _f32(value, ctx)
+        executor.arg_dict[name][:] = _f32(value, ctx)
     if typ not in ("whole", "forward"):
-        raise ValueError('typ can only be "whole" or "forward".')
+        raise ValueError('typ can only be "whole" or "forward".' + f" Got {typ!r}.")
 
-    def run():
-        if typ == "whole":
-            exe.forward(is_train=True)
-            exe.backward(out_grads=[_nd.ones(o.shape, ctx=ctx) for o in exe.outputs])
-        else:
-            exe.forward(is_train=False)
-        for o in exe.outputs:
-            o.wait_to_read()
-    run()
-    tic = time.time()
+    def one_run():
+        training = typ == "whole"
+        executor.forward(is_train=training)
+        if training:
+            executor.backward(out_grads=[_nd.ones(out.shape, ctx=ctx)
+                                         for out in executor.outputs])
+        for out in executor.outputs:
+            out.wait_to_read()
+
+    one_run()                   # warm-up: compiles the kernels
+    start = time.time()
     for _ in range(N):
-        run()
-    return (time.time() - tic) / N
+        one_run()
+    return (time.time() - start) / N

@@ -299,3 +299,239 @@ def test_np_reduce_like_mxnet(axis, keepdims, shape, head):
     assert np.asarray(out).ravel().tolist()[:6] == head
     assert tu.np_reduce(np.arange(24.0).reshape(2, 3, 4), [2, 0], False, np.max).tolist() == \
         [15.0, 19.0, 23.0]
+
+
+# -- tolerances, reports and helpers as mxnet 1.9.1 gives them ------------------------------
+
+def test_default_tolerance_tables_and_get_tols():
+    # mxnet 1.9.1's tables, in its key order
+    names = ["float16", "float32", "float64", "bool", "int8", "uint8", "int32", "uint32",
+             "int64", "uint64"]
+    assert [str(k) for k in tu.default_rtols()] == names
+    assert list(tu.default_rtols().values()) == [1e-2, 1e-4, 1e-5] + [0] * 7
+    assert list(tu.default_atols().values()) == [1e-1, 1e-3, 1e-20] + [0] * 7
+    assert {str(k): v for k, v in tu.default_numeric_eps().items()} == \
+        {"float16": 0.015625, "float32": 0.001953125, "float64": 6.103515625e-05}
+    f16, f32, f64 = (np.ones(3, d) for d in (np.float16, np.float32, np.float64))
+    assert tu.get_tols(f16, f32, None, None) == (0.01, 0.1)       # the looser dtype wins
+    assert tu.get_tols(f32, f64, None, None) == (0.0001, 0.001)
+    assert tu.get_tols(np.ones(2, np.int32), np.ones(2, np.int64), None, None) == (0, 0)
+    assert tu.get_tols(f16, f64, 0.5, 0.25) == (0.5, 0.25)
+    assert tu.get_tols(f32, f32, {np.dtype(np.float32): 0.3},
+                       {np.dtype(np.float64): 0.3}) == (0.3, 0.001)
+    assert tu.get_tolerance(f16, None, tu.default_atols()) == 0.1
+    assert (tu.get_rtol(), tu.get_rtol(0.5), tu.get_rtol(None, np.dtype(np.float16))) == \
+        (1e-05, 0.5, 0.01)
+    assert (tu.get_atol(), tu.get_atol(None, np.dtype(np.float32))) == (1e-20, 0.001)
+    assert (tu.get_etol(), tu.get_etol(0.1)) == (0, 0.1)
+    f64 = np.ones(3)                                             # almost_equal: float64's
+    assert [tu.almost_equal(f64, f64 + 1e-6), tu.almost_equal(f64, f64 + 1e-4),
+            tu.almost_equal(f64, f64 + 1e-4, rtol=1e-3)] == [True, False, True]
+
+
+def _report_case():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = a.copy()
+    b[0, 1] += 1
+    b[2, 3] -= 3
+    b[1, 2] += 0.5
+    b[2, 0] += 2
+    return a, b
+
+
+# mxnet 1.9.1's printed lines for _report_case(), worst first
+_REPORT_LINES = [
+    "  1: Error 1666.666748  Location of error: (2, 3), p=11.00000000, q=8.00000000",
+    "  2: Error 1000.000061  Location of error: (2, 0), p=8.00000000, q=10.00000000",
+    "  3: Error 833.333313  Location of error: (0, 1), p=1.00000000, q=2.00000000",
+    "  4: Error 303.030304  Location of error: (1, 2), p=6.00000000, q=6.50000000",
+]
+
+
+@pytest.mark.parametrize("mismatches, printed, share", [
+    ((10, 10), 4, "mismatch 33.333333%"),
+    ((2, 10), 2, "mismatch 33.333333%"),
+    ((0, 2), 0, "mismatch at least 25.000000%"),
+    ((3, 1), 1, "mismatch at least 16.666667%"),
+    ((2, 0), 2, "mismatch 33.333333%"),
+    ((5, -1), 4, "mismatch 33.333333%"),
+])
+def test_mismatch_report_prints_and_counts_like_mxnet(capsys, mismatches, printed, share):
+    a, b = _report_case()
+    with pytest.raises(AssertionError) as e:
+        tu.assert_almost_equal(a, b, names=("p", "q"), mismatches=mismatches)
+    assert "Error 1666.666748 exceeds tolerance rtol=1.000000e-04, atol=1.000000e-03 " \
+           "(%s).\nLocation of maximum error: (2, 3), p=11.00000000, q=8.00000000" % share \
+        in str(e.value)
+    out = capsys.readouterr().out
+    assert out.startswith("\n*** Maximum errors for vector of size 12:  rtol=0.0001, "
+                          "atol=0.001\n\n")
+    assert [line for line in out.splitlines() if "Location" in line] == \
+        _REPORT_LINES[:printed]
+
+
+def test_report_of_scalars_broadcasts_nan_and_inf(capsys):
+    with pytest.raises(AssertionError) as e:
+        tu.assert_almost_equal(np.array(1.0, np.float32), np.array(1.5, np.float32))
+    assert "exceeds tolerance rtol=1.000000e-04, atol=1.000000e-03.\n" in str(e.value)
+    assert "mismatch" not in str(e.value) and capsys.readouterr().out == ""
+    with pytest.raises(AssertionError) as e:   # inf == inf is no violation
+        tu.assert_almost_equal(np.array([np.inf, 1, 2], np.float32),
+                               np.array([np.inf, 1, 5], np.float32))
+    assert "Error 2000.000000 exceeds" in str(e.value) and "mismatch 33.333333%" in str(e.value)
+    with pytest.raises(AssertionError) as e:   # a NaN is the worst violation
+        tu.assert_almost_equal(np.array([1, np.nan, 2], np.float32),
+                               np.array([1, np.nan, 5], np.float32), equal_nan=True)
+    assert "Error nan exceeds" in str(e.value) and "(1,), a=nan, b=nan" in str(e.value)
+    assert "mismatch 66.666667%" in str(e.value)
+    with pytest.raises(AssertionError) as e:
+        tu.assert_almost_equal(np.array([1, 2], np.int32), np.array([1, 3], np.int32))
+    assert "rtol=0.000000e+00, atol=0.000000e+00 (mismatch 50.000000%)" in str(e.value)
+    with pytest.raises(AssertionError) as e:
+        tu.assert_allclose(np.ones(3), np.ones(3) + 1e-6)
+    assert "Error 9.999990 exceeds tolerance rtol=1.000000e-07, atol=0.000000e+00" \
+        in str(e.value)
+    tu.assert_allclose(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
+
+
+def test_assert_almost_equal_with_err_reports_like_mxnet(capsys):
+    with pytest.raises(AssertionError) as e:
+        tu.assert_almost_equal_with_err(np.arange(10.0), np.arange(10.0) + 1, etol=0.15,
+                                        names=("u", "v"))
+    assert "Error 100000.000000 exceeds tolerance rtol=1.000000e-05, atol=1.000000e-20 " \
+           "(mismatch 100.000000%).\nLocation of maximum error: (0,), u=0.00000000, " \
+           "v=1.00000000" in str(e.value)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "Location" in line]
+    assert len(lines) == 10 and lines[-1] == \
+        " 10: Error 10000.000000  Location of error: (9,), u=9.00000000, v=10.00000000"
+    tu.assert_almost_equal_with_err(np.arange(20.0), np.arange(20.0) + (np.arange(20) < 5),
+                                    etol=0.25)           # a share of exactly etol passes
+    with pytest.raises(AssertionError, match="mismatch 50.000000%"):
+        tu.assert_almost_equal_with_err(np.arange(10.0), np.arange(10.0) + (np.arange(10) < 5),
+                                        etol=0.2)
+
+
+def test_shape_checks_and_ignore_nan():
+    with pytest.raises(AssertionError,
+                       match=r"a.shape = \(2, 3\) and b.shape = \(3, 2\) are not equal"):
+        tu.checkShapes(np.ones((2, 3)), np.ones((3, 2)))
+    with pytest.raises(AssertionError, match="are not equal"):
+        tu.almost_equal(np.ones((2, 3)), np.ones(3), use_broadcast=False)
+    with pytest.raises(AssertionError) as e:
+        tu.assert_almost_equal_ignore_nan(np.array([1.0, np.nan, 3]), np.array([1.0, 5.0, 4]))
+    assert "Location of maximum error: (2,), a=3.00000000, b=4.00000000" in str(e.value)
+
+
+def test_collapse_sum_like_same_array_and_symbol_structure():
+    # values from mxnet 1.9.1
+    x = np.arange(24.0).reshape(2, 3, 4)
+    assert tu.collapse_sum_like(x, (3, 1)).tolist() == [[60.0], [92.0], [124.0]]
+    assert tu.collapse_sum_like(x, (1, 3, 4)).tolist() == \
+        [[[12.0, 14.0, 16.0, 18.0], [20.0, 22.0, 24.0, 26.0], [28.0, 30.0, 32.0, 34.0]]]
+    assert tu.collapse_sum_like(x, ()).tolist() == 276.0
+    assert tu.collapse_sum_like(np.zeros((2, 0, 4)), (0, 4)).shape == (0, 4)
+    assert tu.collapse_sum_like(np.arange(6.0).reshape(2, 3), (0, 3)).shape == (0, 3)
+    assert tu.collapse_sum_like(np.arange(6.0).reshape(2, 3), (2, 3)).tolist() == \
+        [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    for bad in ((2, 2), (1, 2, 3)):
+        with pytest.raises(AssertionError):
+            tu.collapse_sum_like(np.arange(6.0).reshape(2, 3), bad)
+    arr = mx.nd.ones((2, 2))
+    assert tu.same_array(arr, arr) and not tu.same_array(arr, arr.copy())
+    assert arr.asnumpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]     # left as it was
+    v = mx.sym.Variable("v")
+    assert tu.same_symbol_structure(mx.sym.relu(v) + 1, mx.sym.relu(v) + 2)
+    assert not tu.same_symbol_structure(mx.sym.relu(v), mx.sym.sigmoid(v))
+
+
+# -- the symbolic checks draw and report as mxnet 1.9.1 -------------------------------------
+
+_X = np.arange(6.0).reshape(2, 3) / 10 + 0.1
+_Y = np.arange(6.0).reshape(2, 3) / 5 - 0.3
+
+
+def test_symbolic_checks_draw_random_arrays_in_mxnets_order():
+    a, b = _ab()
+    np.random.seed(11)                 # mxnet 1.9.1: the next draw after the check
+    tu.check_numeric_gradient(a * b, [_X, _Y])
+    assert np.random.rand() == pytest.approx(0.7178491793398788, abs=1e-12)
+    np.random.seed(11)
+    tu.check_numeric_gradient(a * b, [_X, _Y], grad_nodes=["b"])
+    assert np.random.rand() == pytest.approx(0.11166123199466038, abs=1e-12)
+    np.random.seed(12)                 # 'add': the random start (by sorted name) + gradient
+    grads = tu.check_symbolic_backward(a * b, {"a": _X, "b": _Y}, [np.ones((2, 3))],
+                                       {"b": _X, "a": _Y}, grad_req="add")
+    np.testing.assert_allclose(grads["a"].asnumpy(), [[0.17299, -0.78143, 0.34244],
+                                                      [-1.40074, 1.25314, -0.83472]], atol=1e-4)
+    np.testing.assert_allclose(grads["b"].asnumpy(), [[0.10513, 0.07977, -0.50698],
+                                                      [3.27182, -0.09782, 1.07246]], atol=1e-4)
+    assert np.random.rand() == pytest.approx(0.7645604503388788, abs=1e-12)
+    np.random.seed(12)                 # 'null' (from a list of reqs) leaves the start
+    grads = tu.check_symbolic_backward(a * b, [_X, _Y], [np.ones((2, 3))],
+                                       [_Y, np.zeros((2, 3))], grad_req=["write", "null"])
+    np.testing.assert_allclose(grads["b"].asnumpy(), [[0.00513, -0.12023, -0.80698],
+                                                      [2.87182, -0.59782, 0.47246]], atol=1e-4)
+
+
+def test_check_consistency_draws_missing_params_like_mxnet():
+    a = mx.sym.Variable("a")
+    fc = mx.sym.FullyConnected(a, num_hidden=2, name="fc")
+    ctx_list = [{"ctx": mx.cpu(0), "a": (2, 3)}, {"ctx": mx.cpu(1), "a": (2, 3)}]
+    np.random.seed(13)
+    params = {}
+    tu.check_consistency(fc, ctx_list, arg_params=params, scale=0.5)
+    assert sorted(params) == ["a", "fc_bias", "fc_weight"]
+    assert all(v.dtype == np.float64 for v in params.values())
+    np.testing.assert_allclose(params["a"], [[-0.3562, 0.37688, -0.02225],
+                                             [0.22591, 0.67255, 0.26617]], atol=1e-5)
+    np.testing.assert_allclose(params["fc_bias"], [0.67509, 0.43061], atol=1e-5)
+    np.testing.assert_allclose(params["fc_weight"], [[0.73934, -0.52269, -0.39449],
+                                                     [-0.6308, 0.28142, -0.12166]], atol=1e-5)
+    assert np.random.rand() == pytest.approx(0.03190366643989473, abs=1e-12)
+    np.random.seed(13)
+    params = {}
+    tu.check_consistency(fc, ctx_list, arg_params=params, use_uniform=True,
+                         rand_type=np.float32)
+    assert all(v.dtype == np.float32 for v in params.values())
+    np.testing.assert_allclose(params["fc_bias"], [0.20064, 0.50697], atol=1e-5)
+
+
+def test_check_consistency_without_raising_prints_mxnets_lines(capsys):
+    a = mx.sym.Variable("a")
+    relu = mx.sym.Activation(a, act_type="relu", name="act")
+    tanh = mx.sym.Activation(a, act_type="tanh", name="act")
+    tu.check_consistency([relu, tanh], [{"ctx": mx.cpu(0), "a": (2, 2)},
+                                        {"ctx": mx.cpu(1), "a": (2, 2)}], raise_on_err=False)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "Err:" in line]
+    assert lines == ["Predict Err: ctx 1 vs ctx 0 at act_output",
+                     "Train Err: float32 cpu(1) ctx 1 vs float32 cpu(0) ctx 0 at act_output",
+                     "Train Err: float32 cpu(1) ctx 1 vs float32 cpu(0) ctx 0 at a"]
+
+
+def test_numeric_grad_and_check_speed():
+    a = mx.sym.Variable("a")
+    x = np.array([[0.5, -1.0, 2.0]], np.float32)
+    exe = (a * a).bind(mx.cpu(0), args={"a": mx.nd.array(x)}, grad_req="null")
+    grads = tu.numeric_grad(exe, {"a": x}, eps=2.0 ** -4)
+    np.testing.assert_allclose(grads["a"], 2 * x, rtol=1e-5)   # exact for a quadratic
+    np.testing.assert_array_equal(exe.arg_dict["a"].asnumpy(), x)   # restored
+    b = mx.sym.Variable("b")
+    for typ in ("whole", "forward"):
+        assert tu.check_speed(a * b, N=2, typ=typ, a=(2, 3), b=(2, 3)) > 0
+    with pytest.raises(ValueError, match='typ can only be "whole" or "forward"'):
+        tu.check_speed(a * b, typ="bad", a=(2, 3), b=(2, 3))
+
+
+def test_check_symbolic_forward_takes_aux_states_as_list_or_dict():
+    data = mx.sym.Variable("data")
+    bn = mx.sym.BatchNorm(data, fix_gamma=False, eps=1e-3, name="bn")
+    x = np.array([[1.0, 2.0], [3.0, 5.0]])
+    gamma, beta = np.array([2.0, 0.5]), np.array([0.1, -0.1])
+    mean, var = np.array([1.0, 2.0]), np.array([4.0, 0.25])
+    want = (x - mean) / np.sqrt(var + 1e-3) * gamma + beta      # inference: moving stats
+    tu.check_symbolic_forward(bn, [x, gamma, beta], [want], aux_states=[mean, var])
+    tu.check_symbolic_forward(bn, [x, gamma, beta], [want],
+                              aux_states={"bn_moving_var": var, "bn_moving_mean": mean})
+    with pytest.raises(ValueError, match="aux_states do not match"):
+        tu.check_symbolic_forward(bn, [x, gamma, beta], [want],
+                                  aux_states={"bn_moving_mean": mean})
