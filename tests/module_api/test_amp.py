@@ -114,7 +114,9 @@ def _params(mod):
 def test_loss_scaled_module_trains_as_the_unscaled_one():
     """With a power-of-two scale and no overflow, scaling then unscaling is exact: the
     parameters after 5 steps equal the unscaled run's, while the backward really
-    produced gradients 2**16 times larger."""
+    produced gradients 2**16 times larger. (Up to rounding: the thread count each
+    launch gets follows the machine's load, and a GEMM's sums over other splits round
+    differently, so a gradient near zero is compared at the gradients' scale.)"""
     amp.init()
     plain, scaled = _mlp_module(), _mlp_module()
     amp.init_trainer(scaled)
@@ -122,10 +124,11 @@ def test_loss_scaled_module_trains_as_the_unscaled_one():
     for b in _batches(5):
         plain.forward_backward(b)
         scaled.forward_backward(b)
-        ratio = (scaled._exec_group.grad_arrays[0][0].double() /
-                 plain._exec_group.grad_arrays[0][0].double())
-        finite = torch.isfinite(ratio)
-        assert torch.allclose(ratio[finite], torch.tensor(2.0 ** 16, dtype=torch.float64))
+        unscaled = scaled._exec_group.grad_arrays[0][0].double() / 2.0 ** 16
+        reference = plain._exec_group.grad_arrays[0][0].double()
+        assert reference.abs().max() > 0
+        assert torch.allclose(unscaled, reference, rtol=1e-5,
+                              atol=1e-6 * reference.abs().max().item())
         plain.update()
         scaled.update()
     for k, v in _params(plain).items():
