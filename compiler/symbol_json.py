@@ -30,12 +30,12 @@ def json_doc(outputs, effects, remove_amp_cast=True, nodes=None) -> dict:
     index = {id(n): i for i, n in enumerate(nodes)}
     out_nodes, row_ptr = [], [0]
     for n in nodes:
-        entry = {"op": n.op, "name": n.name}
+        opdef = n.opdef()
+        entry = {"op": n.op if opdef is None else opdef.json_name(n.op), "name": n.name}
         attrs = {k: str(v) for k, v in n.attrs.items() if k != "subgraphs"}
         if attrs:
             entry["attrs"] = attrs
         ins = inputs_of(n)
-        opdef = n.opdef()
         if opdef is not None and opdef.input_order:
             ins = reorder_inputs(opdef, opdef.parse_attrs(n.attrs, n.name), ins,
                                   to_mxnet=True)

@@ -233,7 +233,10 @@ for _name, (_expr, _ref, _) in BINARY.items():
             pattern="elemwise", lowering=Pointwise(_binary_expr(_name)),
             arguments=("lhs", "rhs"), infer_shape=same_shape,
             reference=lambda attrs, ins, is_train, f=_ref: [f(ins[0], ins[1])],
-            gradient=_binary_gradient(_name, False), aliases=_ALIASES[_name]))
+            gradient=_binary_gradient(_name, False), aliases=_ALIASES[_name],
+            # mxnet's same-shape power is the operator _power
+            json_names=tuple((s, "_power") for s in ("_power_same",) + _ALIASES[_name])
+            if _name == "power" else ()))
     register(OpDef(
         name=f"broadcast_{_name}", pattern="broadcast", lowering=Pointwise(_binary_expr(_name)),
         arguments=("lhs", "rhs"), infer_shape=broadcast_shape,
@@ -241,7 +244,10 @@ for _name, (_expr, _ref, _) in BINARY.items():
         gradient=_binary_gradient(_name, True),
         aliases=(_public,) + (_ALIASES[_name] if _name in ("maximum", "minimum") else ())
         if _public else (("broadcast_plus",) if _name == "add" else
-                         ("broadcast_minus",) if _name == "sub" else ())))
+                         ("broadcast_minus",) if _name == "sub" else ()),
+        # mxnet's _maximum / _Maximum: its same-shape operator _maximum
+        json_names=tuple((s, f"_{_name}") for s in _ALIASES[_name][:2])
+        if _name in ("maximum", "minimum") else ()))
 
 for _name, (_cmp, _tcmp) in COMPARE.items():
     register(OpDef(
@@ -250,7 +256,11 @@ for _name, (_cmp, _tcmp) in COMPARE.items():
         arguments=("lhs", "rhs"), infer_shape=broadcast_shape,
         reference=lambda attrs, ins, is_train, f=_tcmp: [f(ins[0], ins[1]).to(ins[0].dtype)],
         gradient=lambda b, n: [b.zeros_like(n.inputs[0]), b.zeros_like(n.inputs[1])],
-        aliases=(f"_{_name}", f"elemwise_{_name}" if False else f"_{_name.title().replace('_', '')}")))
+        aliases=(f"_{_name}", f"_{_name.title().replace('_', '')}"),
+        # mxnet's _equal / _Equal ...: its same-shape comparison operator _equal (it has
+        # no _NotEqual, _GreaterEqual, _LesserEqual: those are written as this entry)
+        json_names=((f"_{_name}", f"_{_name}"),) + (
+            ((f"_{_name.title()}", f"_{_name}"),) if "_" not in _name else ())))
     register(OpDef(
         name=f"_{_name}_scalar", pattern="elemwise",
         lowering=Pointwise(lambda attrs, a, f=_cmp: ops.where(f(a, attrs["scalar"]), 1.0, 0.0)),

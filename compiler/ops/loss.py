@@ -326,6 +326,7 @@ def _make_loss_gradient(b, n):
 
 register(OpDef(
     name="MakeLoss", pattern="composite", is_loss=True, aliases=("make_loss",),
+    json_names=(("make_loss", "make_loss"),),      # an operator of its own in mxnet
     rows_independent=lambda attrs: attrs["normalization"] == "null",
     lowering=Decompose(lambda b, n, is_train: [b.op("_copy", n.inputs[0])]),
     attrs=[Attr("grad_scale", parse_float, 1.0), Attr("valid_thresh", parse_float, 0.0),

@@ -451,6 +451,12 @@ class OpDef:
     # the default (:meth:`separates_rows`). The runtime's row-split execution
     # (``compiler/row_split.py``) relies on it, with a shape check of its own
     rows_independent: Any = None
+    # ``(spelling, name)`` pairs: the operator name mxnet's symbol JSON writes for a
+    # spelling of this entry, where it is not ``name``. mxnet writes an alias as the
+    # operator it names (``_plus`` -> ``elemwise_add``, this entry's name), but some
+    # spellings are operators of their own there (``_equal``, elementwise, beside
+    # ``broadcast_equal``; ``make_loss`` beside ``MakeLoss``)
+    json_names: Sequence[tuple] = ()
     doc: str = ""
     _attr_index: dict = field(default_factory=dict, repr=False)
     # parse_attrs' results by raw attributes, where every value is immutable: autodiff
@@ -462,6 +468,11 @@ class OpDef:
         self._attr_index = {a.name: a for a in self.attrs}
         if self.dtype_scalars is None:
             self.dtype_scalars = ("scalar",) if "scalar" in self._attr_index else ()
+
+    def json_name(self, spelling: str) -> str:
+        """The ``op`` mxnet's symbol JSON writes for a node made as ``spelling``
+        (this entry's name or one of its aliases)."""
+        return dict(self.json_names).get(spelling, self.name)
 
     def separates_rows(self, attrs: dict) -> bool:
         """Whether this node maps row i of its batch-carrying inputs to row i of its

@@ -124,3 +124,35 @@ def test_the_indented_writer_gives_json_dumps_text_exactly():
     for _ in range(3):
         x = sym.Activation(x, act_type="relu", name=None)
     assert x.tojson() == json.dumps(json_doc(x._outputs, x._effects), indent=2)
+
+
+# ---------------------------------------------------------------- operator names in JSON
+def _mxnet_op_names():
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures",
+                        "mxnet_json_op_names.json")
+    with open(path) as f:
+        return json.load(f)      # tests/fixtures/make_json_op_names.py, under mxnet 1.9.1
+
+
+def test_every_spelling_is_written_as_the_operator_mxnet_writes():
+    from compiler.ops.registry import REGISTRY
+    mxnet_names = _mxnet_op_names()
+    shared = [s for s in REGISTRY if s in mxnet_names]
+    assert len(shared) > 500
+    wrong = {s: (REGISTRY[s].json_name(s), mxnet_names[s]) for s in shared
+             if REGISTRY[s].json_name(s) != mxnet_names[s]}
+    assert not wrong, wrong
+
+
+def test_aliases_in_a_graph_are_written_as_mxnet_writes_them():
+    a, b = sym.Variable("a"), sym.Variable("b")
+    made = sym.Group([sym._plus(a, b), sym._Mul(a, b), sym._equal(a, b), sym._Equal(a, b),
+                      sym.broadcast_equal(a, b), sym._power(a, b), sym._Power(a, b),
+                      sym._maximum(a, b), sym.make_loss(a), sym.MakeLoss(b)])
+    ops = [n["op"] for n in json.loads(made.tojson())["nodes"] if n["op"] != "null"]
+    assert ops == ["elemwise_add", "elemwise_mul", "_equal", "_equal", "broadcast_equal",
+                   "_power", "_power", "_maximum", "make_loss", "MakeLoss"]
+    # read back, they are the same operators: writing again gives the same document
+    again = sym.load_json(made.tojson())
+    assert json.loads(again.tojson()) == json.loads(made.tojson())
+    assert again.infer_shape(a=(2, 3), b=(2, 3)) == made.infer_shape(a=(2, 3), b=(2, 3))
