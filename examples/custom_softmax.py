@@ -1,6 +1,6 @@
 """Train an MNIST MLP whose softmax loss is a Python operator computed with numpy.
 
-This program shows what mxnet's ``example/numpy-ops/custom_softmax.py`` shows,
+This program shows what mxnet 1.9.1's numpy-ops custom-softmax example shows,
 written for this project: a loss defined in Python (``mx.operator.CustomOp``,
 declared by a ``mx.operator.CustomOpProp``) ends a network whose other layers are
 compiled. Its ``forward`` is a numerically stable softmax over each row, its

@@ -1,7 +1,7 @@
 """A class-weighted logistic loss written in Python, next to the built-in one.
 
-This program shows what mxnet's ``example/numpy-ops/weighted_logistic_regression.py``
-shows, written for this project: a loss operator defined in Python
+This program shows what mxnet 1.9.1's numpy-ops weighted logistic regression
+example shows, written for this project: a loss operator defined in Python
 (``mx.operator.CustomOp``, registered through ``mx.operator.CustomOpProp``) whose
 ``forward`` and ``backward`` are NDArray arithmetic. Its forward is the sigmoid, as
 ``LogisticRegressionOutput``'s is; its gradient scales the rows labelled 1 by

@@ -1,5 +1,5 @@
 """The two CustomOp programs under ``examples/`` (what mxnet 1.9.1's
-``example/numpy-ops`` programs show) against mxnet's own figures
+numpy-ops examples show) against mxnet's own figures
 (``examples/data/mxnet_custom_op_examples.json``, written by
 ``tests/fixtures/make_custom_op_fixtures.py`` running the same files under mxnet):
 
