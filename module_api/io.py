@@ -453,6 +453,8 @@ class NDArrayIter(DataIter):
         self.data = _sorted_sources(data, allow_empty=False, default_name=data_name)
         self.label = _sorted_sources(label, allow_empty=True, default_name=label_name)
         self._refuse_csr_unless_discard(last_batch_handle)
+        self.layout = layout
+        self._refuse_uneven_rows()
         # the original row behind each row of the (parted, shuffled) in-memory
         # arrays: how an h5py.Dataset, which stays on disk, is read
         self._order = self._keep_part(num_parts, part_index)
@@ -462,7 +464,6 @@ class NDArrayIter(DataIter):
         self.num_data = len(self.idx)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
-        self.layout = layout
         self._cache_data = None
         self._cache_label = None
         self.cursor = -batch_size
@@ -476,6 +477,22 @@ class NDArrayIter(DataIter):
             raise NotImplementedError(
                 "`NDArrayIter` only supports ``CSRNDArray`` with `last_batch_handle` set to "
                 "`discard` (got %r)." % (last_batch_handle,))
+
+    def _refuse_uneven_rows(self):
+        """Every array must have one row per sample. mxnet 1.9.1 reads the count off the
+        first data array and clamps the others' reads, so a label one row short gives
+        batches whose labels belong to other samples, silently; here it is an error.
+        (Only for a batch axis of 0: mxnet counts samples along axis 0 whatever the
+        layout, and this keeps its behaviour there.)"""
+        if self._batch_axis() != 0:
+            return
+        (first_name, first), = self.data[:1]
+        for name, arr in self.data + self.label:
+            if arr.shape[0] != first.shape[0]:
+                raise ValueError(
+                    f"NDArrayIter: '{name}' has {arr.shape[0]} rows but '{first_name}' has "
+                    f"{first.shape[0]}; every data and label array needs one row per "
+                    f"sample")
 
     def _keep_part(self, num_parts, part_index):
         """Cut data and label down to part ``part_index``; the original indices of its rows."""

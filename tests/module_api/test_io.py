@@ -356,3 +356,17 @@ def test_resize_iter_keeps_the_bucket_key():
     assert not hasattr(io.ResizeIter(base, 2), 'default_bucket_key')
     base.default_bucket_key = 7
     assert io.ResizeIter(base, 2).default_bucket_key == 7
+
+
+def test_ndarray_iter_refuses_arrays_of_other_row_counts():
+    """mxnet 1.9.1 counts samples in the first data array and clamps the others' reads:
+    a label one row short would pair samples with other samples' labels, silently."""
+    with pytest.raises(ValueError, match="'softmax_label' has 8 rows but 'data' has 10; "
+                                         "every data and label array needs one row"):
+        io.NDArrayIter(np.zeros((10, 3)), np.zeros(8), batch_size=4)
+    with pytest.raises(ValueError, match="'b' has 9 rows but 'a' has 10"):
+        io.NDArrayIter({"a": np.zeros((10, 3)), "b": np.zeros((9, 3))}, batch_size=4)
+    # equal counts, and mxnet's layout with the batch on axis 1, still build
+    assert io.NDArrayIter(np.zeros((10, 3)), np.zeros(10), batch_size=4).num_data == 10
+    assert io.NDArrayIter(np.zeros((5, 8, 2)), np.zeros((5, 8)), batch_size=4,
+                          layout="TN").num_data == 5
