@@ -7,7 +7,7 @@ then the clock starts), every side with the same number of threads:
 * **a chain of N ReLUs** (default 20,000): ``simple_bind`` (``grad_req='write'``,
   so the backward is compiled too) and the first ``forward`` until its output is
   read, against mxnet 1.9.1 doing the same;
-* **Inception-BN** (mxnet's ``example/image-classification/symbols/inception-bn.py``,
+* **Inception-BN** (the inception-bn network of mxnet's image-classification example,
   rebuilt here by :func:`inception_bn`, 1,000 classes, batch 2, 3x224x224):
   ``Module.bind``, ``init_params`` and the first ``forward`` + ``backward``,
   with an empty cache (cold) and again in a new process over the cache the cold
@@ -94,9 +94,9 @@ def build_parser():
 
 def inception_bn(mx, num_classes, image_shape):
     """Inception with batch normalization (Ioffe and Szegedy, 2015), the network of
-    mxnet 1.9.1's ``example/image-classification/symbols/inception-bn.py``: its
+    mxnet 1.9.1's image-classification example's ``inception-bn`` symbol: its
     layers, names and attributes, written as a table of blocks. Images of side 28 or
-    less get that file's smaller CIFAR-size variant."""
+    less get that symbol's smaller CIFAR-size variant."""
     def conv(x, name, filters, kernel, stride=(1, 1), pad=(0, 0), suffix=""):
         x = mx.sym.Convolution(data=x, num_filter=filters, kernel=kernel, stride=stride,
                                pad=pad, name=f"conv_{name}{suffix}")

@@ -50,7 +50,7 @@ if "--keep-triton-cache" not in sys.argv:
 
 def lstm_symbol(seq_len, num_layers=2, num_hidden=200, num_embed=200, vocab=10000,
                 dtype="float32"):
-    """mxnet's lstm_bucketing symbol (example/rnn/bucketing/lstm_bucketing.py); in a
+    """mxnet's lstm_bucketing symbol (the model of its RNN bucketing example); in a
     low-precision ``dtype`` from the embedding to the softmax, which stays float32."""
     import module_api as mx
     stack = mx.rnn.SequentialRNNCell()

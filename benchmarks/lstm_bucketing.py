@@ -1,6 +1,6 @@
 """LSTM language model with BucketingModule: symtriton beside PyTorch eager and mxnet 1.9.1.
 
-The default is mxnet's own ``example/rnn/bucketing/lstm_bucketing.py`` configuration on
+The default is mxnet's own lstm_bucketing example's configuration on
 its data, the Sherlock Holmes corpus (``examples/data/sherlockholmes``): Embedding 200,
 a 2-layer ``mx.rnn`` LSTMCell stack of 200 unrolled to the bucket length,
 FullyConnected, SoftmaxOutput; batch 32, buckets 10,20,...,60, SGD lr 0.01, wd 1e-5,

@@ -7,7 +7,7 @@
 The benchmarks start it as a subprocess (their ``--mxnet-python PATH``); this project
 never imports mxnet. It prints one JSON object on its last line.
 
-* ``lstm``: mxnet's ``example/rnn/bucketing/lstm_bucketing.py`` (Embedding, a
+* ``lstm``: mxnet's lstm_bucketing example (Embedding, a
   2-layer ``mx.rnn.LSTMCell`` stack unrolled per bucket, FullyConnected,
   SoftmaxOutput; BucketSentenceIter; SGD; Xavier(in, 2.34)), its arguments and
   defaults. ``--mode speed`` times training epochs as a loop of

@@ -635,7 +635,7 @@ _METHOD_OPS = {"reshape": "Reshape", "flatten": "Flatten", "transpose": "transpo
                "broadcast_like": "broadcast_like", "depth_to_space": "depth_to_space",
                "space_to_depth": "space_to_depth", "split_v2": "split_v2", "cast": "Cast",
                "astype": "Cast"}
-# the rest of mxnet 1.9.1's fluent methods (``python/mxnet/symbol/symbol.py``): the
+# the rest of mxnet 1.9.1's fluent methods (those of its ``Symbol``): the
 # operator of the same name
 _METHOD_OPS.update((name, name) for name in """
     broadcast_axes pad take one_hot pick sort topk argsort argmax argmax_channel argmin
@@ -1056,7 +1056,7 @@ contrib.foreach, contrib.while_loop, contrib.cond = (
 
 def _scaled_update(op_name, scale_slot):
     """mxnet's ``contrib.adamw_update`` / ``contrib.mp_adamw_update``
-    (``python/mxnet/symbol/contrib.py``): the registry's ``_adamw_update`` ..., with a
+    (its Python wrappers in ``mx.sym.contrib``): the registry's ``_adamw_update`` ..., with a
     number given as ``rescale_grad`` made a (1,) constant."""
     make = _make_op_function(op_name)
 

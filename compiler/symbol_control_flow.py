@@ -1,5 +1,5 @@
 """``mx.sym.contrib.foreach`` / ``while_loop`` / ``cond``: Python functions traced into
-subgraphs, as mxnet 1.9.1's ``python/mxnet/symbol/contrib.py`` does.
+subgraphs, as mxnet 1.9.1's ``mx.sym.contrib`` does.
 
 The body runs once on fresh variables inside ``AttrScope(__subgraph_name__=...)``; every
 node it creates carries that name, so the body's graph is the marked nodes. An input

@@ -1,6 +1,6 @@
 """``mx.sym.random``: mxnet's python samplers over the registry's operators.
 
-As mxnet's ``python/mxnet/symbol/random.py``, each function dispatches on its
+As mxnet's ``mx.sym.random``, each function dispatches on its
 distribution parameters: numbers give the ``_random_*`` operator (parameters as
 attributes), Symbols the ``_sample_*`` operator (one distribution per element).
 ``compiler/symbol.py`` builds the namespace with :func:`make_namespace`, handing over
@@ -129,7 +129,7 @@ def make_namespace(symbol_cls, op_function) -> types.SimpleNamespace:
 
 def make_rand_zipfian(symbol_cls, op_function, uniform):
     """``mx.sym.contrib.rand_zipfian``: mxnet's Python composition
-    (``python/mxnet/symbol/contrib.py``), over this project's operators.
+    (in ``mx.sym.contrib``), over this project's operators.
 
     ``uniform`` is the ``random`` namespace's sampler (Philox, as every sampler here), so
     the classes drawn differ from mxnet's generator's while following its distribution.

@@ -1,5 +1,5 @@
 """A Criteo-shaped synthetic click data set in LibSVM format, for mxnet's sparse examples
-(``example/sparse/linear_classification`` and ``example/sparse/factorization_machine``),
+(linear_classification and factorization_machine),
 which download Avazu and Criteo (tens of GB) where this machine has no internet.
 
 How a data set is made (all from one ``numpy.random.RandomState(seed)``):

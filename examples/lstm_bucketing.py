@@ -1,7 +1,7 @@
 """Train an LSTM language model with BucketingModule: mxnet's lstm_bucketing example.
 
 The arguments, defaults and model are those of mxnet 1.9.1's
-``example/rnn/bucketing/lstm_bucketing.py``, and so is the data: the Sherlock Holmes
+lstm_bucketing example, and so is the data: the Sherlock Holmes
 corpus, shipped in ``examples/data/sherlockholmes`` (train on ``train.txt``,
 validate on ``test.txt``); its 25 epochs take about five minutes on two CPU cores.
 The additions: ``--train-data`` / ``--valid-data`` name other text files,

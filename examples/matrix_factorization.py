@@ -1,5 +1,5 @@
 """Model-parallel matrix factorization, as mxnet 1.x's
-``example/model-parallel/matrix_factorization`` sets it up, written for this
+model-parallel matrix_factorization example sets it up, written for this
 project: one program that runs on symtriton or on mxnet 1.9.1 with only the
 import changed.
 

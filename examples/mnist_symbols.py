@@ -1,5 +1,5 @@
-"""The MNIST networks of mxnet's ``example/image-classification/symbols/``: ``lenet``
-(LeCun et al. 1998, as mxnet's ``lenet.py`` builds it) and ``mlp`` (``mlp.py``).
+"""The MNIST networks of mxnet's image-classification example: ``lenet``
+(LeCun et al. 1998, as mxnet's ``lenet`` symbol builds it) and ``mlp``.
 
 Written with the Symbol API (``import module_api as mx``), layer for layer and with
 mxnet's defaults, so a checkpoint saved here loads in mxnet and the other way round.

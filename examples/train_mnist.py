@@ -1,5 +1,5 @@
-"""Train LeNet or an MLP on MNIST: mxnet's ``example/image-classification/train_mnist.py``
-(with its ``common/fit.py``) through symtriton (``import module_api as mx``).
+"""Train LeNet or an MLP on MNIST: mxnet's image-classification train_mnist example
+(with its common ``fit`` module) through symtriton (``import module_api as mx``).
 
 Data: the official MNIST test set in ``examples/data/mnist`` (see PROVENANCE.md),
 split 8,000 for training and 2,000 for validation (``examples/mnist_data.py``),

@@ -2,7 +2,7 @@
 helpers (``module_api/model.py`` is the face that also exports ``FeedForward``).
 
 The same functions, signatures and decisions as mxnet 1.9.1's
-``python/mxnet/model.py``: ``_create_kvstore`` (no kvstore for one device
+``mx.model``: ``_create_kvstore`` (no kvstore for one device
 unless distributed; ``local`` with a parameter over 16M elements updates on
 the workers; ``MXNET_UPDATE_ON_KVSTORE=0`` turns kvstore updates off),
 ``_update_params`` (optimizer index ``i * num_device + k``), and the

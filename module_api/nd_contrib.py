@@ -1,9 +1,9 @@
-"""The Python functions of mxnet 1.9.1's ``mx.nd.contrib`` (``python/mxnet/ndarray/
-contrib.py``): imperative control flow (``foreach``, ``while_loop``, ``cond``: Python
-loops over ``mx.nd`` calls, so ``mx.autograd`` records them step by step), the
-``isinf`` / ``isfinite`` / ``isnan`` checks, ``rand_zipfian`` and the ``adamw_update``
-wrappers that take a number for ``rescale_grad``. The symbolic forms live in
-``compiler/symbol_control_flow.py`` and ``compiler/symbol_random.py``.
+"""The Python functions of mxnet 1.9.1's ``mx.nd.contrib``: imperative control flow
+(``foreach``, ``while_loop``, ``cond``: Python loops over ``mx.nd`` calls, so
+``mx.autograd`` records them step by step), the ``isinf`` / ``isfinite`` / ``isnan``
+checks, ``rand_zipfian`` and the ``adamw_update`` wrappers that take a number for
+``rescale_grad``. The symbolic forms live in ``compiler/symbol_control_flow.py`` and
+``compiler/symbol_random.py``.
 """
 from __future__ import annotations
 

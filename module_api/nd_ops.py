@@ -8,7 +8,7 @@ registry name starting with ``_`` lives in ``_internal``; ``_contrib_X`` is
 ``contrib.X`` and ``_linalg_X`` is ``linalg.X`` (``namespace_members``).
 
 The helpers (``add``, ``equal``, ``eye``, ``split_v2`` ...) are mxnet's own Python
-functions of ``python/mxnet/ndarray/ndarray.py``: they pick the operator from the
+functions of ``mx.nd``: they pick the operator from the
 argument types (two arrays: ``broadcast_*``; an array and a number: ``_*_scalar``).
 """
 from __future__ import annotations

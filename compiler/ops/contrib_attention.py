@@ -1,5 +1,5 @@
-"""mxnet 1.9.1's interleaved multi-head attention matmuls (``src/operator/contrib/
-transformer.cc``): ``_contrib_interleaved_matmul_selfatt_qk``, ``..._selfatt_valatt``,
+"""mxnet 1.9.1's interleaved multi-head attention matmuls (its contrib transformer
+operators): ``_contrib_interleaved_matmul_selfatt_qk``, ``..._selfatt_valatt``,
 ``..._encdec_qk`` and ``..._encdec_valatt`` (``mx.sym.contrib.interleaved_matmul_*``).
 
 The projections arrive interleaved per head: self-attention's ``(L, B, H * 3 * D)`` holds,

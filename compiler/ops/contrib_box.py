@@ -1,6 +1,6 @@
 """mxnet 1.9.1's box geometry operators that need no sort: ``_contrib_box_iou``,
-``_contrib_box_encode``, ``_contrib_box_decode`` (``src/operator/contrib/bounding_box*``) and
-``_contrib_MultiBoxPrior`` (alias ``_npx_multibox_prior``, ``contrib/multibox_prior*``).
+``_contrib_box_encode``, ``_contrib_box_decode`` (mxnet's contrib bounding-box operators) and
+``_contrib_MultiBoxPrior`` (alias ``_npx_multibox_prior``).
 
 All are index math on the last axis of 4 coordinates: each coordinate is a
 ``slice_axis`` view, the formulas are pointwise (broadcast) ops in mxnet's order of

@@ -1,10 +1,9 @@
 """mxnet 1.9.1's remaining contrib layers: ``_contrib_SyncBatchNorm``,
 ``_contrib_BatchNormWithReLU``, ``_contrib_fft``, ``_contrib_ifft``,
-``_contrib_count_sketch`` and ``_contrib_hawkesll`` (``src/operator/contrib/sync_batch_norm*``,
-``batch_norm_relu.cc``, ``fft*``, ``ifft*``, ``count_sketch*``, ``hawkes_ll*``),
-``mx.sym.contrib.X``. All but hawkesll are ``Decompose`` rewrites into operators that
-already have kernels; hawkesll (a recurrence over events) and its gradient are extern
-launches.
+``_contrib_count_sketch`` and ``_contrib_hawkesll`` (as mxnet's contrib operators of those
+names define them), ``mx.sym.contrib.X``. All but hawkesll are ``Decompose`` rewrites
+into operators that already have kernels; hawkesll (a recurrence over events) and its
+gradient are extern launches.
 
 * ``SyncBatchNorm`` in one process is BatchNorm over axis 1 (``ndev`` and ``key`` are
   accepted and, with every device in one executor group's process, change nothing: the

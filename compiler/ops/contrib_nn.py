@@ -1,6 +1,6 @@
 """mxnet 1.9.1's contrib resizing operators: ``_contrib_BilinearResize2D`` and
-``_contrib_AdaptiveAvgPooling2D`` (``src/operator/contrib/bilinear_resize*``,
-``adaptive_avg_pooling*``), ``mx.sym.contrib.BilinearResize2D`` / ``AdaptiveAvgPooling2D``.
+``_contrib_AdaptiveAvgPooling2D`` (as mxnet's contrib operators of those names define them),
+``mx.sym.contrib.BilinearResize2D`` / ``AdaptiveAvgPooling2D``.
 
 Both are separable linear maps of the two spatial axes: ``out[n, c] = Mh @ x[n, c] @ Mw^T``
 with an ``(out, in)`` matrix per axis. Each matrix is built from ``_axis_index``

@@ -1,4 +1,4 @@
-"""mxnet 1.9.1's symbolic control flow (``src/operator/control_flow.cc``): ``_foreach``,
+"""mxnet 1.9.1's symbolic control flow (its control-flow operators): ``_foreach``,
 ``_while_loop`` and ``_cond``, each holding its body as subgraphs.
 
 A subgraph is kept in the node's ``subgraphs`` attribute as the JSON text of mxnet's

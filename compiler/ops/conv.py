@@ -1,5 +1,5 @@
-"""Convolution and Deconvolution (mxnet 1.9.1's ``src/operator/nn/convolution*``,
-``deconvolution*``), with the internal ops their gradients are made of.
+"""Convolution and Deconvolution, as mxnet 1.9.1's operators of those names define them,
+with the internal ops their gradients are made of.
 
 Every operator here is one implicit GEMM of three (``CONV_KINDS``), in the roles of a
 convolution ``y = conv(x, w)``: x ``(N, C, *X)``, w ``(O, C/G, *K)``, y ``(N, O, *Y)``:

@@ -1,4 +1,4 @@
-"""mxnet's CTC loss (``src/operator/nn/ctc_loss.cc``, ``ctc_loss-inl.h``) as an extern
+"""mxnet's CTC loss (its ``CTCLoss`` operator) as an extern
 launch: ATen's ``ctc_loss`` on the log-softmax of the activations, on the context's
 device (``registry.Extern``).
 

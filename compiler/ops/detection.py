@@ -1,9 +1,9 @@
 """mxnet 1.9.1's detection operators that sort, suppress or match, as extern launches
 (``registry.Extern``): ``_contrib_box_nms`` (alias ``_contrib_box_non_maximum_suppression``),
-``_contrib_bipartite_matching`` (``src/operator/contrib/bounding_box*``),
-``_contrib_MultiBoxTarget`` and ``_contrib_MultiBoxDetection`` (aliases ``_npx_multibox_*``,
-``contrib/multibox_*``; registered in ``detection_multibox.py``). ``ROIAlign``,
-``Proposal`` and ``MultiProposal`` are in ``detection_rpn.py``.
+``_contrib_bipartite_matching`` (of mxnet's contrib bounding-box operators),
+``_contrib_MultiBoxTarget`` and ``_contrib_MultiBoxDetection`` (aliases ``_npx_multibox_*``;
+registered in ``detection_multibox.py``). ``ROIAlign``, ``Proposal`` and ``MultiProposal``
+are in ``detection_rpn.py``.
 
 Each is a greedy, data-dependent loop (a stable sort, then suppression or matching in
 order), which no generated kernel is worth: the launch runs the loop with ATen calls on the

@@ -1,8 +1,8 @@
 """mxnet 1.9.1's SSD operators ``_contrib_MultiBoxTarget`` and ``_contrib_MultiBoxDetection``
-(aliases ``_npx_multibox_target``, ``_npx_multibox_detection``; ``src/operator/contrib/
-multibox_*``) as extern launches; their behaviour, quirks included, is described in
-``detection.py``'s docstring, whose helpers (float32 attributes, host copies, greedy
-suppression) they share. Both back-propagate zeros.
+(aliases ``_npx_multibox_target``, ``_npx_multibox_detection``) as extern launches; their
+behaviour, quirks included, is described in ``detection.py``'s docstring, whose helpers
+(float32 attributes, host copies, greedy suppression) they share. Both back-propagate
+zeros.
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """mxnet 1.9.1's region operators of Faster / Mask R-CNN, as extern launches
-(``registry.Extern``): ``_contrib_ROIAlign`` and its gradient ``_backward_ROIAlign``
-(``src/operator/contrib/roi_align.cc``), ``_contrib_Proposal`` and ``_contrib_MultiProposal``
-(``contrib/proposal.cc``, ``contrib/multi_proposal.cc``).
+(``registry.Extern``): ``_contrib_ROIAlign`` and its gradient ``_backward_ROIAlign``,
+``_contrib_Proposal`` and ``_contrib_MultiProposal``.
 
 ``ROIAlign`` averages, per output bin, bilinear samples on a grid of ``sample_ratio`` (or
 ``ceil(roi size / pooled size)``) points per axis; every roi's grid is built as tensors and

@@ -1,5 +1,4 @@
-"""``_histogram`` (``mx.sym.histogram``), as mxnet 1.9.1 defines it
-(``src/operator/tensor/histogram.cc``).
+"""``_histogram`` (``mx.sym.histogram``), as mxnet 1.9.1 defines it.
 
 Two outputs: the counts (int64) of the flattened data in each bin, and the bin edges
 (the data's dtype). The edges are ``bin_cnt + 1`` equal steps over ``range``

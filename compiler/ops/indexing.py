@@ -1,9 +1,9 @@
 """``batch_take``: one element per row, ``out[i] = a[i, indices[i]]``.
 
-mxnet 1.9.1 (``src/operator/tensor/indexing_op.h``, deprecated there in favour of
-``pick``) clips each index into ``[0, M)`` after its int cast (so ``-2`` reads
-column 0 and ``M + 3`` column ``M - 1``); the output has the shape of
-``indices``, whose size must be ``a``'s row count.
+mxnet 1.9.1 (where it is deprecated in favour of ``pick``) clips each index into
+``[0, M)`` after its int cast (so ``-2`` reads column 0 and ``M + 3`` column
+``M - 1``); the output has the shape of ``indices``, whose size must be ``a``'s
+row count.
 
 It is a composite: a one-hot of the clipped indices (the one-hot kernel
 ``_softmax_ce_grad`` already makes, over a constant zero "probability") selects

@@ -1,6 +1,5 @@
 """``gather_nd``, ``scatter_nd``, ``diag``, ``argmax_channel``, ``shape_array`` and
-``size_array``, as mxnet 1.9.1 defines them (``src/operator/tensor/indexing_op.h``,
-``diag_op-inl.h``, ``broadcast_reduce_op_index.cc``, ``elemwise_unary_op_basic.cc``).
+``size_array``, as mxnet 1.9.1 defines them.
 
 All are composites over kernels other operators already make:
 

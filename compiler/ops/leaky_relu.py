@@ -1,4 +1,4 @@
-"""LeakyReLU with every ``act_type`` of mxnet 1.9.1 (``src/operator/leaky_relu-inl.h``):
+"""LeakyReLU with every ``act_type`` of mxnet 1.9.1:
 
 * ``leaky``: ``x > 0 ? x : slope * x``
 * ``elu``: ``x > 0 ? x : slope * (exp(x) - 1)``

@@ -1,4 +1,4 @@
-"""mxnet 1.9.1's linalg operators that are no factorization (``src/operator/tensor/la_op.cc``):
+"""mxnet 1.9.1's linalg operators that are no factorization:
 ``gemm``, ``gemm2``, ``syrk``, ``sumlogdiag``, ``extractdiag``, ``makediag``,
 ``extracttrian`` and ``maketrian``, registered as ``_linalg_X`` (``mx.sym.linalg.X``) with
 mxnet's alias ``linalg_X``. The factorizations live in ``compiler/ops/linalg_factor.py``.

@@ -1,4 +1,4 @@
-"""mxnet's linalg factorizations and solves (``src/operator/tensor/la_op.cc``), as
+"""mxnet's linalg factorizations and solves (its ``_linalg_*`` operators), as
 extern launches: each calls ATen's LAPACK / cuSOLVER routine on the context's device
 (``registry.Extern``), and its gradient is a ``_backward_linalg_*`` entry that is extern
 too, with mxnet's formulas.

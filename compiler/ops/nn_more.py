@@ -1,9 +1,7 @@
 """More nn and loss operators of mxnet 1.9.1: SoftmaxActivation, softmin, hard_sigmoid,
 softmax_cross_entropy, SVMOutput, GroupNorm, IdentityAttachKLSparseReg and khatri_rao
-(``src/operator/nn/softmax_activation-inl.h``, ``nn/softmax-inl.h``,
-``tensor/elemwise_unary_op.h``, ``loss_binary_op-inl.h``, ``svm_output{-inl.h,.cc}``,
-``nn/group_norm-inl.h``, ``identity_attach_KL_sparse_reg-inl.h``, ``contrib/krprod.cc``),
-with the internal ops some lower to (``_backward_hard_sigmoid``, ``_svm_output_grad``).
+(as mxnet's operators of those names define them), with the internal ops some lower to
+(``_backward_hard_sigmoid``, ``_svm_output_grad``).
 
 Most are ``Decompose`` rewrites into softmax, reductions and pointwise ops; their
 gradients are mxnet's formulas written as graph ops, including where mxnet's differs

@@ -1,7 +1,5 @@
-"""LayerNorm, InstanceNorm, L2Normalization and LRN, as mxnet 1.9.1 defines them
-(``src/operator/nn/layer_norm-inl.h``, ``instance_norm-inl.h``,
-``l2_normalization-inl.h``, ``nn/lrn-inl.h``): attributes, defaults, outputs and
-their shapes.
+"""LayerNorm, InstanceNorm, L2Normalization and LRN, as mxnet 1.9.1 defines them:
+attributes, defaults, outputs and their shapes.
 
 Each is a ``Decompose`` into reductions and pointwise ops (so it fuses like
 BatchNorm), with its gradient written as graph ops. Statistics are two-pass

@@ -1,4 +1,4 @@
-"""mxnet's densities (``src/operator/random/pdf_op.cc``, ``pdf_op.h``): ``_random_pdf_X``
+"""mxnet's densities (its ``_random_pdf_*`` operators): ``_random_pdf_X``
 (alias ``random_pdf_X``) for uniform, normal, gamma, exponential, poisson,
 negative_binomial, generalized_negative_binomial and dirichlet, with ``is_log``.
 

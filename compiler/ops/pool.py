@@ -1,5 +1,5 @@
-"""Pooling (mxnet 1.9.1's ``src/operator/nn/pooling*``, ``pool.h``), ROIPooling
-(``src/operator/roi_pooling*``) and their gradient ops.
+"""Pooling and ROIPooling, as mxnet 1.9.1's operators of those names define them, and
+their gradient ops.
 
 A pooling node is a kernel of its own (``Special("pool_fwd")`` / ``Special("pool_bwd")``,
 ``compiler/triton/pool.py``): each output position reduces the window
@@ -310,7 +310,7 @@ def pool_problem(op: str, attrs: dict, in_shapes: list, out_shape: tuple) -> dic
             "numel": prod(out_shape)}
 
 
-# -- ROIPooling (src/operator/roi_pooling*) ------------------------------------------------
+# -- ROIPooling ----------------------------------------------------------------------------
 
 ROI_KINDS = ("roi_fwd", "roi_bwd")
 FLT_MAX = 3.4028234663852886e38     # float32's largest: where a ROI bin's max starts

@@ -1,4 +1,4 @@
-"""mxnet 1.9.1's quantization operators (``src/operator/quantization/``), as extern launches:
+"""mxnet 1.9.1's quantization operators, as extern launches:
 ``_contrib_quantize``, ``_contrib_quantize_v2``, ``_contrib_dequantize``,
 ``_contrib_requantize``, ``_contrib_quantized_flatten``, ``_contrib_quantized_elemwise_mul``,
 ``_contrib_quantized_embedding``, ``_contrib_quantized_act`` and ``_contrib_quantized_pooling``

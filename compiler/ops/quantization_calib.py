@@ -1,5 +1,4 @@
-"""mxnet 1.9.1's ``_contrib_quantize_asym`` (``quantize_asym-inl.h``) and
-``_contrib_calibrate_entropy`` (``src/operator/quantization/calibrate.cc``), as
+"""mxnet 1.9.1's ``_contrib_quantize_asym`` and ``_contrib_calibrate_entropy``, as
 ``mx.sym.contrib.X``.
 
 ``quantize_asym`` maps float32 data onto uint8 with a scale and a shift,

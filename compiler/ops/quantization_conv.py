@@ -1,8 +1,6 @@
 """mxnet 1.9.1's ``_contrib_quantized_fully_connected``, ``_contrib_quantized_conv``,
-``_contrib_quantized_concat`` and ``_contrib_quantized_elemwise_add``
-(``src/operator/quantization/quantized_fully_connected.cc``, ``quantized_conv*``,
-``quantized_concat.cc``, ``quantized_elemwise_add*``), ``mx.sym.contrib.X``, as extern
-launches.
+``_contrib_quantized_concat`` and ``_contrib_quantized_elemwise_add``, ``mx.sym.contrib.X``,
+as extern launches.
 
 quantized_fully_connected and quantized_conv: int8 weight, int8 data (mxnet's reference
 kernels: cblas_gemm_s8u8s32 on CPU, cuDNN on GPU) or, for conv, uint8 data (the only data

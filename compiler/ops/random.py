@@ -1,6 +1,5 @@
-"""Random samplers (mxnet 1.9.1's ``src/operator/random/sample_op.cc`` and
-``multisample_op.cc``): ``random_uniform``, ``random_normal``, ``random_exponential``,
-their ``_like`` forms and the per-element ``sample_*`` forms.
+"""Random samplers, as mxnet 1.9.1 defines them: ``random_uniform``, ``random_normal``,
+``random_exponential``, their ``_like`` forms and the per-element ``sample_*`` forms.
 
 Every sampler is a ``Decompose`` rewrite around one draw: a ``_philox_uniform``
 (``compiler/ops/nn.py``) with a stream number of its own, so the numbers come from

@@ -1,4 +1,4 @@
-"""mxnet's other samplers (``src/operator/random/sample_op.cc``, ``multisample_op.cc``):
+"""mxnet's other samplers:
 ``_random_gamma``, ``_random_poisson``, ``_random_negative_binomial``,
 ``_random_generalized_negative_binomial`` and ``_random_randint``, the ``_like`` forms
 and the per-element ``_sample_*`` forms, with mxnet's aliases.

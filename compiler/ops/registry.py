@@ -640,7 +640,7 @@ def prod(xs) -> int:
 
 # mxnet files an operator registered as ``_contrib_X`` under ``mx.sym.contrib.X``
 # (and ``mx.nd.contrib.X``), ``_linalg_X`` under ``linalg.X`` and so on
-# (``python/mxnet/base.py``'s ``_init_op_module``); top-level spellings such as
+# (mxnet's operator-module setup); top-level spellings such as
 # ``linalg_gemm`` or ``CTCLoss`` are aliases of the entry.
 NAMESPACE_PREFIXES = {"contrib": "_contrib_", "linalg": "_linalg_", "image": "_image_"}
 

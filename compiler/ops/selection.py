@@ -1,6 +1,5 @@
 """``one_hot``, ``pick``, ``take``, ``argmax``, ``argmin``, ``sort``, ``argsort`` and
-``topk``, as mxnet 1.9.1 defines them
-(``src/operator/tensor/indexing_op.h``, ``broadcast_reduce_op_index.cc``).
+``topk``, as mxnet 1.9.1 defines them.
 
 Both are composites over the one-hot kernel SoftmaxOutput's gradient already makes
 (``_softmax_ce_grad`` over a zero "probability", negated): a 1 where the

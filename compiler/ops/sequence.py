@@ -1,6 +1,6 @@
 """Sequence operators: SequenceMask, SequenceLast and SequenceReverse, as mxnet 1.9.1
-defines them (``src/operator/sequence_{mask,last,reverse}-inl.h``), with the internal
-ops they lower to (``_sequence_select``, ``_sequence_reverse_index``).
+defines them, with the internal ops they lower to (``_sequence_select``,
+``_sequence_reverse_index``).
 
 Each takes ``data`` shaped ``(max_len, batch, ...)`` (``axis=0``) or ``(batch,
 max_len, ...)`` (``axis=1``; SequenceReverse supports only 0) and, when

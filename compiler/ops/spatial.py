@@ -1,5 +1,4 @@
-"""Spatial data movement: Pad, Crop and UpSampling (mxnet 1.9.1's ``src/operator/pad*``,
-``crop-inl.h``, ``nn/upsampling*``).
+"""Spatial data movement: Pad, Crop and UpSampling, as mxnet 1.9.1 defines them.
 
 All three are gathers, so they decompose into ops that are views or fuse as loads
 (``slice_axis``, ``reverse``, ``broadcast_to``, ``Reshape``, ``Concat`` and constants):

@@ -1,7 +1,6 @@
 """Spatial transformers, correlation and sliding blocks: mxnet 1.9.1's ``BilinearSampler``,
-``GridGenerator``, ``SpatialTransformer`` (``src/operator/bilinear_sampler*``,
-``grid_generator*``, ``spatial_transformer*``), ``Correlation`` (``correlation*``),
-``im2col`` / ``col2im`` (``nn/im2col*``) and the NDArray function ``fill_element_0index``.
+``GridGenerator``, ``SpatialTransformer``, ``Correlation``, ``im2col`` / ``col2im`` and the
+NDArray function ``fill_element_0index``.
 
 The samplers and ``Correlation`` are extern launches (``registry.Extern``): ATen gathers
 written so that torch's autograd of the forward is exactly mxnet's CPU backward (the

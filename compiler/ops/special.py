@@ -1,7 +1,6 @@
-"""mxnet's special functions (``src/operator/tensor/elemwise_unary_op_basic.cc``):
-``gamma``, ``gammaln`` and ``erfinv``, with their gradients as mxnet defines them
-(``mshadow_op.h``): ``gamma(x) * psi(x)``, ``psi(x)`` and ``sqrt(pi) / 2 * exp(y**2)``
-from erfinv's output ``y``.
+"""mxnet's special functions: ``gamma``, ``gammaln`` and ``erfinv``, with their
+gradients as mxnet defines them: ``gamma(x) * psi(x)``, ``psi(x)`` and
+``sqrt(pi) / 2 * exp(y**2)`` from erfinv's output ``y``.
 
 Their math is the vocabulary's composites ``gamma``, ``lgamma``, ``digamma`` and
 ``erfinv`` (``compiler/ir/special.py`` spells them out for Triton; the cpu target calls

@@ -1,7 +1,7 @@
 """``mx.gluon.utils``: mxnet 1.9.1's array helpers, for Module API programs.
 
 ``clip_global_norm`` rescales arrays in place (a Module's
-``_exec_group.grad_arrays``, as mxnet's ``example/rnn/word_lm`` does);
+``_exec_group.grad_arrays``, as mxnet's word_lm RNN example does);
 ``split_data`` / ``split_and_load`` cut a batch over contexts; ``check_sha1``
 and ``download`` handle data files.
 """

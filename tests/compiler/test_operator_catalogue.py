@@ -18,7 +18,7 @@ FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
                        "fixtures", "mxnet_operator_names.json")
 
 # ``check_call`` in mxnet's ``mx.sym.contrib`` is not an operator: it is mxnet.base's
-# C-API error check, imported by python/mxnet/symbol/contrib.py for its own use.
+# C-API error check, imported by mxnet's mx.sym.contrib module for its own use.
 NOT_YET = {
     "sym": """
 

@@ -172,7 +172,7 @@ def test_samplers_have_zero_gradients():
 
 
 def test_mx_sym_random_wrappers():
-    """mxnet's python/mxnet/symbol/random.py: numbers give _random_*, Symbols _sample_*;
+    """mxnet's mx.sym.random: numbers give _random_*, Symbols _sample_*;
     the _random_*_like operators appear as random.*_like."""
     s = mx.sym.random.gamma(2, 3, shape=(4,))
     assert '"_random_gamma"' in s.tojson() and '"alpha": "2"' in s.tojson()

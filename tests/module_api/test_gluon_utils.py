@@ -54,7 +54,7 @@ def test_clip_global_norm_warns_on_inf():
 
 
 def test_clip_global_norm_on_a_modules_gradients():
-    """mxnet's example/rnn/word_lm clips the Module's gradient arrays, then updates."""
+    """mxnet's word_lm RNN example clips the Module's gradient arrays, then updates."""
     net = mx.sym.LinearRegressionOutput(
         mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=3, name="fc"), name="lro")
     mod = mx.mod.Module(net, label_names=["lro_label"])

@@ -208,7 +208,7 @@ def test_image_iter_center_crop_and_augmenters():
 
 
 def test_image_record_iter_random_augmentations_as_common_data_py():
-    # the augmentation levels of mxnet's example/image-classification/common/data.py
+    # the augmentation levels of mxnet's image-classification example's common data setup
     kwargs = dict(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=5, label_width=2,
                   rand_crop=True, rand_mirror=True, random_h=36, random_s=50, random_l=50,
                   max_rotate_angle=10, max_shear_ratio=0.1, max_aspect_ratio=0.25,

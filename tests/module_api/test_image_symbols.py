@@ -1,4 +1,4 @@
-"""mxnet's own image-classification networks (``example/image-classification/symbols``
+"""mxnet's own image-classification networks (the symbols of its image-classification example
 at 1.9.1: lenet, mlp, resnet-20 for CIFAR, mobilenet 0.25, inception-bn for CIFAR),
 saved as JSON by mxnet, load, bind and train here and match mxnet: inference
 outputs, training-mode outputs, the gradients of the first and last weights, and

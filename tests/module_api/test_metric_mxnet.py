@@ -1,5 +1,5 @@
 """Metric numerics where mxnet 1.9.1's own tests compare with ``==``
-(its tests/python/unittest/test_metric.py)."""
+(its metric unit tests)."""
 import numpy as np
 
 import module_api as mx

@@ -1,5 +1,5 @@
-"""Monitor: mxnet 1.9.1's statistic names, count and values (tests/python/unittest/
-test_module.py::test_monitor, values as mxnet 1.9.1 prints them)."""
+"""Monitor: mxnet 1.9.1's statistic names, count and values (its module unit test
+test_monitor, values as mxnet 1.9.1 prints them)."""
 import logging
 from functools import reduce
 

@@ -1,7 +1,6 @@
-"""The behaviours mxnet 1.9.1's own tests/python/unittest/test_module.py,
-test_model_parallel.py and train/test_bucketing.py check, tested here in this
-project's own words so that they are covered without an mxnet checkout
-(tests/mxnet_unittest/test_mxnet_1_9_1.py runs mxnet's files themselves when
+"""The behaviours mxnet 1.9.1's own module, model-parallel and bucketing tests check,
+tested here in this project's own words so that they are covered without an mxnet
+checkout (tests/mxnet_unittest/test_mxnet_1_9_1.py runs mxnet's files themselves when
 MXNET_SOURCE names one).
 
 Each section is headed by the mxnet test whose behaviour it covers; the oracles are

@@ -1,4 +1,4 @@
-"""mxnet 1.9.1's legacy NDArray behaviours, after its ``tests/python/unittest/test_ndarray.py``.
+"""mxnet 1.9.1's legacy NDArray behaviours, after its NDArray unit tests.
 
 Written afresh for this project; every expected value was printed by mxnet 1.9.1
 running the same statement (``.mxnet-venv/bin/python``), so these pin mxnet's

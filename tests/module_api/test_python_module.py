@@ -1,6 +1,6 @@
 """``mx.mod.PythonModule`` / ``PythonLossModule`` against mxnet 1.9.1.
 
-The program of mxnet's ``example/module/python_loss.py`` (an MLP ``Module`` chained
+The program of mxnet's python_loss Module example (an MLP ``Module`` chained
 with a ``PythonLossModule`` whose gradient is a multi-class hinge loss in numpy, fed
 by ``MNISTIter(data_shape=..., flat=True)``), on small IDX files, from the
 parameters mxnet started from: the parameters after ``fit``, the validation

@@ -228,7 +228,7 @@ def _nodes(symbol):
 
 
 def _matrix_factorization():
-    """mxnet's example/model-parallel/matrix_factorization/model.py, sizes shrunk."""
+    """mxnet's model-parallel matrix_factorization example's model, sizes shrunk."""
     with mx.AttrScope(ctx_group="dev1"):
         user = mx.sym.Embedding(mx.sym.Variable("user"), weight=mx.sym.Variable("user_weight"),
                                 input_dim=20, output_dim=6)

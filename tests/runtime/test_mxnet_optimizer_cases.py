@@ -1,8 +1,8 @@
-"""The cases of mxnet 1.9.1's ``tests/python/unittest/test_optimizer.py`` that need
+"""The cases of mxnet 1.9.1's optimizer unit tests that need
 sparse gradients or float16 master copies, against mxnet's own numbers
 (tests/fixtures/make_test_optimizer_fixtures.py).
 
-mxnet's file compares each optimizer with a Python reference over grids of options;
+mxnet's tests compare each optimizer with a Python reference over grids of options;
 here each option set is a case that mxnet ran: two ``update_multi_precision`` calls on a
 (3, 4, 5) weight, dense or row_sparse (every row stored), with dense or row_sparse
 gradients, then the weight and every state are compared. The cases: ``test_sparse_sgd``
