@@ -666,7 +666,7 @@ def _normalize_attr(key, value):
 
 
 # mxnet's hidden keys: given as ``lr_mult`` they are stored as ``__lr_mult__``, and
-# ``attr_dict`` lists the stored ``__lr_mult__`` again as ``lr_mult`` (c_api_symbolic.cc).
+# ``attr_dict`` lists the stored ``__lr_mult__`` again as ``lr_mult`` (its C API does so).
 _HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage")
 _REPLACED_HIDDEN_KEYS = frozenset(f"__{k}__" for k in _HIDDEN_KEYS)
 

@@ -1,4 +1,4 @@
-"""mxnet's C++ batch loader (``src/io/iter_batchloader.h``), shared by CSVIter and ImageRecordIter.
+"""mxnet's C++ batch loader, in Python, shared by CSVIter and ImageRecordIter.
 
 How mxnet 1.9.1 cuts a stream of examples into batches:
 

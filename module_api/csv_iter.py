@@ -1,4 +1,4 @@
-"""``mx.io.CSVIter``: mxnet 1.9.1's CSV iterator (``src/io/iter_csv.cc``) in Python.
+"""``mx.io.CSVIter``: mxnet 1.9.1's C++ CSV iterator, in Python.
 
 Each row of ``data_csv`` is one example of ``data_shape`` (the row's length
 must be its size); each row of ``label_csv`` one label of ``label_shape``

@@ -1,4 +1,4 @@
-"""ImageRecordIter's augmenter: mxnet 1.9.1's ``DefaultImageAugmenter`` (``image_aug_default.cc``).
+"""ImageRecordIter's augmenter: mxnet 1.9.1's C++ ``DefaultImageAugmenter``, in Python.
 
 On numpy ``(H, W, C)`` uint8 RGB images, in mxnet's order: shorter-edge
 ``resize``; an affine warp (``max_rotate_angle`` / ``rotate`` / ``rotate_list``,

@@ -1,7 +1,6 @@
 """``mx.io.ImageRecordIter``: mxnet 1.9.1's image RecordIO iterator in Python.
 
-What it does, as mxnet's (``src/io/iter_image_recordio_2.cc``,
-``image_aug_default.cc``):
+What it does, as mxnet's C++ iterator and its default augmenter do:
 
 * reads image records (``mx.recordio.pack`` / ``im2rec``);
 * decodes (3 channels, or gray for ``data_shape[0] == 1``) and augments as

@@ -1,5 +1,5 @@
-"""``mx.io.LibSVMIter``: mxnet 1.9.1's LibSVM iterator (``src/io/iter_libsvm.cc`` with its
-sparse batch loader) in Python.
+"""``mx.io.LibSVMIter``: mxnet 1.9.1's C++ LibSVM iterator, with its sparse batch
+loader, in Python.
 
 Data batches are ``CSRNDArray`` of shape ``(batch_size,) + data_shape``. Without
 ``label_libsvm`` the label of a row is the number it starts with and a batch's

@@ -1,4 +1,4 @@
-"""``mx.io.MNISTIter``: mxnet 1.9.1's MNIST iterator (``src/io/iter_mnist.cc``) in Python.
+"""``mx.io.MNISTIter``: mxnet 1.9.1's C++ MNIST iterator, in Python.
 
 What it does, as mxnet does it:
 

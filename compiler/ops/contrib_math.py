@@ -1,10 +1,8 @@
-"""mxnet 1.9.1's small contrib operators: ``_contrib_arange_like`` (``tensor/init_op.*``),
-``_contrib_index_copy`` (``contrib/index_copy*``), ``_contrib_quadratic``
-(``contrib/quadratic_op*``), ``_contrib_div_sqrt_dim`` (``contrib/transformer*``),
-``_contrib_gradientmultiplier`` (``contrib/gradient_multiplier_op.cc``) and the
-straight-through estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``
-(``contrib/stes_op.cc``), ``_contrib_index_array`` (``contrib/index_array*``) and
-``_contrib_allclose`` (``contrib/allclose_op*``).
+"""mxnet 1.9.1's small contrib operators: ``_contrib_arange_like``,
+``_contrib_index_copy``, ``_contrib_quadratic``, ``_contrib_div_sqrt_dim`` (one of its
+transformer operators), ``_contrib_gradientmultiplier`` and the straight-through
+estimators ``_contrib_round_ste`` / ``_contrib_sign_ste``, ``_contrib_index_array`` and
+``_contrib_allclose``.
 
 * ``arange_like``: ``start + (i // repeat) * step`` over data's shape (or along one axis),
   in data's dtype (start and step truncated first for an integer dtype); zero gradient.

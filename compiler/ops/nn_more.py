@@ -202,7 +202,7 @@ register(OpDef(
 
 # -- SVMOutput -----------------------------------------------------------------------------------
 # Forward: the identity. Backward (a loss: the head gradient is ignored), per row of the
-# (all but last, last) view with k = int(label[row]) (svm_output.cc):
+# (all but last, last) view with k = int(label[row]), as mxnet's SVMOutput computes it:
 #   L2: x == k: -reg * 2 (margin - x) if margin > x;  else: -reg * -2 (margin + x) if margin > -x
 #   L1: x == k: -reg if margin > x;                   else: reg if margin > -x
 # (else 0).

@@ -226,7 +226,7 @@ register(OpDef(
 
 
 # -- LRN ---------------------------------------------------------------------------------
-# mxnet's lrn-inl.h: norm = knorm + alpha / nsize * chpool_sum(x^2, nsize) and
+# mxnet's LRN: norm = knorm + alpha / nsize * chpool_sum(x^2, nsize) and
 # out = x * norm^-beta, where chpool_sum sums the channels [c - nsize//2, c + nsize//2]
 # (mshadow's channel pooling, zero outside; an even nsize spans nsize + 1 channels, as
 # there). Gradient (the same file): dy * norm^-beta

@@ -1,6 +1,5 @@
-"""mxnet's samplers that pick among elements (``sample_multinomial_op.cc``,
-``shuffle_op.cc``): ``_sample_multinomial`` (alias ``sample_multinomial``) and
-``_shuffle`` (alias ``shuffle``).
+"""mxnet's samplers that pick among elements: ``_sample_multinomial`` (alias
+``sample_multinomial``) and ``_shuffle`` (alias ``shuffle``).
 
 * ``_sample_multinomial``: per row of ``data`` (the last axis holds the probabilities
   of ``K`` outcomes), ``shape`` draws ``u`` of the step's Philox seed; each outcome is the
