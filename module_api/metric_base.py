@@ -136,7 +136,8 @@ class EvalMetric(object):
 
     def update(self, labels, preds):
         """Add one batch: ``labels`` and ``preds`` are lists of arrays."""
-        raise NotImplementedError()
+        raise NotImplementedError(f"{type(self).__name__} defines no update(labels, preds): "
+                                  f"a metric subclass must")
 
     def reset(self):
         """Clear the local and the global sums."""

@@ -205,7 +205,7 @@ class _BinaryScoreMetric(EvalMetric):
 
     def _counts(self):
         """The ``_BinaryClassificationMetrics`` this metric fills."""
-        raise NotImplementedError()
+        raise NotImplementedError(f"{type(self).__name__} must define _counts()")
 
     def _averaging(self):
         raise NotImplementedError()

@@ -29,7 +29,7 @@ class _PerBatchError(EvalMetric):
 
     @staticmethod
     def _batch_error(difference):
-        raise NotImplementedError()
+        raise NotImplementedError("a per-batch error metric must define _batch_error()")
 
     def update(self, labels, preds):
         for label, pred in batch_pairs(labels, preds):

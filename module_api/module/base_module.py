@@ -199,6 +199,12 @@ def _merge_outputs(per_batch, always_output_list):
     return merged
 
 
+def _undefined(module, method):
+    """The error of an abstract method a module class left undefined."""
+    return NotImplementedError(f"{type(module).__name__} does not define {method}(); "
+                               f"a module subclass must")
+
+
 class BaseModule:
     """The base class of modules (mxnet 1.9.1's ``BaseModule``).
 
@@ -501,27 +507,27 @@ class BaseModule:
     @property
     def data_names(self):
         """list of str: the names of the data inputs."""
-        raise NotImplementedError()
+        raise _undefined(self, "data_names")
 
     @property
     def output_names(self):
         """list of str: the names of the outputs."""
-        raise NotImplementedError()
+        raise _undefined(self, "output_names")
 
     @property
     def data_shapes(self):
         """list of DataDesc: the data inputs (name and shape)."""
-        raise NotImplementedError()
+        raise _undefined(self, "data_shapes")
 
     @property
     def label_shapes(self):
         """list of DataDesc: the label inputs (name and shape)."""
-        raise NotImplementedError()
+        raise _undefined(self, "label_shapes")
 
     @property
     def output_shapes(self):
         """list of (str, tuple): the outputs (name and shape)."""
-        raise NotImplementedError()
+        raise _undefined(self, "output_shapes")
 
     # ------------------------------------------------------------------ parameters
     def get_params(self):
@@ -532,14 +538,14 @@ class BaseModule:
         (dict of str to NDArray, dict of str to NDArray)
             ``arg_params`` and ``aux_params``.
         """
-        raise NotImplementedError()
+        raise _undefined(self, "get_params")
 
     def init_params(self, initializer=Uniform(0.01), arg_params=None,
                     aux_params=None, allow_missing=False, force_init=False,
                     allow_extra=False):
         """Initialise the parameters and auxiliary states (from ``arg_params`` /
         ``aux_params`` where given, ``initializer`` otherwise)."""
-        raise NotImplementedError()
+        raise _undefined(self, "init_params")
 
     def set_params(self, arg_params, aux_params, allow_missing=False, force_init=True,
                    allow_extra=False):
@@ -607,7 +613,7 @@ class BaseModule:
 
     def install_monitor(self, mon):
         """Have ``mon`` (a ``Monitor``) watch every executor."""
-        raise NotImplementedError()
+        raise _undefined(self, "install_monitor")
 
     # ------------------------------------------------------------------ computations
     def prepare(self, data_batch, sparse_row_id_fn=None):
@@ -620,42 +626,42 @@ class BaseModule:
 
     def forward(self, data_batch, is_train=None):
         """Forward computation (``is_train`` defaults to ``for_training``)."""
-        raise NotImplementedError()
+        raise _undefined(self, "forward")
 
     def backward(self, out_grads=None):
         """Backward computation (``out_grads``: gradients of the outputs, for modules
         that do not end in a loss)."""
-        raise NotImplementedError()
+        raise _undefined(self, "backward")
 
     def get_outputs(self, merge_multi_context=True):
         """The outputs of the last forward, list of NDArray."""
-        raise NotImplementedError()
+        raise _undefined(self, "get_outputs")
 
     def get_input_grads(self, merge_multi_context=True):
         """The gradients of the data inputs from the last backward, list of NDArray
         (needs ``bind(..., inputs_need_grad=True)``)."""
-        raise NotImplementedError()
+        raise _undefined(self, "get_input_grads")
 
     def update(self):
         """Apply one optimizer step to the parameters."""
-        raise NotImplementedError()
+        raise _undefined(self, "update")
 
     def update_metric(self, eval_metric, labels, pre_sliced=False):
         """Add the last forward's outputs against ``labels`` to ``eval_metric``
         (``pre_sliced``: ``labels`` holds one list per device)."""
-        raise NotImplementedError()
+        raise _undefined(self, "update_metric")
 
     # ------------------------------------------------------------------ setup
     def bind(self, data_shapes, label_shapes=None, for_training=True,
              inputs_need_grad=False, force_rebind=False, shared_module=None,
              grad_req='write'):
         """Allocate the executors for inputs of ``data_shapes`` / ``label_shapes``."""
-        raise NotImplementedError()
+        raise _undefined(self, "bind")
 
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
         """Install the optimizer (and the kvstore that applies it)."""
-        raise NotImplementedError()
+        raise _undefined(self, "init_optimizer")
 
     # ------------------------------------------------------------------ misc
     @property

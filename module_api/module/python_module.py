@@ -184,7 +184,8 @@ class PythonModule(BaseModule):
     def _compute_output_shapes(self):
         """The outputs' ``(name, shape)`` list, from ``data_shapes`` and
         ``label_shapes``; a subclass implements it."""
-        raise NotImplementedError()
+        raise NotImplementedError(f"{type(self).__name__} does not define "
+                                  f"_compute_output_shapes(); a PythonModule subclass must")
 
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
@@ -289,4 +290,5 @@ class PythonLossModule(PythonModule):
 
     def install_monitor(self, mon):
         """Not available: a Python loss has no executor to watch."""
-        raise NotImplementedError()
+        raise NotImplementedError(f"{type(self).__name__}: a PythonModule runs no executor a "
+                                  f"monitor could watch")

@@ -165,7 +165,8 @@ class BaseRNNCell(object):
 
     def __call__(self, inputs, states):
         """One time step: ``(output, next_states)``."""
-        raise NotImplementedError()
+        raise NotImplementedError(f"{type(self).__name__} defines no step: an RNN cell "
+                                  f"subclass must define __call__(inputs, states)")
 
     @property
     def params(self):
@@ -176,7 +177,7 @@ class BaseRNNCell(object):
     @property
     def state_info(self):
         """One dict per state: its ``'shape'`` (0 for the batch) and ``'__layout__'``."""
-        raise NotImplementedError()
+        raise NotImplementedError(f"{type(self).__name__} must define state_info")
 
     @property
     def state_shape(self):

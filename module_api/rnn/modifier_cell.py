@@ -65,7 +65,8 @@ class ModifierCell(BaseRNNCell):
         return self.base_cell.pack_weights(args)
 
     def __call__(self, inputs, states):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}: a modifier cell subclass must "
+                                  f"define __call__(inputs, states)")
 
 
 def _check_zoneout_base(cell):

@@ -114,9 +114,10 @@ def _params(mod):
 def test_loss_scaled_module_trains_as_the_unscaled_one():
     """With a power-of-two scale and no overflow, scaling then unscaling is exact: the
     parameters after 5 steps equal the unscaled run's, while the backward really
-    produced gradients 2**16 times larger. (Up to rounding: the thread count each
-    launch gets follows the machine's load, and a GEMM's sums over other splits round
-    differently, so a gradient near zero is compared at the gradients' scale.)"""
+    produced gradients 2**16 times larger. (Up to rounding: under load the runtime's
+    thread policy may run one module's batch as two row halves and the other's whole,
+    and a weight gradient summed over halves rounds differently in its last bit, so a
+    gradient near zero is compared at the gradients' scale.)"""
     amp.init()
     plain, scaled = _mlp_module(), _mlp_module()
     amp.init_trainer(scaled)

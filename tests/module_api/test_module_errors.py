@@ -245,3 +245,26 @@ def test_no_progress_bar_thread_off_a_terminal(monkeypatch):
     bar = base_module._epoch_progress(it, 0)
     assert type(bar).__name__ == "tqdm" and bar.total == 2
     bar.close()
+
+
+def test_abstract_module_and_cell_methods_name_the_class_and_what_to_define():
+    class Bare(mx.mod.BaseModule):
+        pass
+
+    with pytest.raises(NotImplementedError, match=r"Bare does not define forward\(\); a module "
+                                                  r"subclass must"):
+        Bare().forward(None)
+    with pytest.raises(NotImplementedError, match=r"Bare does not define data_names\(\)"):
+        Bare().data_names
+
+    class NoStep(mx.rnn.BaseRNNCell):
+        pass
+
+    with pytest.raises(NotImplementedError, match=r"NoStep defines no step"):
+        NoStep()(None, [])
+
+    class NoUpdate(mx.metric.EvalMetric):
+        pass
+
+    with pytest.raises(NotImplementedError, match=r"NoUpdate defines no update"):
+        NoUpdate('x').update([], [])
