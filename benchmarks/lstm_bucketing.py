@@ -192,7 +192,11 @@ def _tensors_of(exe):
     for d in (exe.arg_dict, exe.grad_dict, exe.aux_dict):
         yield from d.values()
     yield from exe.outputs
-    yield from exe._pool.tensors
+    # the pool, the row-split halves' own pools, and values kept by reference (the
+    # oneDNN workspaces) in each
+    for pool in (exe._pool,) + tuple(getattr(exe._pool, "row_halves", ())):
+        yield from pool.tensors
+        yield from pool.kept.values()
     for bufs in exe._buffers.values():
         yield from bufs
     for heads in exe._head_grads.values():
@@ -202,7 +206,8 @@ def _tensors_of(exe):
 def held_bytes(bmod):
     """Bytes of the distinct storages (by data_ptr) held by all buckets' executors:
     parameters, gradients, aux states, inputs, outputs, head gradients, the
-    internal buffer pool (as tests/module_api/test_bucketing_module.py counts)."""
+    internal buffer pools (the row-split halves' too) and the values kept by reference
+    (as tests/module_api/test_bucketing_module.py counts, and more)."""
     storages = {}
     for mod in bmod._buckets.values():
         group = mod._exec_group

@@ -303,6 +303,12 @@ class Executor:
                 base = heads[name]
             elif kind == "loss_scale":
                 base = self._loss_scale
+            elif kind == "held":
+                # the tensor itself, never a view of it: the launch that writes it
+                # replaces its storage (compiler/ops/registry.py, Extern.held)
+                dtype = prog.held[int(name)][1]
+                return self._pool.held(int(name), getattr(torch, dtype),
+                                       self._ctx.torch_device)
             else:
                 base = bufs[int(name)]
             # a plain tensor: NDArray's __torch_function__ would wrap the reshape and the
@@ -596,7 +602,9 @@ class Executor:
         total = self._pool.nbytes()
         # mxnet's own last line (scripts and its tests parse it), then the detail
         lines.append(f"Total {total >> 20} MB allocated")
-        lines.append(f"({total} bytes in {len(self._pool.tensors)} pool buffers)")
+        kept = f" and {len(self._pool.kept)} values kept by reference" if self._pool.kept \
+            else ""
+        lines.append(f"({total} bytes in {len(self._pool.tensors)} pool buffers{kept})")
         return "\n".join(lines) + "\n"
 
 
@@ -610,6 +618,20 @@ class _BufferPool:
 
     def __init__(self):
         self.tensors = []
+        self.kept = {}
+
+    def held(self, k, dtype, device):
+        """The tensor that holds a Program's k-th value kept by reference
+        (``Program.held``): empty until the launch that writes it points it at the
+        operator's own result. One per pool, so executors that share memory (buckets,
+        reshapes: never run at the same time) share it as they share buffers."""
+        t = self.kept.get((k, dtype, device))
+        if t is None:
+            # outside inference mode: a launch replaces its storage with grad mode on
+            with torch.inference_mode(False):
+                t = self.kept[(k, dtype, device)] = torch.empty(0, dtype=dtype,
+                                                               device=device)
+        return t
 
     def take(self, sizes, device, dtypes):
         # Free tensors of each (device, dtype) sorted by (size, position): a request
@@ -634,7 +656,8 @@ class _BufferPool:
         return out
 
     def nbytes(self):
-        return sum(t.element_size() * t.numel() for t in self.tensors)
+        return sum(t.element_size() * t.numel()
+                   for t in self.tensors + list(self.kept.values()))
 
 
 def _then(run, mark):
@@ -801,6 +824,7 @@ def _plan_lines(title, prog, values):
     lines = ["====================",
              f"Program ({title}, target {prog.target}): {len(prog.launches)} launches"]
     users = {b: [] for b in range(len(prog.buffers))}
+    kept_users = {}
     for pos, ln in enumerate(prog.launches):
         label = f"{ln.phase}[{counts[ln.phase]}]"
         counts[ln.phase] += 1
@@ -809,6 +833,8 @@ def _plan_lines(title, prog, values):
         for kind, name, _, _ in ln.args:
             if kind == "buf" and label not in users[int(name)]:
                 users[int(name)].append(label)
+            elif kind == "held":
+                kept_users.setdefault(int(name), []).append(label)
     lines.append("Memory plan:")
     total = 0
     for b, size in enumerate(prog.buffers):
@@ -822,6 +848,11 @@ def _plan_lines(title, prog, values):
         for offset, shape, name in held:
             lines.append(f"\t{name} shape={shape} at element {offset}")
     lines.append(f"Total {len(prog.buffers)} buffers, {total} bytes planned")
+    for k, (numel, dtype) in enumerate(prog.held):
+        lines.append(f"Kept by reference {k}: {int(numel)} {dtype}, "
+                     f"{ITEMSIZE[dtype] * int(numel)} bytes (the tensor its operator "
+                     f"returns, not planned), used by launches "
+                     f"{', '.join(kept_users.get(k, []))}")
     return lines
 
 

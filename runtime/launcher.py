@@ -192,7 +192,7 @@ def bind_launches(launches, resolve) -> list:
     bound.ids = [launch_id(name) for name in bound.names]
     for ln in launches:
         if getattr(ln, "kind", "kernel") == "extern":
-            flat = [resolve(*arg).as_subclass(torch.Tensor) for arg in ln.args]
+            flat = [_plain(resolve(*arg)) for arg in ln.args]
             bound.append(_extern_launch(ln, flat))
             bound.host_threads |= bool(flat) and flat[0].device.type == "cpu"
             continue
@@ -218,7 +218,9 @@ def _plain(t):
 
 def _extern_launch(ln, flat):
     """``run()`` of an extern launch: the registry entry's ``Extern.run`` over views of
-    the input buffers, each stored output copied into its planned array(s)."""
+    the input buffers, each stored output copied into its planned array(s). A value
+    kept by reference (slot kind ``held``) is the executor's tensor itself: an output
+    one is pointed at the operator's result (``set_``), an input one is read as it is."""
     from compiler.ops.registry import Extern, get_op
     cfg = ln.config
     opdef = get_op(cfg["op"])
@@ -226,9 +228,11 @@ def _extern_launch(ln, flat):
         raise MXNetError(f"launch {launch_name(ln)}: operator {cfg['op']} is not an extern "
                          f"operator in this version; recompile the program")
     attrs = opdef.parse_attrs(cfg["attrs"], f"extern launch of {cfg['op']}")
-    views = [_strided(t, shape, strides) for t, (shape, strides) in zip(flat, cfg["views"])]
+    views = [(t, []) if arg[0] == "held" else _strided(t, shape, strides)
+             for t, arg, (shape, strides) in zip(flat, ln.args, cfg["views"])]
     n_in = int(cfg["inputs"])
     ins, outs = views[:n_in], list(zip(cfg["outputs"], views[n_in:]))
+    held = {k for (k, _), arg in zip(outs, ln.args[n_in:]) if arg[0] == "held"}
     fn = opdef.lowering.run
 
     def run():
@@ -241,9 +245,12 @@ def _extern_launch(ln, flat):
             raise MXNetError(f"operator {cfg['op']} ({ln.phase} launch, attributes "
                              f"{cfg['attrs']}), inputs of shapes {shapes}: {exc}") from None
         for i, (out, f) in outs:
-            out.copy_(values[i].flip(f) if f else values[i])
+            if i in held:
+                out.set_(values[i])
+            else:
+                out.copy_(values[i].flip(f) if f else values[i])
     # what compiler/cpu/script.py writes this launch from, in a scripted phase
-    run.extern = (cfg["op"], opdef.lowering, attrs, ins, outs)
+    run.extern = (cfg["op"], opdef.lowering, attrs, ins, outs, held)
     return run
 
 

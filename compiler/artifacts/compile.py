@@ -306,5 +306,5 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
         buffer_dtypes=plan["buffer_dtypes"],
         arg_dtypes={n: dtypes[n] for n in arg_shapes},
         aux_dtypes={n: dtypes[n] for n in aux_shapes},
-        output_dtypes=[g.dtype(h) for h in g.heads[:num_fwd]])
+        output_dtypes=[g.dtype(h) for h in g.heads[:num_fwd]], held=plan["held"])
     return prog, sources

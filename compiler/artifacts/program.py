@@ -68,6 +68,8 @@ class Program:
     arg_dtypes: dict = field(default_factory=dict)      # argument name -> dtype name
     aux_dtypes: dict = field(default_factory=dict)
     output_dtypes: list = field(default_factory=list)
+    held: list = field(default_factory=list)    # [element count, dtype] per value an
+                                                # extern keeps by reference (slot "held")
 
     def launches_in(self, phase):
         return [ln for ln in self.launches if ln.phase == phase]

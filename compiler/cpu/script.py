@@ -177,7 +177,7 @@ def _extern_lines(i, extern, name_of, lines):
     """An extern launch's call in ``part()`` (appended to ``lines``) and its helper's
     definition, from its operator's ``Extern.script``; ``(helper, grad_mode, opaque)``
     (``opaque``: the tensor indices of the outputs it fills in part)."""
-    op, lowering, attrs, ins, outs = extern
+    op, lowering, attrs, ins, outs, held = extern
     form = getattr(lowering, "script", None)
     if form is None:
         raise NotScriptable(f"launch {i}: the extern operator {op} has no TorchScript form")
@@ -191,7 +191,9 @@ def _extern_lines(i, extern, name_of, lines):
     args = ", ".join(name_of(v) for v, _ in ins)
     lines.append(f"    # launch {i}: extern {op}")
     lines.append(f"    r_l{i} = extern{i}{_PART}([{args}])")
-    lines.extend(f"    {name_of(v)}.copy_(r_l{i}[{k}])" for k, (v, _) in outs)
+    # a value kept by reference takes the result's storage (runtime/launcher.py)
+    lines.extend(f"    {name_of(v)}.{'set_' if k in held else 'copy_'}(r_l{i}[{k}])"
+                 for k, (v, _) in outs)
     return helper, grad, {int(name_of(v)[1:]) for k, (v, _) in outs if k in partial}
 
 

@@ -14,7 +14,10 @@ through ATen), with one bias per projection.
   oneDNN's training workspace (``workspace`` bytes, uint8), which the gradient reads.
   Its size is asked of oneDNN when the pass builds the node (:func:`workspace_bytes`)
   and checked on every call: a Program compiled against another oneDNN is refused with
-  what to do, never run with a short buffer.
+  what to do, never run with a short buffer. The workspace is kept by reference
+  (``Extern.held``): the tensor oneDNN returned is the one the gradient reads, never
+  copied into planned memory (a 12 MB copy per layer and step at the LSTM benchmark's
+  sizes).
 * ``_backward_lstm_layer`` takes the forward's inputs, outputs and workspace and the
   gradients of its three outputs, and gives the gradients of its seven inputs.
 
@@ -126,8 +129,19 @@ def _forward(attrs, ins):
     return [y, hy, cy, ws]
 
 
+def _no_workspace(attrs, got):
+    """The message for a backward whose workspace is not its forward's (``got`` bytes)."""
+    return (f"_backward_lstm_layer: the oneDNN workspace holds {got} bytes where the "
+            f"forward writes {attrs['workspace']}: run forward(is_train=True) on this "
+            f"executor before backward")
+
+
 def _backward(attrs, ins):
     x, wi, wh, bi, bh, h0, c0, y, hy, cy, ws, dy, dhy, dcy = _contiguous(ins)
+    if ws.numel() != attrs["workspace"]:
+        # kept by reference (Extern.held): empty until a forward ran, and oneDNN reads
+        # it by the sizes it is given, whatever the tensor holds
+        raise MXNetError(_no_workspace(attrs, ws.numel()))
     grads = torch.ops.aten.mkldnn_rnn_layer_backward(
         x, wi, wh, bi, bh, h0, c0, y, hy, cy, dy, dhy, dcy, False, _LSTM,
         int(wh.shape[1]), 1, True, True, False, [], False, ws)
@@ -159,6 +173,8 @@ def _backward_script(attrs, shapes):
     hidden = int(shapes[2][1])
     return ("def extern(xs: List[Tensor]) -> List[Tensor]:\n"
             "    c = [x.contiguous() for x in xs]\n"
+            f"    if c[10].numel() != {int(attrs['workspace'])}:\n"
+            f"        raise RuntimeError('{_no_workspace(attrs, 'other')}')\n"
             "    sizes: List[int] = []\n"
             "    g = torch.ops.aten.mkldnn_rnn_layer_backward(c[0], c[1], c[2], c[3], c[4], "
             "c[5], c[6], c[7], c[8], c[9], c[11], c[12], c[13], False, "
@@ -225,7 +241,8 @@ def _backward_type(attrs, in_types):
 _SIZES = [Attr("workspace", parse_int, 0)]
 
 register(OpDef(
-    name="_lstm_layer", pattern="opaque", lowering=Extern(_forward, _forward_script),
+    name="_lstm_layer", pattern="opaque",
+    lowering=Extern(_forward, _forward_script, held=(3,)),
     arguments=_ARGS, outputs=_layer_outputs, num_visible=lambda a: 3, attrs=_SIZES,
     infer_shape=_layer_shape, infer_type=_layer_type, reference=_reference_forward,
     gradient=_gradient,

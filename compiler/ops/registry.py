@@ -279,9 +279,16 @@ class Extern:
     ``grad_mode`` says whether it must run with grad mode on (TorchScript cannot switch
     it), ``partial`` the outputs written only in part (a workspace). The phase's check
     compares it with ``run`` on the same arrays before it is used.
+
+    ``held``, optional: the indices of outputs kept by reference, not copied. Such an
+    output, where only extern launches read it, gets no planned memory
+    (``compiler/passes/plan_memory.py``): the runtime keeps the very tensor ``run``
+    returned and hands it to the launches that read it (oneDNN's LSTM workspace, 12 MB
+    a layer at the LSTM benchmark's sizes, read only by the gradient's oneDNN call).
     """
     run: Callable[..., list]
     script: Optional[Callable[..., tuple]] = None
+    held: tuple = ()
 
 
 # How each lowering kind runs on each target, for ``symtriton ops`` and the README's

@@ -13,12 +13,18 @@ grown to hold it (a buffer's size is only a number until the runtime allocates t
 pool), else a new buffer. Growing keeps the pool near the peak of live values where
 sizes rise along the graph: Inception-BN's training pool at batch 2 is 91 MB for a
 peak of 77 MB live (108 MB when a buffer never grew).
+
+An extern operator's output that its registry entry keeps by reference
+(``Extern.held``), where only extern launches read it, is a ``held`` slot of its own
+with no memory here: the runtime keeps the tensor the operator returned and gives
+that same tensor to its readers (the k-th held value: ``held[k]`` is its element
+count and dtype).
 """
 from __future__ import annotations
 
 from ..errors import MXNetError
 from ..frontend.graph import Graph
-from ..ops.registry import View, prod
+from ..ops.registry import Extern, View, prod
 
 
 def contiguous_strides(shape):
@@ -38,11 +44,12 @@ def plan_memory(graph: Graph, groups: list) -> dict:
     stored to several arrays), ``buffers`` (element counts), ``buffer_dtypes``
     (a buffer holds one dtype: reuse only among values of that dtype) and
     ``seed_buffer`` (the buffer holding the random seed, or None: the runtime
-    sets it before each forward of a Program that draws random numbers).
+    sets it before each forward of a Program that draws random numbers) and ``held``
+    (``[element count, dtype]`` of each value kept by reference).
     """
     homes = {}
     buffers, free, seed_buffer = [], [], None
-    buffer_dtypes = []
+    buffer_dtypes, held = [], []
     for n in graph.variables():
         d = graph.node(n)
         role = d["role"]
@@ -84,6 +91,10 @@ def plan_memory(graph: Graph, groups: list) -> dict:
                 homes[entry] = dests[entry]
                 continue
             size = prod(graph.shape(entry))
+            if _kept_by_reference(graph, entry):
+                homes[entry] = [("held", len(held))]
+                held.append([int(size), graph.dtype(entry)])
+                continue
             buf = _take(free, buffers, buffer_dtypes, size, graph.dtype(entry))
             homes[entry] = [("buf", buf)]
             last_read.setdefault(("free_at", buf), set())
@@ -96,7 +107,19 @@ def plan_memory(graph: Graph, groups: list) -> dict:
             if entry not in layouts:
                 layouts[entry] = [_view_layout(graph, entry, layouts)]
     return {"layouts": layouts, "buffers": buffers, "buffer_dtypes": buffer_dtypes,
-            "seed_buffer": seed_buffer}
+            "seed_buffer": seed_buffer, "held": held}
+
+
+def _kept_by_reference(graph, entry):
+    """Whether ``entry`` is an output its extern operator keeps by reference and only
+    extern operators read (a generated kernel binds its views once, to memory)."""
+    n, idx = entry
+    low = graph.node(n)["opdef"].lowering
+    if not isinstance(low, Extern) or idx not in low.held:
+        return False
+    readers = graph.consumers(n, idx)
+    return bool(readers) and all(
+        isinstance(graph.node(v)["opdef"].lowering, Extern) for v, _ in readers)
 
 
 def _view_layout(graph, entry, layouts):

@@ -328,3 +328,121 @@ def test_without_onednn_or_where_it_refuses_the_sizes_the_steps_stay(monkeypatch
         prog = compile_symbol(sym, shapes, True, req, True)
         assert _layer_ops(prog) == []
         assert prog.stats["forward_launches"] > 2
+
+
+@needs_onednn
+def test_the_workspace_reaches_the_gradient_as_the_tensor_onednn_returned(monkeypatch):
+    """The workspace is kept by reference (``Extern.held``): no planned memory holds
+    it, and the gradient's oneDNN call reads the very tensor the forward's call
+    returned, through the executor's pool, on the Python launches and in a second
+    step alike."""
+    steps, embed = 5, 5
+    sym = _lm(steps=steps, embed=embed)
+    shapes = {"data": (N, steps), "softmax_label": (N, steps)}
+    monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "1")
+    exe = sym.simple_bind(cpu(), grad_req="write", **shapes)
+    for name, v in _values(sym, shapes, np.random.RandomState(6),
+                           {"data": 11, "softmax_label": 11}).items():
+        exe.arg_dict[name][:] = v
+    prog = exe.programs[0]
+    sizes = [lstm_layer.workspace_bytes(steps, N, embed, H),
+             lstm_layer.workspace_bytes(steps, N, H, H)]
+    assert prog.held == [[sizes[0], "uint8"], [sizes[1], "uint8"]]
+    assert "uint8" not in prog.buffer_dtypes
+    layers = {op: [ln for ln in prog.launches if ln.is_extern and ln.config["op"] == op]
+              for op in ("_lstm_layer", "_backward_lstm_layer")}
+    assert [ln.args[-1][:2] for ln in layers["_lstm_layer"]] == [["held", 0], ["held", 1]]
+    # the gradient's 11th input is the workspace; the second layer's gradient runs first
+    assert [ln.args[10][:2] for ln in layers["_backward_lstm_layer"]] == \
+        [["held", 1], ["held", 0]]
+
+    returned, read = [], []
+    forward, backward = torch.ops.aten.mkldnn_rnn_layer, torch.ops.aten.mkldnn_rnn_layer_backward
+
+    def forward_seen(*args):
+        out = forward(*args)
+        returned.append(out[3].data_ptr())
+        return out
+
+    def backward_seen(*args):
+        read.append(args[-1].data_ptr())
+        return backward(*args)
+    monkeypatch.setattr(torch.ops.aten, "mkldnn_rnn_layer", forward_seen)
+    monkeypatch.setattr(torch.ops.aten, "mkldnn_rnn_layer_backward", backward_seen)
+    for _ in range(2):
+        returned.clear()
+        read.clear()
+        exe.forward(is_train=True)
+        kept = [exe._pool.kept[(k, torch.uint8, torch.device("cpu"))] for k in (0, 1)]
+        assert [t.numel() for t in kept] == sizes
+        assert [t.data_ptr() for t in kept] == returned
+        exe.backward()
+        assert read == returned[::-1]
+    text = exe.debug_str()
+    assert f"Kept by reference 0: {sizes[0]} uint8, {sizes[0]} bytes" in text
+    assert "and 2 values kept by reference)" in text
+
+
+@needs_onednn
+def test_a_backward_after_another_buckets_forward_is_refused_not_run_on_its_workspace(
+        monkeypatch):
+    """Executors that share memory (buckets) share the kept workspace as they share
+    buffers: a backward whose forward was followed by another length's forward names
+    what to do, where oneDNN would read a workspace of the wrong size."""
+    monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "1")
+    exes = []
+    for steps in (4, 20):           # oneDNN's workspace: 28,672 and 45,056 bytes here
+        assert steps == 4 or lstm_layer.workspace_bytes(steps, N, H, H) != \
+            lstm_layer.workspace_bytes(4, N, H, H)
+        sym = _lm(steps=steps)
+        shapes = {"data": (N, steps), "softmax_label": (N, steps)}
+        exes.append(sym.simple_bind(cpu(), grad_req="write",
+                                    shared_exec=exes[0] if exes else None, **shapes))
+    short, long_ = exes
+    short.forward(is_train=True)
+    long_.forward(is_train=True)
+    with pytest.raises(MXNetError, match=r"workspace holds \d+ bytes where the forward "
+                                         r"writes \d+: run forward\(is_train=True\)"):
+        short.backward()
+    short.forward(is_train=True)
+    short.backward()        # its own forward's workspace again
+    assert all(np.isfinite(g.asnumpy()).all() for g in short.grad_dict.values()
+               if g is not None)
+
+
+@needs_onednn
+def test_a_scripted_phase_keeps_the_workspace_by_reference_and_gives_the_same_gradients(
+        monkeypatch):
+    """In a TorchScript phase (``compiler/cpu/script.py``) the forward points the kept
+    tensor at oneDNN's workspace (``set_``), never copies it, and the gradient reads it:
+    the scripted forward and backward give the Python launches' gradients."""
+    from compiler.cpu.script import checked_parts, phase_source
+    steps = 5
+    sym = _lm(steps=steps)
+    shapes = {"data": (N, steps), "softmax_label": (N, steps)}
+    monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "1")
+    exe = sym.simple_bind(cpu(), grad_req="write", **shapes)
+    for name, v in _values(sym, shapes, np.random.RandomState(7),
+                           {"data": 11, "softmax_label": 11}).items():
+        exe.arg_dict[name][:] = v
+    exe.forward(is_train=True)
+    exe.backward()
+    want = {k: g.asnumpy().copy() for k, g in exe.grad_dict.items() if g is not None}
+    prog = exe.programs[0]
+    phases = {p: exe._launches(prog, p) for p in ("fwd", "bwd")}
+    kept = [exe._pool.kept[(k, torch.uint8, torch.device("cpu"))] for k in (0, 1)]
+    source, tensors, opaque = phase_source(phases["fwd"])
+    names = [f"t{next(j for j, t in enumerate(tensors) if t is k)}" for k in kept]
+    assert all(f"{n}.set_(r_l" in source and f"{n}.copy_(" not in source for n in names)
+    assert {int(n[1:]) for n in names} <= opaque
+    assert "c[10].numel() != " in phase_source(phases["bwd"])[0]
+    scripts = {p: checked_parts([phases[p]]) for p in ("fwd", "bwd")}   # checked once
+    for g in exe.grad_dict.values():
+        if g is not None:
+            g[:] = 0
+    for p in ("fwd", "bwd"):
+        run, ts = scripts[p]
+        run(ts)
+    assert [t.numel() for t in kept] == [w for w, _ in prog.held]
+    for k, g in want.items():
+        _close(exe.grad_dict[k].asnumpy(), g)
