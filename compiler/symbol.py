@@ -184,14 +184,14 @@ class Symbol:
         node = self._single("attr")
         if key in node.attrs:
             return node.attrs[key]
-        hidden = f"__{key}__"
-        return node.attrs.get(hidden)
+        # a hidden key given as ``lr_mult`` is stored as ``__lr_mult__`` (_hide_key)
+        return node.attrs.get(f"__{key}__") if key in _HIDDEN_KEYS else None
 
     def list_attr(self, recursive=False):
         if recursive:
             raise MXNetError("list_attr(recursive=True) is deprecated in mxnet; use attr_dict()")
         node = self._single("list_attr")
-        return _listed_attrs(node)
+        return _with_plain_hidden_keys(_listed_attrs(node))
 
     def attr_dict(self):
         """Every attribute of every node, as ``{node name: {key: value}}``.
@@ -211,12 +211,7 @@ class Symbol:
         out = {}
         for node in self._nodes():
             if _listed_attrs(node):
-                attrs = {}
-                for key, value in _listed_attrs(node).items():
-                    attrs[key] = value
-                    if key in _REPLACED_HIDDEN_KEYS:
-                        attrs[key[2:-2]] = value
-                out[node.name] = attrs
+                out[node.name] = _with_plain_hidden_keys(_listed_attrs(node))
         return out
 
     def _gen_atomic_symbol(self):
@@ -256,7 +251,8 @@ class Symbol:
         for k, v in kwargs.items():
             if not isinstance(v, str):
                 raise MXNetError(f"attribute '{k}' must be a string")
-            node.attrs[k] = v
+        hidden = {_hide_key(k, v, node.op, node.name): v for k, v in kwargs.items()}
+        node.attrs.update(hidden)
         _ATTR_EDITS[0] += 1
 
     def _single(self, what):
@@ -685,6 +681,18 @@ def _hide_key(key, value, op_name, name):
     return key
 
 
+def _with_plain_hidden_keys(attrs) -> dict:
+    """``attrs`` with each stored hidden key listed again without its underscores
+    (``__lr_mult__`` and ``lr_mult``), as mxnet's ``list_attr`` and ``attr_dict`` list
+    them."""
+    out = {}
+    for key, value in attrs.items():
+        out[key] = value
+        if key in _REPLACED_HIDDEN_KEYS:
+            out[key[2:-2]] = value
+    return out
+
+
 def _explicit_nones(opdef, kwargs) -> dict:
     """``{key: "None"}`` for attributes given as None whose default is not None.
 
@@ -782,7 +790,9 @@ def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None
     """
     if not isinstance(name, str):
         raise TypeError("Variable name must be a string")
-    attrs = _attribute.current().get(attr)
+    # as mxnet's set_attr stores them: ``force_mirroring`` as ``__force_mirroring__``
+    attrs = {_hide_key(k, v, "Variable", name): v
+             for k, v in _attribute.current().get(attr).items()}
     if shape is not None:
         # mxnet also takes a bare int (``shape=(1)`` is the int 1): one dim
         attrs["__shape__"] = _raw((int(shape),) if isinstance(shape, (int, np.integer))

@@ -158,7 +158,7 @@ def foreach(body, data, init_states, name="foreach"):
     flat_data, data_fmt = _flatten(data, "foreach input")
     flat_states, state_fmt = _flatten(init_states, "foreach states")
     name = _unique_subgraph_name(name)
-    with _attribute.AttrScope(subgraph_name=name):
+    with _attribute.AttrScope(__subgraph_name__=name):
         in_eles, _ = _regroup([_S.Variable(_uniq_name(s)) for s in flat_data], data_fmt)
         states, _ = _regroup([_S.Variable(_uniq_name(s)) for s in flat_states], state_fmt)
         sym_out, sym_states = body(in_eles, states)
@@ -196,7 +196,7 @@ def _traced(flat_vars, trace, name):
     """Run ``trace(new_vars) -> (outputs, states, out_fmt)`` in a fresh subgraph scope on
     variables named after ``flat_vars``; the subgraph cut, its outside entries, counts."""
     name = _unique_subgraph_name(name)
-    with _attribute.AttrScope(subgraph_name=name):
+    with _attribute.AttrScope(__subgraph_name__=name):
         outs, states, fmt = trace([_S.Variable(_uniq_name(s)) for s in flat_vars])
         g = _construct_subgraph(outs, states, name, apart=False)
     g, cut = _cut_subgraph(g, name)

@@ -9,15 +9,17 @@ _local = threading.local()
 class AttrScope:
     """Attach attributes such as ``ctx_group`` to the symbols created in scope.
 
-    mxnet stores them as hidden ``__key__`` attributes; ``group2ctxs`` in
-    the Module API reads ``__ctx_group__``.
+    Keys are kept as given, as mxnet keeps them (``AttrScope(group='4')`` gives
+    ``attr('group') == '4'``); a symbol made in scope stores mxnet's hidden keys
+    (``ctx_group``, ``lr_mult``, ``wd_mult``, ``force_mirroring``, ``mirror_stage``)
+    as ``__key__``, where ``group2ctxs`` in the Module API reads ``__ctx_group__``.
     """
 
     def __init__(self, **kwargs):
         for k, v in kwargs.items():
             if not isinstance(v, str):
                 raise ValueError(f"AttrScope: attribute '{k}' must be a string, got {type(v).__name__}")
-        self._attr = {f"__{k}__": v for k, v in kwargs.items()}
+        self._attr = dict(kwargs)
         self._old = None
 
     def get(self, attr):
