@@ -25,6 +25,11 @@ from . import operator  # noqa: F401,E402  (mx.operator: CustomOp)
 from . import autograd  # noqa: F401,E402  (mx.autograd: record, backward)
 from . import base, util, profiler, viz, gluon, registry  # noqa: F401,E402
 from . import recordio, image, image as img  # noqa: F401,E402  (mxnet's mx.img alias)
+# mxnet's top-level names for its NumPy semantics: turning them on is refused with what
+# to do (module_api/util.py), and a module that only decorates with them still imports
+from .util import is_np_shape, set_np_shape, np_shape, use_np_shape  # noqa: F401,E402
+from .util import is_np_array, np_array, use_np_array, use_np  # noqa: F401,E402
+from . import features as runtime  # noqa: F401,E402  (mx.runtime: build features)
 
 __version__ = "1.9.1"
 
@@ -46,7 +51,7 @@ def _register_submodule_aliases():
     import sys
     import types
     for alias in ("context", "executor", "init", "kv", "kvstore", "lr_scheduler", "mod",
-                  "mon", "name", "nd", "opt", "optimizer", "sym", "symbol"):
+                  "mon", "name", "nd", "opt", "optimizer", "runtime", "sym", "symbol"):
         module = globals()[alias]
         assert isinstance(module, types.ModuleType), alias
         sys.modules.setdefault(f"{__name__}.{alias}", module)

@@ -16,9 +16,14 @@ from runtime import autograd_tape as _tape
 from runtime.autograd_tape import (backward, grad, is_recording,  # noqa: F401
                                    is_training, set_recording, set_training)
 
+from runtime.ndarray import NDArray  # noqa: E402  (mxnet's autograd exports it: below)
+from compiler.symbol import Symbol  # noqa: E402
+
+# mxnet's autograd has no __all__, so ``from mxnet.autograd import *`` (mxnet's own
+# test_autograd.py does it) gives NDArray and Symbol too
 __all__ = ["record", "pause", "train_mode", "predict_mode", "is_recording", "is_training",
            "set_recording", "set_training", "mark_variables", "backward", "grad",
-           "Function", "get_symbol"]
+           "Function", "get_symbol", "NDArray", "Symbol"]
 
 
 class _Scope:
