@@ -234,7 +234,7 @@ def _inplace(name, mx_fn):
         if not mxnet_caller():
             return torch_op(self, other)
         if _sparse_operand(other):
-            return NotImplemented      # a sparse array's reflected method computes it
+            return _inplace_sparse(name, self, other)
         other = _operand(self, other, f"NDArray.{name}")
         if records(self, other):
             _TAPE[0].refuse_inplace(name, self)
@@ -243,6 +243,27 @@ def _inplace(name, mx_fn):
         return self
     method.__name__ = name
     return method
+
+
+_SPARSE_INPLACE = {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul",
+                   "__itruediv__": "div"}
+
+
+def _inplace_sparse(name, self, other):
+    """``dense += row_sparse`` (and ``-=``, ``*=``, ``/=``): the result written into
+    ``self``, as mxnet writes its operator's output into the dense array. Returning
+    NotImplemented would make Python rebind the name to a new array and leave ``self``
+    as it was (a kvstore updater's ``local += recv`` then updates nothing)."""
+    if name not in _SPARSE_INPLACE:
+        return NotImplemented       # the sparse array's reflected method, or its error
+    from .sparse_arith import binary        # imports this module's NDArray
+    if records(self):
+        _TAPE[0].refuse_inplace(name, self)
+    res = binary(_SPARSE_INPLACE[name], self, other)
+    dense = res.tostype("default") if _sparse_operand(res) else res
+    with _DISABLED():
+        self.copy_(dense.as_subclass(torch.Tensor))
+    return self
 
 
 def plain_shape(args) -> bool:

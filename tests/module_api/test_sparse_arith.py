@@ -45,3 +45,33 @@ def test_functions_and_refusals():
     assert mx.nd.sparse.divide(r, 2).stype == "row_sparse"
     with pytest.raises(MXNetError, match="broadcast"):
         r + mx.nd.sparse.zeros("row_sparse", (2, 4))
+
+
+@pytest.mark.parametrize("op,want", [
+    # mxnet 1.9.1's results (its broadcast_* operators with the dense array as output)
+    ("+=", [[1, 2], [5, 6], [5, 6]]), ("-=", [[1, 2], [1, 2], [5, 6]]),
+    ("*=", [[0, 0], [6, 8], [0, 0]]), ("/=", [[np.inf, np.inf], [1.5, 2], [np.inf, np.inf]])])
+def test_a_dense_array_updated_in_place_by_a_row_sparse_one_is_the_same_array(op, want):
+    dense = mx.nd.array([[1., 2.], [3., 4.], [5., 6.]])
+    alias = dense
+    names = {"alias": alias, "rsp": mx.nd.array([[0., 0.], [2., 2.], [0., 0.]])
+             .tostype("row_sparse")}
+    exec(f"alias {op} rsp", {}, names)
+    assert names["alias"] is dense and dense.stype == "default"
+    np.testing.assert_array_equal(dense.asnumpy(), np.array(want, dtype=np.float32))
+
+
+def test_a_kvstore_updater_adding_row_sparse_pushes_in_place_updates_the_store():
+    """mxnet's test_kvstore.py ``test_updater``: ``local += recv`` on the stored array."""
+    kv = mx.kv.create("local")
+    kv.init(3, mx.nd.zeros((4, 4)))
+
+    def updater(key, recv, local):
+        local += recv
+    kv._set_updater(updater)
+    for _ in range(2):
+        kv.push(3, [mx.nd.ones((4, 4), mx.Context("cpu", i)).tostype("row_sparse")
+                    for i in range(4)])
+    out = mx.nd.empty((4, 4))
+    kv.pull(3, out=out)
+    np.testing.assert_array_equal(out.asnumpy(), np.full((4, 4), 8, np.float32))
