@@ -75,8 +75,13 @@ class MatmulLowering:
                 ((shape[0], 1), (strides[0], 0))
             return self.view(t, 0, sizes, st, prefix="m")
         if role == "a":
-            if transposed:
-                return self.view(t, 0, (shape[1], shape[0]), (strides[1], strides[0]), "m")
+            if transposed:     # contracts the first axis: (M, K) is the rest by it
+                free, k, ks = shape[1:], shape[0], strides[0]
+                merged = mergeable(free, strides[1:])
+                if merged is None:
+                    v = self.view(t, 0, shape, strides, "n")
+                    return f"{v}.reshape({k}, {prod(free)}).t()"
+                return self.view(t, 0, (merged[0], k), (merged[1], ks), "m")
             free, k, ks = shape[:-1], shape[-1], strides[-1]
             merged = mergeable(free, strides[:-1])
             if merged is None:

@@ -164,3 +164,44 @@ def test_dot_fixture_forward():
     close(reference("batch_dot", [P, Q])[0], d["out4_train"])
     close(reference("batch_dot", [P, P], transpose_a=True)[0], d["out5_train"])
     close(reference("batch_dot", [Q, R], transpose_a=True, transpose_b=True)[0], d["out6_train"])
+
+
+@pytest.mark.parametrize("ls,rs,ta,tb,want", [c for c in DOT_SHAPES if c[4] is not None])
+def test_compiled_dot_for_every_rule_alone_and_fused(cpu_target, ls, rs, ta, tb, want):
+    """The kernels, not only the reference: ``dot`` alone (a graph head) and with a
+    multiply fused after it, forward and both gradients, against the independent
+    ``_tensordot`` and torch's autograd, on both cpu targets. (An N-D lhs with
+    ``transpose_a`` was read as its first two axes on the ``cpu`` target.)"""
+    import module_api as mx
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(ls, generator=g), torch.randn(rs, generator=g)
+    scale, dy = torch.randn(want, generator=g), torch.randn(want, generator=g)
+    x, y, s = mx.sym.Variable("x"), mx.sym.Variable("y"), mx.sym.Variable("s")
+    d = mx.sym.dot(x, y, transpose_a=ta, transpose_b=tb)
+    at, bt = a.clone().requires_grad_(), b.clone().requires_grad_()
+    plain = _tensordot(at, bt, ta, tb)
+    for sym, want_out in ((d, plain), (d * s, plain * scale)):
+        exe = sym.simple_bind(mx.cpu(), x=ls, y=rs, **({"s": want} if sym is not d else {}))
+        feed = {"x": a.numpy(), "y": b.numpy(), **({"s": scale.numpy()} if sym is not d else {})}
+        out = exe.forward(is_train=True, **feed)[0]
+        close(torch.from_numpy(out.asnumpy()), want_out.detach())
+        exe.backward(mx.nd.array(dy.numpy()))
+        ga, gb = torch.autograd.grad(want_out, (at, bt), dy, retain_graph=True)
+        close(torch.from_numpy(exe.grad_dict["x"].asnumpy()), ga)
+        close(torch.from_numpy(exe.grad_dict["y"].asnumpy()), gb)
+
+
+def test_compiled_dot_with_a_3d_lhs_transposed_gives_mxnets_values(cpu_target):
+    """mxnet 1.9.1's numbers (as in test_dot_values_from_mxnet), from the kernels."""
+    import module_api as mx
+    a, b2 = torch.sin(ar(2, 3, 4)), torch.cos(ar(2, 3, 5))
+    exe = mx.sym.dot(mx.sym.Variable("x"), mx.sym.Variable("y"), transpose_a=True) \
+        .simple_bind(mx.cpu(), x=(2, 3, 4), y=(2, 3, 5))
+    out = exe.forward(is_train=True, x=a.numpy(), y=b2.numpy())[0].asnumpy()
+    close(torch.from_numpy(out[2, 3, 1]), [-0.628987, -0.496661, 0.092292, 0.596393, 0.552172],
+          1e-4)
+    exe.backward(mx.nd.array(torch.sin(ar(3, 4, 3, 5, scale=0.3)).numpy()))
+    close(torch.from_numpy(exe.grad_dict["x"].asnumpy()[1, 2]),
+          [0.583699, -1.491172, 0.044967, 1.472215], 1e-4)
+    close(torch.from_numpy(exe.grad_dict["y"].asnumpy()[1, 2]),
+          [-0.679395, -0.187276, 0.321571, 0.801697, 1.210206], 1e-4)
