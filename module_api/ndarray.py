@@ -11,6 +11,7 @@ numpy dtypes, torch dtypes and strings; ``stype`` accepts only ``'default'``.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -102,12 +103,16 @@ def array(source_array, ctx=None, dtype=None):
 
 def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None,
            dtype=np.float32):
-    if stop is None:
-        start, stop = 0, start
-    vals = np.arange(start, stop, step, dtype=np.float64)
-    if repeat > 1:
-        vals = np.repeat(vals, int(repeat))
-    return array(vals, ctx=ctx, dtype=dtype)
+    """``start, start + step, ...`` below ``stop`` (``arange(n)``: from 0), each value
+    ``repeat`` times: operator ``_arange``, which computes in ``dtype`` as mxnet does
+    (start and step cast to it first: ``arange(1.3, 10, 1.3, dtype='int32')`` counts by
+    1 from 1; float32 sums round as float32's)."""
+    from runtime.imperative import invoke
+    if infer_range is not None:         # as mxnet: warned about, then ignored
+        warnings.warn("`infer_range` argument has been deprecated", DeprecationWarning)
+    return invoke("_arange", (), dict(start=start, stop=stop, step=step, repeat=repeat,
+                                      ctx=ctx, dtype=dtype if dtype is not None else
+                                      "float32"))
 
 
 def concatenate(arrays, axis=0, always_copy=True):
