@@ -430,11 +430,17 @@ class ProgramBuilder:
                                      extra={"dims": tuple(out_dm), "shift": (pos, start, size)}))
             parts.append((name, start + size))
             start += size
-        # each position reads the part whose range holds it; ``concat`` says the same
-        # for targets that join whole arrays (cpu: torch.cat)
-        expr = ops.value(parts[-1][0])
-        for name, end in reversed(parts[:-1]):
-            expr = ops.where(ops.coord(pos) < end, ops.value(name), expr)
+        # each position reads the part whose range holds it, found by halving the parts
+        # (a select tree of depth log2(parts): an RNN's 300 steps joined along time made a
+        # chain 300 deep, past Python's recursion limit); ``concat`` says the same for
+        # targets that join whole arrays (cpu: torch.cat)
+        def select(lo, hi):
+            if hi - lo == 1:
+                return ops.value(parts[lo][0])
+            mid = (lo + hi) // 2
+            return ops.where(ops.coord(pos) < parts[mid - 1][1], select(lo, mid),
+                             select(mid, hi))
+        expr = select(0, len(parts))
         out = self.fresh()
         self.instrs.append(Instr("expr", out, tuple(p for p, _ in parts), expr=expr,
                                  varies=frozenset(p for p in out_dm if p is not None and self.domain[p] > 1),
