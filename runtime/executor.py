@@ -126,9 +126,10 @@ class Executor:
         else:
             self.grad_dict = self._collect(args_grad, arg_names, "args_grad", allow_missing=True)
             for n in arg_names:
-                if self._grad_req[n] != "null" and n not in self.grad_dict:
-                    raise MXNetError(f"args_grad has no array for '{n}' whose grad_req is "
-                                     f"'{self._grad_req[n]}'")
+                if n not in self.grad_dict:
+                    # as mxnet's bind: an argument given no gradient array gets none
+                    # (grad_req 'null'), whatever grad_req says
+                    self._grad_req[n] = "null"
         self._for_training = any(r != "null" for r in self._grad_req.values())
         # embedding tables are read through their batch's rows (executor_rows.py); the
         # other sparse arrays are computed on through dense shadows (executor_sparse.py)

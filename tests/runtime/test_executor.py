@@ -122,3 +122,23 @@ def test_shared_exec_reuses_internal_memory():
     ref.backward()
     assert torch.allclose(ref.outputs[0], small.outputs[0])
     assert torch.allclose(ref.grad_dict["fc1_weight"], small.grad_dict["fc1_weight"])
+
+
+def test_bind_without_a_gradient_array_for_an_argument_gives_it_none():
+    """mxnet's bind: an argument missing from ``args_grad`` (a dict without it, or a list
+    entry None) gets grad_req 'null', whatever ``grad_req`` says; the others get theirs
+    (mxnet's test_operator.py binds SoftmaxOutput's label this way)."""
+    import module_api as mx
+    data, label = mx.sym.Variable("data"), mx.sym.Variable("label")
+    sym = mx.sym.SoftmaxOutput(data * 2.0, label, name="sm")
+    x = np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]], np.float32)
+    y = np.array([2, 0], np.float32)
+    p = np.exp(2 * x) / np.exp(2 * x).sum(1, keepdims=True)
+    want = 2 * (p - np.eye(3, dtype=np.float32)[y.astype(int)])
+    for grads in ({"data": mx.nd.zeros((2, 3))}, [mx.nd.zeros((2, 3)), None]):
+        exe = sym.bind(mx.cpu(), args={"data": mx.nd.array(x), "label": mx.nd.array(y)},
+                       args_grad=grads, grad_req="write")
+        exe.forward(is_train=True)
+        exe.backward()
+        assert exe.grad_arrays[1] is None and exe.grad_dict.get("label") is None
+        np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), want, rtol=1e-5)
