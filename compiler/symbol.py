@@ -588,11 +588,15 @@ class Symbol:
     def simple_bind(self, ctx, grad_req="write", type_dict=None, stype_dict=None,
                     group2ctx=None, shared_arg_names=None, shared_exec=None,
                     shared_buffer=None, **kwargs):
-        """Allocate arrays for the given input shapes and bind an :class:`Executor`."""
+        """Allocate arrays for the given input shapes and bind an :class:`Executor`.
+
+        A keyword whose value is not a shape (a tuple or list) is ignored, as mxnet
+        ignores it (its own tests pass an operator's ``axis=1`` along)."""
         simple_bind = _runtime("simple_bind")["simple_bind"]
+        shapes = {k: v for k, v in kwargs.items() if isinstance(v, (tuple, list))}
         return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
                            shared_exec=shared_exec, shared_buffer=shared_buffer,
-                           shapes=kwargs, group2ctx=group2ctx)
+                           shapes=shapes, group2ctx=group2ctx)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):

@@ -174,9 +174,9 @@ def _take_geometry(attrs, a_shape, idx_shape):
 
 def _take_shape(attrs, in_shapes):
     a, idx = in_shapes
-    if attrs["mode"] != "clip":
-        raise ShapeError(f"take: mode={attrs['mode']!r} is not supported yet; use mode='clip' "
-                         f"(the default)")
+    if attrs["mode"] == "raise":
+        raise ShapeError("take: mode='raise' is not supported yet; use mode='clip' (the "
+                         "default) or mode='wrap'")
     if a is None or idx is None:
         return in_shapes, [None]
     return in_shapes, [_take_geometry(attrs, a, idx)[5]]
@@ -185,7 +185,8 @@ def _take_shape(attrs, in_shapes):
 def _take_ref(attrs, ins, is_train):
     a, idx = ins
     ax = normalize_axis(attrs["axis"], a.dim(), "take")
-    j = idx.detach().to(torch.int64).clamp(0, a.shape[ax] - 1)
+    j = idx.detach().to(torch.int64)        # truncated toward zero, as mxnet's cast
+    j = j.remainder(a.shape[ax]) if attrs["mode"] == "wrap" else j.clamp(0, a.shape[ax] - 1)
     out = torch.index_select(a, ax, j.reshape(-1))
     return [out.reshape(tuple(a.shape[:ax]) + tuple(idx.shape) + tuple(a.shape[ax + 1:]))]
 
@@ -203,9 +204,19 @@ def _reshape(b, v, shape):
     return v if tuple(v.shape) == tuple(shape) else b.op("Reshape", v, shape=tuple(shape))
 
 
+def _take_indices(b, n, rows):
+    """The indices the rows are read at: as given (Embedding clips them), or with
+    ``mode='wrap'`` truncated then taken modulo the rows, non-negative (mxnet's wrap)."""
+    idx = n.inputs[1]
+    if n.attrs["mode"] != "wrap":
+        return idx
+    return b.op("_mod_scalar", b.op("fix", idx), scalar=float(rows))
+
+
 def _take_build(b, n, is_train):
-    a, idx = n.inputs
+    a, _ = n.inputs
     ax, perm, rows, row, rest, out = _take_geometry(n.attrs, n.in_shapes[0], n.in_shapes[1])
+    idx = _take_indices(b, n, rows)
     moved = a if ax == 0 else b.op("transpose", a, axes=perm)
     table = _reshape(b, moved, (rows, row))
     got = b.op("Embedding", idx, table, input_dim=rows, output_dim=row)
@@ -223,7 +234,8 @@ def _take_gradient(b, n):
         axes = tuple(range(ax, ax + k)) + tuple(range(ax)) + tuple(range(ax + k, len(out)))
         dy = b.op("transpose", dy, axes=axes)
     dy = _reshape(b, dy, tuple(idx_shape) + (row,))
-    grad = b.op("_embedding_backward", dy, idx, input_dim=rows, output_dim=row)
+    grad = b.op("_embedding_backward", dy, _take_indices(b, n, rows), input_dim=rows,
+                output_dim=row)
     grad = _reshape(b, grad, (rows,) + rest)
     if ax:
         inverse = tuple(perm.index(i) for i in range(len(a_shape)))
@@ -237,8 +249,8 @@ register(OpDef(
     attrs=[Attr("axis", parse_int, 0), Attr("mode", choice("clip", "wrap", "raise"), "clip")],
     infer_shape=_take_shape, reference=_take_ref, gradient=_take_gradient,
     infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
-    doc="Slices of a along axis at clip(int(indices)): out shape a.shape[:axis] + "
-        "indices.shape + a.shape[axis + 1:]."))
+    doc="Slices of a along axis at clip(int(indices)) (mode='wrap': int(indices) modulo "
+        "the axis): out shape a.shape[:axis] + indices.shape + a.shape[axis + 1:]."))
 
 
 # -- _axis_index, argmax, argmin -----------------------------------------------------------

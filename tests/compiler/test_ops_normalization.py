@@ -3,11 +3,13 @@ whole compile path on both cpu targets: forward against torch (float64), every
 gradient against autograd and central finite differences (the operator table's
 ``check``), plus mxnet's shapes of the hidden outputs, attribute defaults and
 errors. Cases recorded with mxnet 1.9.1 replay in tests/compiler/test_mxnet_fixtures.py."""
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from compiler import symbol as sym
+from runtime.context import cpu
 from tests.compiler.test_ops_compiled import Op, check
 
 
@@ -185,11 +187,26 @@ def test_take(op, shapes, cpu_target):
     check(op, shapes)
 
 
-def test_take_refuses_wrap_and_raise():
+def test_take_refuses_raise():
     a, i = sym.Variable("a"), sym.Variable("i")
-    for mode in ("wrap", "raise"):
-        with pytest.raises(Exception, match=mode):
-            sym.take(a, i, mode=mode).infer_shape(a=(3, 4), i=(2,))
+    with pytest.raises(Exception, match="raise"):
+        sym.take(a, i, mode="raise").infer_shape(a=(3, 4), i=(2,))
+
+
+@pytest.mark.parametrize("axis,out,grad", [
+    # mxnet 1.9.1: take(arange(12).reshape(3, 4), [[-5.7, 4.2], [7, -1]], mode='wrap'),
+    # the indices truncated then taken modulo the axis; gradient of a sum of the output
+    (0, [4, 5, 6, 7] * 3, [0] * 4 + [3] * 4 + [1] * 4),
+    (1, [3, 0, 3, 3, 7, 4, 7, 7, 11, 8, 11, 11], [1, 0, 0, 3] * 3)])
+def test_take_wrap_gives_mxnets_values(cpu_target, axis, out, grad):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    idx = np.array([[-5.7, 4.2], [7, -1]], dtype=np.float32)
+    exe = sym.take(sym.Variable("a"), sym.Variable("i"), axis=axis, mode="wrap") \
+        .simple_bind(cpu(), a=a.shape, i=idx.shape, grad_req={"a": "write", "i": "null"})
+    got = exe.forward(is_train=True, a=a, i=idx)[0]
+    exe.backward(torch.ones(got.shape))
+    np.testing.assert_array_equal(got.asnumpy().ravel()[:12], out)
+    np.testing.assert_array_equal(exe.grad_dict["a"].asnumpy().ravel(), grad)
 
 
 def _arg(find, axis, keepdims=False):

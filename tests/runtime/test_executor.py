@@ -142,3 +142,15 @@ def test_bind_without_a_gradient_array_for_an_argument_gives_it_none():
         exe.backward()
         assert exe.grad_arrays[1] is None and exe.grad_dict.get("label") is None
         np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), want, rtol=1e-5)
+
+
+def test_simple_bind_ignores_keywords_that_are_not_shapes():
+    """mxnet's simple_bind takes only tuple keywords as shapes; its own tests pass an
+    operator's attributes along (``axis=0, mode='clip'``), which it ignores. A shape for
+    a name the symbol lacks is still refused, naming the arguments."""
+    import module_api as mx
+    s = mx.sym.take(mx.sym.Variable("a"), mx.sym.Variable("i"), axis=0)
+    exe = s.simple_bind(mx.cpu(), a=(3, 4), i=(2,), axis=0, mode="clip")
+    assert exe.outputs[0].shape == (2, 4)
+    with pytest.raises(MXNetError, match="not an argument"):
+        s.simple_bind(mx.cpu(), a=(3, 4), i=(2,), b=(1,))
