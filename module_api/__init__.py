@@ -30,6 +30,7 @@ from . import recordio, image, image as img  # noqa: F401,E402  (mxnet's mx.img 
 from .util import is_np_shape, set_np_shape, np_shape, use_np_shape  # noqa: F401,E402
 from .util import is_np_array, np_array, use_np_array, use_np  # noqa: F401,E402
 from . import features as runtime  # noqa: F401,E402  (mx.runtime: build features)
+from . import contrib  # noqa: F401,E402  (mx.contrib.ndarray / .symbol: imported, as mxnet)
 
 __version__ = "1.9.1"
 

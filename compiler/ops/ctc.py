@@ -159,7 +159,11 @@ def _loss_and_grad(data, targets, in_len, tgt_len, blank):
     with torch.inference_mode(False), torch.enable_grad():
         x = data.detach().to(torch.float64, copy=True).requires_grad_(True)
         targets, in_len, tgt_len = targets.clone(), in_len.clone(), tgt_len.clone()
-        loss = F.ctc_loss(F.log_softmax(x, dim=2), targets, in_len, tgt_len, blank=blank,
+        # steps past a sequence's data length are never read, as in mxnet: whatever they
+        # hold (NaN padding among it) gives no loss and a zero gradient
+        steps = torch.arange(x.shape[0], device=x.device)[:, None, None]
+        read = torch.where(steps < in_len[None, :, None], x, torch.zeros_like(x))
+        loss = F.ctc_loss(F.log_softmax(read, dim=2), targets, in_len, tgt_len, blank=blank,
                           reduction="none", zero_infinity=True)
         grad, = torch.autograd.grad(loss.sum(), x)
     return loss.detach(), grad

@@ -190,3 +190,33 @@ def test_labels_out_of_range_are_refused(cpu_target):
     exe.arg_dict["l"][:] = torch.tensor([[0.0, 2.0], [1.0, -1.0]])   # 2 is the blank
     with pytest.raises(MXNetError, match="not labels"):
         exe.forward()
+
+
+def test_steps_past_a_data_length_are_not_read_nan_padding_included():
+    """mxnet never reads a sequence's steps past its data length: NaN there (mxnet's
+    test_operator.py test_ctc_loss_grad pads so) gives the loss and gradient of the
+    steps read, and a zero gradient on the rest. Through ``mx.contrib.ndarray`` too."""
+    import module_api as mx
+    rng = np.random.RandomState(5)
+    steps, lengths = 7, [5, 3]
+    x = rng.standard_normal((steps, 2, 6)).astype(np.float32)
+    padded = x.copy()
+    for n, length in enumerate(lengths):
+        padded[length:, n] = np.nan
+    label = np.array([[1, 2, 3], [4, 2, 0]], np.float32)
+
+    def run(data, ctc):
+        arr = mx.nd.array(data)
+        arr.attach_grad()
+        with mx.autograd.record():
+            loss = ctc(arr, mx.nd.array(label), use_data_lengths=True, use_label_lengths=True,
+                       data_lengths=mx.nd.array(lengths), label_lengths=mx.nd.array([3, 2]))
+        loss.backward()
+        return loss.asnumpy(), arr.grad.asnumpy()
+    want_loss, want_grad = run(x, mx.nd.CTCLoss)
+    for ctc in (mx.nd.CTCLoss, mx.contrib.ndarray.CTCLoss):
+        loss, grad = run(padded, ctc)
+        np.testing.assert_allclose(loss, want_loss, rtol=1e-6)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-6, atol=1e-7)
+        for n, length in enumerate(lengths):
+            assert not np.isnan(grad).any() and (grad[length:, n] == 0).all()
