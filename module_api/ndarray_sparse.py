@@ -25,7 +25,8 @@ from runtime.ndarray_sparse import zeros as _zeros
 
 __all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "csr_matrix",
            "row_sparse_array", "zeros", "empty", "array", "cast_storage", "retain", "slice", "dot",
-           "add", "subtract", "multiply", "divide"]
+           "add", "subtract", "multiply", "divide", "elemwise_add", "elemwise_sub",
+           "elemwise_mul", "elemwise_div"]
 
 
 def _spsp():
@@ -243,3 +244,42 @@ def multiply(lhs, rhs):
 def divide(lhs, rhs):
     """``lhs / rhs`` with mxnet's result storage."""
     return _arith.binary("div", lhs, rhs)
+
+
+def _elemwise_stype(name, lhs, rhs):
+    """The storage of mxnet's ``elemwise_*`` result for operand storages ``lhs``, ``rhs``:
+    add and sub keep a storage both share, mul also a sparse one times a dense one, and
+    div (and every other pairing) is dense."""
+    if name in ("add", "sub", "mul") and lhs == rhs:
+        return lhs
+    if name == "mul" and "default" in (lhs, rhs):
+        return rhs if lhs == "default" else lhs
+    return "default"
+
+
+def _elemwise(name, lhs, rhs):
+    want = _elemwise_stype(name, getattr(lhs, "stype", "default"),
+                           getattr(rhs, "stype", "default"))
+    out = _arith.binary(name, lhs, rhs)
+    return out if getattr(out, "stype", "default") == want else cast_storage(out, want)
+
+
+def elemwise_add(lhs, rhs):
+    """``lhs + rhs`` of equal shapes, stored as mxnet's ``elemwise_add`` stores it."""
+    return _elemwise("add", lhs, rhs)
+
+
+def elemwise_sub(lhs, rhs):
+    """``lhs - rhs`` of equal shapes, stored as mxnet's ``elemwise_sub`` stores it."""
+    return _elemwise("sub", lhs, rhs)
+
+
+def elemwise_mul(lhs, rhs):
+    """``lhs * rhs`` of equal shapes, stored as mxnet's ``elemwise_mul`` stores it (a
+    sparse operand times a dense one keeps the sparse storage)."""
+    return _elemwise("mul", lhs, rhs)
+
+
+def elemwise_div(lhs, rhs):
+    """``lhs / rhs`` of equal shapes (dense, as mxnet's ``elemwise_div``)."""
+    return _elemwise("div", lhs, rhs)

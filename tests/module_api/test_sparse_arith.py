@@ -75,3 +75,32 @@ def test_a_kvstore_updater_adding_row_sparse_pushes_in_place_updates_the_store()
     out = mx.nd.empty((4, 4))
     kv.pull(3, out=out)
     np.testing.assert_array_equal(out.asnumpy(), np.full((4, 4), 8, np.float32))
+
+
+# mxnet 1.9.1's result storage of nd.sparse.elemwise_* for (lhs, rhs) storages
+_ELEMWISE_STYPES = {
+    "add": {("rsp", "rsp"): "row_sparse", ("csr", "csr"): "csr"},
+    "sub": {("rsp", "rsp"): "row_sparse", ("csr", "csr"): "csr"},
+    "mul": {("rsp", "rsp"): "row_sparse", ("csr", "csr"): "csr", ("dns", "rsp"): "row_sparse",
+            ("rsp", "dns"): "row_sparse", ("dns", "csr"): "csr", ("csr", "dns"): "csr"},
+    "div": {},
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ELEMWISE_STYPES))
+def test_sparse_elemwise_ops_store_and_compute_as_mxnet(name):
+    d = np.array([[1., 0, 2], [0, 0, 0], [3, 4, 0]], np.float32)
+    e = np.array([[2., 1, 0], [0, 5, 0], [1, 0, 2]], np.float32)
+    forms = {"dns": lambda a: a, "rsp": lambda a: a.tostype("row_sparse"),
+             "csr": lambda a: a.tostype("csr")}
+    fn = getattr(mx.nd.sparse, f"elemwise_{name}")
+    want = {"add": d + e, "sub": d - e, "mul": d * e}.get(name)
+    for lf, to_l in forms.items():
+        for rf, to_r in forms.items():
+            out = fn(to_l(mx.nd.array(d)), to_r(mx.nd.array(e)))
+            assert out.stype == _ELEMWISE_STYPES[name].get((lf, rf), "default"), (lf, rf)
+            if want is not None:
+                np.testing.assert_array_equal(out.asnumpy(), want)
+            else:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    np.testing.assert_array_equal(out.asnumpy(), d / e)
