@@ -96,9 +96,6 @@ def _pick_axis(attrs, shape):
 
 def _pick_shape(attrs, in_shapes):
     data, idx = in_shapes
-    if attrs["mode"] == "wrap":
-        raise ShapeError("pick: mode='wrap' is not supported yet; use mode='clip' (the "
-                         "default)")
     if data is None:
         return in_shapes, [None]
     ax = _pick_axis(attrs, data)
@@ -115,7 +112,8 @@ def _pick_ref(attrs, ins, is_train):
     data, idx = ins
     ax = _pick_axis(attrs, tuple(data.shape))
     m = data.shape[ax]
-    j = idx.detach().to(torch.int64).clamp(0, m - 1)
+    j = idx.detach().to(torch.int64)        # truncated toward zero, as mxnet's cast
+    j = j.remainder(m) if attrs["mode"] == "wrap" else j.clamp(0, m - 1)
     if j.dim() < data.dim():
         j = j.unsqueeze(ax)
     out = torch.gather(data, ax, j)
@@ -129,8 +127,11 @@ def _pick_hit(b, n):
     idx = n.inputs[1]
     if tuple(n.in_shapes[1]) != removed:
         idx = b.op("Reshape", idx, shape=removed)
-    clipped = b.op("clip", idx, a_min=0.0, a_max=float(data_shape[ax] - 1))
-    return _hit(b, clipped, data_shape, ax), ax
+    if n.attrs["mode"] == "wrap":     # truncated, then modulo the axis, non-negative
+        chosen = b.op("_mod_scalar", b.op("fix", idx), scalar=float(data_shape[ax]))
+    else:
+        chosen = b.op("clip", idx, a_min=0.0, a_max=float(data_shape[ax] - 1))
+    return _hit(b, chosen, data_shape, ax), ax
 
 
 def _pick_build(b, n, is_train):
@@ -154,8 +155,8 @@ register(OpDef(
            Attr("mode", choice("clip", "wrap"), "clip")],
     infer_shape=_pick_shape, reference=_pick_ref, gradient=_pick_gradient,
     infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
-    doc="out = data[..., clip(int(index)), ...] along axis; index has data's shape "
-        "without axis."))
+    doc="out = data[..., clip(int(index)), ...] along axis (mode='wrap': int(index) "
+        "modulo the axis); index has data's shape without axis."))
 
 
 # -- take ----------------------------------------------------------------------------------

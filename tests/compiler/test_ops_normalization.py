@@ -130,12 +130,25 @@ def test_selection(op, shapes, cpu_target):
     check(op, shapes)
 
 
-def test_pick_refuses_wrap_and_wrong_index_shapes():
+def test_pick_refuses_wrong_index_shapes():
     x, i = sym.Variable("x"), sym.Variable("i")
-    with pytest.raises(Exception, match="wrap"):
-        sym.pick(x, i, mode="wrap").infer_shape(x=(2, 3), i=(2,))
     with pytest.raises(Exception, match=r"index of shape \(3,\)"):
         sym.pick(x, i).infer_shape(x=(2, 3), i=(3,))
+
+
+@pytest.mark.parametrize("axis,idx,out,grad", [
+    # mxnet 1.9.1: pick(arange(12).reshape(3, 4), idx, mode='wrap'): each index truncated
+    # then taken modulo the axis; the gradient of a sum of the output
+    (1, [-1.5, 5.9, -6], [3, 5, 10], [0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0]),
+    (0, [4, -1, 2.7, -3.2], [4, 9, 10, 3], [0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0])])
+def test_pick_wrap_gives_mxnets_values(cpu_target, axis, idx, out, grad):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    exe = sym.pick(sym.Variable("x"), sym.Variable("i"), axis=axis, mode="wrap") \
+        .simple_bind(cpu(), x=x.shape, i=(len(idx),), grad_req={"x": "write", "i": "null"})
+    got = exe.forward(is_train=True, x=x, i=np.array(idx, np.float32))[0]
+    exe.backward(torch.ones(got.shape))
+    np.testing.assert_array_equal(got.asnumpy(), out)
+    np.testing.assert_array_equal(exe.grad_dict["x"].asnumpy().ravel(), grad)
 
 
 def _lrn(nsize, alpha=1e-4, beta=0.75, knorm=2.0):
