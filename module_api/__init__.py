@@ -3,7 +3,9 @@
 This issue's part is the Symbol API, contexts and executors; the Module
 API (modules, io, metrics, optimizers ...) is built on top of them.
 """
-from . import _worker_env  # noqa: F401  (before torch is imported: a worker's log defaults)
+import sys
+
+from . import _worker_env  # noqa: F401,E402  (before torch is imported: a worker's log defaults)
 from compiler import symbol  # noqa: F401,E402
 from compiler import symbol as sym  # noqa: F401
 from compiler.frontend.attribute import AttrScope  # noqa: F401
@@ -33,6 +35,11 @@ from . import features as runtime  # noqa: F401,E402  (mx.runtime: build feature
 from . import contrib  # noqa: F401,E402  (mx.contrib.ndarray / .symbol: imported, as mxnet)
 
 __version__ = "1.9.1"
+
+# mxnet's test_utils imports mxnet as mx, and test files take it from
+# ``from mxnet.test_utils import *`` (its test_autograd.py does); set here, not imported
+# there: test_utils importing the package would be an import circle
+test_utils.mx = sys.modules[__name__]
 
 
 class random:  # noqa: N801  (mxnet's module name)

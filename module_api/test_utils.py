@@ -50,10 +50,6 @@ from .datasets import (  # noqa: F401  (mx.test_utils exports them)
 from . import ndarray as _nd
 from .ndarray import array  # noqa: F401  (mxnet's test_utils exports it; its tests use it)
 from .util import getenv, setenv, use_np  # noqa: F401  (mxnet re-exports them here)
-# mxnet's test_utils imports mxnet as mx, and test files take it from
-# ``from mxnet.test_utils import *`` (its test_autograd.py does): the package, whose
-# import is under way when this module loads (its attributes are read at call time)
-import module_api as mx  # noqa: E402,F401
 
 
 # -- random data -----------------------------------------------------------------------

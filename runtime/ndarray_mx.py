@@ -245,8 +245,9 @@ def _inplace(name, mx_fn):
     return method
 
 
-_SPARSE_INPLACE = {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul",
-                   "__itruediv__": "div"}
+# the sparse array's reflected method that computes ``dense (op) sparse``
+_SPARSE_INPLACE = {"__iadd__": "__radd__", "__isub__": "__rsub__", "__imul__": "__rmul__",
+                   "__itruediv__": "__rtruediv__"}
 
 
 def _inplace_sparse(name, self, other):
@@ -256,10 +257,9 @@ def _inplace_sparse(name, self, other):
     as it was (a kvstore updater's ``local += recv`` then updates nothing)."""
     if name not in _SPARSE_INPLACE:
         return NotImplemented       # the sparse array's reflected method, or its error
-    from .sparse_arith import binary        # imports this module's NDArray
     if records(self):
         _TAPE[0].refuse_inplace(name, self)
-    res = binary(_SPARSE_INPLACE[name], self, other)
+    res = getattr(other, _SPARSE_INPLACE[name])(self)
     dense = res.tostype("default") if _sparse_operand(res) else res
     with _DISABLED():
         self.copy_(dense.as_subclass(torch.Tensor))
