@@ -246,40 +246,22 @@ def divide(lhs, rhs):
     return _arith.binary("div", lhs, rhs)
 
 
-def _elemwise_stype(name, lhs, rhs):
-    """The storage of mxnet's ``elemwise_*`` result for operand storages ``lhs``, ``rhs``:
-    add and sub keep a storage both share, mul also a sparse one times a dense one, and
-    div (and every other pairing) is dense."""
-    if name in ("add", "sub", "mul") and lhs == rhs:
-        return lhs
-    if name == "mul" and "default" in (lhs, rhs):
-        return rhs if lhs == "default" else lhs
-    return "default"
-
-
-def _elemwise(name, lhs, rhs):
-    want = _elemwise_stype(name, getattr(lhs, "stype", "default"),
-                           getattr(rhs, "stype", "default"))
-    out = _arith.binary(name, lhs, rhs)
-    return out if getattr(out, "stype", "default") == want else cast_storage(out, want)
-
-
 def elemwise_add(lhs, rhs):
     """``lhs + rhs`` of equal shapes, stored as mxnet's ``elemwise_add`` stores it."""
-    return _elemwise("add", lhs, rhs)
+    return _arith.elemwise("add", lhs, rhs)
 
 
 def elemwise_sub(lhs, rhs):
     """``lhs - rhs`` of equal shapes, stored as mxnet's ``elemwise_sub`` stores it."""
-    return _elemwise("sub", lhs, rhs)
+    return _arith.elemwise("sub", lhs, rhs)
 
 
 def elemwise_mul(lhs, rhs):
     """``lhs * rhs`` of equal shapes, stored as mxnet's ``elemwise_mul`` stores it (a
     sparse operand times a dense one keeps the sparse storage)."""
-    return _elemwise("mul", lhs, rhs)
+    return _arith.elemwise("mul", lhs, rhs)
 
 
 def elemwise_div(lhs, rhs):
     """``lhs / rhs`` of equal shapes (dense, as mxnet's ``elemwise_div``)."""
-    return _elemwise("div", lhs, rhs)
+    return _arith.elemwise("div", lhs, rhs)

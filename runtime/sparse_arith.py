@@ -58,6 +58,28 @@ def binary(name, lhs, rhs):
     return as_ndarray(fn(_dense(lhs), _dense(rhs)), ctx)
 
 
+def elemwise_storage(name, lhs, rhs):
+    """The storage of mxnet's ``elemwise_<name>`` result for operand storages ``lhs`` and
+    ``rhs``: add and sub keep a storage both share, mul also a sparse one times a dense
+    one, and div (and every other pairing) is dense."""
+    if name in ("add", "sub", "mul") and lhs == rhs:
+        return lhs
+    if name == "mul" and "default" in (lhs, rhs):
+        return rhs if lhs == "default" else lhs
+    return "default"
+
+
+def elemwise(name, lhs, rhs):
+    """mxnet's ``nd.sparse.elemwise_<name>``: :func:`binary`'s values, stored as
+    :func:`elemwise_storage` says."""
+    want = elemwise_storage(name, getattr(lhs, "stype", "default"),
+                            getattr(rhs, "stype", "default"))
+    out = binary(name, lhs, rhs)
+    if getattr(out, "stype", "default") == want:
+        return out
+    return out.tostype(want)
+
+
 def _union(fn, lhs, rhs):
     if lhs.stype == "row_sparse":
         rows = torch.unique(torch.cat([lhs._aux_t[0], rhs._aux_t[0].to(lhs.device)]))
