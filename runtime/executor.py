@@ -806,7 +806,8 @@ def _buffer_values(symbol, input_shapes, grad_req, is_train, prog):
     from compiler.passes.pipeline import run_passes
     shapes = all_argument_shapes(symbol, input_shapes)
     g, _, plan = run_passes(symbol.to_graph(), shapes, grad_req, is_train, {},
-                            lstm_layers=lstm_layers_for(prog.target))
+                            lstm_layers=lstm_layers_for(prog.target),
+                            split_concats=prog.target != "cpu")
     if [int(n) for n in plan["buffers"]] != [int(n) for n in prog.buffers]:
         return None
     values = {b: [] for b in range(len(prog.buffers))}

@@ -28,6 +28,7 @@ from .infer_shapes import check_inferred, infer_shapes
 from .infer_types import infer_types
 from .plan_memory import contiguous_strides, plan_memory
 from .simplify import simplify
+from .split_long_concats import split_long_concats
 
 
 def _is_view(graph: Graph, node) -> bool:
@@ -98,7 +99,8 @@ def prepare_heads(graph: Graph, in_place: bool = False) -> Graph:
 
 def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
                timings: dict = None, dtypes: dict = None, loss_scale: bool = False,
-               inferred: bool = False, lstm_layers: bool = False) -> tuple:
+               inferred: bool = False, lstm_layers: bool = False,
+               split_concats: bool = False) -> tuple:
     """Run every pass; return ``(graph, groups, plan)`` (``loss_scale``: autodiff's).
 
     ``inferred``: ``graph`` already holds the shapes and dtypes that ``infer_shapes``
@@ -106,6 +108,8 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     them on it before the compile); only the completeness checks run again.
     ``lstm_layers``: chains of LSTMCell steps become oneDNN LSTM layers
     (``passes/fuse_lstm_layers.py``; the ``cpu`` target only).
+    ``split_concats``: concats of many parts become trees of shorter ones
+    (``passes/split_long_concats.py``; the Triton targets only).
     """
     timings = timings if timings is not None else {}
 
@@ -136,6 +140,8 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     g.meta.setdefault("num_forward_heads", len(g.heads))
     g = timed("decompose", decompose, g, is_train, True)
     g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures
+    if split_concats:
+        timed("split_long_concats", split_long_concats, g)
     g = timed("hoist_matmuls", hoist_matmuls, g, True)
     g = timed("simplify", simplify, g, True)
     g = timed("prepare_heads", prepare_heads, g, True)

@@ -50,3 +50,20 @@ def test_an_rnn_operator_of_300_steps_compiles_and_runs_the_recurrence():
         h = np.tanh(x[t] @ wi.T + bi + h @ wh.T + bh)
         want.append(h)
     np.testing.assert_allclose(out, np.stack(want), rtol=1e-4, atol=1e-5)
+
+
+def test_triton_targets_join_at_most_32_parts_a_kernel_and_the_cpu_target_one_cat():
+    """``passes/split_long_concats.py``: on the Triton targets a concat of 300 parts is
+    ten concats of at most 32 parts and one joining them (a kernel reading 300 parts
+    spills registers on a GPU: the session's cubin sweep compiles these); the ``cpu``
+    target keeps one ``torch.cat``."""
+    from compiler.artifacts.compile import compile_symbol
+    from compiler.passes.split_long_concats import MAX_PARTS
+    parts = 300
+    sym = mx.sym.Concat(*[mx.sym.Variable(f"x{k}") for k in range(parts)], dim=1,
+                        num_args=parts)
+    shapes = {f"x{k}": (2, 1) for k in range(parts)}
+    concats = {t: sum(g.count("Concat") for g in compile_symbol(
+        sym, shapes, False, {}, False, t).groups) for t in ("cpu", "interpret", "cuda:90")}
+    assert MAX_PARTS == 32
+    assert concats == {"cpu": 1, "interpret": 10 + 1, "cuda:90": 10 + 1}
