@@ -174,7 +174,7 @@ def _backward_script(attrs, shapes):
     return ("def extern(xs: List[Tensor]) -> List[Tensor]:\n"
             "    c = [x.contiguous() for x in xs]\n"
             f"    if c[10].numel() != {int(attrs['workspace'])}:\n"
-            f"        raise RuntimeError('{_no_workspace(attrs, 'other')}')\n"
+            f"        raise RuntimeError('{_no_workspace(attrs, 'a different number of')}')\n"
             "    sizes: List[int] = []\n"
             "    g = torch.ops.aten.mkldnn_rnn_layer_backward(c[0], c[1], c[2], c[3], c[4], "
             "c[5], c[6], c[7], c[8], c[9], c[11], c[12], c[13], False, "

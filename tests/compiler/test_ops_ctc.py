@@ -194,7 +194,7 @@ def test_labels_out_of_range_are_refused(cpu_target):
 
 def test_steps_past_a_data_length_are_not_read_nan_padding_included():
     """mxnet never reads a sequence's steps past its data length: NaN there (mxnet's
-    test_operator.py test_ctc_loss_grad pads so) gives the loss and gradient of the
+    unit test test_ctc_loss_grad pads so) gives the loss and gradient of the
     steps read, and a zero gradient on the rest. Through ``mx.contrib.ndarray`` too."""
     import module_api as mx
     rng = np.random.RandomState(5)

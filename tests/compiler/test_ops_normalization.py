@@ -97,10 +97,10 @@ def _one_hot(depth, on=1.0, off=0.0):
     return f
 
 
-def _pick(axis, keepdims=False):
+def _pick(axis, keepdims=False, wrap=False):
     def f(x, i):
         ax = axis % x.dim()
-        j = i.long().clamp(0, x.shape[ax] - 1)
+        j = i.long().remainder(x.shape[ax]) if wrap else i.long().clamp(0, x.shape[ax] - 1)
         if j.dim() < x.dim():
             j = j.unsqueeze(ax)
         out = torch.gather(x, ax, j)
@@ -121,6 +121,10 @@ SELECTION = [
     Op("pick_axis0_keepdims", lambda x, i: sym.pick(x, i, axis=0, keepdims=True),
        _pick(0, True), [[(3, 4), (4,)], [(5, 2, 3), (2, 3)], [(1, 7), (7,)]],
        inputs=("x", "i"), gen={"i": "index:5"}, nograd=("i",)),
+    # indices past the axis wrap; fused with the multiply after it
+    Op("pick_wrap", lambda x, i: sym.pick(x, i, axis=1, mode="wrap") * 2,
+       lambda x, i: _pick(1, wrap=True)(x, i) * 2, [[(4, 5), (4,)], [(2, 3, 3), (2, 3)]],
+       inputs=("x", "i"), gen={"i": "index:13"}, nograd=("i",)),
 ]
 
 
@@ -172,16 +176,20 @@ def test_lrn(op, shapes, cpu_target):
     check(op, shapes)
 
 
-def _take(axis):
+def _take(axis, wrap=False):
     def f(a, i):
         ax = axis % a.dim()
-        j = i.long().clamp(0, a.shape[ax] - 1)
+        j = i.long().remainder(a.shape[ax]) if wrap else i.long().clamp(0, a.shape[ax] - 1)
         out = torch.index_select(a, ax, j.reshape(-1))
         return out.reshape(tuple(a.shape[:ax]) + tuple(i.shape) + tuple(a.shape[ax + 1:]))
     return f
 
 
 TAKE = [
+    # indices past the axis wrap; fused with the multiply after it
+    Op("take_wrap", lambda a, i: sym.take(a, i, axis=1, mode="wrap") * 2,
+       lambda a, i: _take(1, wrap=True)(a, i) * 2, [[(2, 5, 3), (4,)], [(3, 4), (2, 2)]],
+       inputs=("a", "i"), gen={"i": "index:11"}, nograd=("i",)),
     Op("take_axis0", lambda a, i: sym.take(a, i), _take(0),
        [[(5, 3), (4,)], [(6, 2, 3), (2, 3)], [(3, 1), (1,)]], inputs=("a", "i"),
        gen={"i": "index:7"}, nograd=("i",)),

@@ -62,7 +62,7 @@ def test_a_dense_array_updated_in_place_by_a_row_sparse_one_is_the_same_array(op
 
 
 def test_a_kvstore_updater_adding_row_sparse_pushes_in_place_updates_the_store():
-    """mxnet's test_kvstore.py ``test_updater``: ``local += recv`` on the stored array."""
+    """mxnet's kvstore unit test ``test_updater``: ``local += recv`` on the stored array."""
     kv = mx.kv.create("local")
     kv.init(3, mx.nd.zeros((4, 4)))
 

@@ -127,7 +127,7 @@ def test_shared_exec_reuses_internal_memory():
 def test_bind_without_a_gradient_array_for_an_argument_gives_it_none():
     """mxnet's bind: an argument missing from ``args_grad`` (a dict without it, or a list
     entry None) gets grad_req 'null', whatever ``grad_req`` says; the others get theirs
-    (mxnet's test_operator.py binds SoftmaxOutput's label this way)."""
+    (mxnet's operator unit tests bind SoftmaxOutput's label this way)."""
     import module_api as mx
     data, label = mx.sym.Variable("data"), mx.sym.Variable("label")
     sym = mx.sym.SoftmaxOutput(data * 2.0, label, name="sm")
