@@ -63,6 +63,11 @@ def _register_submodule_aliases():
         module = globals()[alias]
         assert isinstance(module, types.ModuleType), alias
         sys.modules.setdefault(f"{__name__}.{alias}", module)
+        # a package's submodules too: ``import module_api.nd.sparse`` must find the
+        # loaded ``module_api.ndarray.sparse``, not load the file again under a second name
+        for name in [n for n in sys.modules if n.startswith(module.__name__ + ".")]:
+            sys.modules.setdefault(f"{__name__}.{alias}{name[len(module.__name__):]}",
+                                   sys.modules[name])
 
 
 _register_submodule_aliases()

@@ -122,7 +122,7 @@ def rand_ndarray(shape, stype="default", density=None, dtype=None, modifier_func
 
 
 def _rand_sparse(shape, stype, density, dtype, distribution, ctx, extra):
-    from . import ndarray_sparse as _sparse
+    from .ndarray import sparse as _sparse
     if stype not in ("csr", "row_sparse"):
         check_stype(stype, "rand_ndarray")
     if distribution not in (None, "uniform") or extra:

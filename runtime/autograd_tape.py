@@ -325,11 +325,17 @@ def refuse_inplace(name, arr):
 def getitem(arr, key):
     """``arr[key]`` while recording: basic indexing (integers, slices with steps,
     ``None``, ``...``) as ``slice`` + ``Reshape``; one index array (an NDArray or a
-    list) on the first axis as ``take``."""
+    list) on the first axis as ``take``; any other (advanced) index as a ``take`` of
+    the flattened array at the positions numpy's indexing selects."""
+    if isinstance(key, np.integer):
+        key = int(key)          # a numpy integer is an integer index, not an index array
     if isinstance(key, (torch.Tensor, list)) or hasattr(key, "__array__"):
         idx = key if isinstance(key, torch.Tensor) else \
             ndarray_mx._invoke("_copy", (torch.as_tensor(key, dtype=torch.float32),), {})
-        return ndarray_mx._invoke("take", (arr, idx), {"axis": 0})
+        # negative indices count from the end, as numpy's and mxnet's indexing
+        return ndarray_mx._invoke("take", (arr, idx), {"axis": 0, "mode": "wrap"})
+    if not ndarray_mx.basic_key(key):
+        return _advanced_getitem(arr, key)
     parts = _expand_key(arr, key)
     begin, end, step, shape = [], [], [], []
     d = 0
@@ -354,6 +360,28 @@ def getitem(arr, key):
     if tuple(shape) != tuple(out.shape):
         out = ndarray_mx._invoke("Reshape", (out,), {"shape": tuple(shape) or (1,)})
     return out
+
+
+# positions travel as float32 through ``take``: exact below 2**24
+_MAX_ADVANCED_ELEMENTS = 1 << 24
+
+
+def _advanced_getitem(arr, key):
+    """``arr[key]`` for an advanced index (lists and arrays on any axes, mixed with
+    slices, integers and ``None``): numpy's indexing of the positions ``0 .. size - 1``
+    says which elements, in which shape (mxnet's advanced indexing is numpy's); a
+    ``take`` of the flattened array reads them, and its gradient adds the head
+    gradient back at each position, repeats included."""
+    n = arr.numel()
+    if n > _MAX_ADVANCED_ELEMENTS:
+        raise MXNetError(f"advanced indexing of an array of {n} elements (shape "
+                         f"{tuple(arr.shape)}) inside autograd.record(): positions are "
+                         f"exact below 2**24 here; index a reshaped part of the array")
+    positions = ndarray_mx.positions(key, arr.shape)
+    positions = positions.reshape(positions.shape or (1,))
+    flat = ndarray_mx._invoke("Reshape", (arr,), {"shape": (-1,)})
+    idx = ndarray_mx._invoke("_copy", (torch.as_tensor(positions, dtype=torch.float32),), {})
+    return ndarray_mx._invoke("take", (flat, idx), {"axis": 0})
 
 
 def _expand_key(arr, key):
@@ -389,8 +417,9 @@ class _GradCall:
         # signature copy their inputs in
         given = {n: t.detach().clone(memory_format=torch.contiguous_format)
                  for n, t in zip(e.names, tensors)}
-        req = {n: "write" if ndarray_mx.torch_dtype(given[n]).is_floating_point else "null"
-               for n in arg_names}
+        # every input gets its gradient, integer ones too: an int32 array marked with
+        # ``attach_grad`` gets int32 gradients, as in mxnet (an index input's rule gives 0)
+        req = {n: "write" for n in arg_names}
         self.exe = Executor(sym, e.ctx, {n: given[n] for n in arg_names}, grad_req=req,
                             aux_states={n: given[n] for n in aux_names if n in given})
         bound = {**self.exe.arg_dict, **self.exe.aux_dict}

@@ -156,7 +156,10 @@ class NDArray(torch.Tensor):
         if not _mx.mxnet_caller():
             return torch.Tensor.reshape(self, *shape, **kwargs)
         if not kwargs and _mx.plain_shape(shape) and not _mx.records(self):
-            return torch.Tensor.reshape(self, *shape)
+            try:
+                return torch.Tensor.reshape(self, *shape)
+            except RuntimeError:
+                pass            # a size that does not fit: the registry's rule says why
         out = _mx._reshape_shape(self.shape, shape, dict(kwargs))
         if _mx.records(self):
             return _mx._invoke("Reshape", (self,), {"shape": out})
@@ -215,21 +218,53 @@ class NDArray(torch.Tensor):
         return self.t() if self.dim() == 2 else self.permute(*reversed(range(self.dim())))
 
     def __setitem__(self, key, value):
+        if key is not None and key is not Ellipsis and _mx.records(self, value) and \
+                _mx.mxnet_caller():
+            # as mxnet: the tape cannot see a write into part of an array, so a gradient
+            # through it would be silently wrong (``a[...] = v`` copies)
+            from compiler.errors import MXNetError
+            raise MXNetError("Inplace operations (+=, -=, x[:]=, etc) are not supported "
+                             "when recording with autograd: write a new array instead "
+                             "(mx.nd.concat, mx.nd.where), or assign outside "
+                             "autograd.record()")
         if isinstance(value, (np.ndarray, np.generic, list, tuple)):
             value = torch.as_tensor(np.asarray(value), dtype=torch_dtype(self),
                                     device=self.device)
-        elif isinstance(value, torch.Tensor) and value.device != self.device:
-            value = value.to(self.device)
+        elif isinstance(value, torch.Tensor) and (value.device != self.device or
+                                                  torch_dtype(value) != torch_dtype(self)):
+            # written in the array's dtype, as mxnet's assignment casts (torch's index
+            # put refuses two dtypes)
+            value = value.to(device=self.device, dtype=torch_dtype(self))
         flips = ()
         if _mx.mxnet_caller():
+            original = key
             key, flips = _mx.normalize_key(key, self.shape)
+            if flips and not _mx.basic_key(original):
+                # an advanced index with a negative step: torch's indexing of it is a
+                # copy, not a view to write into; write at the positions numpy selects
+                self._put_at(_mx.positions(original, self.shape), value)
+                return
         if flips:      # write the flipped value into the ascending view of the elements
             view = super().__getitem__(key)
-            value = torch.as_tensor(value, dtype=torch_dtype(self)).expand(view.shape)
+            value = torch.as_tensor(value, dtype=torch_dtype(self))
+            while value.dim() > view.dim() and value.shape[0] == 1:
+                value = value[0]        # leading ones, as numpy and torch's setitem drop
+            value = value.expand(view.shape)
             with torch.no_grad():
                 view.copy_(value.flip(flips))
             return
         super().__setitem__(key, value)
+
+    def _put_at(self, positions, value):
+        """Write ``value`` (broadcast to ``positions``' shape) at the row-major
+        ``positions`` of this array (repeated positions: the last write wins, as numpy's)."""
+        value = torch.as_tensor(value, dtype=torch_dtype(self), device=self.device)
+        while value.dim() > positions.ndim and value.shape[0] == 1:
+            value = value[0]
+        value = value.expand(positions.shape).reshape(-1)
+        with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
+            torch.Tensor.put_(self, torch.as_tensor(positions.reshape(-1), device=self.device),
+                              value)
 
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the array."""
@@ -314,10 +349,60 @@ class NDArray(torch.Tensor):
         return self.copyto(ctx)
 
     def expand_dims(self, axis, inplace=False):
-        return self.unsqueeze(axis)
+        """``self`` with a new axis of size 1 at ``axis``: a new array (operator
+        ``expand_dims``) or, with ``inplace=True``, a view sharing ``self``'s memory."""
+        if inplace:
+            return self.unsqueeze(axis)
+        return _mx._invoke("expand_dims", (self,), {"axis": axis})
 
     def as_nd_ndarray(self):
         return self
+
+    def split_v2(self, indices_or_sections, axis=0, squeeze_axis=False):
+        """Split into equal sections (an int) or at the given indices (a tuple), as
+        mxnet's ``split_v2`` (operator ``_split_v2``)."""
+        if isinstance(indices_or_sections, int):
+            attrs = dict(indices=(), sections=indices_or_sections)
+        elif isinstance(indices_or_sections, tuple):
+            attrs = dict(indices=(0,) + tuple(indices_or_sections))
+        else:
+            raise ValueError("indices_or_sections must either int or tuple of ints")
+        return _mx._invoke("_split_v2", (self,), dict(attrs, axis=axis,
+                                                      squeeze_axis=squeeze_axis))
+
+    def __bool__(self):
+        """mxnet's truth value: False for an empty array, the element's for one element;
+        a ValueError for more, as numpy's."""
+        n = self.numel()
+        if n == 0:
+            return False
+        if n > 1 and _mx.mxnet_caller():
+            raise ValueError("The truth value of an NDArray with multiple elements is "
+                             "ambiguous.")
+        return torch.Tensor.__bool__(self)
+
+    def to_dlpack_for_read(self):
+        """A DLPack capsule of this array (``mx.nd.to_dlpack_for_read``)."""
+        self.wait_to_read()
+        return torch.utils.dlpack.to_dlpack(self.as_subclass(torch.Tensor))
+
+    def to_dlpack_for_write(self):
+        """A DLPack capsule of this array, for writing into it."""
+        self.wait_to_read()
+        return torch.utils.dlpack.to_dlpack(self.as_subclass(torch.Tensor))
+
+    def all(self, *args, **kwargs):
+        """torch's ``all`` for torch's callers; numpy's for a program's (mxnet's NDArray
+        has no ``all``: ``np.all(array)`` calls this with ``axis`` and ``out``)."""
+        if not _mx.mxnet_caller():
+            return torch.Tensor.all(self, *args, **kwargs)
+        return np.all(self.asnumpy(), *args, **kwargs)
+
+    def any(self, *args, **kwargs):
+        """torch's ``any`` for torch's callers; numpy's for a program's, as :meth:`all`."""
+        if not _mx.mxnet_caller():
+            return torch.Tensor.any(self, *args, **kwargs)
+        return np.any(self.asnumpy(), *args, **kwargs)
 
 
 for _name in _mx.OPERATOR_METHODS:

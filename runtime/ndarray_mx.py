@@ -339,7 +339,7 @@ OPERATOR_METHODS = (
     "slice", "slice_axis", "take", "broadcast_to", "broadcast_axes", "broadcast_like",
     "tile", "argmax_channel", "cbrt", "degrees", "depth_to_space", "one_hot", "ones_like",
     "zeros_like", "pad", "pick", "radians", "rcbrt", "reshape_like", "rint", "shape_array",
-    "size_array", "slice_like", "softmin", "space_to_depth", "split_v2",
+    "size_array", "slice_like", "softmin", "space_to_depth",
 )
 
 
@@ -363,11 +363,36 @@ SIGNATURE_METHODS = frozenset((
     "round", "flip", "swapaxes", "softmax", "log_softmax"))
 
 
+# methods taking mxnet's ``inplace``: True gives a view of the array (a reshape to the
+# operator's result shape) where mxnet reshapes in place; False, the operator's new array
+INPLACE_VIEW_METHODS = {"flatten": "Flatten", "squeeze": "squeeze", "expand_dims": "expand_dims"}
+
+
+def _inplace_view(self, op_name, args, kwargs):
+    """mxnet's ``x.flatten(inplace=True)`` (``squeeze``, ``expand_dims``): a view of
+    ``self`` in the shape registry operator ``op_name`` gives it (its shape rule, the one
+    place that says it), sharing ``self``'s memory as mxnet's in-place reshape does."""
+    from compiler.ops import REGISTRY
+    opdef = REGISTRY[op_name]
+    names = [a.name for a in opdef.attrs]
+    raw = dict(zip(names, args), **kwargs)
+    attrs = opdef.parse_attrs(raw, "nd")
+    _, out_shapes = opdef.infer_shape(attrs, [tuple(self.shape)])
+    with _DISABLED():
+        return torch.Tensor.reshape(self, tuple(out_shapes[0]))
+
+
 def _recorded_method(name, op_name, original):
     """``original`` (torch's or NDArray's method), or registry operator ``op_name`` with
     mxnet's signature while an array on the tape is recorded, and always for a
-    program's calls of :data:`SIGNATURE_METHODS`."""
+    program's calls of :data:`SIGNATURE_METHODS`; mxnet's ``inplace=True`` of
+    :data:`INPLACE_VIEW_METHODS` is a view (:func:`_inplace_view`)."""
     def method(self, *args, **kwargs):
+        if name in INPLACE_VIEW_METHODS and mxnet_caller():
+            if kwargs.pop("inplace", False) and not records(self):
+                return _like(_inplace_view(self, op_name, args, kwargs), self)
+            if not records(self) and program_caller():
+                return _invoke(op_name, (self,) + args, kwargs)
         if (records(self) and mxnet_caller()) or \
                 (name in SIGNATURE_METHODS and program_caller()):
             if name == "transpose" and args and all(isinstance(a, int) for a in args):
@@ -388,6 +413,31 @@ def _key_part(k):
     if isinstance(k, np.ndarray) and k.dtype.kind == "f":
         return k.astype(np.int64)
     return k
+
+
+_BASIC_PARTS = (int, slice, type(None), type(Ellipsis), np.integer)
+
+
+def basic_key(key) -> bool:
+    """Whether ``key`` is a basic index (integers, slices, ``None``, ``...``)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return all(isinstance(p, _BASIC_PARTS) and not isinstance(p, bool) for p in parts)
+
+
+def positions(key, shape) -> np.ndarray:
+    """The row-major positions (int64) of the elements ``key`` selects from an array of
+    ``shape``, in the result's shape: numpy's indexing, which mxnet's follows."""
+    parts = key if isinstance(key, tuple) else (key,)
+    parts = tuple(p.asnumpy() if hasattr(p, "asnumpy") else
+                  np.asarray(p) if isinstance(p, list) else p for p in parts)
+    parts = tuple(p.astype(np.int64) if isinstance(p, np.ndarray) and p.dtype.kind == "f"
+                  else p for p in parts)
+    try:
+        out = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(tuple(shape))[parts]
+    except IndexError as err:
+        raise IndexError(f"indexing an array of shape {tuple(shape)} with {key!r}: "
+                         f"{err}") from None
+    return np.asarray(out)
 
 
 def normalize_key(key, shape):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -114,6 +115,9 @@ def parse_bool(v) -> bool:
     raise ValueError(f"not a boolean: {v!r}")
 
 
+_SPACED_SHAPE = re.compile(r"^[\[(]\s*-?\d+(\s+-?\d+)*\s*[\])]$")
+
+
 def parse_shape(v) -> tuple:
     """Parse a shape/tuple attribute such as ``(2, 3)``, ``[2,3]`` or ``2``."""
     if isinstance(v, (tuple, list)):
@@ -123,6 +127,8 @@ def parse_shape(v) -> tuple:
     s = str(v).strip()
     if s in ("()", "[]", ""):
         return ()
+    if _SPACED_SHAPE.match(s):      # a numpy array's str, ``[7 6 5 9]``: mxnet reads it too
+        return tuple(parse_int(x) for x in s[1:-1].split())
     val = _literal(s)
     if isinstance(val, (int, float)) and not isinstance(val, bool):
         return (parse_int(val),)

@@ -10,7 +10,7 @@ import pytest
 
 import module_api as mx
 from module_api import libsvm_parse
-from module_api.ndarray_sparse import CSRNDArray
+from module_api.ndarray.sparse import CSRNDArray
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = json.load(open(os.path.join(HERE, "..", "fixtures", "libsvm_cases.json")))

@@ -1,198 +1,35 @@
-"""``mx.nd`` / ``mx.ndarray``: imperative arrays and operators.
+"""``mx.nd`` / ``mx.ndarray``: imperative arrays and operators, laid out as mxnet's package.
 
-The arrays are :class:`runtime.ndarray.NDArray` (a ``torch.Tensor`` subclass with
-mxnet's legacy NDArray semantics). Every registry operator is ``mx.nd.X``
-(``nd_ops``): it runs the same entry as ``mx.sym.X``, compiled for the inputs'
-context (``runtime/imperative.py``). Functions follow mxnet 1.9.1's names, argument names and defaults
-(``concat`` joins along ``dim=1``; ``array`` of a numpy array or list is
-float32 unless ``dtype`` says otherwise).  Every ``dtype`` argument accepts
-numpy dtypes, torch dtypes and strings; ``stype`` accepts only ``'default'``.
+- ``ndarray.py`` (``mxnet.ndarray.ndarray``): the NDArray class and the functions that
+  make, save and load arrays;
+- ``sparse.py`` (``mxnet.ndarray.sparse``): csr and row_sparse arrays;
+- ``operators.py``: every registry operator as ``mx.nd.X``, running the same entry as
+  ``mx.sym.X``, compiled for the inputs' context (``runtime/imperative.py``);
+- ``contrib_functions.py``: ``mx.nd.contrib``'s Python functions (``foreach``,
+  ``while_loop``, ``cond`` ...);
+- here: ``mx.nd.random`` and the namespace that gathers them.
+
+Functions follow mxnet 1.9.1's names, argument names and defaults (``concat`` joins
+along ``dim=1``).  Every ``dtype`` argument accepts numpy dtypes, torch dtypes and
+strings.
 """
 from __future__ import annotations
-
-import numbers
-import warnings
 
 import numpy as np
 import torch
 
-from runtime import ndarray_io as _io
 from runtime import random as _rt_random
 from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.ndarray import (NDArray, as_ndarray, check_stype, to_numpy_dtype,  # noqa: F401
                              to_torch_dtype)
 from runtime.ndarray import torch_dtype
 
-from . import ndarray_sparse as sparse  # noqa: E402  (mx.nd.sparse)
-from .ndarray_sparse import cast_storage  # noqa: F401
+from . import ndarray, sparse  # noqa: F401  (mxnet.ndarray.ndarray, mxnet.ndarray.sparse)
+from .ndarray import *  # noqa: F401,F403
+from .ndarray import _ctx, _out, _shape
+from .sparse import cast_storage  # noqa: F401
 
-__all__ = ["NDArray", "array", "zeros", "ones", "empty", "full", "arange", "concatenate",
-           "waitall", "save", "load", "load_frombuffer", "random", "from_numpy",
-           "from_dlpack", "to_dlpack_for_read", "to_dlpack_for_write", "onehot_encode", "sparse", "cast_storage"]
-
-
-# ------------------------------------------------------------------ helpers
-def _ctx(ctx) -> Context:
-    if ctx is None:
-        return current_context()
-    return ctx if isinstance(ctx, Context) else Context(ctx)
-
-
-def _shape(shape):
-    if isinstance(shape, numbers.Integral):
-        return (int(shape),)
-    return tuple(int(d) for d in shape)
-
-
-def _out(result: NDArray, out):
-    if out is None:
-        return result
-    out[:] = result
-    return out
-
-
-# ----------------------------------------------------------------- creation
-def empty(shape, ctx=None, dtype=None, stype=None):
-    """An array of the given shape (contents zero here; mxnet leaves them undefined)."""
-    return zeros(shape, ctx, dtype, stype)
-
-
-def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
-    if stype in ("csr", "row_sparse"):
-        return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
-    check_stype(stype)
-    c = _ctx(ctx)
-    return as_ndarray(torch.zeros(_shape(shape), dtype=to_torch_dtype(dtype),
-                                  device=c.torch_device), c)
-
-
-def ones(shape, ctx=None, dtype=None, **kwargs):
-    check_stype(kwargs.pop("stype", None))
-    c = _ctx(ctx)
-    return as_ndarray(torch.ones(_shape(shape), dtype=to_torch_dtype(dtype),
-                                 device=c.torch_device), c)
-
-
-def full(shape, val, ctx=None, dtype=np.float32, out=None):
-    c = _ctx(ctx)
-    res = as_ndarray(torch.full(_shape(shape), val, dtype=to_torch_dtype(dtype),
-                                device=c.torch_device), c)
-    return _out(res, out)
-
-
-def array(source_array, ctx=None, dtype=None):
-    """An NDArray copied from an array-like (float32 unless ``dtype`` is given,
-    except that an NDArray / tensor source keeps its dtype, as in mxnet)."""
-    if isinstance(source_array, sparse.BaseSparseNDArray) or sparse._is_scipy_csr(source_array):
-        return sparse.array(source_array, ctx=ctx, dtype=dtype)
-    c = _ctx(ctx)
-    if isinstance(source_array, torch.Tensor):
-        dt = torch_dtype(source_array) if dtype is None else to_torch_dtype(dtype)
-        t = source_array.detach().to(device=c.torch_device, dtype=dt).clone()
-        return as_ndarray(t, c)
-    # numpy has no bfloat16: such arrays are made from float32 values, then rounded
-    want = to_torch_dtype(dtype) if dtype is not None else torch.float32
-    np_dt = np.dtype(np.float32) if want == torch.bfloat16 else to_numpy_dtype(want)
-    try:
-        src = np.asarray(source_array, dtype=np_dt)
-    except (TypeError, ValueError):
-        raise TypeError("source_array must be array like object") from None
-    t = torch.from_numpy(np.array(src, order="C", copy=True))
-    return as_ndarray(t.to(device=c.torch_device, dtype=want), c)
-
-
-def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None,
-           dtype=np.float32):
-    """``start, start + step, ...`` below ``stop`` (``arange(n)``: from 0), each value
-    ``repeat`` times: operator ``_arange``, which computes in ``dtype`` as mxnet does
-    (start and step cast to it first: ``arange(1.3, 10, 1.3, dtype='int32')`` counts by
-    1 from 1; float32 sums round as float32's)."""
-    from runtime.imperative import invoke
-    if infer_range is not None:         # as mxnet: warned about, then ignored
-        warnings.warn("`infer_range` argument has been deprecated", DeprecationWarning)
-    return invoke("_arange", (), dict(start=start, stop=stop, step=step, repeat=repeat,
-                                      ctx=ctx, dtype=dtype if dtype is not None else
-                                      "float32"))
-
-
-def concatenate(arrays, axis=0, always_copy=True):
-    """Deprecated mxnet helper: join ``arrays`` along ``axis`` (operator ``Concat``)."""
-    if not always_copy and len(arrays) == 1:
-        return arrays[0]
-    return Concat(*arrays, dim=axis)
-
-
-def from_numpy(ndarray, zero_copy=True, array_cls=None):
-    """An NDArray over a C-contiguous numpy array (sharing its memory when
-    ``zero_copy``; a copy otherwise)."""
-    if not isinstance(ndarray, np.ndarray):
-        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(ndarray).__name__}")
-    if not ndarray.flags["C_CONTIGUOUS"]:
-        raise ValueError("Only c-contiguous arrays are supported for zero-copy")
-    t = torch.from_numpy(ndarray if zero_copy else ndarray.copy())
-    return as_ndarray(t, cpu(0))
-
-
-def from_dlpack(dlpack):
-    """An NDArray sharing the memory of a DLPack capsule (or of an object that
-    has ``__dlpack__``)."""
-    return as_ndarray(torch.utils.dlpack.from_dlpack(dlpack))
-
-
-def to_dlpack_for_read(data):
-    """A DLPack capsule of ``data`` (waits for pending writes first)."""
-    data.wait_to_read()
-    return torch.utils.dlpack.to_dlpack(data.as_subclass(torch.Tensor))
-
-
-def to_dlpack_for_write(data):
-    """A DLPack capsule of ``data`` for writing into it."""
-    data.wait_to_read()
-    return torch.utils.dlpack.to_dlpack(data.as_subclass(torch.Tensor))
-
-
-def onehot_encode(indices, out):
-    """Deprecated mxnet helper: one-hot rows of ``indices`` written into ``out``
-    (its second dim is the depth): operator ``one_hot``."""
-    depth = int(out.shape[1])
-    return one_hot(indices, depth=depth, dtype=out.dtype, out=out)
-
-
-def waitall():
-    """Wait for all pending work (a CUDA synchronize when a GPU is present)."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-# ------------------------------------------------------------------- files
-def save(fname, data):
-    """Save an NDArray, a list of them or a dict ``str -> NDArray`` in mxnet's
-    binary format (readable by ``mxnet.nd.load``).  The write is atomic."""
-    arrays = (torch.Tensor, np.ndarray, sparse.BaseSparseNDArray)
-    if isinstance(data, dict):
-        bad = [k for k, v in data.items() if not isinstance(v, arrays)]
-    elif isinstance(data, (list, tuple)):
-        bad = [i for i, v in enumerate(data) if not isinstance(v, arrays)]
-    else:
-        bad = []
-    if bad:
-        raise TypeError('save only accept dict str->NDArray or list of NDArray')
-    _io.save(fname, data)
-
-
-def load(fname, ctx=None):
-    """Load a file written by ``save`` (here or in mxnet): a list, or a dict
-    when the arrays were saved with names.  Arrays are placed on ``cpu(0)``
-    unless ``ctx`` is given."""
-    return _io.load(fname, ctx)
-
-
-def load_frombuffer(buf, ctx=None):
-    if not isinstance(buf, (bytes, bytearray, memoryview, str)):
-        raise TypeError('buf required to be a string or bytes')
-    if isinstance(buf, str):
-        buf = buf.encode("latin-1")
-    return _io.loads(bytes(buf), ctx)
+__all__ = ndarray.__all__ + ["random", "sparse", "cast_storage"]
 
 
 # ------------------------------------------------------------------ random
@@ -358,13 +195,13 @@ def _export_operators():
     """``mx.nd.X`` for each registry operator (mxnet's own Python functions above,
     ``array`` ... ``random``, keep their names), the helpers over them and the
     ``_internal`` / ``contrib`` / ``linalg`` namespaces."""
-    from . import nd_ops
+    from . import operators
     module = globals()
-    for name, fn in nd_ops.public_functions().items():
+    for name, fn in operators.public_functions().items():
         module.setdefault(name, fn)
-    module.update(nd_ops.helpers())
-    return (nd_ops.internal_namespace(), nd_ops.operator_namespace("contrib"),
-            nd_ops.operator_namespace("linalg"))
+    module.update(operators.helpers())
+    return (operators.internal_namespace(), operators.operator_namespace("contrib"),
+            operators.operator_namespace("linalg"))
 
 
 _internal, contrib, linalg = _export_operators()
@@ -372,13 +209,13 @@ _internal, contrib, linalg = _export_operators()
 
 def _install_contrib_functions():
     import sys
-    from .nd_contrib import install
+    from .contrib_functions import install
     install(sys.modules[__name__], contrib)
 
 
 _install_contrib_functions()
 
-from .operator import Custom  # noqa: E402,F401  (mx.nd.Custom: a Python operator, mx.operator)
+from ..operator import Custom  # noqa: E402,F401  (mx.nd.Custom: a Python operator, mx.operator)
 
 _registry_dot = dot
 

@@ -157,26 +157,34 @@ def linspace(start, stop, num, endpoint=True, ctx=None, dtype=None):
 
 
 def split_v2(ary, indices_or_sections, axis=0, squeeze_axis=False):
-    """Split ``ary`` into equal sections (an int) or at the given indices (a tuple)."""
-    if isinstance(indices_or_sections, int):
-        return invoke("_split_v2", (ary,), dict(indices=(), axis=axis,
-                                                squeeze_axis=squeeze_axis,
-                                                sections=indices_or_sections))
-    if isinstance(indices_or_sections, tuple):
-        return invoke("_split_v2", (ary,), dict(indices=(0,) + tuple(indices_or_sections),
-                                                axis=axis, squeeze_axis=squeeze_axis))
-    raise ValueError("indices_or_sections must either int or tuple of ints")
+    """Split ``ary`` into equal sections (an int) or at the given indices (a tuple):
+    the array method :meth:`NDArray.split_v2`, which says how."""
+    return ary.split_v2(indices_or_sections, axis=axis, squeeze_axis=squeeze_axis)
+
+
+def _axes(axes, ndim, what):
+    axes = [axes] if isinstance(axes, int) else [int(a) for a in axes]
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{what} axis {a} is out of bounds for an array of dimension "
+                             f"{ndim}")
+    axes = [a % ndim for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis in `{what}` argument: {axes}")
+    return axes
 
 
 def moveaxis(tensor, source, destination):
-    """Move axis ``source`` to position ``destination`` (a ``transpose``)."""
+    """Move axes ``source`` (an int or a list) to positions ``destination`` (as many),
+    the others keeping their order: a ``transpose``, as numpy's ``moveaxis``."""
     ndim = tensor.ndim
-    if not (-ndim <= source < ndim and -ndim <= destination < ndim):
-        raise ValueError(f"Source axis {source} or destination axis {destination} is out "
-                         f"of bounds for an array of dimension {ndim}")
-    src, dst = source % ndim, destination % ndim
-    order = [a for a in range(ndim) if a != src]
-    order.insert(dst, src)
+    src, dst = _axes(source, ndim, "source"), _axes(destination, ndim, "destination")
+    if len(src) != len(dst):
+        raise ValueError("`source` and `destination` arguments must have the same number "
+                         "of elements")
+    order = [a for a in range(ndim) if a not in src]
+    for d, s_ in sorted(zip(dst, src)):
+        order.insert(d, s_)
     return invoke("transpose", (tensor,), {"axes": tuple(order)})
 
 
