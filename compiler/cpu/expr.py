@@ -77,6 +77,12 @@ class ExprLowering:
         elif fn == "minimum" and a[1].kind == "scalar":
             fn = "clamp_max"
         dtype = "b" if fn in _FLIP or fn.startswith("logical") else _arith_dtype(a)
+        if dtype == "f" and self.cdt != "torch.float32" and \
+                not any(v.dtype == "f" for v in a if v.kind != "scalar"):
+            # integer tensors (coordinates) with a float scalar: torch would give float32,
+            # the default dtype; a float64 kernel computes in float64
+            a = [v if v.kind == "scalar" else
+                 self.emit("cast", f"{{a0}}.to({self.cdt})", [v], v.shape) for v in a]
         second = lit(a[1].scalar) if a[1].kind == "scalar" else "{a1}"
         return self.emit("ew", f"torch.{fn}({{a0}}, {second}, out={{out}})", a, shape,
                          dtype, fn=fn)

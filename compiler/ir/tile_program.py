@@ -77,7 +77,9 @@ class TileProgram:
     @property
     def compute_dtype(self) -> str:
         """What the kernel computes in (``compiler/ir/dtypes.py``)."""
-        return compute_dtype(self.dtypes or ())
+        dtypes = self.dtypes or ()
+        return compute_dtype(dtypes, [d for d, role in zip(dtypes, self.tensor_roles)
+                                      if role != "in"])
 
 
 # --------------------------------------------------------------------------------------

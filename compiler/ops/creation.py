@@ -76,7 +76,10 @@ def _arange_params(attrs):
 
 def _arange_expr(attrs, *, coords):
     start, step = _arange_params(attrs)
-    i = _coord(coords, 0) * 1.0
+    c = _coord(coords, 0)
+    # an integer range computes in float64 (its kernel's compute dtype): a Triton int32
+    # coordinate times 1.0 would be float32, and counts above 2**24 would round
+    i = ops.round_to(c, "float64") if attrs["dtype"] in INTS else c * 1.0
     if attrs["repeat"] > 1:
         i = ops.floor(i / float(attrs["repeat"]))
     return i * step + start

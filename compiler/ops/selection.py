@@ -2,7 +2,7 @@
 ``topk``, as mxnet 1.9.1 defines them.
 
 Both are composites over the one-hot kernel SoftmaxOutput's gradient already makes
-(``_softmax_ce_grad`` over a zero "probability", negated): a 1 where the
+(``_softmax_ce_grad`` over a "probability" of ones, taken from 1): a 1 where the
 coordinate along the axis equals ``int(index)`` (C's truncating cast, as mxnet's),
 0 elsewhere, so an index outside ``[0, depth)`` hits nothing.
 
@@ -18,7 +18,8 @@ coordinate along the axis equals ``int(index)`` (C's truncating cast, as mxnet's
   and Embedding's scatter-add for ``a``'s gradient. ``mode='wrap'`` and
   ``'raise'`` are refused (the latter would need the indices on the host).
 * ``argmax`` / ``argmin(data, axis, keepdims)``: the extreme along the axis, then the
-  smallest position holding it (the first, as mxnet), from ``_axis_index`` (each
+  smallest position holding it (the first, as mxnet; a row with NaN: its first NaN),
+  from ``_axis_index`` (each
   element's coordinate along an axis, computed in the kernel). ``axis=None``
   flattens, as mxnet does (shape ``(1,)``). Float indices, no gradient (zeros).
 * ``sort`` / ``argsort`` / ``topk``: by rank, with no sorting kernel: element i's
@@ -42,9 +43,12 @@ from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
 
 
 def _hit(b, indices, shape, axis):
-    """1.0 where the coordinate along ``axis`` of ``shape`` equals int(indices)."""
-    zeros = b.op("_zeros", shape=tuple(shape))
-    return b.op("_softmax_ce_grad", zeros, indices, axis=axis, grad_scale=-1.0)
+    """1.0 where the coordinate along ``axis`` of ``shape`` equals int(indices), +0.0
+    elsewhere: ``1 - (1 - onehot)``, where ``-(0 - onehot)`` would give -0.0 there (a
+    printed ``-0.``, and ``1 / x`` of -inf)."""
+    ones = b.op("_ones", shape=tuple(shape))
+    miss = b.op("_softmax_ce_grad", ones, indices, axis=axis, grad_scale=1.0)
+    return b.op("_rminus_scalar", miss, scalar=1.0)
 
 
 # -- one_hot -----------------------------------------------------------------------------
@@ -220,7 +224,7 @@ def _take_build(b, n, is_train):
     idx = _take_indices(b, n, rows)
     moved = a if ax == 0 else b.op("transpose", a, axes=perm)
     table = _reshape(b, moved, (rows, row))
-    got = b.op("Embedding", idx, table, input_dim=rows, output_dim=row)
+    got = b.op("Embedding", idx, table, input_dim=rows, output_dim=row, dtype=a.dtype)
     got = _reshape(b, got, tuple(n.in_shapes[1]) + rest)
     return [_move_back(b, got, len(n.in_shapes[1]), ax, out)]
 
@@ -311,7 +315,10 @@ def _first_extreme(extreme):
         best = b.op(extreme, x, axis=(ax,), keepdims=True)
         index = b.op("_axis_index", shape=shape, axis=ax)
         beyond = b.op("_full", shape=shape, value=float(shape[ax]))
-        at_best = b.op("where", b.op("broadcast_equal", x, best), index, beyond)
+        # a row holding NaN has NaN for its extreme, which equals nothing: its first NaN
+        # is the answer, as in mxnet and numpy (NaN is the one value unequal to itself)
+        hit = b.op("_logical_or", b.op("broadcast_equal", x, best), b.op("_not_equal", x, x))
+        at_best = b.op("where", hit, index, beyond)
         out = b.op("min", at_best, axis=(ax,), keepdims=n.attrs["keepdims"])
         want = tuple(n.out_shapes[0])
         return [out if tuple(out.shape) == want else b.op("Reshape", out, shape=want)]

@@ -88,6 +88,11 @@ def autodiff(graph: Graph, grad_req: dict, loss_scale: bool = False,
         total = sum_refs(b, contributions.get((v, 0), []))
         if total is None:
             total = b.zeros_like(b.ref((v, 0)))
+        want = out.dtype((v, 0))
+        if want is not None and total.dtype != want:
+            # a gradient is stored in its argument's dtype (an int32 array's gradient is
+            # int32, as in mxnet) whatever dtype its rule computed it in
+            total = b.op("Cast", total, dtype=want)
         if grad_req[name] == "add":
             old = out.add_node("null", f"grad_in:{name}", role="grad_in", phase="bwd")
             out.node(old)["shapes"] = [out.shape((v, 0))]

@@ -130,9 +130,7 @@ def render_tile(prog: TileProgram, strides: list, shapes: list, fp32_dot: str = 
     batch = prod(int(prog.domain[pos]) for pos in prog.grid_pos)
     k = {"params": ", ".join(f"p{t}_{d}" for t, d in params), "M": M, "N": N,
          "batched": bool(prog.grid_pos), "coord_lines": head, "body_lines": body,
-         "summary": _summary(prog), "pointers": " ".join(ctx.dtypes[t] for t, _ in params),
-         "prod": any(ins.kind == "reduce" and ins.extra["combine"] == "prod"
-                     for ins in prog.instrs)}
+         "summary": _summary(prog), "pointers": " ".join(ctx.dtypes[t] for t, _ in params)}
     source = environment.get_template(_FAMILY_TEMPLATE[prog.kind]).render(k=k)
     dots = [ins for ins in prog.instrs if ins.kind == "dot"]
     dot = dot_kind(ctx, *dots[0].args) if dots else "float32"
@@ -184,12 +182,13 @@ _REDUCE_FILL = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')", "pr
 
 def _reduce_call(combine: str, x: str) -> str:
     """The row reduction of the masked tile ``x`` (masked lanes hold the identity), as a
-    ``[BM, 1]`` column. Triton has no product reduction: ``prod`` is ``tl.reduce`` with
-    the template's ``_prod_combine`` (defined in reduce kernels that use it)."""
+    ``[BM, 1]`` column: ``tl.sum``, or ``tl.reduce`` with the header's ``_prod_combine``
+    (Triton has no product reduction) or NaN-propagating ``_max_combine`` /
+    ``_min_combine`` (``tl.max`` drops a NaN; ATen and mxnet return it)."""
     masked = f"tl.where(mfull, {x}, {_REDUCE_FILL[combine]})"
-    if combine == "prod":
-        return f"tl.reduce({masked}, 1, _prod_combine)[:, None]"
-    return f"tl.{combine}({masked}, axis=1)[:, None]"
+    if combine == "sum":
+        return f"tl.sum({masked}, axis=1)[:, None]"
+    return f"tl.reduce({masked}, 1, _{combine}_combine)[:, None]"
 
 
 def _dot_sums(prog) -> dict:
@@ -320,7 +319,8 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
                 body.append(f"{r.out} = {r.out} * {part}")
             else:
                 op = "tl.maximum" if combine == "max" else "tl.minimum"
-                body.append(f"{r.out} = {op}({r.out}, {part})")
+                body.append(f"{r.out} = {op}({r.out}, {part}, "
+                            f"propagate_nan=tl.PropagateNan.ALL)")
         for st in stores:
             for d, st_strides in enumerate(ctx.strides[st.tensor]):
                 body.extend(store_lines(ctx, st, d, st_strides, ctx.shapes[st.tensor]))
