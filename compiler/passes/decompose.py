@@ -9,8 +9,6 @@ always, ``OpDef.mutates_inputs``) become extra heads listed in ``meta['aux_updat
 """
 from __future__ import annotations
 
-import os as _os
-
 from ..frontend.graph import Builder, Graph
 from ..ops.registry import NodeView
 from ..ops.registry import Decompose
@@ -55,8 +53,6 @@ def _expand(graph: Graph, n, is_train):
         if want is not None and r.dtype != want:
             # the entry's infer_type is the one place that says an output's dtype (one_hot's
             # ``dtype``, take's data dtype): a decomposition computing in another is cast
-            if _os.environ.get("SYMTRITON_DEBUG_DECOMPOSE_DTYPE"):
-                print("DECOMPOSE-DTYPE", d["op"], r.dtype, want)
             r = b.op("Cast", r, dtype=want)
         graph.replace_entry((n, i), r.entry)
     if aux_new and (is_train or d["opdef"].mutates_inputs):
