@@ -15,6 +15,7 @@ from . import pool  # noqa: F401
 from . import spatial  # noqa: F401
 from . import normalization  # noqa: F401
 from . import selection  # noqa: F401
+from . import sort_extern  # noqa: F401
 from . import cast  # noqa: F401
 from . import sequence  # noqa: F401
 from . import nn_more  # noqa: F401

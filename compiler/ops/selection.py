@@ -11,25 +11,26 @@ coordinate along the axis equals ``int(index)`` (C's truncating cast, as mxnet's
   gradient.
 * ``pick(data, index, axis, keepdims, mode='clip')``: the index clipped into
   ``[0, M)``, then ``sum(where(hit, data, 0), axis)``; ``data``'s gradient is the
-  head gradient at the picked element. ``mode='wrap'`` is refused (no integer
-  modulo kernel here yet).
+  head gradient at the picked element. ``mode='wrap'``: the index truncated, then
+  taken modulo M.
 * ``take(a, indices, axis, mode='clip')``: Embedding's gather (rows of ``a``,
   indices clipped into range, as Embedding clips) after moving ``axis`` first,
-  and Embedding's scatter-add for ``a``'s gradient. ``mode='wrap'`` and
-  ``'raise'`` are refused (the latter would need the indices on the host).
+  and Embedding's scatter-add for ``a``'s gradient. ``mode='wrap'``: as pick's;
+  ``'raise'`` is refused (it would need the indices on the host).
 * ``argmax`` / ``argmin(data, axis, keepdims)``: the extreme along the axis, then the
   smallest position holding it (the first, as mxnet; a row with NaN: its first NaN),
-  from ``_axis_index`` (each
-  element's coordinate along an axis, computed in the kernel). ``axis=None``
+  from ``_axis_index`` (each element's coordinate along an axis, computed in the
+  kernel). ``axis=None``
   flattens, as mxnet does (shape ``(1,)``). Float indices, no gradient (zeros).
 * ``sort`` / ``argsort`` / ``topk``: by rank, with no sorting kernel: element i's
   rank along the axis is the number of elements before it in the order (smaller,
   or larger when descending, or equal at a smaller position: a stable order, as
   mxnet's ``std::stable_sort`` on CPU), a fused compare-and-count over the M x M
   pairs of each row; position r of the result then collects the element of rank
-  r. M x M work a row: meant for class counts (top-5 of 1,000 classes), refused
-  above ``MAX_SORT_LENGTH``. The values' gradient is the head gradient read back
-  at each element's rank.
+  r. M x M work a row: meant for class counts (top-5 of 1,000 classes). Above
+  ``MAX_SORT_LENGTH`` elements along the axis, one extern ``torch.sort``
+  (``sort_extern.py``) gives the values, positions and ranks instead. The values'
+  gradient is the head gradient read back at each element's rank.
 """
 from __future__ import annotations
 
@@ -349,11 +350,43 @@ def _sort_axis(attrs, shape, name):
 
 
 def _sort_length(shape, ax, name):
-    m = prod(shape) if ax is None else shape[ax]
-    if m > MAX_SORT_LENGTH:
-        raise ShapeError(f"{name}: sorting {m} elements along the axis; this implementation "
-                         f"(ranks from M x M comparisons) takes at most {MAX_SORT_LENGTH}")
-    return m
+    return prod(shape) if ax is None else shape[ax]
+
+
+def _long(last) -> bool:
+    """Whether the axis is sorted by ``torch.sort`` (``sort_extern.py``), not ranked by
+    M x M comparisons."""
+    return last[-1] > MAX_SORT_LENGTH
+
+
+def _sorted_parts(b, x, last, descending):
+    """``(values, positions, ranks)`` along the last axis of ``last`` by one extern sort."""
+    return b.op("_sort_last", x, is_ascend=not descending)
+
+
+def _rank_of(b, x, last, descending):
+    """Each element's rank along the last axis: compared, or from the extern sort."""
+    if _long(last):
+        return _sorted_parts(b, x, last, descending)[2]
+    return _ranks(b, x, last, descending)
+
+
+def _sorted_by_rank(b, x, last, descending, src):
+    """The values (``src='values'``) or positions in sorted order along the last axis."""
+    if _long(last):
+        values, where, _ = _sorted_parts(b, x, last, descending)
+        return values if src == "values" else where
+    rank = _ranks(b, x, last, descending)
+    if src == "values":
+        return _by_rank(b, rank, x, last)
+    return _by_rank(b, rank, b.op("_axis_index", shape=last, axis=len(last) - 1), last)
+
+
+def _dy_at_rank(b, rank, dy, last):
+    """dx[..., i] = dy[..., rank[..., i]]: compared, or gathered on a long axis."""
+    if _long(last):
+        return b.op("_gather_last", dy, rank)
+    return _at_rank(b, rank, dy, last)
 
 
 def _to_last(b, x, shape, ax):
@@ -437,13 +470,12 @@ def _sort_build(indices):
         shape = tuple(n.in_shapes[0])
         ax = _sort_axis(n.attrs, shape, n.name)
         x, last = _to_last(b, n.inputs[0], shape, ax)
-        rank = _ranks(b, x, last, not n.attrs["is_ascend"])
-        where = b.op("_axis_index", shape=last, axis=len(last) - 1)
+        down = not n.attrs["is_ascend"]
         if indices:
-            return [_from_last(b, _by_rank(b, rank, where, last), shape, ax)]
+            return [_from_last(b, _sorted_by_rank(b, x, last, down, "positions"), shape, ax)]
         # sort: the values, and (hidden, as mxnet's second output) the indices
-        return [_from_last(b, _by_rank(b, rank, src, last), shape, ax)
-                for src in (x, where)]
+        return [_from_last(b, _sorted_by_rank(b, x, last, down, src), shape, ax)
+                for src in ("values", "positions")]
     return build
 
 
@@ -451,9 +483,9 @@ def _sort_gradient(b, n):
     shape = tuple(n.in_shapes[0])
     ax = _sort_axis(n.attrs, shape, n.name)
     x, last = _to_last(b, n.inputs[0], shape, ax)
-    rank = _ranks(b, x, last, not n.attrs["is_ascend"])
+    rank = _rank_of(b, x, last, not n.attrs["is_ascend"])
     dy, _ = _to_last(b, n.ograds[0], tuple(n.out_shapes[0]) if ax is not None else last, ax)
-    dx = _at_rank(b, rank, dy, last)
+    dx = _dy_at_rank(b, rank, dy, last)
     if ax is None:
         return [b.op("Reshape", dx, shape=shape)]
     return [_from_last(b, dx, shape, ax)]
@@ -536,19 +568,19 @@ def _topk_build(b, n, is_train):
     x, last = _to_last(b, n.inputs[0], shape, ax)
     m = last[-1]
     k = a["k"] if a["k"] > 0 else m
-    rank = _ranks(b, x, last, not a["is_ascend"])
+    down = not a["is_ascend"]
     if a["ret_typ"] == "mask":
-        mask = b.op("_lesser_scalar", rank, scalar=float(k))
+        mask = b.op("_lesser_scalar", _rank_of(b, x, last, down), scalar=float(k))
         mask = _from_last(b, mask, shape, ax)
         return [mask if ax is not None else b.op("Reshape", mask, shape=shape)]
 
     def first_k(src):
-        full = _by_rank(b, rank, src, last)
+        full = _sorted_by_rank(b, x, last, down, src)
         part = full if k == m else b.op("slice_axis", full, axis=len(last) - 1, begin=0, end=k)
         return _from_last(b, part, shape, ax)
 
-    vals = first_k(x) if a["ret_typ"] in ("value", "both") else None
-    idx = first_k(b.op("_axis_index", shape=last, axis=len(last) - 1))
+    vals = first_k("values") if a["ret_typ"] in ("value", "both") else None
+    idx = first_k("positions")
     return [v for v in (vals, idx) if v is not None]
 
 
@@ -561,13 +593,13 @@ def _topk_gradient(b, n):
     x, last = _to_last(b, n.inputs[0], shape, ax)
     m = last[-1]
     k = a["k"] if a["k"] > 0 else m
-    rank = _ranks(b, x, last, not a["is_ascend"])
+    rank = _rank_of(b, x, last, not a["is_ascend"])
     out_shape = tuple(n.out_shapes[0])
     dy, dlast = _to_last(b, n.ograds[0], out_shape, None if ax is None else ax)
     if k < m:     # ranks k.. get nothing: pad the head gradient with zeros to M
         pad = b.op("_zeros", shape=tuple(dlast[:-1]) + (m - k,))
         dy = b.op("Concat", dy, pad, num_args=2, dim=len(dlast) - 1)
-    dx = _at_rank(b, rank, dy, last)
+    dx = _dy_at_rank(b, rank, dy, last)
     if ax is None:
         return [b.op("Reshape", dx, shape=shape)]
     return [_from_last(b, dx, shape, ax)]
