@@ -77,7 +77,7 @@ def _write(arr, value):
     (it then stores the entries / rows that are not zero).
     """
     if getattr(arr, "stype", "default") != "default":
-        dense = torch.zeros(arr.shape, dtype=arr.dtype, device=arr.device)
+        dense = torch.zeros(arr.shape, dtype=torch_dtype(arr), device=arr.device)
         _write(dense, value)
         arr[:] = dense
         return

@@ -50,6 +50,10 @@ from .datasets import (  # noqa: F401  (mx.test_utils exports them)
 from . import ndarray as _nd
 from .ndarray import array  # noqa: F401  (mxnet's test_utils exports it; its tests use it)
 from .util import getenv, setenv, use_np  # noqa: F401  (mxnet re-exports them here)
+from .test_utils_sparse import (  # noqa: F401  (mx.test_utils exports them)
+    assign_each, assign_each2, create_sparse_array, create_sparse_array_zd,
+    rand_sparse_ndarray)
+from runtime.context import Context, cpu, current_context, gpu  # noqa: F401  (as mxnet's)
 
 
 # -- random data -----------------------------------------------------------------------
@@ -93,53 +97,29 @@ def random_sample(population, k):
 
 def rand_ndarray(shape, stype="default", density=None, dtype=None, modifier_func=None,
                  shuffle_csr_indices=False, distribution=None, ctx=None):
-    """A random array of ``shape``: dense (standard normal), or csr / row_sparse.
+    """A random array of ``shape``: dense (standard normal), or a csr / row_sparse one
+    from :func:`rand_sparse_ndarray` (its distributions and options).
 
     Parameters
     ----------
     shape : tuple of int
     stype : str
-        ``'default'``, ``'csr'`` (2-D; each entry stored with probability
-        ``density``, values uniform in [0, 1), as mxnet's ``uniform`` distribution
-        without scipy) or ``'row_sparse'`` (each row stored with probability
-        ``density``, values uniform in [0, 1)).
-    density : float, optional
-        Sparse only; a random one in [0, 1) when not given, as mxnet's.
-    dtype : numpy dtype, optional
-        float32 when not given.
-    distribution : str, optional
-        ``'uniform'`` (the default) only; mxnet's ``'powerlaw'`` raises.
+        ``'default'``, ``'csr'`` or ``'row_sparse'``.
+    density, dtype, modifier_func, shuffle_csr_indices, distribution
+        As :func:`rand_sparse_ndarray` (dtype: float32 when not given).
     ctx : Context, optional
         :func:`default_context` when not given.
-    modifier_func, shuffle_csr_indices
-        Options of mxnet's sparse generator this one does not have (refused if used).
     """
     ctx = ctx or default_context()
     if stype in (None, "default"):
         return _nd.array(random_arrays(shape), ctx=ctx, dtype=dtype)
-    return _rand_sparse(shape, stype, density, dtype, distribution, ctx,
-                        modifier_func is not None or shuffle_csr_indices)
-
-
-def _rand_sparse(shape, stype, density, dtype, distribution, ctx, extra):
-    from .ndarray import sparse as _sparse
     if stype not in ("csr", "row_sparse"):
         check_stype(stype, "rand_ndarray")
-    if distribution not in (None, "uniform") or extra:
-        raise MXNetError(f"rand_ndarray: only the uniform distribution of {stype} arrays is "
-                         f"implemented (no modifier_func / shuffle_csr_indices)")
-    if density is None:
-        density = rnd.rand()
-    dtype = np.float32 if dtype is None else dtype
-    if stype == "csr":
-        if len(shape) != 2:
-            raise MXNetError(f"rand_ndarray: a csr array is 2-D, got shape {shape}")
-        dense = rnd.uniform(size=shape)
-        dense = (dense * (dense < density)).astype(dtype)
-        return _sparse.csr_matrix(dense, ctx=ctx, dtype=dtype)
-    rows = np.nonzero(rnd.rand(shape[0]) < density)[0]
-    values = rnd.rand(len(rows), *shape[1:]).astype(dtype)
-    return _sparse.row_sparse_array((values, rows), shape=shape, ctx=ctx, dtype=dtype)
+    arr, _ = rand_sparse_ndarray(shape, stype, density=density, dtype=dtype,
+                                 modifier_func=modifier_func,
+                                 shuffle_csr_indices=shuffle_csr_indices,
+                                 distribution=distribution, ctx=ctx)
+    return arr
 
 
 def _random_dims(highs, allow_zero_size):

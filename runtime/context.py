@@ -30,6 +30,17 @@ def _check_gpu(device_id: int) -> None:
     _GPUS_SEEN.add(device_id)
 
 
+class _CurrentContext:
+    """``Context.default_ctx``, read on the class: the thread's current context, with
+    mxnet's deprecation warning (mxnet 1.x's tests still read it)."""
+
+    def __get__(self, obj, owner):
+        import warnings
+        warnings.warn("Context.default_ctx has been deprecated. Please use "
+                      "Context.current_context() instead.", DeprecationWarning)
+        return current_context()
+
+
 class Context:
     """A device: ``Context('cpu', 0)`` or ``Context('gpu', 1)``."""
     devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
@@ -101,6 +112,8 @@ class Context:
     def empty_cache(self):
         if self.device_type == "gpu":
             torch.cuda.empty_cache()
+
+    default_ctx = _CurrentContext()
 
 
 CPU_TARGETS = ("cpu", "interpret")

@@ -54,7 +54,8 @@ def _copy_into_sparse(src, dst):
         if src is not dst:
             src.copyto(dst)
         return
-    dst[:] = as_plain_tensor(src).to(device=dst.device, dtype=dst.dtype).reshape(dst.shape)
+    dst[:] = as_plain_tensor(src).to(device=dst.device,
+                                    dtype=torch_dtype(dst)).reshape(dst.shape)
 
 
 def _part_of(batch_array, axis, part):

@@ -706,4 +706,4 @@ def _average_sparse_into(block, dst):
         return
     dense = [w._dense() if is_sparse(w) else w.as_subclass(torch.Tensor) for w in block]
     mean = sum(d.to(dst.device) for d in dense) / len(dense)
-    copy_into(mean.to(dst.dtype), dst)
+    copy_into(mean.to(torch_dtype(dst)), dst)

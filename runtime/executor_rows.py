@@ -40,7 +40,7 @@ from compiler.symbol import load_json
 from . import executor_csrdot as D
 from . import sparse_kernels as K
 from .executor_sparse import is_sparse
-from .ndarray import as_ndarray
+from .ndarray import as_ndarray, torch_dtype
 
 EMBEDDINGS = ("Embedding", "_contrib_SparseEmbedding")
 
@@ -121,7 +121,7 @@ class RowReads:
                 ids, vals = torch.cat(ids), torch.cat(vals)
                 grad = grad_dict[w]
                 data, rows = sum_rows(ids, vals)
-                grad._set_parts(data.to(grad.dtype), [rows])
+                grad._set_parts(data.to(torch_dtype(grad)), [rows])
 
     def _read_grad(self, rname):
         """``(ids, rows)`` one read adds to its table's gradient (``sum_rows`` of all)."""

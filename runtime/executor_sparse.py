@@ -19,7 +19,7 @@ import torch
 from compiler.errors import MXNetError
 
 from . import sparse_kernels as K
-from .ndarray import as_ndarray, empty
+from .ndarray import as_ndarray, empty, torch_dtype
 from .ndarray_sparse import BaseSparseNDArray, zeros as sparse_zeros
 
 
@@ -95,7 +95,8 @@ class SparseShadows:
 
 def _shadow(arr):
     """A dense tensor of ``arr``'s shape, dtype and context."""
-    return as_ndarray(torch.zeros(arr.shape, dtype=arr.dtype, device=arr.device), arr.context)
+    return as_ndarray(torch.zeros(arr.shape, dtype=torch_dtype(arr), device=arr.device),
+                      arr.context)
 
 
 def _rule_rows(kind, src, nrows, grad_name):

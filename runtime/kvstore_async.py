@@ -132,7 +132,7 @@ class DistAsyncKVStore(KVStore):
                 self._keys.append(k)
                 self._owner[k] = owner
                 self._meta[k] = (tuple(v.shape),
-                                 v.dtype if kvs.is_sparse(v) else torch_dtype(v))
+                                 torch_dtype(v))
                 if kvs.is_sparse(v):
                     self._sparse_keys.add(k)
                 if owner == self.rank:

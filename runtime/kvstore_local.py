@@ -250,7 +250,7 @@ class KVStore(KVStoreBase):
             if any(kvs.is_sparse(v) for v in vals):
                 out.append((k, kvs.reduce_rows(k, vals, stored)))
                 continue
-            acc = sum(v.detach().to(stored.device, stored.dtype) for v in vals)
+            acc = sum(v.detach().to(stored.device, torch_dtype(stored)) for v in vals)
             out.append((k, acc.as_subclass(NDArray)))
         return out
 

@@ -69,8 +69,7 @@ def reduce_rows(key, values, stored):
             raise MXNetError(f"Unexpected storage type detected during kvstore push of key "
                              f"{key!r}: {st} (push takes default and row_sparse values)")
     dev = _device_of(stored)
-    data, idx = K.rsp_sum(parts, tuple(stored.shape),
-                          stored.dtype if is_sparse(stored) else torch_dtype(stored), dev)
+    data, idx = K.rsp_sum(parts, tuple(stored.shape), torch_dtype(stored), dev)
     return RowSparseNDArray(data, [idx], tuple(stored.shape), _ctx_on(dev, values[0]))
 
 
@@ -186,7 +185,7 @@ def dist_combine(group, merged):
         if not is_sparse(m):
             continue
         parts = _gather_rows(group, m._data_t, m._aux_t[0], f"row_sparse key {k!r}")
-        data, idx = K.rsp_sum(parts, m.shape, m.dtype, m.device)
+        data, idx = K.rsp_sum(parts, m.shape, torch_dtype(m), m.device)
         merged[pos] = (k, RowSparseNDArray(data, [idx], m.shape, m.context))
 
 

@@ -43,12 +43,21 @@ _TENSOR_LIBRARIES = ("torch.", "triton.", "torch", "triton")
 
 
 def torch_dtype(t) -> torch.dtype:
-    """The ``torch.dtype`` of a tensor or NDArray (an NDArray's ``dtype`` is numpy's),
-    or of a sparse array (whose ``dtype`` is torch's)."""
-    if not isinstance(t, torch.Tensor) and isinstance(getattr(t, "dtype", None), torch.dtype):
-        return t.dtype
+    """The ``torch.dtype`` of a tensor, an NDArray or a sparse array (whose ``dtype``
+    are numpy's, as mxnet's)."""
+    if not isinstance(t, torch.Tensor):
+        values = getattr(t, "_data_t", None)     # a sparse array: its values' dtype
+        if values is not None:
+            return values.dtype
+        if isinstance(getattr(t, "dtype", None), torch.dtype):
+            return t.dtype
     with _DISABLED():
         return _TORCH_DTYPE.__get__(t)
+
+
+def mx_dtype(dt: torch.dtype):
+    """mxnet's Python dtype (numpy's type object) of a torch dtype."""
+    return _MX_TYPES.get(dt, dt)
 
 
 def mxnet_caller(depth: int = 2) -> bool:

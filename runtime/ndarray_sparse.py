@@ -21,6 +21,7 @@ from . import sparse_kernels as K
 from .context import Context, current_context
 from .ndarray import (STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype,
                       torch_dtype)
+from .ndarray_mx import mx_dtype
 
 STYPES = ("default", "row_sparse", "csr")
 STYPE_CODES = {"default": 0, "row_sparse": 1, "csr": 2}
@@ -54,11 +55,13 @@ class BaseSparseNDArray:
 
     @property
     def dtype(self):
-        return self._data_t.dtype
+        """numpy's type object of the values (``a.dtype == np.float32``), as an NDArray's
+        and as mxnet's; ``runtime.ndarray.torch_dtype(a)`` gives the torch dtype."""
+        return mx_dtype(self._data_t.dtype)
 
     @property
     def np_dtype(self):
-        return to_numpy_dtype(self.dtype)
+        return to_numpy_dtype(self._data_t.dtype)
 
     @property
     def context(self) -> Context:
@@ -138,6 +141,32 @@ class BaseSparseNDArray:
     def __neg__(self):
         return self._with(-self._data_t, [a.clone() for a in self._aux_t])
 
+    def __pow__(self, other):
+        return _arith.binary("pow", self, other)
+
+    def __rpow__(self, other):
+        return _arith.binary("pow", other, self)
+
+    def __eq__(self, other):
+        return _arith.binary("eq", self, other)
+
+    def __ne__(self, other):
+        return _arith.binary("ne", self, other)
+
+    def __gt__(self, other):
+        return _arith.binary("gt", self, other)
+
+    def __ge__(self, other):
+        return _arith.binary("ge", self, other)
+
+    def __lt__(self, other):
+        return _arith.binary("lt", self, other)
+
+    def __le__(self, other):
+        return _arith.binary("le", self, other)
+
+    __hash__ = object.__hash__      # identity, as before comparisons became elementwise
+
     # -- conversions ---------------------------------------------------------------
     def _dense(self) -> torch.Tensor:
         raise NotImplementedError
@@ -162,7 +191,7 @@ class BaseSparseNDArray:
     def astype(self, dtype, copy=True):
         """A copy (same storage type) with values cast to ``dtype``."""
         dt = to_torch_dtype(dtype)
-        if not copy and dt == self.dtype:
+        if not copy and dt == self._data_t.dtype:
             return self
         return self._with(self._data_t.to(dt), [a.clone() for a in self._aux_t])
 
@@ -191,7 +220,7 @@ class BaseSparseNDArray:
 
     def _set_parts(self, data, aux):
         dev = self._data_t.device
-        self._data_t = K._plain(data).to(dev, self.dtype, copy=True)
+        self._data_t = K._plain(data).to(dev, self._data_t.dtype, copy=True)
         self._aux_t = [K._plain(a).to(dev, K.IDX, copy=True) for a in aux]
 
     def as_in_context(self, ctx):

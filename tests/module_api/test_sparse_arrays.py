@@ -67,9 +67,9 @@ def test_retain():
 def test_constructors_from_parts():
     a = mx.nd.sparse.csr_matrix(([1, 2, 3], [1, 0, 2], [0, 1, 2, 2, 3]), shape=(4, 3))
     np.testing.assert_array_equal(a.asnumpy(), [[0, 1, 0], [2, 0, 0], [0, 0, 0], [0, 0, 3]])
-    assert a.dtype == torch.float32 and a.shape == (4, 3)
+    assert a.dtype == np.float32 and a.shape == (4, 3)
     b = mx.nd.sparse.csr_matrix((np.array([1, 2], dtype=np.float64), [1, 0], [0, 1, 2]))
-    assert b.shape == (2, 2) and b.dtype == torch.float64      # numpy source keeps its dtype
+    assert b.shape == (2, 2) and b.dtype == np.float64      # numpy source keeps its dtype
     r = mx.nd.sparse.row_sparse_array(([[1, 2], [3, 4]], [1, 4]), shape=(6, 2))
     np.testing.assert_array_equal(r.asnumpy()[[1, 4]], [[1, 2], [3, 4]])
     assert mx.nd.sparse.row_sparse_array(([[1, 2]], [3])).shape == (4, 2)
@@ -94,13 +94,13 @@ def test_csr_from_coordinates_sums_duplicates():
 
 def test_zeros_empty_array_and_nd_hooks():
     z = mx.nd.sparse.zeros("row_sparse", (4, 2), dtype="float64")
-    assert z.data.shape == (0, 2) and z.dtype == torch.float64
+    assert z.data.shape == (0, 2) and z.dtype == np.float64
     assert mx.nd.zeros((3, 3), stype="csr").stype == "csr"
     assert mx.nd.sparse.empty("csr", (2, 5)).shape == (2, 5)
     assert mx.nd.sparse.zeros("default", (2, 2)).stype == "default"
     csr = mx.nd.array(FIX["cast/src"]).tostype("csr")
     c2 = mx.nd.sparse.array(csr, dtype="float64")
-    assert c2.stype == "csr" and c2.dtype == torch.float64
+    assert c2.stype == "csr" and c2.dtype == np.float64
     np.testing.assert_array_equal(mx.nd.array(csr).asnumpy(), FIX["cast/src"])
     with pytest.raises(ValueError, match="mx.nd.array"):
         mx.nd.sparse.array(np.ones((2, 2)))

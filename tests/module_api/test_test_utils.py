@@ -81,6 +81,37 @@ def test_rand_ndarray_dense_and_sparse():
         assert 0 < (dense != 0).mean() < 1
 
 
+def test_rand_sparse_ndarray_as_mxnets():
+    """mxnet's documented distributions: a uniform csr stores int(rows * cols *
+    density) entries; a powerlaw csr doubles each row's entries from the left; a
+    row_sparse array stores the rows given; the parts come back as mxnet returns them."""
+    np.random.seed(1)
+    csr, (indptr, indices, data) = tu.rand_sparse_ndarray((20, 10), "csr", density=0.3)
+    assert csr.stype == "csr" and data.shape == (60,)
+    np.testing.assert_array_equal(indptr.asnumpy(), csr.indptr.asnumpy())
+    assert (csr.asnumpy() != 0).sum() == 60 and ((data.asnumpy() >= 0) &
+                                                 (data.asnumpy() < 1)).all()
+    power, (indptr, _, _) = tu.rand_sparse_ndarray((5, 16), "csr", density=0.5,
+                                                   distribution="powerlaw")
+    counts = np.diff(indptr.asnumpy())
+    assert counts.tolist() == [2, 4, 8, 16, 10] and counts.sum() == 40
+    with pytest.raises(ValueError, match="num_rows \\* num_cols \\* density >= 2"):
+        tu.rand_sparse_ndarray((5, 4), "csr", density=0.1, distribution="powerlaw")
+    rsp, (values, rows) = tu.rand_sparse_ndarray((6, 3), "row_sparse", rsp_indices=[1, 4],
+                                                 data_init=2.0)
+    assert rows.tolist() == [1, 4] and (values == 2.0).all()
+    np.testing.assert_array_equal(rsp.asnumpy()[[1, 4]], 2.0)
+    doubled = tu.create_sparse_array((6, 3), "row_sparse", rsp_indices=[4, 1],
+                                     modifier_func=lambda v: 2 * v + 1)
+    assert doubled.indices.asnumpy().tolist() == [1, 4]
+    assert (doubled.data.asnumpy() >= 1).all()
+    empty = tu.create_sparse_array_zd((6, 3), "row_sparse", density=0.9)
+    assert empty.indices.shape == (0,)
+    shuffled, _ = tu.rand_sparse_ndarray((4, 8), "csr", density=0.5, shuffle_csr_indices=True)
+    assert (shuffled.asnumpy() != 0).sum() == 16
+    assert tu.Context is mx.Context and tu.current_context() == mx.cpu(0)
+
+
 def test_rand_shapes():
     np.random.seed(0)
     for _ in range(20):
