@@ -237,6 +237,9 @@ def _invoke(opdef, op_name, args, kwargs):
         kwargs = dict(kwargs)
         out = kwargs.pop("out", None)
         kwargs.pop("name", None)
+    if opdef.sparse_form is None and \
+            any(_is_sparse(v) for v in list(args) + list((kwargs or {}).values())):
+        return _storage_fallback(op_name, args, kwargs or {}, out)
     names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
     if opdef.sparse_form is not None or \
             not all(isinstance(t, torch.Tensor) for t in tensors):
@@ -272,6 +275,65 @@ def _invoke(opdef, op_name, args, kwargs):
 
 def _is_sparse(x) -> bool:
     return getattr(x, "stype", "default") in ("csr", "row_sparse")
+
+
+_FALLBACK_WARNED: set = set()
+
+
+def _swap(args, kwargs, old, new):
+    return (tuple(new if a is old else a for a in args),
+            {k: new if v is old else v for k, v in kwargs.items()})
+
+
+def _storage_fallback(op_name, args, kwargs, out):
+    """An operator with no sparse form called on csr / row_sparse arrays, as mxnet runs it.
+
+    A one-input elementwise operator that maps 0 to 0 (``abs``, ``sqrt``, ``relu``,
+    ``_mul_scalar`` ...) runs on the stored values and keeps the array's storage and
+    pattern, as mxnet's sparse kernels do (``zeros_like`` gives an array storing
+    nothing); any other call computes on dense copies of the sparse inputs and gives a
+    dense result: mxnet's storage fallback, logged once per operator as mxnet logs it.
+    """
+    opdef = REGISTRY[op_name]
+    sparse_in = [v for v in list(args) + list(kwargs.values()) if _is_sparse(v)]
+    x = sparse_in[0]
+    tensors_in = [v for v in list(args) + list(kwargs.values()) if _is_input(v)]
+    if len(tensors_in) == 1 and opdef.pattern == "elemwise" and _keeps_zero(op_name, args,
+                                                                            kwargs, x):
+        if op_name == "zeros_like":
+            from .ndarray_sparse import zeros as sparse_zeros
+            res = sparse_zeros(x.stype, x.shape, ctx=x.context, dtype=x.dtype)
+        else:
+            values = invoke(op_name, *_swap(args, kwargs, x, x.data))
+            res = x._with(values.as_subclass(torch.Tensor), [a.clone() for a in x._aux_t])
+        if out is not None:
+            out[:] = res
+            return out
+        return res
+    if op_name not in _FALLBACK_WARNED:
+        _FALLBACK_WARNED.add(op_name)
+        import logging
+        logging.getLogger(__name__).warning(
+            "Storage type fallback detected: operator %s has no kernel for %s inputs; "
+            "computed on dense copies (the result is dense), as mxnet's fallback",
+            op_name, ", ".join(sorted({v.stype for v in sparse_in})))
+    for v in sparse_in:
+        args, kwargs = _swap(args, kwargs, v, v.tostype("default"))
+    return invoke(op_name, args, dict(kwargs, out=out) if out is not None else kwargs)
+
+
+def _keeps_zero(op_name, args, kwargs, x) -> bool:
+    """Whether the one-input operator maps 0 to 0 (run on one zero of ``x``'s dtype)."""
+    zero = ndarray_mx._like(torch.zeros((1,), dtype=ndarray_mx.torch_dtype(x),
+                                        device=x.device), x.data)
+    try:
+        at_zero = invoke(op_name, *_swap(args, kwargs, x, zero))
+    except MXNetError:
+        return False
+    if not isinstance(at_zero, torch.Tensor) or at_zero.numel() != 1:
+        return False
+    value = float(at_zero.as_subclass(torch.Tensor).reshape(-1)[0])
+    return value == 0.0
 
 
 def _is_input(x) -> bool:
@@ -324,6 +386,9 @@ def _write_out(res, out, op_name):
         if tuple(o.shape) != tuple(r.shape):
             raise MXNetError(f"{op_name}: out= has shape {tuple(o.shape)}, the result "
                              f"{tuple(r.shape)}")
+        if _is_sparse(o):           # mxnet's output storage fallback: cast into it
+            o[:] = r
+            continue
         with torch.no_grad():
             torch.Tensor.copy_(o, r)
     return out

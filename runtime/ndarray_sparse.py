@@ -231,12 +231,20 @@ class BaseSparseNDArray:
             torch.cuda.synchronize(self._data_t.device)
 
     def _assign(self, key, value):
-        """``x[:] = value``: an array of this storage type, or a dense array / numpy."""
+        """``x[:] = value``: an array of this storage type, a dense array / numpy, or (for
+        row_sparse) a number."""
         name = type(self).__name__
         if not isinstance(key, slice) or (key.start, key.stop, key.step) != (None,) * 3:
             raise ValueError(f"{name} only supports [:] for assignment")
         if isinstance(value, (int, float, np.generic)) and not isinstance(value, np.ndarray):
-            raise ValueError(f"Assigning numeric types to {name} is not implemented yet.")
+            if self.stype != "row_sparse":      # as mxnet: only row_sparse takes a number
+                raise ValueError(f"Assigning numeric types to {name} is not implemented yet.")
+            # every row stored, holding the number (0 too), as mxnet
+            dev = self._data_t.device
+            self._set_parts(torch.full(self._shape, float(value), dtype=self._data_t.dtype,
+                                       device=dev),
+                            [torch.arange(self._shape[0], dtype=K.IDX, device=dev)])
+            return
         if isinstance(value, np.ndarray):
             warnings.warn(f"Assigning non-NDArray object to {name} is not efficient",
                           RuntimeWarning)

@@ -56,3 +56,28 @@ def test_context_default_ctx_reads_the_current_context():
     with mx.cpu(1):
         with pytest.warns(DeprecationWarning):
             assert mx.Context.default_ctx == mx.cpu(1)
+
+
+@pytest.mark.parametrize("case", DOC["unary"], ids=lambda c: f"{c['stype']}:{c['op']}")
+def test_one_input_operators_keep_the_storage_where_mxnet_does(case):
+    """Those mapping 0 to 0 run on the stored values and keep the pattern (``zeros_like``
+    stores nothing); the rest compute on a dense copy (mxnet's storage fallback). They
+    were refused before (``runtime/imperative.py: _storage_fallback``)."""
+    x = mx.nd.array(DOC["A"]).tostype(case["stype"])
+    with np.errstate(all="ignore"):
+        got = getattr(mx.nd, case["op"])(x)
+    assert got.stype == case["out_stype"]
+    if case["stored"] is not None:
+        assert got.data.shape[0] == case["stored"]
+    want = np.array([[_value(v) for v in row] for row in case["values"]])
+    np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6, atol=0, equal_nan=True)
+
+
+def test_a_sparse_out_receives_a_dense_result():
+    out = mx.nd.zeros((2, 3), stype="csr")
+    got = mx.nd.broadcast_add(mx.nd.ones((2, 3)), mx.nd.ones((2, 3)) * 2, out=out)
+    assert got is out and out.stype == "csr"
+    np.testing.assert_array_equal(out.asnumpy(), np.full((2, 3), 3.0))
+    rsp = mx.nd.zeros((3, 2), stype="row_sparse")
+    rsp[:] = 2
+    assert rsp.indices.asnumpy().tolist() == [0, 1, 2] and (rsp.asnumpy() == 2).all()
