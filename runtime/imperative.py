@@ -298,6 +298,14 @@ def _storage_fallback(op_name, args, kwargs, out):
     sparse_in = [v for v in list(args) + list(kwargs.values()) if _is_sparse(v)]
     x = sparse_in[0]
     tensors_in = [v for v in list(args) + list(kwargs.values()) if _is_input(v)]
+    if opdef.name == "slice" and x.stype == "csr" and len(tensors_in) == 1 and out is None:
+        # mxnet slices a csr array into a csr array (rows, then columns)
+        attrs = dict(zip(("begin", "end", "step"), args[1:]), **kwargs)
+        return x.slice(attrs["begin"], attrs["end"], attrs.get("step"))
+    if opdef.name == "take" and x.stype == "csr" and len(sparse_in) == 1 and out is None:
+        taken = _take_csr_rows(x, args, kwargs)      # mxnet's take of csr rows is csr
+        if taken is not None:
+            return taken
     if len(tensors_in) == 1 and opdef.pattern == "elemwise" and _keeps_zero(op_name, args,
                                                                             kwargs, x):
         if op_name == "zeros_like":
@@ -320,6 +328,24 @@ def _storage_fallback(op_name, args, kwargs, out):
     for v in sparse_in:
         args, kwargs = _swap(args, kwargs, v, v.tostype("default"))
     return invoke(op_name, args, dict(kwargs, out=out) if out is not None else kwargs)
+
+
+def _take_csr_rows(x, args, kwargs):
+    """``take(csr, indices, axis=0, mode)`` as a csr array of those rows (indices
+    truncated, then clipped or wrapped into range, as the dense take), or None when the
+    call is not one (another axis, a sparse index)."""
+    attrs = dict(zip(("a", "indices", "axis", "mode"), args), **kwargs)
+    if attrs.get("a") is not x or int(attrs.get("axis", 0)) != 0 or \
+            _is_sparse(attrs.get("indices")):
+        return None
+    mode = attrs.get("mode", "clip")
+    if mode == "raise":
+        return None
+    rows = x.shape[0]
+    idx = torch.as_tensor(attrs["indices"]).reshape(-1).to(torch.float64).trunc().to(
+        torch.int64)
+    idx = idx.clamp(0, rows - 1) if mode == "clip" else torch.remainder(idx, rows)
+    return x.take_rows(idx.to(x.device))
 
 
 def _keeps_zero(op_name, args, kwargs, x) -> bool:

@@ -21,9 +21,16 @@ from . import sparse_kernels as K
 from .context import Context, current_context
 from .ndarray import (STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype,
                       torch_dtype)
+from . import ndarray_mx as _mx
 from .ndarray_mx import mx_dtype
 
 STYPES = ("default", "row_sparse", "csr")
+
+# mxnet NDArray method -> registry operator, for the sparse arrays' fluent methods
+_FLUENT = {**{n: n for n in _mx.OPERATOR_METHODS + _mx._UNARY_METHODS},
+           **{n: n for n in _mx._REDUCTIONS}, "flatten": "Flatten", "zeros_like": "zeros_like",
+           "ones_like": "ones_like", "rint": "rint", "degrees": "degrees",
+           "radians": "radians", "slice": "slice"}
 STYPE_CODES = {"default": 0, "row_sparse": 1, "csr": 2}
 
 
@@ -167,6 +174,21 @@ class BaseSparseNDArray:
 
     __hash__ = object.__hash__      # identity, as before comparisons became elementwise
 
+    # -- mxnet's fluent methods: the registry operator on this array ---------------------
+    def __getattr__(self, name):
+        """``x.abs()``, ``x.sum(axis=0)``, ``x.transpose()`` ...: NDArray's operator
+        methods, run as ``mx.nd.<op>(x, ...)`` (which keeps the storage where mxnet does
+        and falls back to dense elsewhere: ``runtime/imperative.py``)."""
+        op = _FLUENT.get(name)
+        if op is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        return lambda *args, **kwargs: _mx._invoke(op, (self,) + args, kwargs)
+
+    @property
+    def T(self):
+        """The transpose (dense, as mxnet's storage fallback gives it)."""
+        return _mx._invoke("transpose", (self,), {})
+
     # -- conversions ---------------------------------------------------------------
     def _dense(self) -> torch.Tensor:
         raise NotImplementedError
@@ -297,8 +319,22 @@ class CSRNDArray(BaseSparseNDArray):
             raise ValueError("Multi-dimension indexing is not supported")
         raise ValueError("Undefined behaviour for {}".format(key))
 
-    def slice(self, begin, end):
-        """Rows ``begin:end`` as a new CSRNDArray (negative bounds count from the end)."""
+    def slice(self, begin, end, step=None):
+        """Rows ``begin:end`` as a new CSRNDArray (negative bounds count from the end);
+        with tuples (``x.slice(begin=(2, 5), end=(4, 7))``, mxnet's ``slice`` operator),
+        the rows, then the columns, as a CSRNDArray."""
+        if isinstance(begin, (tuple, list)) or isinstance(end, (tuple, list)):
+            if step not in (None, (), [], (1,), (1, 1), (None, None)):
+                raise ValueError("CSRNDArray only supports continuous slicing")
+            b = list(begin) + [None] * (2 - len(begin))
+            e = list(end) + [None] * (2 - len(end))
+            nrow, ncol = self._shape
+            rows = self.slice(0 if b[0] is None else b[0], nrow if e[0] is None else e[0])
+            if (b[1], e[1]) in ((None, None), (0, ncol), (0, None), (None, ncol)):
+                return rows
+            cols = range(*slice(b[1], e[1]).indices(ncol))
+            dense = rows._dense()[:, cols.start:cols.stop]
+            return CSRNDArray(*_parts_of_dense(dense, "csr"), tuple(dense.shape), self._ctx)
         rows = self._shape[0]
         b = begin + rows if begin < 0 else begin
         e = end + rows if end < 0 else end

@@ -81,3 +81,36 @@ def test_a_sparse_out_receives_a_dense_result():
     rsp = mx.nd.zeros((3, 2), stype="row_sparse")
     rsp[:] = 2
     assert rsp.indices.asnumpy().tolist() == [0, 1, 2] and (rsp.asnumpy() == 2).all()
+
+
+def test_fluent_methods_run_the_operator():
+    a = np.array(DOC["A"])
+    for stype in ("csr", "row_sparse"):
+        x = mx.nd.array(a).tostype(stype)
+        assert x.abs().stype == stype and (x.abs().asnumpy() == np.abs(a)).all()
+        assert x.zeros_like().stype == stype and x.zeros_like().data.shape[0] == 0
+        np.testing.assert_allclose(x.sum(axis=0).asnumpy(), a.sum(axis=0))
+        np.testing.assert_allclose(x.norm().asnumpy(), [np.linalg.norm(a)], rtol=1e-6)
+        np.testing.assert_array_equal(x.T.asnumpy(), a.T)
+        with pytest.raises(AttributeError, match="no attribute 'no_such_method'"):
+            x.no_such_method()
+
+
+def test_slicing_a_csr_array_on_both_axes_keeps_csr():
+    a = np.array(DOC["A"])
+    x = mx.nd.array(a).tostype("csr")
+    for got in (x.slice(begin=(1, 1), end=(4, 3)), mx.nd.slice(x, begin=(1, 1), end=(4, 3))):
+        assert got.stype == "csr"
+        np.testing.assert_array_equal(got.asnumpy(), a[1:4, 1:3])
+    rows = mx.nd.crop(x, begin=(2, None), end=(4, None))
+    assert rows.stype == "csr" and (rows.asnumpy() == a[2:4]).all()
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap"])
+def test_take_of_csr_rows_is_csr(mode):
+    a = np.array(DOC["A"])
+    idx = np.array([-3.0, 0.0, 7.0, 2.7, 3.0])
+    got = mx.nd.take(mx.nd.array(a).tostype("csr"), mx.nd.array(idx), mode=mode)
+    assert got.stype == "csr" and got.indptr[0].asscalar() == 0
+    np.testing.assert_array_equal(got.asnumpy(), np.take(a, idx.astype(int), axis=0,
+                                                         mode=mode))

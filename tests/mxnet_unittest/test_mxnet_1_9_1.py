@@ -1,6 +1,6 @@
 """Runs mxnet 1.9.1's own ``tests/python/unittest/test_module.py``,
 ``test_model_parallel.py`` and the symbol, executor, attribute, type, initializer,
-kvstore, autograd and NDArray files (``MORE_FILES``) from an mxnet source checkout, unchanged,
+kvstore, autograd, NDArray and sparse NDArray files (``MORE_FILES``) from an mxnet source checkout, unchanged,
 with ``mxnet`` only aliased to ``module_api`` (``shim/``) and nose's two helpers
 (``harness/``).
 
@@ -61,6 +61,8 @@ FILES_AT_1_9_1 = {
         "bc3e4c775b9a3a7e306f6d66fd5e88effe53877a7c3147926f903142dcbfa5ca",
     "tests/python/unittest/test_ndarray.py":
         "3e86525494802b5e904f86e7c282209308253c1178ea7ef6a5e455a6e24abefb",
+    "tests/python/unittest/test_sparse_ndarray.py":
+        "37bc966ea1a27858fdcf4b5fb5cb3f4d4a9595f3399aad8d4c969903508475fd",
     # the NDArray file test_ndarray.py's test_ndarray_legacy_load reads
     "tests/python/unittest/legacy_ndarray.v0":
         "91934457a3a74d219b6164e60330e6dd8682dc2b802bb1887a7c3ea5c4ffc4c9",
@@ -68,13 +70,14 @@ FILES_AT_1_9_1 = {
 
 # the files run beside test_module.py and test_model_parallel.py
 MORE_FILES = ("test_attr.py", "test_executor.py", "test_infer_type.py", "test_init.py",
-              "test_kvstore.py", "test_symbol.py", "test_autograd.py", "test_ndarray.py")
+              "test_kvstore.py", "test_symbol.py", "test_autograd.py", "test_ndarray.py",
+              "test_sparse_ndarray.py")
 
 # how many tests each file holds at 1.9.1 (all must be collected)
 COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_executor.py": 3, "test_infer_type.py": 2, "test_init.py": 6,
           "test_kvstore.py": 10, "test_symbol.py": 24, "test_autograd.py": 16,
-          "test_ndarray.py": 63}
+          "test_ndarray.py": 63, "test_sparse_ndarray.py": 39}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
@@ -102,6 +105,12 @@ EXPECTED_FAILURES = {
                                                 "supported",
     "test_load_saved_gpu_array_when_no_gpus_are_present": "NDArray.__setstate__ of mxnet's "
                                                           "pickled handle bytes is not built",
+    # test_sparse_ndarray.py
+    "test_sparse_nd_slice": "csr slices with a step are refused (continuous rows only)",
+    "test_create_csr": "it builds scipy matrices: scipy is not a dependency",
+    "test_sparse_getnnz": "it builds scipy matrices: scipy is not a dependency",
+    "test_sparse_nd_exception": "sparse.retain takes no stray keyword to refuse",
+    "test_sparse_fc": "mx.nd.sparse.FullyConnected is not built",
 }
 
 HOW = "MXNET_SOURCE=/path/to/mxnet make test-mxnet, with the checkout at tag " + VERSION
