@@ -85,7 +85,10 @@ class BoundCustomOp:
     @contextlib.contextmanager
     def _errors(self, method):
         """An exception in the user's code is an ``MXNetError`` naming the node, as
-        mxnet's ``Error in CustomOp.forward`` is (the original is its cause)."""
+        mxnet's ``Error in CustomOp.forward`` is (the original is its cause). The user's
+        code runs with ``mx.autograd`` not recording, as mxnet runs it: its ``assign``
+        writes into the outputs, which the tape records as the Custom call's."""
+        was = autograd_tape.set_recording(False)
         try:
             yield
         except MXNetError:
@@ -94,6 +97,8 @@ class BoundCustomOp:
             raise MXNetError(f"Error in CustomOp.{method} of Custom '{self.name}' (op_type "
                              f"'{self.attrs['op_type']}', {type(self.op).__qualname__}): "
                              f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            autograd_tape.set_recording(was)
 
     @property
     def need_top_grad(self) -> bool:

@@ -163,8 +163,12 @@ class ExprLowering:
         offset = " + ".join(f"{{a{k + 1}}}" + (f" * {s}" if s != 1 else "")
                             for k, s in enumerate(strides)) or "0"
         shape = broadcast([a.shape for a in [bits] + coords], len(self.D))
-        return self.emit("ew", f"stream_uniform({{a0}}, {int(stream)}, {offset}, "
+        draw = self.emit("ew", f"stream_uniform({{a0}}, {int(stream)}, {offset}, "
                                f"out={{out}})", [bits] + coords, shape, fn="philox")
+        if self.cdt == "torch.float32":
+            return draw
+        # the draw is float32 (tl.rand's); a float64 kernel holds it in float64, exactly
+        return self.emit("cast", f"{{a0}}.to({self.cdt})", [draw], shape)
 
 
 class CpuOps:

@@ -9,10 +9,11 @@ fp32). Matmul operands stay in their storage dtype: two float16 (or bfloat16)
 operands make a tensor-core dot with an fp32 accumulator.
 
 Integer arrays (labels, indices) are stored as integers and read as the compute
-float. A kernel that writes an int32 or int64 tensor, or touches only integers, computes
-in float64, so integer sums, copies, gathers and arithmetic are exact below 2**53
-(int32's whole range), as mxnet's integer kernels are; a kernel reading integers into
-float32 results (labels, indices) reads them as float32 (exact below 2**24).
+float. A kernel that writes only integers (one of them int32 or int64), or touches only
+integers, computes in float64, so integer sums, copies, gathers and arithmetic are exact
+below 2**53 (int32's whole range), as mxnet's integer kernels are; a kernel reading
+integers into float32 results (labels, indices) reads them as float32 (exact below
+2**24).
 """
 from __future__ import annotations
 
@@ -116,13 +117,14 @@ _WIDE_INTS = ("int32", "int64")
 
 def compute_dtype(dtypes, written=()) -> str:
     """The dtype a kernel touching tensors of ``dtypes`` computes in: float64 when one of
-    them is float64, or when it writes an int32 / int64 tensor (``written``: those
-    dtypes) or touches only integers, one of them int32 / int64 (a sum, a copy, a gather
-    of int32 values above 2**24 must not round, as mxnet's integer kernels do not;
-    float64 holds integers exactly below 2**53); float32 otherwise."""
+    them is float64, or when it writes only integers, one of them int32 / int64
+    (``written``: those dtypes), or touches only integers, one of them int32 / int64 (a
+    sum, a copy, a gather of int32 values above 2**24 must not round, as mxnet's integer
+    kernels do not; float64 holds integers exactly below 2**53); float32 otherwise (a
+    kernel that also writes floats keeps their float32 arithmetic)."""
     if "float64" in dtypes:
         return "float64"
-    if any(d in _WIDE_INTS for d in written):
+    if written and all(d in INTS for d in written) and any(d in _WIDE_INTS for d in written):
         return "float64"
     if any(d in _WIDE_INTS for d in dtypes) and not any(d in FLOATS for d in dtypes):
         return "float64"
