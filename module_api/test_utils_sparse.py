@@ -125,7 +125,7 @@ def rand_sparse_ndarray(shape, stype, density=None, dtype=None, distribution=Non
         indices))`` for row_sparse, as mxnet's.
     """
     from .ndarray import sparse, zeros
-    from .test_utils import default_context
+    from .array_checks import default_context
     ctx = ctx or default_context()
     density = rnd.rand() if density is None else density
     dtype = np.float32 if dtype is None else dtype
