@@ -201,7 +201,7 @@ def dist_broadcast(group, pairs):
         idx = v._aux_t[0].cpu().clone() if group.rank == 0 else \
             torch.zeros(int(count), dtype=torch.int64)
         rows = v._data_t.cpu().clone() if group.rank == 0 else \
-            torch.zeros((int(count),) + tuple(v.shape[1:]), dtype=v.dtype)
+            torch.zeros((int(count),) + tuple(v.shape[1:]), dtype=torch_dtype(v))
         with group.collective(f"rows of row_sparse key {k!r} from rank 0"):
             dist.broadcast(idx, src=0)
             dist.broadcast(rows, src=0)
