@@ -237,12 +237,11 @@ def _invoke(opdef, op_name, args, kwargs):
         kwargs = dict(kwargs)
         out = kwargs.pop("out", None)
         kwargs.pop("name", None)
-    if opdef.sparse_form is None and \
-            any(_is_sparse(v) for v in list(args) + list((kwargs or {}).values())):
-        return _storage_fallback(op_name, args, kwargs or {}, out)
     names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
     if opdef.sparse_form is not None or \
             not all(isinstance(t, torch.Tensor) for t in tensors):
+        if opdef.sparse_form is None:       # sparse inputs to an operator without a form
+            return _storage_fallback(op_name, args, kwargs or {}, out)
         # getnnz, edge_id: an operator over a csr array's parts
         op_name, names, tensors, attrs = _sparse_form(opdef, names, tensors, attr_args, attrs)
         opdef, attr_args = REGISTRY[op_name], ()

@@ -155,11 +155,10 @@ class NDArray(torch.Tensor):
         and ``shape=`` as in mxnet; torch's own callers get torch's reshape."""
         if not _mx.mxnet_caller():
             return torch.Tensor.reshape(self, *shape, **kwargs)
-        if not kwargs and _mx.plain_shape(shape) and not _mx.records(self):
-            try:
-                return torch.Tensor.reshape(self, *shape)
-            except RuntimeError:
-                pass            # a size that does not fit: the registry's rule says why
+        plain = not kwargs and _mx.plain_shape(shape) and not _mx.records(self)
+        if plain and _mx.reshape_fits(self.numel(), shape):
+            return torch.Tensor.reshape(self, *shape)
+        # mxnet's codes, or a size that does not fit (the registry's rule names it)
         out = _mx._reshape_shape(self.shape, shape, dict(kwargs))
         if _mx.records(self):
             return _mx._invoke("Reshape", (self,), {"shape": out})
@@ -223,10 +222,11 @@ class NDArray(torch.Tensor):
             # as mxnet: the tape cannot see a write into part of an array, so a gradient
             # through it would be silently wrong (``a[...] = v`` copies)
             from compiler.errors import MXNetError
-            raise MXNetError("Inplace operations (+=, -=, x[:]=, etc) are not supported "
-                             "when recording with autograd: write a new array instead "
-                             "(mx.nd.concat, mx.nd.where), or assign outside "
-                             "autograd.record()")
+            raise MXNetError(f"Inplace operations (+=, -=, x[:]=, etc) are not supported "
+                             f"when recording with autograd: writing {key!r} of an array of "
+                             f"shape {tuple(self.shape)}; write a new array instead "
+                             f"(mx.nd.concat, mx.nd.where), or assign outside "
+                             f"autograd.record()")
         if isinstance(value, (np.ndarray, np.generic, list, tuple)):
             value = torch.as_tensor(np.asarray(value), dtype=torch_dtype(self),
                                     device=self.device)
@@ -392,15 +392,16 @@ class NDArray(torch.Tensor):
         return torch.utils.dlpack.to_dlpack(self.as_subclass(torch.Tensor))
 
     def all(self, *args, **kwargs):
-        """torch's ``all`` for torch's callers; numpy's for a program's (mxnet's NDArray
-        has no ``all``: ``np.all(array)`` calls this with ``axis`` and ``out``)."""
-        if not _mx.mxnet_caller():
+        """torch's ``all`` for torch's and this project's callers; numpy's for a program's
+        (mxnet's NDArray has no ``all``: ``np.all(array)`` calls this with ``axis`` and
+        ``out``)."""
+        if not _mx.program_caller():
             return torch.Tensor.all(self, *args, **kwargs)
         return np.all(self.asnumpy(), *args, **kwargs)
 
     def any(self, *args, **kwargs):
         """torch's ``any`` for torch's callers; numpy's for a program's, as :meth:`all`."""
-        if not _mx.mxnet_caller():
+        if not _mx.program_caller():
             return torch.Tensor.any(self, *args, **kwargs)
         return np.any(self.asnumpy(), *args, **kwargs)
 

@@ -282,6 +282,17 @@ def plain_shape(args) -> bool:
         sum(1 for d in dims if d == -1) <= 1
 
 
+def reshape_fits(numel, args) -> bool:
+    """Whether a plain shape (:func:`plain_shape`) holds ``numel`` elements."""
+    dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    known = 1
+    for d in dims:
+        known *= d if d != -1 else 1
+    if -1 in dims:
+        return known > 0 and numel % known == 0
+    return known == numel
+
+
 def _reshape_shape(in_shape, args, kwargs):
     """The output shape of mxnet's ``reshape`` (special codes 0, -1, -2, -3, -4 and
     ``reverse``), from the registry's ``Reshape`` rule."""

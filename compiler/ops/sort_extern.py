@@ -3,7 +3,7 @@
 ``sort``, ``argsort`` and ``topk`` rank each element by M x M comparisons along the
 axis (``selection.py``): fused and launch-free for class counts, but M**2 work a row.
 Above ``selection.MAX_SORT_LENGTH`` elements along the axis they decompose into
-these two entries instead, as DESIGN.md's extern launches allow for long sorts:
+these two entries instead (extern launches: ``compiler/ops/registry.py: Extern``):
 
 * ``_sort_last(data, is_ascend)``: along the last axis, the sorted values, the
   positions that sort it (float, stable: equal values keep their order, as mxnet's

@@ -72,11 +72,21 @@ def test_gradients_through_a_long_sort_and_topk(cpu_target):
     np.testing.assert_array_equal(x.grad.asnumpy(), want)
 
 
-def test_a_long_sort_in_a_graph_is_one_extern_launch():
+def test_a_long_sort_in_a_graph_is_one_extern_launch(cpu_target):
+    """In context: after a fused multiply and a transpose (a view), with a fused add
+    after it, forward and gradient, and alone as a graph head."""
     x = mx.sym.Variable("x")
-    sym = mx.sym.sort(x * 2.0, axis=1) + 1.0
+    sym = mx.sym.sort(mx.sym.transpose(x * 2.0), axis=0) + 1.0
     exe = sym.simple_bind(mx.cpu(), x=(2, LONG))
     a = np.random.RandomState(3).standard_normal((2, LONG)).astype(np.float32)
-    out = exe.forward(x=mx.nd.array(a))[0].asnumpy()
-    np.testing.assert_allclose(out, np.sort(a * 2.0, axis=1) + 1.0, rtol=0, atol=0)
+    out = exe.forward(is_train=True, x=mx.nd.array(a))[0].asnumpy()
+    np.testing.assert_allclose(out, np.sort(a.T * 2.0, axis=0) + 1.0, rtol=0, atol=0)
     assert "_sort_last" in exe.debug_str()
+    head = np.random.RandomState(4).standard_normal(out.shape).astype(np.float32)
+    exe.backward(mx.nd.array(head))
+    want = np.zeros_like(a.T)
+    np.put_along_axis(want, np.argsort(a.T, axis=0, kind="stable"), head, axis=0)
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), 2.0 * want.T, rtol=0, atol=0)
+    alone = mx.sym.argsort(x, axis=1).simple_bind(mx.cpu(), x=(2, LONG))
+    got = alone.forward(x=mx.nd.array(a))[0].asnumpy()
+    np.testing.assert_array_equal(got, np.argsort(a, axis=1, kind="stable"))
