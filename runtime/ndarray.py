@@ -130,8 +130,8 @@ class NDArray(torch.Tensor):
     __rmul__ = _mx._binary("__rmul__", torch.mul, reverse=True)
     __truediv__ = _mx._binary("__truediv__", _mx._truediv)
     __rtruediv__ = _mx._binary("__rtruediv__", _mx._truediv, reverse=True)
-    __mod__ = _mx._binary("__mod__", torch.remainder)
-    __rmod__ = _mx._binary("__rmod__", torch.remainder, reverse=True)
+    __mod__ = _mx._binary("__mod__", _mx._mod)
+    __rmod__ = _mx._binary("__rmod__", _mx._mod, reverse=True)
     __pow__ = _mx._binary("__pow__", torch.pow)
     __rpow__ = _mx._binary("__rpow__", torch.pow, reverse=True)
     # comparisons: mxnet's operators, 1/0 in the input's dtype; defining __eq__ would
@@ -147,7 +147,7 @@ class NDArray(torch.Tensor):
     __isub__ = _mx._inplace("__isub__", torch.sub)
     __imul__ = _mx._inplace("__imul__", torch.mul)
     __itruediv__ = _mx._inplace("__itruediv__", _mx._truediv)
-    __imod__ = _mx._inplace("__imod__", torch.remainder)
+    __imod__ = _mx._inplace("__imod__", _mx._mod)
 
     # -- shape methods ------------------------------------------------------------
     def reshape(self, *shape, **kwargs):

@@ -225,6 +225,16 @@ def _truediv(a, b):
     return torch.true_divide(a, b)
 
 
+def _mod(a, b):
+    """mxnet's mod: the divisor's sign (torch's remainder), and 0 where the divisor is 0
+    (torch gives NaN for floats and raises for integers)."""
+    if not isinstance(b, torch.Tensor):
+        return torch.zeros_like(a) if b == 0 else torch.remainder(a, b)
+    zero = b == 0
+    r = torch.remainder(a, torch.where(zero, torch.ones_like(b), b))
+    return torch.where(zero, torch.zeros((), dtype=r.dtype), r)
+
+
 def _like(res, like):
     """``res`` as an NDArray (the class of ``like``) on ``like``'s context."""
     if isinstance(res, torch.Tensor):

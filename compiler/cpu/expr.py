@@ -34,13 +34,20 @@ _FOLD = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, 
          "sigmoid": lambda x: 1 / (1 + math.exp(-x)), "lgamma": math.lgamma,
          "digamma": lambda x: _torch_scalar("digamma", x),
          "erfinv": lambda x: _torch_scalar("erfinv", x),
-         "logical_and": lambda a, b: bool(a and b), "logical_or": lambda a, b: bool(a or b)}
+         "logical_and": lambda a, b: bool(a and b), "logical_or": lambda a, b: bool(a or b),
+         "pow": lambda a, b: _torch_scalar2("pow", a, b)}
 
 
 def _torch_scalar(fn, x):
     """ATen's ``fn`` of one Python number, in float64 (a folded constant)."""
     import torch
     return float(getattr(torch, fn)(torch.tensor(float(x), dtype=torch.float64)))
+
+
+def _torch_scalar2(fn, a, b):
+    """ATen's ``fn`` of two Python numbers, in float64 (``math.pow(0, -1)`` raises)."""
+    import torch
+    return float(getattr(torch, fn)(torch.tensor(float(a), dtype=torch.float64), float(b)))
 
 
 def scalar(x) -> Val:
@@ -66,7 +73,7 @@ class ExprLowering:
                 (fn in ("add", "sub") and a[1].scalar == 0) or
                 (fn in ("mul", "div") and a[1].scalar == 1)):
             return a[0]
-        if fn in ("sub", "div", "fmod") and a[0].kind == "scalar":
+        if fn in ("sub", "div", "fmod", "pow") and a[0].kind == "scalar":
             a[0] = self.const(a[0].scalar)
         if fn in ("add", "sub") and all(v.kind != "scalar" for v in a):
             fused = self.add_product(fn, a[0], a[1])
@@ -215,7 +222,7 @@ def _method(kind, fn):
 for _op, _fn in {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "lt": "lt",
                  "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne",
                  "and_": "logical_and", "or_": "logical_or", "maximum": "maximum",
-                 "minimum": "minimum", "fmod": "fmod"}.items():
+                 "minimum": "minimum", "fmod": "fmod", "pow": "pow"}.items():
     setattr(CpuOps, _op, _method("ew", _fn))
 # (tan, log10, log1p, expm1, lgamma, digamma and erfinv are composites: ATen's one kernel
 # each here; gamma is left to its definition over lgamma)

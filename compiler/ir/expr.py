@@ -204,6 +204,12 @@ COMPOSITES = {
                       "dy * (1 - y * y): tanh's gradient from its output y"),
     "threshold_backward": (3, lambda dy, y, t: ops.where(y > t, dy, 0.0),
                            "dy where y > t, else 0: relu's gradient from its output"),
+    "pow": (2, lambda a, b: ops.where(ops.eq(a, 1.0) | ops.eq(b, 0.0), 1.0,
+                                      ops.exp(b * ops.log(a))),
+            "a ** b for a >= 0 (or NaN), as C's pow (1 where a == 1 or b == 0, NaN "
+            "included); callers give negative bases their signs. Written out, "
+            "exp(b log a) is off by a few ulp where |b log a| is large; a target with "
+            "a pow of its own keeps C's accuracy"),
     "tan": (1, lambda x: ops.sin(x) / ops.cos(x), "the tangent of a (radians)"),
     "log10": (1, lambda x: ops.log2(x) * 0.30102999566398120, "the base-10 logarithm of a"),
     "log1p": (1, lambda x: _log1p(x), "log(1 + a), accurate where a is tiny"),

@@ -200,4 +200,8 @@ def stream_uniform(bits: torch.Tensor, stream: int, offset, out: torch.Tensor = 
         float32 destination of the broadcast shape.
     """
     offset = torch.as_tensor(offset, dtype=torch.int64)
+    if offset.dim() == 0:
+        # a one-element source: the draw keeps the kernel's rank (``bits``'s view), so a
+        # chain of operations on it alone still writes its output view in place
+        offset = offset.expand(bits.shape)
     return uint_to_uniform_float(randint(stream_seed(bits, stream), offset), out)

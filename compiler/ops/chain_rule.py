@@ -22,6 +22,15 @@ def scaled(b, g, scale):
     return b.op("broadcast_mul", g, scale if shape == (1,) else b.op("Reshape", scale, shape=shape))
 
 
+def _in_dtype_of(b, grad, out):
+    """The gradient of an integer value in that value's dtype, as mxnet keeps it (a
+    float head gradient reaching an int32 output is truncated)."""
+    want = out.dtype
+    if want is None or is_float(want) or grad.dtype == want:
+        return grad
+    return b.op("Cast", grad, dtype=want)
+
+
 def differentiate_node(graph, b, n, contributions, scale=None):
     """Apply node ``n``'s gradient rule to the contributions reaching its outputs.
 
@@ -54,7 +63,8 @@ def differentiate_node(graph, b, n, contributions, scale=None):
     if opdef.gradient is None:
         raise MXNetError(f"operator {d['op']} '{d['name']}' has no gradient; mark its inputs "
                          f"with grad_req='null' or wrap it in BlockGrad")
-    ograds = [sum_refs(b, g) if g else b.zeros_like(o) for g, o in zip(got, outs)]
+    ograds = [_in_dtype_of(b, sum_refs(b, g), o) if g else b.zeros_like(o)
+              for g, o in zip(got, outs)]
     ins = graph.inputs(n)
     view = NodeView(d["name"], d["attrs"], [b.ref(e) for e in ins], outs, ograds,
                     [graph.shape(e) for e in ins], list(d["shapes"]))

@@ -162,12 +162,20 @@ register(OpDef(
 # -- binary arithmetic ------------------------------------------------------------
 # name -> (math(a, c), reference, gradient(b, a, c, y, dy) -> (da, dc) before reduction)
 
+def _odd_integer(c):
+    """Whether ``c`` is an odd integer (not inf: fmod(inf, 2) is NaN)."""
+    return ops.eq(ops.abs(ops.fmod(c, 2.0)), 1.0)
+
+
 def _real_power(a, c):
     """``a ** c`` as C's ``pow`` (and mxnet): a negative base with an integer exponent
-    keeps the sign of an odd one, with another exponent it is nan; ``0 ** 0`` is 1."""
-    mag = ops.exp(c * ops.log(ops.abs(a)))
-    signed = ops.where(ops.ne(ops.fmod(c, 2.0), 0.0), -mag, mag)
-    negative = ops.where(ops.eq(ops.floor(c), c), signed, float("nan"))
+    keeps the sign of an odd one, with another exponent it is nan (infinite exponents
+    count as even integers: ``(-2) ** inf`` is inf, ``(-1) ** inf`` 1); ``x ** 0`` is 1."""
+    mag = ops.pow(ops.abs(a), c)
+    signed = ops.where(_odd_integer(c), -mag, mag)
+    # -inf to a non-integer power is inf ** c, as C's pow; a finite negative base NaN
+    real = ops.eq(ops.floor(c), c) | ops.eq(a, -math.inf)
+    negative = ops.where(real, signed, float("nan"))
     return ops.where(ops.eq(c, 0.0), 1.0, ops.where(a < 0, negative, mag))
 
 
@@ -295,7 +303,7 @@ def _power_scalar_math(x, s):
         # C's pow: |x| == 1 gives 1 for any exponent; inf and -inf by |x| against 1
         if math.isnan(s):
             return ops.where(ops.eq(x, 1.0), 1.0, math.nan)
-        inf_pow = ops.exp(s * ops.log(ops.abs(x)))
+        inf_pow = ops.pow(ops.abs(x), s)
         return ops.where(ops.eq(ops.abs(x), 1.0), 1.0, inf_pow)
     if s == int(s) and 0 <= s <= 4:        # small integer powers: products, exact
         y = ops.const(1.0)
@@ -303,9 +311,10 @@ def _power_scalar_math(x, s):
             y = x if k == 0 else y * x
         return y
     if s == int(s):                         # a negative base keeps an odd power's sign
-        mag = ops.exp(s * ops.log(ops.abs(x)))
+        mag = ops.pow(ops.abs(x), s)
         return ops.where(x < 0, -mag, mag) if int(s) % 2 else mag
-    return ops.exp(s * ops.log(x))
+    # a finite negative base to a non-integer power is NaN, -inf's is inf ** s (C's pow)
+    return ops.where(ops.eq(x, -math.inf), ops.pow(ops.abs(x), s), ops.pow(x, s))
 
 
 def _log_or_nan(s):
@@ -320,12 +329,11 @@ def _rpower_scalar_math(x, s):
     to integer powers (odd ones negative), -inf's signed limits."""
     if math.isnan(s):
         return ops.where(ops.eq(x, 0.0), 1.0, math.nan)
-    mag = ops.exp(x * _log_or_nan(abs(s)))       # |s| ** x; inf and 0 bases included
+    mag = ops.pow(ops.const(abs(s)), x)           # |s| ** x; inf and 0 bases included
     if s >= 0:
         return ops.where(ops.eq(x, 0.0), 1.0, mag)
-    odd = ops.ne(ops.fmod(x, 2.0), 0.0)
     integral = ops.eq(ops.floor(x), x)
-    signed = ops.where(integral & odd, -mag, mag)
+    signed = ops.where(_odd_integer(x), -mag, mag)
     if not math.isinf(s):                        # a finite negative base: nan off integers
         signed = ops.where(integral, signed, math.nan)
     return ops.where(ops.eq(x, 0.0), 1.0, signed)

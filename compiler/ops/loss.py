@@ -176,12 +176,22 @@ def _so_label_shape(attrs, dshape):
     return tuple(dshape[:-1])
 
 
+def _so_label_shapes(attrs, dshape):
+    """The label shapes mxnet accepts: with multi_output ``(N, d2 * d3 ...)`` (the one
+    inferred), ``(N, d2, d3, ...)`` and ``(N, 1, d2, d3, ...)``; and the data's shape."""
+    want = _so_label_shape(attrs, dshape)
+    shapes = [want, tuple(dshape)]
+    if attrs["multi_output"]:
+        shapes += [(dshape[0],) + tuple(dshape[2:]), (dshape[0], 1) + tuple(dshape[2:])]
+    return want, shapes
+
+
 def _so_shape(attrs, in_shapes):
     dshape, lshape = in_shapes
     if dshape is None:
         return in_shapes, [None]
-    want = _so_label_shape(attrs, dshape)
-    if lshape is not None and tuple(lshape) not in (want, tuple(dshape)):
+    want, accepted = _so_label_shapes(attrs, dshape)
+    if lshape is not None and tuple(lshape) not in accepted:
         raise ShapeError(f"SoftmaxOutput: label shape {tuple(lshape)} does not match the "
                          f"data shape {tuple(dshape)}; expected {want}")
     return [dshape, lshape if lshape is not None else want], [dshape]

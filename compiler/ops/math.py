@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from ..ir.dtypes import is_float
 from ..ir.expr import ops
 from .elemwise import broadcast_shape, same_shape
 from .registry import Attr, OpDef, Pointwise, parse_float, parse_str, register
@@ -189,6 +190,19 @@ def _mod_ref(a, c):
     return torch.where(c == 0, torch.zeros_like(r), r)
 
 
+def _integral(ref) -> bool:
+    return ref.dtype is not None and not is_float(ref.dtype)
+
+
+def _mod_gradient(b, a, c, dy):
+    """d/da mod(a, c) = 1 and d/dc = -floor(a / c) (-inf where c = 0), as mxnet; its
+    integer mod has zero gradients (mshadow's ``mod_grad`` / ``mod_rgrad`` are 0 but
+    for floating-point types)."""
+    if _integral(a):
+        return b.zeros_like(a), b.zeros_like(c)
+    return dy, -(dy * b.floor(a / c))
+
+
 def _hypot(a, c):
     """sqrt(a^2 + c^2) without overflow or underflow on the way (C's hypot): the larger
     magnitude times sqrt(1 + ratio^2)."""
@@ -207,8 +221,7 @@ def _truth(v):
 # name -> (math(a, c), reference(a, c), gradient(b, a, c, y, dy) -> (da, dc) before any
 # sum over broadcast dims, or None for zero gradients)
 BINARY = {
-    # d/dc mod(a, c) = -floor(a / c) (as mxnet: -inf where c = 0)
-    "mod": (_mod, _mod_ref, lambda b, a, c, y, dy: (dy, -(dy * b.floor(a / c)))),
+    "mod": (_mod, _mod_ref, lambda b, a, c, y, dy: _mod_gradient(b, a, c, dy)),
     "hypot": (_hypot, torch.hypot, lambda b, a, c, y, dy: (dy * a / y, dy * c / y)),
     "logical_and": (lambda a, c: ops.where(_truth(a) & _truth(c), 1.0, 0.0),
                     lambda a, c: ((a != 0) & (c != 0)).to(a.dtype), None),
@@ -287,12 +300,15 @@ def _logical_scalar_ref(name):
 
 
 SCALAR = {
+    # integer mods have zero gradients, as mxnet's (see _mod_gradient)
     "_mod_scalar": (_mod_by, lambda x, s: _mod_ref(x, _scalar_like(x, s)),
-                    lambda b, x, y, dy, s: dy, "_ModScalar"),
+                    lambda b, x, y, dy, s: b.zeros_like(x) if _integral(x) else dy,
+                    "_ModScalar"),
     # d/dx (s mod x) = -floor(s / x)
     "_rmod_scalar": (lambda x, s: _mod(ops.const(s), x),
                      lambda x, s: _mod_ref(_scalar_like(x, s), x),
-                     lambda b, x, y, dy, s: -(dy * b.floor(b.op("_rdiv_scalar", x, scalar=s))),
+                     lambda b, x, y, dy, s: b.zeros_like(x) if _integral(x) else
+                     -(dy * b.floor(b.op("_rdiv_scalar", x, scalar=s))),
                      "_RModScalar"),
     "_hypot_scalar": (_hypot, lambda x, s: torch.hypot(x, _scalar_like(x, s)),
                       lambda b, x, y, dy, s: dy * x / y, "_HypotScalar"),
