@@ -4,8 +4,9 @@
 ``numeric_grad``, ``check_numeric_gradient``, ``check_consistency`` and
 ``check_speed`` keep mxnet 1.9.1's signatures and semantics, and draw their
 random arrays in the same order, so seeded tests see the same numbers. Import
-them from :mod:`module_api.test_utils`. Executors compute in float32: other
-dtypes raise (see test_utils).
+them from :mod:`module_api.test_utils`. As in mxnet, ``dtype`` (float16,
+float32 or float64, or ``"asnumpy"`` for each numpy array's own dtype) is the
+dtype numpy inputs are given in; NDArrays keep theirs.
 """
 from __future__ import annotations
 
@@ -16,10 +17,8 @@ import numpy as np
 import torch
 
 from compiler import symbol as _symbol
-from compiler.errors import MXNetError
 from compiler.symbol import Symbol
 from runtime.context import Context
-from runtime.ndarray import torch_dtype
 
 from . import ndarray as _nd
 from .array_checks import (as_numpy, assert_almost_equal, check_stype, default_context,
@@ -31,21 +30,25 @@ _PROJECTION = "__random_proj"
 
 # -- inputs -----------------------------------------------------------------------------
 
-def _require_float32(dtype, what):
-    """Refuse dtypes the executors cannot compute in (``"asnumpy"`` is accepted)."""
+_DTYPES = (np.float16, np.float32, np.float64)
+
+
+def _check_dtype(dtype, what):
+    """mxnet's checks take float16, float32, float64 or ``"asnumpy"``."""
     if isinstance(dtype, str) and dtype == "asnumpy":
         return
-    if np.dtype(dtype) != np.float32:
-        raise MXNetError(f"{what}: dtype={np.dtype(dtype).name} is not supported; symtriton "
-                         f"executors compute in float32 (pass dtype=np.float32, the default)")
+    assert np.dtype(dtype) in _DTYPES, (f"{what}: dtype must be one of float16, float32, "
+                                        f"float64 or 'asnumpy', got {np.dtype(dtype).name}")
 
 
-def _f32(value, ctx):
-    """A float32 NDArray of ``value`` on ``ctx`` (one already so is returned as is)."""
-    if isinstance(value, torch.Tensor) and torch_dtype(value) == torch.float32 and \
-            getattr(value, "context", None) == ctx:
+def _as_array(value, ctx, dtype=np.float32):
+    """``value`` as mxnet's checks give it to an executor: an NDArray on ``ctx`` keeps
+    its dtype; anything else becomes an NDArray in ``dtype`` (``"asnumpy"``: its own)."""
+    if isinstance(value, torch.Tensor) and getattr(value, "context", None) == ctx:
         return value
-    return _nd.array(as_numpy(value), ctx=ctx, dtype=np.float32)
+    value = as_numpy(value)
+    kind = value.dtype if isinstance(dtype, str) and dtype == "asnumpy" else dtype
+    return _nd.array(value, ctx=ctx, dtype=kind)
 
 
 def _by_name(values, names, what):
@@ -66,35 +69,37 @@ _AUX_MISMATCH = ("Symbol aux_states names and given aux_states do not match."
                  "symbol aux_names:%s, aux_states.keys:%s")
 
 
-def _named_f32(values, names, what, mismatch, ctx):
-    """``{name: float32 NDArray}`` from a list paired with ``names`` or a dict that
-    must have exactly ``names`` as keys (else ``ValueError`` with ``mismatch``)."""
+def _named_arrays(values, names, what, mismatch, ctx, dtype):
+    """``{name: NDArray}`` from a list paired with ``names`` or a dict that must have
+    exactly ``names`` as keys (else ``ValueError`` with ``mismatch``)."""
     if isinstance(values, dict) and set(values) != set(names):
         raise ValueError(mismatch % (str(set(names)), str(set(values.keys()))))
-    return {name: _f32(value, ctx) for name, value in _by_name(values, names, what).items()}
+    return {name: _as_array(value, ctx, dtype)
+            for name, value in _by_name(values, names, what).items()}
 
 
 def _parse_location(sym, location, ctx, dtype=default_dtype()):
-    """``{argument name: float32 NDArray}``, sorted by name, from a list in
-    ``list_arguments()`` order or a dict.
+    """``{argument name: NDArray}``, sorted by name, from a list in
+    ``list_arguments()`` order or a dict (numpy values in ``dtype``).
 
     Raises
     ------
     ValueError
         If a dict's keys are not exactly the symbol's arguments.
     """
-    _require_float32(dtype, "location")
-    args = _named_f32(location, sym.list_arguments(), "location", _LOCATION_MISMATCH, ctx)
+    _check_dtype(dtype, "location")
+    args = _named_arrays(location, sym.list_arguments(), "location", _LOCATION_MISMATCH, ctx,
+                         dtype)
     return dict(sorted(args.items()))
 
 
 def _parse_aux_states(sym, aux_states, ctx, dtype=default_dtype()):
-    """``{aux name: float32 NDArray}`` from a list or dict, or ``None`` for ``None``."""
-    _require_float32(dtype, "aux_states")
+    """``{aux name: NDArray}`` from a list or dict, or ``None`` for ``None``."""
+    _check_dtype(dtype, "aux_states")
     if aux_states is None:
         return None
-    return _named_f32(aux_states, sym.list_auxiliary_states(), "aux_states", _AUX_MISMATCH,
-                      ctx)
+    return _named_arrays(aux_states, sym.list_auxiliary_states(), "aux_states",
+                         _AUX_MISMATCH, ctx, dtype)
 
 
 def _numpy_values(arrays):
@@ -104,15 +109,15 @@ def _numpy_values(arrays):
     return {name: array.asnumpy() for name, array in arrays.items()}
 
 
-def _head_grads(out_grads, ctx):
-    """The head gradients for ``backward``: float32 NDArrays in a list or dict, or ``None``."""
+def _head_grads(out_grads, ctx, dtype):
+    """The head gradients for ``backward``: NDArrays in a list or dict, or ``None``."""
     if out_grads is None:
         return None
     if isinstance(out_grads, dict):
-        return {name: _f32(grad, ctx) for name, grad in out_grads.items()}
+        return {name: _as_array(grad, ctx, dtype) for name, grad in out_grads.items()}
     assert isinstance(out_grads, (list, tuple)), \
         f"out_grads must be None, a list or a dict, got {type(out_grads).__name__}"
-    return [_f32(grad, ctx) for grad in out_grads]
+    return [_as_array(grad, ctx, dtype) for grad in out_grads]
 
 
 # -- forward ----------------------------------------------------------------------------
@@ -147,7 +152,8 @@ def check_symbolic_forward(sym, location, expected, rtol=None, atol=None, aux_st
     aux_states : list or dict of np.ndarray, optional
     ctx : Context, optional
     equal_nan : bool
-    dtype : np.float32 or "asnumpy"
+    dtype : np.float16, np.float32, np.float64 or "asnumpy"
+        The dtype of the numpy values of ``location`` (``"asnumpy"``: their own).
 
     Returns
     -------
@@ -192,10 +198,11 @@ def _compare_grad(req, name, fd_or_expected, got, before, rtol, atol, names, equ
 def _central_difference(point, eps, evaluate):
     """``d sum(f) / d point`` element by element: ``(f(x + eps/2) - f(x - eps/2)) / eps``.
 
-    ``point`` (a C-ordered float32 array) is perturbed in place and restored;
+    ``point`` (a C-ordered array in the argument's dtype, as mxnet perturbs it) is
+    perturbed in place and restored;
     ``evaluate(point)`` returns the outputs at it in float64.
     """
-    grad = np.zeros(point.shape, dtype=np.float32)
+    grad = np.zeros(point.shape, dtype=point.dtype)
     flat_point, flat_grad = point.reshape(-1), grad.reshape(-1)
     unperturbed = point.copy().reshape(-1)
     for i, centre in enumerate(unperturbed):
@@ -227,17 +234,17 @@ def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_trai
     -------
     dict of str -> np.ndarray
     """
-    _require_float32(dtype, "numeric_grad")
-    for name, value in location.items():
-        executor.arg_dict[name][:] = _nd.array(value)
-    points = {name: np.array(value, order="C", dtype=np.float32)
-              for name, value in location.items()}
+    _check_dtype(dtype, "numeric_grad")
+    kind = np.float32 if isinstance(dtype, str) else dtype
+    points = {name: np.array(value, order="C", dtype=kind) for name, value in location.items()}
+    for name, point in points.items():
+        executor.arg_dict[name][:] = point
 
     def outputs_with(name):
         def evaluate(point):
-            executor.arg_dict[name][:] = _nd.array(point)
+            executor.arg_dict[name][:] = point
             for aux_name, aux_value in (aux_states or {}).items():
-                executor.aux_dict[aux_name][:] = _nd.array(aux_value)
+                executor.aux_dict[aux_name][:] = np.asarray(aux_value)
             executor.forward(is_train=use_forward_train)
             return executor.outputs[0].asnumpy().astype(np.float64)
         return evaluate
@@ -246,7 +253,7 @@ def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_trai
     for name, point in points.items():
         unperturbed = point.copy()
         grads[name] = _central_difference(point, eps, outputs_with(name))
-        executor.arg_dict[name][:] = _nd.array(unperturbed)
+        executor.arg_dict[name][:] = unperturbed
     return grads
 
 
@@ -262,7 +269,7 @@ def _grad_req_of(grad_nodes, arg_names):
                      f"grad_req, got {type(grad_nodes).__name__}")
 
 
-def _bind_projected(sym, args, aux, checked, grad_req, ctx):
+def _bind_projected(sym, args, aux, checked, grad_req, ctx, dtype):
     """Bind ``make_loss(sym * P)`` for a random projection ``P`` of ``sym``'s output.
 
     Returns the executor and the random initial gradient arrays (numpy), drawn
@@ -271,10 +278,11 @@ def _bind_projected(sym, args, aux, checked, grad_req, ctx):
     _, out_shapes, _ = sym.infer_shape(**{name: value.shape for name, value in args.items()})
     loss = _symbol.make_loss(sym * _symbol.Variable(_PROJECTION))
     args = dict(args)
-    args[_PROJECTION] = _nd.array(np.random.rand(*out_shapes[0]) + 0.1, ctx=ctx)
+    args[_PROJECTION] = _nd.array(np.random.rand(*out_shapes[0]) + 0.1, ctx=ctx, dtype=dtype)
     initial = {name: np.random.normal(0, 0.01, size=args[name].shape) for name in checked}
     initial[_PROJECTION] = np.random.normal(0, 0.01, size=out_shapes[0])
-    grad_arrays = {name: _nd.array(value, ctx=ctx) for name, value in initial.items()}
+    grad_arrays = {name: _nd.array(value, ctx=ctx, dtype=dtype)
+                   for name, value in initial.items()}
     executor = loss.bind(ctx, grad_req=grad_req, args=args, args_grad=grad_arrays,
                          aux_states=aux)
     if len(executor.arg_arrays) != len(args):
@@ -301,9 +309,10 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
         The value of every argument (list in ``list_arguments`` order).
     aux_states : list or dict of np.ndarray, optional
     numeric_eps : float, optional
-        Finite-difference step (float32 default ``2**-9``).
+        Finite-difference step (default by the output's dtype: ``2**-6`` for
+        float16, ``2**-9`` for float32, ``2**-14`` for float64).
     rtol, atol : float, optional
-        Tolerances (``None``: float32 defaults).
+        Tolerances (``None``: the defaults of the dtypes compared).
     grad_nodes : None, list or dict, optional
         The arguments to check (all by default); a dict gives each one's
         ``grad_req`` (``write``, ``add`` or ``null``).
@@ -312,31 +321,34 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     ctx : Context, optional
     grad_stype_dict : dict, optional
         Only ``'default'`` storage is supported.
-    dtype : np.float32
-        The only supported dtype (module docstring).
+    dtype : np.float16, np.float32 or np.float64
+        The dtype of the numpy values of ``location``, of the projection and of
+        the gradient arrays; the finite differences perturb values in it.
 
     Raises
     ------
     AssertionError
         Naming ``NUMERICAL_<arg>`` / ``BACKWARD_<arg>`` where they differ.
     """
-    _require_float32(dtype, "check_numeric_gradient")
+    assert not isinstance(dtype, str) and np.dtype(dtype) in _DTYPES, \
+        f"check_numeric_gradient: dtype must be float16, float32 or float64, got {dtype}"
     for name, stype in (grad_stype_dict or {}).items():
         check_stype(stype, f"check_numeric_gradient grad_stype_dict['{name}']")
     ctx = ctx or default_context()
-    args = _parse_location(sym, location, ctx)
-    aux = _parse_aux_states(sym, aux_states, ctx)
+    args = _parse_location(sym, location, ctx, dtype)
+    aux = _parse_aux_states(sym, aux_states, ctx, dtype)
     args_np, aux_np = _numpy_values(args), _numpy_values(aux)
     checked, grad_req = _grad_req_of(grad_nodes, sym.list_arguments())
-    executor, initial = _bind_projected(sym, args, aux, checked, grad_req, ctx)
+    executor, initial = _bind_projected(sym, args, aux, checked, grad_req, ctx, dtype)
     executor.forward(is_train=True)
     eps = get_tolerance(executor.outputs[0], numeric_eps, default_numeric_eps())
-    assert eps >= 1e-5, f"numeric_eps={eps} is too small for float32 finite differences " \
-                        f"(use 1e-5 or more)"
+    if np.dtype(dtype) == np.float32:
+        assert eps >= 1e-5, f"numeric_eps={eps} is too small for float32 finite " \
+                            f"differences (use 1e-5 or more)"
     executor.backward()
     backward = {name: as_numpy(grad) for name, grad in executor.grad_dict.items()}
     numeric = numeric_grad(executor, args_np, aux_np, eps=eps,
-                           use_forward_train=use_forward_train)
+                           use_forward_train=use_forward_train, dtype=dtype)
     for name in checked:
         _compare_grad(grad_req[name], name, numeric[name], backward.get(name, initial[name]),
                       initial[name], rtol, atol, ("NUMERICAL_%s" % name, "BACKWARD_%s" % name))
@@ -372,6 +384,9 @@ def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=
         or ``null`` (the gradient array must be left unchanged).
     grad_stypes : dict, optional
         Only ``'default'`` storage is supported.
+    dtype : np.float16, np.float32, np.float64 or "asnumpy"
+        The dtype of the numpy values of ``location`` and ``out_grads``; each
+        gradient array has its argument's dtype.
 
     Returns
     -------
@@ -387,16 +402,19 @@ def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=
     expected = _by_name(expected, arg_names, "expected")
     # random initial gradients (drawn by sorted name), so 'add' and 'null' are seen
     initial = {name: np.random.normal(size=np.shape(expected[name])) for name in sorted(expected)}
-    grad_arrays = {name: _nd.array(value, ctx=ctx) for name, value in initial.items()}
+    # each gradient array in its argument's dtype
+    grad_arrays = {name: _nd.array(value, ctx=ctx, dtype=args[name].dtype)
+                   for name, value in initial.items()}
     reqs = _backward_reqs(grad_req, arg_names, grad_arrays)
     executor = sym.bind(ctx=ctx, args=args, args_grad=grad_arrays, aux_states=aux,
                         grad_req=reqs)
     executor.forward(is_train=True)
-    executor.backward(_head_grads(out_grads, ctx))
+    executor.backward(_head_grads(out_grads, ctx, dtype))
     grads = {name: executor.grad_dict.get(name, grad_arrays[name]) for name in grad_arrays}
     for name, want in expected.items():
-        _compare_grad(reqs[name], name, want, grads[name], initial[name].astype(np.float32),
-                      rtol, atol, ("EXPECTED_%s" % name, "BACKWARD_%s" % name), equal_nan)
+        before = initial[name].astype(grad_arrays[name].dtype)
+        _compare_grad(reqs[name], name, want, grads[name], before, rtol, atol,
+                      ("EXPECTED_%s" % name, "BACKWARD_%s" % name), equal_nan)
     return grads
 
 
@@ -408,11 +426,6 @@ def _bind_spec(entry, index, arg_params):
         shapes = {name: np.shape(value) for name, value in (arg_params or {}).items()}
         entry = dict(ctx=entry, **shapes)
     spec = dict(entry)
-    for name, kind in (spec.pop("type_dict", None) or {}).items():
-        if np.dtype(kind) != np.float32:
-            raise MXNetError(f"check_consistency: ctx_list[{index}] asks for {name} in "
-                             f"{np.dtype(kind).name}; symtriton executors compute in float32 "
-                             f"only, so give float32 entries (or none)")
     spec.pop("stype_dict", None)
     return spec
 
@@ -447,13 +460,13 @@ def _random_params(executor, arg_params, scale, use_uniform, rand_type):
 
 
 def _load_params(executor, arg_params, aux_params, grad_req):
-    """Copy the parameters into ``executor``; zero its gradients for ``grad_req='add'``."""
-    ctx = executor._ctx
+    """Copy the parameters into ``executor``, each cast to its array's dtype; zero its
+    gradients for ``grad_req='add'``."""
     for name, array in executor.arg_dict.items():
-        array[:] = _f32(arg_params[name], ctx)
+        array[:] = as_numpy(arg_params[name])
     for name, array in executor.aux_dict.items():
         value = aux_params[name]
-        array[:] = float(value) if np.ndim(value) == 0 else _f32(value, ctx)
+        array[:] = float(value) if np.ndim(value) == 0 else as_numpy(value)
     if grad_req == "add":
         for grad in executor.grad_arrays:
             if grad is not None:
@@ -486,6 +499,17 @@ def _consistency_comparer(gt, ref_index, rtol, atol, equal_nan, raise_on_err):
     return compare
 
 
+def _least_precise_heads(executors):
+    """The head gradients every executor gets, as mxnet gives them: the first
+    executor's outputs, each rounded to the narrowest dtype any executor has there."""
+    heads = []
+    for k, out in enumerate(executors[0].outputs):
+        narrow = min((ex.outputs[k].dtype for ex in executors),
+                     key=lambda dt: np.dtype(dt).itemsize)
+        heads.append(out.asnumpy().astype(narrow))
+    return heads
+
+
 def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=None,
                       aux_params=None, rtol=None, atol=None, raise_on_err=True,
                       ground_truth=None, equal_nan=False, use_uniform=False,
@@ -498,9 +522,13 @@ def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=Non
         One symbol for all, or one per context.
     ctx_list : list
         mxnet's form, dicts ``{'ctx': mx.cpu(0), 'data': (2, 3), 'type_dict':
-        {'data': np.float32}}`` passed to ``simple_bind``; or plain Contexts
+        {'data': np.float16}}`` passed to ``simple_bind``; or plain Contexts
         (``[mx.cpu(0), mx.cpu(1)]``), whose shapes then come from
-        ``arg_params`` (which must then give every argument).
+        ``arg_params`` (which must then give every argument). The executor
+        whose first output has the widest dtype is the reference; every
+        executor's backward gets the first one's outputs, rounded to the
+        narrowest dtype among them, as head gradients; comparisons take the
+        tolerance of the less precise dtype of each pair (mxnet's defaults).
     scale : float
         Standard deviation (or, with ``use_uniform``, the half-range / 0.92)
         of the random arguments not in ``arg_params``.
@@ -513,7 +541,7 @@ def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=Non
     raise_on_err : bool
         Raise on the first mismatch (else print it).
     ground_truth : dict, optional
-        Output and gradient values to compare with instead of the first
+        Output and gradient values to compare with instead of the reference
         executor's.
 
     Returns
@@ -532,7 +560,8 @@ def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=Non
         aux_params.setdefault(name, 0)
     for executor in executors:
         _load_params(executor, arg_params, aux_params, grad_req)
-    ref_index = 0               # every executor computes in float32: the first is the reference
+    # the reference: the first executor whose first output has the widest dtype
+    ref_index = int(np.argmax([np.dtype(ex.outputs[0].dtype).itemsize for ex in executors]))
     gt = ground_truth
     if gt is None:
         gt = dict(executors[ref_index].output_dict)
@@ -552,9 +581,10 @@ def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=Non
 
     for executor in executors:
         executor.forward(is_train=True)
-    head = [out.asnumpy() for out in executors[0].outputs]
+    heads = _least_precise_heads(executors)
     for executor in executors:
-        executor.backward([_nd.array(grad, ctx=executor._ctx) for grad in head])
+        executor.backward([_nd.array(grad, ctx=executor._ctx, dtype=out.dtype)
+                           for grad, out in zip(heads, executor.outputs)])
     for index, executor in enumerate(executors):
         if index == ref_index:
             continue
@@ -589,7 +619,7 @@ def check_speed(sym, location=None, ctx=None, N=20, grad_req=None, typ="whole", 
         location = {name: np.random.normal(size=array.shape, scale=1.0)
                     for name, array in executor.arg_dict.items()}
     for name, value in location.items():
-        executor.arg_dict[name][:] = _f32(value, ctx)
+        executor.arg_dict[name][:] = as_numpy(value)
     if typ not in ("whole", "forward"):
         raise ValueError('typ can only be "whole" or "forward".' + f" Got {typ!r}.")
 

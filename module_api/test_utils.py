@@ -13,14 +13,11 @@ local files only, see ``module_api/datasets.py``). Signatures, default
 tolerances (per dtype) and error messages follow mxnet 1.9.1. Arrays may be
 NDArrays, torch tensors, numpy arrays or numbers.
 
-Differences from mxnet, each an error that says so:
-
-* Storage types other than ``'default'`` (``csr``, ``row_sparse``) do not
-  exist here: ``rand_ndarray(..., stype='csr')`` raises.
-* Executors compute in float32. The symbolic checks take ``dtype=np.float32``
-  (the default) or ``"asnumpy"`` (float inputs are then given in float32);
-  float16 / float64 raise, as does a ``type_dict`` entry other than float32
-  in ``check_consistency``.
+The symbolic checks take mxnet's ``dtype`` (float16, float32, float64 or
+``"asnumpy"``) and ``check_consistency`` its ``type_dict`` entries: executors
+compute in the dtypes they are bound with. Sparse arrays (``stype='csr'`` /
+``'row_sparse'``) come from ``module_api/test_utils_sparse.py``; the symbolic
+checks take only ``'default'`` gradient storage, and say so.
 """
 from __future__ import annotations
 
