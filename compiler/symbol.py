@@ -914,20 +914,56 @@ def load(fname):
     return Symbol(*_entries_from_file(fname))
 
 
+def _named_inputs(opdef, kwargs):
+    """The operator's input names for these attributes (``[]`` for a variadic one, or
+    where the attributes do not parse: the call's own checks then say why)."""
+    if not callable(opdef.arguments):
+        return list(opdef.arguments)
+    if opdef.variadic:
+        return []
+    raw = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol)}
+    try:
+        return opdef.list_arguments(opdef.parse_attrs(raw, opdef.name))
+    except Exception:   # noqa: BLE001  (any parse error is reported by _create)
+        return []
+
+
+def _positional_inputs(op_name, lead, inputs, kwargs):
+    """The Symbols given by position before the first None; those after it move into
+    ``kwargs`` under their input's name."""
+    if None not in lead:
+        return lead
+    first = lead.index(None)
+    for k in range(first, len(lead)):
+        if lead[k] is not None:
+            if k >= len(inputs):
+                raise MXNetError(f"{op_name}: input {k} is a Symbol, but with these "
+                                 f"attributes the operator takes only {inputs}")
+            if inputs[k] in kwargs:
+                raise MXNetError(f"{op_name}: input '{inputs[k]}' given twice")
+            kwargs[inputs[k]] = lead[k]
+    return lead[:first]
+
+
 def _make_op_function(op_name, hint=None):
     opdef = REGISTRY[op_name]
 
     def fn(*args, **kwargs):
         name = kwargs.pop("name", None)
         attr = kwargs.pop("attr", None)
+        inputs = _named_inputs(opdef, kwargs)
         nsym = 0
-        while nsym < len(args) and isinstance(args[nsym], Symbol):
+        # a positional None is an input left out, as in mxnet's generated signatures
+        # (``Convolution(x, w, None, no_bias=True)``: an operator whose inputs depend
+        # on its attributes takes Nones for the optional ones it then lacks)
+        optional = callable(opdef.arguments) and not opdef.variadic
+        while nsym < len(args) and (isinstance(args[nsym], Symbol) or (
+                args[nsym] is None and (nsym < len(inputs) or optional))):
             nsym += 1
-        syms, rest = list(args[:nsym]), args[nsym:]
+        syms, rest = _positional_inputs(op_name, list(args[:nsym]), inputs, kwargs), args[nsym:]
         if rest:
             # mxnet's generated signatures: the inputs, then the attributes in order
             # (``x.reshape((0, -1))``, ``sum(x, 1)``).
-            inputs = [] if callable(opdef.arguments) else list(opdef.arguments)
             slots = inputs[nsym:] + [a.name for a in opdef.attrs]
             if opdef.variadic or callable(opdef.arguments) or len(rest) > len(slots) or \
                     any(isinstance(a, Symbol) for a in rest) or \

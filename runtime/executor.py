@@ -145,6 +145,7 @@ class Executor:
             self._stypes["rows"], self._grad_req)
         self._train_prog = None
         self._infer_prog = None
+        self._eval_grad_prog = None     # inference computation with its backward
         self._buffers = {}
         self._bound = {}            # (id(program), phase) -> launches bound to our arrays
         self._bwd_marks = None      # set_backward_marks: (marks, bound list, marked list)
@@ -337,6 +338,13 @@ class Executor:
                 prog = self._train_prog
         else:
             prog = self._train_prog if is_train else self._infer_prog
+        self._run_forward(prog, is_train)
+        if self._monitor is not None:
+            for name, arr in zip(self._symbol.list_outputs(), self.outputs):
+                self._monitor(name, arr)
+        return self.outputs
+
+    def _run_forward(self, prog, is_train):
         self._set_seed(prog)
         if self._shadows:
             self._shadows.before_forward()
@@ -348,10 +356,33 @@ class Executor:
             run_bound(self._launches(prog, "fwd"))
         self._last_prog = prog
         self._last_train = bool(is_train)
-        if self._monitor is not None:
-            for name, arr in zip(self._symbol.list_outputs(), self.outputs):
-                self._monitor(name, arr)
-        return self.outputs
+
+    def _backward_program(self):
+        """The Program whose backward runs, and whether its forward must run first.
+
+        After a training forward, the training Program. Otherwise mxnet still
+        differentiates what the last forward computed: for a graph whose modes
+        compute the same (no Dropout, BatchNorm, ...) the training Program, its
+        forward run first when none has run; after ``forward(is_train=False)`` of
+        one whose modes differ, a Program of the inference computation with its
+        backward (compiled on first use), whose forward reruns in inference mode
+        (no random draws, no moving-statistics update) to give its backward what it
+        reads.
+        """
+        last = getattr(self, "_last_prog", None)
+        if last is self._train_prog or (last is not None and last is self._eval_grad_prog):
+            return last, False
+        if not is_mode_dependent(self._symbol):
+            return self._train_prog, last is None
+        if last is None:
+            raise MXNetError("backward() needs a forward first: this graph computes "
+                             "differently in training and inference (Dropout, "
+                             "BatchNorm, ...), so call forward(is_train=True) or "
+                             "forward(is_train=False) before backward()")
+        if self._eval_grad_prog is None:
+            self._eval_grad_prog = self._compile_prog(True, False,
+                                                      loss_scale=self._loss_scaling)
+        return self._eval_grad_prog, True
 
     def _set_seed(self, prog):
         """A new seed for the random kernels of ``prog`` (Dropout's masks are drawn
@@ -369,14 +400,17 @@ class Executor:
         ----------
         out_grads : NDArray or list of NDArray, optional
             Gradients of the outputs that are not loss operators.
+        is_train : bool
+            mxnet's flag; accepted. The gradient is that of the last forward's
+            computation: after ``forward(is_train=False)`` of a graph with Dropout
+            or BatchNorm, the inference computation's (see
+            :meth:`_backward_program`).
         """
         if not self._for_training:
             return
-        # mxnet allows backward() after forward(is_train=False) too; here that holds
-        # where both modes run the same Program (no Dropout / BatchNorm).
-        if getattr(self, "_last_prog", None) is not self._train_prog:
-            raise MXNetError("backward() needs a forward(is_train=True) first")
-        prog = self._train_prog
+        prog, rerun = self._backward_program()
+        if rerun:
+            self._run_forward(prog, False)
         self._buffers_for(prog)
         heads = self._head_grads[id(prog)]
         if out_grads is not None and not isinstance(out_grads, (list, tuple)):
@@ -533,6 +567,7 @@ class Executor:
             for key in [k for k in self._bound if k[0] == id(old)]:
                 del self._bound[key]
             self._last_prog = None          # the next backward needs a new forward
+            self._eval_grad_prog = None     # recompiled with the scale when asked for
         self._loss_scale.fill_(value)
 
     def set_monitor_callback(self, callback, monitor_all=False):

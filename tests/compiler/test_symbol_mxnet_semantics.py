@@ -122,3 +122,21 @@ def test_infer_shape_partial_gives_mxnets_partial_answers():
     assert fc.infer_shape_partial() == ([(0, 3), (5, 3), (5,), (0, 5)], [(0, 5)], [])
     assert mx.sym.Concat(a, b, dim=1).infer_shape_partial(b=(4, 2)) == (
         [(4, 3), (4, 2)], [(4, 5)], [])
+
+
+def test_a_positional_none_is_an_input_left_out():
+    """mxnet's generated signatures take None for an input left out (its arguments as
+    mxnet 1.9.1 lists them), and a None past the inputs is an attribute's."""
+    x, w, b = mx.sym.var("x"), mx.sym.var("w"), mx.sym.var("b")
+    conv = mx.sym.Convolution(x, w, None, num_filter=2, kernel=(3, 3), no_bias=True)
+    assert conv.list_arguments() == ["x", "w"]
+    conv = mx.sym.Convolution(x, None, b, num_filter=2, kernel=(3, 3), name="cv")
+    assert conv.list_arguments() == ["x", "cv_weight", "b"]
+    resize = mx.sym.contrib.BilinearResize2D(x, None, scale_height=2., scale_width=2.)
+    assert resize.list_arguments() == ["x"]
+    assert resize.infer_shape(x=(1, 1, 2, 2))[1] == [(1, 1, 4, 4)]
+    fc = mx.sym.FullyConnected(x, None, None, num_hidden=3, no_bias=True, name="f")
+    assert fc.list_arguments() == ["x", "f_weight"]
+    assert mx.sym.sum(x, None).infer_shape(x=(2, 3))[1] == [(1,)]
+    with pytest.raises(mx.MXNetError, match="takes only"):
+        mx.sym.Convolution(x, w, None, b, num_filter=2, kernel=(3, 3), no_bias=True)
