@@ -10,7 +10,8 @@ targets (mxnet's values: ``tests/fixtures/make_operator_edge_fixtures.py``):
   accuracy (one ATen ``pow``: ``exp(b log a)`` was off by up to 5 ulp, enough to fail
   mxnet's finite-difference check of ``2 ** x``);
 * SoftmaxOutput with ``multi_output`` takes mxnet's three label shapes;
-* ``sample_normal`` with one-element parameters ran its draws 0-d and failed.
+* ``sample_normal`` with one-element parameters ran its draws 0-d and failed;
+* ``norm`` refused more than two axes; mxnet reduces over all of them.
 """
 import json
 import os
@@ -154,3 +155,19 @@ def test_sample_normal_with_one_element_parameters(cpu_target):
     a = mx.nd.random.normal(3, 1, shape=(1,))
     b = mx.nd.random.uniform(0, 1, shape=(1, 1))
     assert a.shape == (1,) and b.shape == (1, 1) and 0 <= float(b.asscalar()) < 1
+
+
+def test_norm_over_three_axes(cpu_target):
+    want = MX["norm"]
+    x = mx.nd.array(np.arange(60).reshape(3, 4, 5) / 10.0 - 2.0)
+    x.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.norm(x, axis=(0, 1, 2))
+    y.backward()
+    np.testing.assert_allclose(y.asnumpy(), want["l2_all3"], rtol=1e-6)
+    np.testing.assert_allclose(x.grad.asnumpy().ravel(), want["l2_all3_grad"], rtol=1e-5)
+    np.testing.assert_allclose(mx.nd.norm(x, ord=1, axis=(0, 1, 2)).asnumpy(), want["l1_all3"],
+                               rtol=1e-6)
+    got = mx.nd.norm(x, axis=(0, 2), keepdims=True)
+    assert got.shape == (1, 4, 1)
+    np.testing.assert_allclose(got.asnumpy().ravel(), want["l2_02_keep"], rtol=1e-6)
