@@ -29,6 +29,8 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
     args : list or dict of NDArray
         In ``list_arguments`` order, or by name.
     args_grad : list or dict of NDArray, optional
+        Where the gradients go. As in mxnet, an argument given no gradient array
+        gets no gradient, so without ``args_grad`` nothing is differentiated.
     grad_req : str, list or dict
         ``write``, ``add`` or ``null`` per argument.
     aux_states : list or dict of NDArray, optional
@@ -43,6 +45,14 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None,
         A :class:`PartitionedExecutor` when ``group2ctx`` places the nodes on more than
         one context.
     """
+    if args_grad is None:
+        grad_req = "null"
+    return _bind(symbol, ctx, args, args_grad, grad_req, aux_states, shared_exec, group2ctx)
+
+
+def _bind(symbol, ctx, args, args_grad, grad_req, aux_states, shared_exec, group2ctx):
+    """:func:`bind`, with ``args_grad=None`` meaning arrays allocated for every
+    gradient ``grad_req`` asks for (``simple_bind``'s)."""
     ctx = ctx if isinstance(ctx, Context) else current_context()
     spans = bool(group2ctx) and spans_contexts(symbol, ctx, args, aux_states, group2ctx)
     cls = PartitionedExecutor if spans or custom_nodes(symbol) else Executor
@@ -74,7 +84,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, shared_exec=None,
     ctx = ctx if isinstance(ctx, Context) else current_context()
     with chosen_count():
         args, aux = allocate_arrays(symbol, ctx, type_dict, shapes, group2ctx)
-        return bind(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
+        return _bind(symbol, ctx, args, None, grad_req, aux, shared_exec, group2ctx)
 
 
 register_runtime(bind, simple_bind, current_context)

@@ -23,6 +23,19 @@ def test_bind_with_given_arrays_and_eval():
     assert exe.outputs[0].asnumpy().shape == (3, 4)
 
 
+def test_bind_without_args_grad_differentiates_nothing():
+    """mxnet's bind: an argument given no gradient array gets none, so a graph with an
+    operator that has no gradient (all_finite) binds; simple_bind allocates them."""
+    a = sym.Variable("a")
+    exe = sym.all_finite(a).bind(cpu(), {"a": torch.tensor([[float("inf"), 0.0]])})
+    assert exe.grad_dict == {} and float(exe.forward()[0][0]) == 0.0
+    exe = (a * 2).bind(cpu(), {"a": torch.ones(2)}, grad_req="write")
+    assert exe.grad_dict == {}
+    exe.forward(is_train=True)
+    exe.backward(out_grads=torch.ones(2))          # nothing to write: no error
+    assert set((a * 2).simple_bind(cpu(), a=(2,)).grad_dict) == {"a"}
+
+
 def test_backward_without_out_grads_on_non_loss_head_is_an_error():
     x = sym.Variable("x")
     exe = (x * 2.0).simple_bind(cpu(), x=(2, 2))
