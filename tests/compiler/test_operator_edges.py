@@ -11,7 +11,8 @@ targets (mxnet's values: ``tests/fixtures/make_operator_edge_fixtures.py``):
   mxnet's finite-difference check of ``2 ** x``);
 * SoftmaxOutput with ``multi_output`` takes mxnet's three label shapes;
 * ``sample_normal`` with one-element parameters ran its draws 0-d and failed;
-* ``norm`` refused more than two axes; mxnet reduces over all of them.
+* ``norm`` refused more than two axes; mxnet reduces over all of them;
+* ``BatchNorm_v1`` (mxnet's legacy operator) did not exist.
 """
 import json
 import os
@@ -171,3 +172,24 @@ def test_norm_over_three_axes(cpu_target):
     got = mx.nd.norm(x, axis=(0, 2), keepdims=True)
     assert got.shape == (1, 4, 1)
     np.testing.assert_allclose(got.asnumpy().ravel(), want["l2_02_keep"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_batchnorm_v1_is_mxnets(cpu_target, case):
+    want = MX["batchnorm_v1"]["cases"][case]
+    x = np.array(MX["batchnorm_v1"]["x"], np.float32).reshape(2, 3, 2, 2)
+    e = mx.sym.BatchNorm_v1(mx.sym.Variable("data"), name="bn", **want["attrs"]).simple_bind(
+        mx.cpu(), data=x.shape)
+    e.arg_dict["data"][:] = x
+    e.arg_dict["bn_gamma"][:] = 2
+    e.arg_dict["bn_beta"][:] = 0.5
+    e.aux_dict["bn_moving_var"][:] = 2
+    e.aux_dict["bn_moving_mean"][:] = 0.3
+    e.forward(is_train=True)
+    e.backward(mx.nd.array(np.arange(24).reshape(x.shape)))
+    np.testing.assert_allclose(e.outputs[0].asnumpy().ravel(), want["out"], rtol=1e-5)
+    for name, g in want["grads"].items():
+        np.testing.assert_allclose(e.grad_dict[name].asnumpy().ravel(), g, rtol=1e-4, atol=1e-4,
+                                   err_msg=name)
+    np.testing.assert_allclose(e.aux_dict["bn_moving_var"].asnumpy(), want["moving_var"],
+                               rtol=1e-6)
