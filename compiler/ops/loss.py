@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.dtypes import is_float
 from ..ir.expr import ops
 from .registry import (Attr, Decompose, OpDef, ShapeError, Special, choice, merge_shape,
                        normalize_axis, parse_bool, parse_float, parse_int,
@@ -32,15 +33,54 @@ def _temperature(attrs):
 
 
 def _softmax_shape(attrs, in_shapes):
+    """With ``use_length`` (softmax only) the lengths have the data's shape without
+    ``axis``."""
+    x = in_shapes[0]
+    if x is None:
+        return in_shapes, [None]
+    ax = normalize_axis(attrs["axis"], len(x), "softmax")
+    if not attrs["use_length"]:
+        return in_shapes, [x]
+    lengths = tuple(x[:ax]) + tuple(x[ax + 1:])
+    return [x, merge_shape(in_shapes[1], lengths, "softmax length")], [x]
+
+
+def _log_softmax_shape(attrs, in_shapes):
     if attrs["use_length"]:
-        raise ShapeError("softmax: use_length=True is not supported")
-    if in_shapes[0] is not None:
-        normalize_axis(attrs["axis"], len(in_shapes[0]), "softmax")
-    return in_shapes, [in_shapes[0]]
+        raise ShapeError("log_softmax takes no length (mxnet 1.9.1's has no length input); "
+                         "use softmax(data, length, use_length=True)")
+    return _softmax_shape(attrs, in_shapes)
 
 
 def _softmax_type(attrs, in_types):
-    return in_types, [attrs["dtype"] or in_types[0]]
+    if not attrs["use_length"]:
+        return in_types, [attrs["dtype"] or in_types[0]]
+    lengths = in_types[1] or "int32"
+    if is_float(lengths):
+        raise ShapeError(f"softmax: the lengths must be an integer array, got {lengths} "
+                         f"(mxnet: 'This operation only support integer types')")
+    return [in_types[0], lengths], [attrs["dtype"] or in_types[0]]
+
+
+def _length_mask(b, x, lengths, ax, shape):
+    """1 where a position along ``ax`` is below its row's length, else 0 (data's shape)."""
+    bshape = tuple(shape[i] if i == ax else 1 for i in range(len(shape)))
+    positions = _reshape(b, b.op("_contrib_arange_like", x, axis=ax), bshape)
+    lengths = b.op("expand_dims", b.op("Cast", lengths, dtype="float32"), axis=ax)
+    return b.op("broadcast_lesser", positions, lengths)
+
+
+def _softmax_with_length(b, x, lengths, ax, shape):
+    """softmax over the first ``length`` positions of each row, 0 past them (a row of
+    length 0 is all 0, as mxnet's)."""
+    mask = _length_mask(b, x, lengths, ax, shape)
+    low = b.op("_mul_scalar", b.op("ones_like", x), scalar=float("-inf"))
+    top = b.op("max", b.op("where", mask, x, low), axis=ax, keepdims=True)
+    zeros = b.op("zeros_like", x)
+    e = b.op("where", mask, b.op("exp", b.op("where", mask, b.op("broadcast_sub", x, top),
+                                                    zeros)), zeros)
+    total = b.op("_maximum_scalar", b.op("sum", e, axis=ax, keepdims=True), scalar=1.0)
+    return b.op("broadcast_div", e, total)      # a nonempty row's total is 1 or more
 
 
 def _softmax_build(log):
@@ -48,6 +88,10 @@ def _softmax_build(log):
         x, ax, t = n.inputs[0], n.attrs["axis"], _temperature(n.attrs)
         if t != 1.0:
             x = b.op("_div_scalar", x, scalar=t)
+        if n.attrs["use_length"]:
+            shape = n.in_shapes[0]
+            return [_softmax_with_length(b, x, n.inputs[1],
+                                         normalize_axis(ax, len(shape), "softmax"), shape)]
         xs = x - b.op("max", x, axis=ax, keepdims=True)
         if log:
             e = b.op("exp", xs)
@@ -61,16 +105,23 @@ def _softmax_ref(log):
     def ref(attrs, ins, is_train):
         x = ins[0] / _temperature(attrs)
         f = torch.log_softmax if log else torch.softmax
-        return [f(x, dim=attrs["axis"])]
+        if not attrs["use_length"]:
+            return [f(x, dim=attrs["axis"])]
+        ax = attrs["axis"] % x.dim()
+        pos = torch.arange(x.shape[ax]).reshape([-1 if i == ax else 1 for i in range(x.dim())])
+        mask = pos < ins[1].unsqueeze(ax)
+        y = torch.softmax(x.masked_fill(~mask, float("-inf")), dim=ax)
+        return [torch.where(mask, y, torch.zeros((), dtype=y.dtype))]
     return ref
 
 
 def _softmax_gradient(b, n):
     """dx = y * (dy - sum(dy * y, axis)) / T."""
     y, dy, ax = n.outputs[0], n.ograds[0], n.attrs["axis"]
-    g = y * (dy - b.op("sum", dy * y, axis=ax, keepdims=True))
+    g = y * (dy - b.op("sum", dy * y, axis=ax, keepdims=True))     # 0 past a row's length
     t = _temperature(n.attrs)
-    return [g if t == 1.0 else b.op("_div_scalar", g, scalar=t)]
+    g = g if t == 1.0 else b.op("_div_scalar", g, scalar=t)
+    return [g, b.zeros_like(n.inputs[1])] if n.attrs["use_length"] else [g]
 
 
 def _log_softmax_gradient(b, n):
@@ -87,11 +138,12 @@ _SOFTMAX_ATTRS = [Attr("axis", parse_int, -1), Attr("temperature", parse_optiona
 
 register(OpDef(
     name="softmax", pattern="composite", lowering=Decompose(_softmax_build(False)),
+    arguments=lambda attrs: ("data", "length") if attrs["use_length"] else ("data",),
     attrs=_SOFTMAX_ATTRS, infer_shape=_softmax_shape, infer_type=_softmax_type,
     reference=_softmax_ref(False), gradient=_softmax_gradient))
 register(OpDef(
     name="log_softmax", pattern="composite", lowering=Decompose(_softmax_build(True)),
-    attrs=_SOFTMAX_ATTRS, infer_shape=_softmax_shape, infer_type=_softmax_type,
+    attrs=_SOFTMAX_ATTRS, infer_shape=_log_softmax_shape, infer_type=_softmax_type,
     reference=_softmax_ref(True), gradient=_log_softmax_gradient))
 
 

@@ -12,7 +12,8 @@ targets (mxnet's values: ``tests/fixtures/make_operator_edge_fixtures.py``):
 * SoftmaxOutput with ``multi_output`` takes mxnet's three label shapes;
 * ``sample_normal`` with one-element parameters ran its draws 0-d and failed;
 * ``norm`` refused more than two axes; mxnet reduces over all of them;
-* ``BatchNorm_v1`` (mxnet's legacy operator) did not exist.
+* ``BatchNorm_v1`` (mxnet's legacy operator) did not exist, nor ``softmax``'s
+  ``length`` input (``use_length=True``).
 """
 import json
 import os
@@ -193,3 +194,37 @@ def test_batchnorm_v1_is_mxnets(cpu_target, case):
                                    err_msg=name)
     np.testing.assert_allclose(e.aux_dict["bn_moving_var"].asnumpy(), want["moving_var"],
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_softmax_with_length(cpu_target, case):
+    """Rows softmaxed over their first ``length`` positions, 0 past them (a row of length
+    0 is all 0, its gradient too), fused with the product after it; as a symbol with the
+    lengths as an int32 argument, and through mx.nd under autograd."""
+    sm = MX["softmax_length"]
+    want = sm["cases"][case]
+    x = np.array(sm["x"], np.float32).reshape(2, 3, 2)
+    lengths = np.array(sm["length"], np.int32)
+    head = np.arange(12).reshape(2, 3, 2) / 7.0 + 1
+    d, l = mx.sym.Variable("d"), mx.sym.Variable("l")
+    sym = mx.sym.softmax(d, l, axis=1, use_length=True, temperature=want["temperature"]) * 3
+    assert sym.list_arguments() == ["d", "l"]
+    assert sym.infer_shape(d=(2, 3, 2))[0] == [(2, 3, 2), (2, 2)]
+    grads = {"d": mx.nd.zeros((2, 3, 2)), "l": mx.nd.zeros((2, 2), dtype="int32")}
+    exe = sym.bind(mx.cpu(), args={"d": mx.nd.array(x), "l": mx.nd.array(lengths, dtype="int32")},
+                   args_grad=grads)
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.array(head))
+    np.testing.assert_allclose(exe.outputs[0].asnumpy().ravel(), want["out"], rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_allclose(grads["d"].asnumpy().ravel(), want["grad"], rtol=1e-4, atol=1e-6)
+    assert not grads["l"].asnumpy().any()
+    xa = mx.nd.array(x)
+    xa.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.softmax(xa, mx.nd.array(lengths, dtype="int32"), axis=1, use_length=True,
+                          temperature=want["temperature"]) * 3
+    y.backward(mx.nd.array(head))
+    np.testing.assert_allclose(xa.grad.asnumpy().ravel(), want["grad"], rtol=1e-4, atol=1e-6)
+    with pytest.raises(mx.MXNetError, match="integer"):
+        mx.sym.softmax(d, l, axis=1, use_length=True).infer_type(d=np.float32, l=np.float32)
