@@ -12,7 +12,7 @@ from __future__ import annotations
 from compiler.ops import custom as _custom
 from runtime import custom_op as _runtime_custom
 
-__all__ = ["CustomOp", "CustomOpProp", "register", "Custom"]
+__all__ = ["CustomOp", "CustomOpProp", "register", "Custom", "get_all_registered_operators"]
 
 
 class CustomOp:
@@ -168,3 +168,16 @@ def register(reg_name):
 
 
 Custom = _runtime_custom.custom_nd
+
+
+def get_all_registered_operators():
+    """Get all registered operator names: every registry entry and alias (mxnet's
+    ``mx.operator.get_all_registered_operators``; internal ``_``-prefixed ones
+    included, as mxnet lists them).
+
+    Returns
+    -------
+    operator_names : list of string
+    """
+    from compiler.ops import REGISTRY
+    return sorted(REGISTRY)

@@ -379,3 +379,12 @@ def test_monitor_reports_the_python_ops_output_and_its_gradients():
     grad_w = exe.grad_dict["w"].asnumpy()          # w reaches the loss only through the op
     assert float(stats["ma_backward_output1"]) == pytest.approx(
         np.linalg.norm(grad_w) / np.sqrt(grad_w.size), rel=1e-6)
+
+
+def test_get_all_registered_operators_lists_every_entry_and_alias():
+    from module_api.operator import get_all_registered_operators
+    ops = get_all_registered_operators()
+    assert isinstance(ops, list) and ops == sorted(set(ops))
+    # an operator, an alias of one, and a Python operator registered above
+    assert {"Activation", "Softmax", "BatchNorm_v1", "Custom"} <= set(ops)
+    assert "test_muladd" not in ops      # Python operators are mx.sym.Custom's op_type

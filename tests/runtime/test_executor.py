@@ -36,6 +36,28 @@ def test_bind_without_args_grad_differentiates_nothing():
     assert set((a * 2).simple_bind(cpu(), a=(2,)).grad_dict) == {"a"}
 
 
+def test_grad_req_dict_ignores_names_that_are_not_arguments():
+    """As mxnet's bind: unnamed arguments get 'null', other names are ignored."""
+    a, w = sym.Variable("a"), sym.Variable("w")
+    exe = (a * w).simple_bind(cpu(), a=(2,), w=(2,), grad_req={"a": "write", "bogus": "null"})
+    assert set(exe.grad_dict) == {"a"}
+
+
+def test_bind_ignores_arrays_for_names_the_symbol_lacks():
+    """As mxnet's bind (its tests bind one dict to Convolutions with and without a
+    bias): args, args_grad and aux_states entries of other names, or None, are ignored;
+    an argument without an array is still an error naming it."""
+    a = sym.Variable("a")
+    exe = (a * 2).bind(cpu(), {"a": torch.ones(2), "b": torch.ones(3), "c": None},
+                       args_grad={"a": torch.zeros(2), "b": torch.zeros(3)},
+                       aux_states={"m": torch.ones(1)})
+    exe.forward(is_train=True)
+    exe.backward(out_grads=torch.ones(2))
+    assert exe.grad_dict["a"].asnumpy().tolist() == [2.0, 2.0] and set(exe.arg_dict) == {"a"}
+    with pytest.raises(MXNetError, match=r"no array for \['a'\]"):
+        (a * 2).bind(cpu(), {"b": torch.ones(2)})
+
+
 def test_backward_without_out_grads_on_non_loss_head_is_an_error():
     x = sym.Variable("x")
     exe = (x * 2.0).simple_bind(cpu(), x=(2, 2))
