@@ -42,10 +42,11 @@ def _check_dtype(dtype, what):
 
 
 def _as_array(value, ctx, dtype=np.float32):
-    """``value`` as mxnet's checks give it to an executor: an NDArray on ``ctx`` keeps
-    its dtype; anything else becomes an NDArray in ``dtype`` (``"asnumpy"``: its own)."""
-    if isinstance(value, torch.Tensor) and getattr(value, "context", None) == ctx:
-        return value
+    """``value`` as mxnet's checks give it to an executor: an NDArray keeps its dtype
+    (moved to ``ctx``); anything else becomes an NDArray in ``dtype`` (``"asnumpy"``:
+    its own)."""
+    if isinstance(value, torch.Tensor) and hasattr(value, "context"):
+        return value if value.context == ctx else value.as_in_context(ctx)
     value = as_numpy(value)
     kind = value.dtype if isinstance(dtype, str) and dtype == "asnumpy" else dtype
     return _nd.array(value, ctx=ctx, dtype=kind)

@@ -255,6 +255,9 @@ def test_symbolic_checks_compute_in_the_dtype_asked_for():
     # "asnumpy": each numpy array's own dtype
     out = tu.check_symbolic_forward(a * b, [x, y.astype(np.float64)], [x * y], dtype="asnumpy")
     assert out[0].dtype == np.float64
+    # an NDArray keeps its dtype whatever ``dtype`` says, from any context
+    nd = [mx.nd.array(v, dtype=np.float64, ctx=mx.cpu(1)) for v in (x, y)]
+    assert tu.check_symbolic_forward(a * b, nd, [x * y])[0].dtype == np.float64
 
 
 def test_numeric_gradient_in_float64_holds_float64_tolerances():

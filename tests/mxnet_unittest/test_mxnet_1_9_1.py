@@ -237,9 +237,10 @@ def mxnet_source():
     return src
 
 
-def run_mxnet_file(src, test_file, tmp_path):
-    """Run one of the checkout's unit test files in a process of its own; return
-    ``{test name: 'passed' | 'failed' | 'skipped'}`` and the finished process."""
+def run_mxnet_file(src, test_file, tmp_path, workers=None, timeout=900):
+    """Run one of the checkout's unit test files in a process of its own (``workers``:
+    pytest-xdist processes for a long file); return ``{test name: 'passed' | 'failed' |
+    'skipped'}`` and the finished process."""
     unittest_dir = os.path.join(src, UNITTEST)
     # our configuration, not the checkout's pytest.ini (which needs plugins)
     config_dir = tmp_path / "config"
@@ -258,7 +259,10 @@ def run_mxnet_file(src, test_file, tmp_path):
            "-c", str(config_dir / "pytest.ini"), "--rootdir", str(config_dir),
            "--confcutdir", unittest_dir, f"--junitxml={report}",
            os.path.join(unittest_dir, test_file)]
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    if workers:
+        cmd[4:4] = ["-n", str(workers)]
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
+                          timeout=timeout)
     assert report.exists(), (proc.stdout + proc.stderr)[-4000:]
     results = {}
     for case in ET.parse(report).getroot().iter("testcase"):
@@ -308,10 +312,12 @@ def test_more_mxnet_unit_test_files_run_through_the_alias(mxnet_source, tmp_path
 
 @pytest.mark.slow
 def test_mxnet_test_operator_runs_through_the_alias(mxnet_source, tmp_path):
-    """The operator catalogue's own test (about 12 minutes on 2 cores: its RNN tests run
-    300 steps of 5 layers of 800)."""
+    """The operator catalogue's own test, over one pytest-xdist worker per core (about
+    12 minutes on 2 cores: its RNN tests run 300 steps of 5 layers of 800, its float64
+    linalg tests take finite differences element by element)."""
     check_results("test_operator.py", *run_mxnet_file(mxnet_source, "test_operator.py",
-                                                      tmp_path))
+                                                      tmp_path, workers="auto",
+                                                      timeout=3600))
 
 
 def test_a_tree_that_is_not_1_9_1_is_named_not_run(tmp_path):
