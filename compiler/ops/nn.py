@@ -409,7 +409,7 @@ def _bn_gradient(b, n):
 register(OpDef(
     name="BatchNorm", pattern="composite", lowering=Decompose(_bn_build),
     # BatchNorm_v1: mxnet 1.9.1's legacy operator, the same computation over axis 1
-    aliases=("BatchNorm_v1",),
+    aliases=("BatchNorm_v1",), json_names=(("BatchNorm_v1", "BatchNorm_v1"),),
     arguments=("data", "gamma", "beta"), aux=("moving_mean", "moving_var"),
     outputs=("output", "mean", "var"),
     num_visible=lambda attrs: 3 if attrs["output_mean_var"] else 1, mode_dependent=True,
