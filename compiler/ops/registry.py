@@ -402,6 +402,12 @@ class OpDef:
         (0) dims are filled through them both ways
         (``passes/infer_unknown_dims.py``); ``pattern == "elemwise"`` links
         every dim of same-rank inputs and the output without this.
+    infer_shape_back : callable(attrs, in_dims, out_dims) -> list, optional
+        mxnet's inference backwards: the input dims a known output decides
+        where no dim links them one to one (Reshape: the one unknown input dim
+        from the output's size). Dims are lists with 0 where unknown, None where
+        even the rank is; returns a list of input dims (or None for each input
+        it leaves alone). Used by ``passes/infer_unknown_dims.py`` only.
     rows_independent : bool or callable(attrs) -> bool, optional
         Row ``i`` of the outputs depends on row ``i`` of the batch-carrying inputs
         alone (see :meth:`separates_rows`; ``compiler/row_split.py``).
@@ -432,6 +438,7 @@ class OpDef:
     # ``expr`` a ``coords`` keyword (per dim, its coordinate ``ops.coord(P)`` or None)
     needs_coords: bool = False
     dim_links: Optional[Callable] = None
+    infer_shape_back: Optional[Callable] = None
     # output i always has input i's shape (casts): a shape a consumer expects of output i
     # is the shape of the variable behind input i (AMP casts parameters:
     # ``fc_weight -> amp_cast -> FullyConnected``; graph.infer_node)

@@ -179,6 +179,19 @@ def _reshape_back(b, n):
     return [b.op("Reshape", n.ograds[0], shape=tuple(n.in_shapes[0]))]
 
 
+def _reshape_shape_back(attrs, in_dims, out_dims):
+    """mxnet's reverse reshape inference: an input with one unknown (0) dim takes it
+    from a fully known output's size (``elemwise_add(x.reshape((0, -1)), ones((2, 75)))``
+    with ``x`` given as ``(2, 0, 5, 5)`` decides ``x`` is ``(2, 3, 5, 5)``)."""
+    x, out = in_dims[0], out_dims[0]
+    if x is None or out is None or 0 in out or x.count(0) != 1:
+        return [None]
+    rest = prod(d for d in x if d)
+    if rest == 0 or prod(out) % rest:
+        return [None]           # the sizes disagree: infer_shapes reports it
+    return [[d if d else prod(out) // rest for d in x]]
+
+
 _RESHAPE_VIEW = View(view=_reshape_view, dimmap=_unit_dimmap)
 
 register(OpDef(
@@ -187,7 +200,7 @@ register(OpDef(
     rows_independent=True,
     attrs=[Attr("shape", parse_shape, ()), Attr("reverse", parse_bool, False),
            Attr("target_shape", parse_shape, ()), Attr("keep_highest", parse_bool, False)],
-    infer_shape=_reshape_shape,
+    infer_shape=_reshape_shape, infer_shape_back=_reshape_shape_back,
     reference=lambda attrs, ins, is_train: [ins[0].reshape(_reshape_target(attrs, tuple(ins[0].shape)))],
     gradient=_reshape_back, aliases=("reshape",)))
 
@@ -272,6 +285,14 @@ def _transpose_shape(attrs, in_shapes):
     return [x], [tuple(x[p] for p in _perm(attrs, len(x)))]
 
 
+def _transpose_dim_links(attrs, in_ranks, out_ranks):
+    # output dim k is input dim perm[k]: mxnet infers either side from the other
+    rank = in_ranks[0] if in_ranks[0] is not None else out_ranks[0]
+    if rank is None:
+        return []
+    return [[("out", 0, k), ("in", 0, p)] for k, p in enumerate(_perm(attrs, rank))]
+
+
 def _transpose_grad(b, n):
     perm = _perm(n.attrs, len(n.in_shapes[0]))
     inv = [0] * len(perm)
@@ -288,6 +309,7 @@ register(OpDef(
             tuple(strides[p] for p in _perm(attrs, len(i))), offset),
         dimmap=lambda attrs, i, o: list(_perm(attrs, len(i)))),
     attrs=[Attr("axes", parse_shape, ())], infer_shape=_transpose_shape,
+    dim_links=_transpose_dim_links,
     reference=lambda attrs, ins, is_train: [ins[0].permute(*_perm(attrs, ins[0].dim()))],
     gradient=_transpose_grad))
 
@@ -410,6 +432,9 @@ def _slice_shape(attrs, in_shapes):
     x = _t(in_shapes[0])
     if x is None:
         return in_shapes, [None]
+    axis = attrs["axis"] % len(x) if -len(x) <= attrs["axis"] < len(x) else None
+    if axis is not None and x[axis] == 0:
+        return [x], [x]     # an unknown (0) dim, in partial inference, stays unknown
     axis, b, e = _slice_range(attrs, x)
     return [x], [x[:axis] + (e - b,) + x[axis + 1:]]
 
@@ -676,8 +701,17 @@ def _const_ref(attrs, ins, is_train):
                        dtype=_TORCH_DTYPES[attrs["dtype"]])]
 
 
+def _const_shape_attr(v) -> tuple:
+    """A constant's ``shape``: -1 reads as an unknown dim, as 0 does (mxnet 1.x keeps
+    unknown dims as -1 inside; ``ones(shape=(-1, -1)) + x`` takes ``x``'s shape)."""
+    shape = parse_shape(v)
+    if any(d < -1 for d in shape):
+        raise ValueError(f"shape {shape} has a negative dim other than -1 (unknown)")
+    return tuple(0 if d == -1 else d for d in shape)
+
+
 def _const_attrs(value):
-    return [Attr("shape", parse_shape, ()), Attr("dtype", _dtype, "float32"),
+    return [Attr("shape", _const_shape_attr, ()), Attr("dtype", _dtype, "float32"),
             Attr("ctx", parse_str, ""), Attr("value", parse_float, value)]
 
 

@@ -86,11 +86,12 @@ def _slice_len(b, e, s):
 def _slice_out_shape(attrs, shape, opname="slice"):
     ranges = slice_ranges(attrs, shape, opname)
     out = tuple(_slice_len(*r) for r in ranges)
-    if 0 in out:
+    # an unknown (0) input dim, in partial inference, leaves its output dim unknown (0)
+    empty = [i for i, (o, n) in enumerate(zip(out, shape)) if n and not o]
+    if empty:
         raise ShapeError(f"{opname}: begin={tuple(attrs['begin'])}, end={tuple(attrs['end'])}, "
-                         f"step={tuple(attrs['step'])} select no element of axis "
-                         f"{out.index(0)} of input shape {tuple(shape)} (symtriton has no "
-                         f"zero-size arrays)")
+                         f"step={tuple(attrs['step'])} select no element of axis {empty[0]} "
+                         f"of input shape {tuple(shape)} (symtriton has no zero-size arrays)")
     return ranges, out
 
 

@@ -11,7 +11,10 @@ operator links:
 * ``pattern == "elemwise"``: every input of the output's rank has the
   output's shape;
 * ``OpDef.dim_links``: the operator's own list (FullyConnected's batch dims,
-  Concat's and SliceChannel's other axes).
+  Concat's and SliceChannel's other axes, transpose's permuted dims);
+
+and backwards through ``OpDef.infer_shape_back`` where a known output decides
+an input dim no link names (Reshape: its input's one unknown dim).
 
 What it learns becomes the variables' shapes and the constants' ``shape``
 attributes; :func:`infer_shapes` then checks everything as usual, so a dim
@@ -135,6 +138,13 @@ def _visit(graph: Graph, n, known: dict) -> bool:
     for i, s in enumerate(outs):
         if s is not None:
             changed |= _merge(known, (n, i), s)
+    # backwards, through the operator's own rule (Reshape's one unknown input dim)
+    if opdef.infer_shape_back is not None and ins:
+        out_dims = [known.get((n, i)) for i in range(len(outs) or 1)]
+        back = opdef.infer_shape_back(d["attrs"], [known.get(e) for e in ins], out_dims)
+        for e, s in zip(ins, back or ()):
+            if s is not None:
+                changed |= _merge(known, e, s)
     # both ways, through the dims the operator links
     num_out = len(outs) or len(d["shapes"] or []) or 1
     out_entries = [(n, i) for i in range(num_out)]

@@ -117,7 +117,7 @@ EXPECTED_FAILURES = {
     "test_sparse_fc": "mx.nd.sparse.FullyConnected is not built",
 }
 
-# test_operator.py's, apart: some of its names (test_init, test_reshape) are tests of
+# test_operator.py's, apart: some of its names (test_init) are passing tests of
 # other files too
 NP_SHAPE = "NumPy shape semantics (np_shape: () and 0 as sizes) are not supported"
 NUMPY_2 = "the test itself fails under numpy >= 1.24 / 2"
@@ -137,13 +137,8 @@ OPERATOR_EXPECTED_FAILURES = {
                                                "in zeros / ones",
     "test_zero_size_tensor_creation": NP_SHAPE + "; nor mxnet's refusal of 0-sized "
                                                  "shapes in zeros / ones",
-    "test_reshape": "shape inference does not run backwards through Reshape (an "
-                    "output shape deciding an input's)",
-    "test_slice_partial_infer": "partial shape inference does not run backwards",
-    "test_transpose_infer_shape_back": "shape inference does not run backwards through "
-                                       "transpose",
-    "test_transpose_infer_shape_mixed": "shape inference does not run backwards through "
-                                        "transpose",
+    "test_slice_partial_infer": NP_SHAPE + " (its legacy half, partial inference through "
+                                           "slice and slice_axis, passes)",
     "test_take": "take(mode='raise') is not built",
     "test_gather_nd_check_bound": "gather_nd reads a clipped index where mxnet raises "
                                   "IndexError",
