@@ -5,6 +5,11 @@ from ..frontend.graph import Graph
 
 _ADDS = {"elemwise_add", "broadcast_add"}
 _ZERO_SOURCES = {"zeros_like"}
+# operators whose outputs are zero wherever every input is: layout changes and views (the
+# zero gradients of unused begin states reach a graph's data as Concat / Reshape of zeros)
+_ZERO_KEEPING = {"Reshape", "Flatten", "expand_dims", "squeeze", "transpose", "SwapAxis",
+                 "slice_axis", "slice", "Concat", "SliceChannel", "broadcast_to",
+                 "broadcast_axis", "_materialize"}
 
 
 def simplify(graph: Graph, in_place: bool = False) -> Graph:
@@ -18,21 +23,29 @@ def simplify(graph: Graph, in_place: bool = False) -> Graph:
     return out
 
 
-def _is_zero(graph, entry):
-    return graph.node(entry[0])["op"] in _ZERO_SOURCES
+def _makes_zero(d) -> bool:
+    name = d["opdef"].name
+    return name in _ZERO_SOURCES or (name == "_zeros" and d["attrs"].get("value", 0) == 0)
 
 
 def _fold_zero_adds(graph: Graph):
+    """``x + 0 -> x`` where ``0`` is a value known to be zero: ``zeros_like``, ``_zeros``,
+    or a layout change of zeros only (one topological walk, so a sum folded to a zero is
+    zero to the nodes after it)."""
+    zero = set()
     for n in graph.ops():
         d = graph.node(n)
-        if d["op"] not in _ADDS:
-            continue
-        a, c = graph.inputs(n)
-        out_shape = d["shapes"][0]
-        for zero, other in ((a, c), (c, a)):
-            if _is_zero(graph, zero) and graph.shape(other) == out_shape:
-                graph.replace_entry((n, 0), other)
-                break
+        ins = graph.inputs(n)
+        name = d["opdef"].name      # not the alias written (``zeros``, ``concat``)
+        if name in _ADDS:
+            a, c = ins
+            for z, other in ((a, c), (c, a)):
+                if z[0] in zero and graph.shape(other) == d["shapes"][0]:
+                    graph.replace_entry((n, 0), other)
+                    break
+        elif _makes_zero(d) or (name in _ZERO_KEEPING and ins and
+                                all(e[0] in zero for e in ins)):
+            zero.add(n)
 
 
 def _merge_common(graph: Graph):
