@@ -21,6 +21,7 @@ from . import sequence  # noqa: F401
 from . import nn_more  # noqa: F401
 from . import shape_more  # noqa: F401
 from . import shape_like  # noqa: F401
+from . import slice_assign  # noqa: F401
 from . import math  # noqa: F401
 from . import random  # noqa: F401
 from . import reduce_more  # noqa: F401

@@ -100,7 +100,6 @@ EXPECTED_FAILURES = {
     "test_gradient": "autograd.grad(create_graph=True) (higher-order gradients) is not "
                      "supported",
     # test_ndarray.py
-    "test_ndarray_crop": "mx.nd._internal._crop_assign / _crop_assign_scalar are not built",
     "test_cached": "mx.nd.CachedOp (Gluon's cached graphs) is not built",
     "test_basic_indexing_is_contiguous": "it reads NDArray._basic_indexing_slice_is_contiguous, "
                                          "an mxnet internal",
