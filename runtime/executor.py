@@ -14,7 +14,8 @@ import bisect
 import numpy as np
 import torch
 
-from compiler.artifacts.compile import all_dtypes, compile_symbol, free_aux_shapes, gc_paused
+from compiler.artifacts.compile import (all_dtypes, compile_symbol, eliminate_common_expr,
+                                       free_aux_shapes, gc_paused)
 from compiler.ir.dtypes import ITEMSIZE, check_dtype, dtype_name
 from compiler.errors import MXNetError
 from compiler.passes.storage_type import infer_storage
@@ -117,6 +118,8 @@ class Executor:
                 for name, s in zip(aux_names, aux_shapes):
                     self.aux_dict.setdefault(name, empty(s, self._ctx, self._dtypes[name]))
         self._input_shapes = _with_free_aux(symbol, shapes, self.aux_dict)
+        # mxnet's MXNET_ELIMINATE_COMMON_EXPR as the bind saw it (get_optimized_symbol)
+        self._merge_common = eliminate_common_expr()
         self._stypes = infer_storage(symbol)
         if args_grad is None:
             self.grad_dict = {
@@ -588,8 +591,8 @@ class Executor:
 
     def get_optimized_symbol(self):
         """The symbol this executor's forward computes after the compiler's graph
-        simplification: common subexpressions merged (always: symtriton does not read
-        ``MXNET_ELIMINATE_COMMON_EXPR``; the values are the same either way), ``x + 0``
+        simplification: common subexpressions merged (unless ``MXNET_ELIMINATE_COMMON_EXPR``
+        was ``0`` when it was bound; the values are the same either way), ``x + 0``
         folded, dead nodes removed.
 
         Returns
@@ -597,7 +600,7 @@ class Executor:
         Symbol
         """
         from compiler.artifacts.compile import optimized_symbol
-        return optimized_symbol(self._symbol, self._input_shapes)
+        return optimized_symbol(self._symbol, self._input_shapes, self._merge_common)
 
     @property
     def programs(self):

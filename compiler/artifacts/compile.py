@@ -55,7 +55,17 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
         parts["loss_scale"] = True
     if lstm_layers_for(target):
         parts["lstm_layers"] = True
+    if not eliminate_common_expr():
+        parts["eliminate_common_expr"] = False
     return parts
+
+
+def eliminate_common_expr() -> bool:
+    """Whether ``simplify`` merges common subexpressions: mxnet's switch,
+    ``MXNET_ELIMINATE_COMMON_EXPR`` (unset or not ``0``: merge, its default). The values
+    are the same either way; ``0`` keeps every node the symbol has (mxnet's
+    ``test_eliminate_common_expr`` compares ``get_optimized_symbol`` under both)."""
+    return os.environ.get("MXNET_ELIMINATE_COMMON_EXPR", "1").strip() != "0"
 
 
 def lstm_layers_for(target: str) -> bool:
@@ -193,11 +203,12 @@ def free_aux_shapes(symbol, arg_shapes: dict, given: dict) -> dict:
     return {n: tuple(int(x) for x in given[n]) for n in aux if n not in decided}
 
 
-def optimized_symbol(symbol, shapes: dict):
+def optimized_symbol(symbol, shapes: dict, merge_common: bool = True):
     """The forward graph the compiler runs, as a Symbol (mxnet's
-    ``Executor.get_optimized_symbol``): ``simplify``'s merged common expressions,
-    folded ``x + 0`` and dead nodes gone; a repeated head reads its value through a
-    ``_copy``, as in mxnet.
+    ``Executor.get_optimized_symbol``): ``simplify``'s merged common expressions (with
+    ``merge_common``: ``eliminate_common_expr()`` when the executor was bound), folded
+    ``x + 0`` and dead nodes gone; a repeated head reads its value through a ``_copy``, as
+    in mxnet.
 
     Parameters
     ----------
@@ -208,7 +219,7 @@ def optimized_symbol(symbol, shapes: dict):
     from ..passes.infer_shapes import infer_shapes
     from ..passes.simplify import simplify
     graph = infer_shapes(symbol.to_graph(), all_argument_shapes(symbol, shapes))
-    return type(symbol).from_graph(simplify(graph))
+    return type(symbol).from_graph(simplify(graph, merge_common=merge_common))
 
 
 def all_dtypes(symbol, dtypes: dict) -> dict:
@@ -264,7 +275,8 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     graph = symbol.to_graph() if graph is None else graph
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
                                  is_train, timings, dtypes, loss_scale, inferred,
-                                 lstm_layers_for(target), split_concats=target != "cpu")
+                                 lstm_layers_for(target), split_concats=target != "cpu",
+                                 merge_common=eliminate_common_expr())
     sources = kernel_files.KernelSources()      # kernel files written while the rest renders
     t1 = time.perf_counter()
     try:

@@ -100,7 +100,7 @@ def prepare_heads(graph: Graph, in_place: bool = False) -> Graph:
 def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
                timings: dict = None, dtypes: dict = None, loss_scale: bool = False,
                inferred: bool = False, lstm_layers: bool = False,
-               split_concats: bool = False) -> tuple:
+               split_concats: bool = False, merge_common: bool = True) -> tuple:
     """Run every pass; return ``(graph, groups, plan)`` (``loss_scale``: autodiff's).
 
     ``inferred``: ``graph`` already holds the shapes and dtypes that ``infer_shapes``
@@ -110,6 +110,8 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     (``passes/fuse_lstm_layers.py``; the ``cpu`` target only).
     ``split_concats``: concats of many parts become trees of shorter ones
     (``passes/split_long_concats.py``; the Triton targets only).
+    ``merge_common``: ``simplify`` merges common subexpressions (mxnet's
+    ``MXNET_ELIMINATE_COMMON_EXPR``).
     """
     timings = timings if timings is not None else {}
 
@@ -143,7 +145,7 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     if split_concats:
         timed("split_long_concats", split_long_concats, g)
     g = timed("hoist_matmuls", hoist_matmuls, g, True)
-    g = timed("simplify", simplify, g, True)
+    g = timed("simplify", simplify, g, True, merge_common)
     g = timed("prepare_heads", prepare_heads, g, True)
     groups = timed("fuse", fuse, g)
     plan = timed("plan_memory", plan_memory, g, groups)

@@ -12,13 +12,15 @@ _ZERO_KEEPING = {"Reshape", "Flatten", "expand_dims", "squeeze", "transpose", "S
                  "broadcast_axis", "_materialize"}
 
 
-def simplify(graph: Graph, in_place: bool = False) -> Graph:
-    """Return a copy with dead nodes removed, duplicates merged, ``x + 0`` folded
-    (``graph`` itself, changed, with ``in_place``: the pipeline owns its graphs)."""
+def simplify(graph: Graph, in_place: bool = False, merge_common: bool = True) -> Graph:
+    """Return a copy with dead nodes removed, duplicates merged (unless ``merge_common``
+    is False: mxnet's ``MXNET_ELIMINATE_COMMON_EXPR=0``), ``x + 0`` folded (``graph``
+    itself, changed, with ``in_place``: the pipeline owns its graphs)."""
     out = graph if in_place else graph.copy()
     out.meta["keep_variables"] = True
     _fold_zero_adds(out)
-    _merge_common(out)
+    if merge_common:
+        _merge_common(out)
     out.remove_dead()
     return out
 

@@ -76,6 +76,31 @@ def test_get_optimized_symbol_merges_common_expressions_as_mxnet(label, make, sa
             np.testing.assert_allclose(got.asnumpy(), want.asnumpy())
 
 
+def test_common_expressions_are_kept_under_mxnets_switch_as_the_bind_saw_it(monkeypatch):
+    """MXNET_ELIMINATE_COMMON_EXPR=0 at bind: nothing merged, in the optimized symbol
+    (asked after the switch is gone, as mxnet's test does) and in the compiled program,
+    which has its own cache key (the merged one is not reused), with the same values."""
+    a, b = mx.sym.Variable("a"), mx.sym.Variable("b")
+    s = mx.sym.Group([mx.sym.exp(a + b) * 2, mx.sym.exp(a + b) * 3])
+    inputs = {"a": mx.nd.array(np.arange(12.0).reshape(3, 4)),
+              "b": mx.nd.array(np.ones((3, 4)))}
+    monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", "0")
+    kept = s.simple_bind(mx.cpu(), a=(3, 4), b=(3, 4))
+    monkeypatch.delenv("MXNET_ELIMINATE_COMMON_EXPR")
+    merged = s.simple_bind(mx.cpu(), a=(3, 4), b=(3, 4))
+    assert len(kept.get_optimized_symbol().get_internals()) == len(s.get_internals())
+    assert len(merged.get_optimized_symbol().get_internals()) + 2 == len(s.get_internals())
+    kept_ops, merged_ops = (sum(g["op"] != "null" for g in json.loads(
+        e.get_optimized_symbol().tojson())["nodes"]) for e in (kept, merged))
+    assert (kept_ops, merged_ops) == (6, 4)
+    for want, got in zip(merged.forward(**inputs), kept.forward(**inputs)):
+        np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
+    # the kernels compute exp twice where nothing is merged
+    kept_exps, merged_exps = (sum(ops.count("exp") for ops in e.programs[0].groups)
+                              for e in (kept, merged))
+    assert (kept_exps, merged_exps) == (2, 1)
+
+
 FLUENT_UNARY = ["norm", "round", "rint", "fix", "floor", "ceil", "trunc", "sign", "sin",
                 "degrees", "expm1", "reciprocal", "argmax_channel", "shape_array",
                 "size_array", "rsqrt", "cbrt", "softmin", "log1p"]

@@ -87,8 +87,6 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
 EXPECTED_FAILURES = {
     # test_symbol.py
     "test_zero_prop2": "batch_take has a gradient here; mxnet has none and refuses the bind",
-    "test_eliminate_common_expr": "MXNET_ELIMINATE_COMMON_EXPR=0 is not honoured: common "
-                                  "expressions are always merged",
     "test_load_save_symbol": "NumPy shape semantics (np_shape) are not supported",
     # test_autograd.py
     "test_unary_func": "sparse arrays are not NDArrays here and are not recorded",
