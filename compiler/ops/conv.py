@@ -163,12 +163,28 @@ def _batch_link(attrs, in_ranks, out_ranks):
     return [[("in", 0, 0), ("out", 0, 0)]]
 
 
+def _conv_shape_back(attrs, in_dims, out_dims):
+    """mxnet's incomplete inference: an unknown (0) spatial dim of the data from the
+    output's where that dim's stride is 1 (out = in + 2 pad - dilated kernel + 1)."""
+    x, y = in_dims[0], out_dims[0]
+    geo = geometry("Convolution", attrs)
+    nd = len(geo["kernel"])
+    if x is None or y is None or len(x) != nd + 2 or len(y) != nd + 2:
+        return [None] * len(in_dims)
+    new = list(x)
+    for i in range(nd):
+        size = y[2 + i] + _dilated(geo, i) - 1 - 2 * geo["pad"][i]
+        if not x[2 + i] and y[2 + i] and geo["stride"][i] == 1 and size > 0:
+            new[2 + i] = size
+    return [new] + [None] * (len(in_dims) - 1)
+
+
 register(OpDef(
     name="Convolution", pattern="opaque", lowering=Special("conv_fwd"), rows_independent=True,
     arguments=lambda attrs: ("data", "weight") if attrs["no_bias"] else ("data", "weight", "bias"),
     attrs=_COMMON + [Attr("workspace", parse_nonneg_int, 1024), Attr("no_bias", parse_bool, False)],
     infer_shape=_conv_shape, reference=_conv_ref, gradient=_conv_gradient,
-    dim_links=_batch_link,
+    dim_links=_batch_link, infer_shape_back=_conv_shape_back,
     doc="y[n, o] = b[o] + sum over c in o's group and kernel offsets of "
         "w[o, c, k] * x[n, c, y * stride + k * dilate - pad] (zero outside x)."))
 

@@ -429,9 +429,13 @@ register(OpDef(
 
 def _where_shape(attrs, in_shapes):
     cond, x, y = in_shapes
+    if cond is not None and 0 in tuple(cond):
+        return in_shapes, [None]    # mxnet infers nothing until the condition is known
     shape = merge_shape(x, y, "where: x and y must have the same shape")
     if cond is not None and shape is not None:
-        if tuple(cond) != tuple(shape) and tuple(cond) != (shape[0],):
+        # an unknown (0) data dim, in partial inference, agrees with the condition's
+        agree = (lambda c, s: len(c) == len(s) and all(a == b or not b for a, b in zip(c, s)))
+        if not agree(tuple(cond), tuple(shape)) and not agree(tuple(cond), (shape[0],)):
             raise ShapeError(f"where: condition shape {tuple(cond)} must equal the data shape "
                              f"{tuple(shape)} or be ({shape[0]},)")
     return [cond, shape, shape], [shape]

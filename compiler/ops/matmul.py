@@ -120,12 +120,14 @@ def _batch_dot_shape(attrs, in_shapes):
     if len(lshape) < 3 or len(rshape) < 3 or len(lshape) != len(rshape):
         raise ShapeError(f"batch_dot: operands must both be N-D with N >= 3 and equal ranks, "
                          f"got {tuple(lshape)} and {tuple(rshape)}")
-    if tuple(lshape[:-2]) != tuple(rshape[:-2]):
+    if tuple(lshape[:-2]) != tuple(rshape[:-2]):    # unknown (0) dims too, as mxnet's
         raise ShapeError(f"batch_dot: the leading batch dimensions must be equal: "
                          f"{tuple(lshape)} x {tuple(rshape)}")
     m, kl = (lshape[-1], lshape[-2]) if ta else (lshape[-2], lshape[-1])
     kr, n = (rshape[-1], rshape[-2]) if tb else (rshape[-2], rshape[-1])
     if kl != kr:
+        if not (kl and kr):     # an unknown (0) one, in partial inference
+            return in_shapes, [None]    # as mxnet's: nothing known of the output
         raise ShapeError(f"batch_dot: shape mismatch ({kl} vs. {kr}): {tuple(lshape)} x "
                          f"{tuple(rshape)} transpose_a={ta} transpose_b={tb}")
     return in_shapes, [tuple(lshape[:-2]) + (m, n)]

@@ -14,7 +14,8 @@ operator links:
   Concat's and SliceChannel's other axes, transpose's permuted dims);
 
 and backwards through ``OpDef.infer_shape_back`` where a known output decides
-an input dim no link names (Reshape: its input's one unknown dim).
+an input dim no link names (Reshape: its input's one unknown dim; Convolution: its
+data's spatial dims of stride 1).
 
 What it learns becomes the variables' shapes and the constants' ``shape``
 attributes; :func:`infer_shapes` then checks everything as usual, so a dim

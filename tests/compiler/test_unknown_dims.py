@@ -94,3 +94,11 @@ def test_a_known_dim_sliced_to_nothing_is_still_refused():
         mx.sym.slice(mx.sym.var("d"), begin=(0, 5), end=(2, 5)).infer_shape(d=(3, 6))
     with pytest.raises(MXNetError, match="slice_axis"):
         mx.sym.slice_axis(mx.sym.var("d"), axis=1, begin=4, end=2).infer_shape(d=(3, 6))
+
+
+def test_a_strided_convolution_dim_is_not_back_calculated():
+    # out = (in + 2 pad - 3) // 2 + 1 has two answers for in: only stride-1 dims are filled
+    a = mx.sym.Variable("a", shape=(0, 2, 0, 0))
+    conv = mx.sym.Convolution(data=a, num_filter=3, kernel=(3, 3), stride=(2, 1), name="conv")
+    args, _, _ = (conv + mx.sym.Variable("c", shape=(4, 3, 5, 6))).infer_shape_partial()
+    assert tuple(args[0]) == (4, 2, 0, 8)
