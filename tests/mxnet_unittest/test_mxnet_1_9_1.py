@@ -1,8 +1,8 @@
 """Runs mxnet 1.9.1's own ``tests/python/unittest/test_module.py``,
 ``test_model_parallel.py`` and the symbol, executor, attribute, type, initializer,
-kvstore, autograd, NDArray, sparse NDArray and shape inference files (``MORE_FILES``) and
-the operator
-catalogue's ``test_operator.py`` from an mxnet source checkout, unchanged,
+kvstore, autograd, NDArray, sparse NDArray, shape inference and ``mx.rnn`` files
+(``MORE_FILES``) and the operator catalogue's ``test_operator.py`` from an mxnet source
+checkout, unchanged,
 with ``mxnet`` only aliased to ``module_api`` (``shim/``) and nose's two helpers
 (``harness/``).
 
@@ -68,6 +68,8 @@ FILES_AT_1_9_1 = {
         "37bc966ea1a27858fdcf4b5fb5cb3f4d4a9595f3399aad8d4c969903508475fd",
     "tests/python/unittest/test_infer_shape.py":
         "441d1d1fe808bcdd6b272a02c1c1574b1597d742372b0d22b52744442689ccca",
+    "tests/python/unittest/test_rnn.py":
+        "9b09d7a14d044429cf2a805397a7b29d3113a285c39d5fbd1044bbf87cdb4131",
     "tests/python/unittest/test_operator.py":
         "9a7af6bfcaf3b687069ed0b8c889054edec33b19dfbec30ef22b4e015c1d360f",
     # the NDArray file test_ndarray.py's test_ndarray_legacy_load reads
@@ -78,14 +80,14 @@ FILES_AT_1_9_1 = {
 # the files run beside test_module.py and test_model_parallel.py
 MORE_FILES = ("test_attr.py", "test_executor.py", "test_infer_type.py", "test_init.py",
               "test_kvstore.py", "test_symbol.py", "test_autograd.py", "test_ndarray.py",
-              "test_sparse_ndarray.py", "test_infer_shape.py")
+              "test_sparse_ndarray.py", "test_infer_shape.py", "test_rnn.py")
 
 # how many tests each file holds at 1.9.1 (all must be collected)
 COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_executor.py": 3, "test_infer_type.py": 2, "test_init.py": 6,
           "test_kvstore.py": 10, "test_symbol.py": 24, "test_autograd.py": 16,
           "test_ndarray.py": 63, "test_sparse_ndarray.py": 39, "test_infer_shape.py": 16,
-          "test_operator.py": 198}
+          "test_rnn.py": 15, "test_operator.py": 198}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
@@ -114,6 +116,8 @@ EXPECTED_FAILURES = {
     "test_pick_partial_shape": "NumPy shape semantics (np_shape) are not supported",
     "test_where_partial_shape": "NumPy shape semantics (np_shape) are not supported "
                                 "(its legacy half passes)",
+    # test_rnn.py
+    "test_lstm": "it builds mx.gluon.rnn.LSTMCell: Gluon is out of scope",
     # test_ndarray.py
     "test_cached": "mx.nd.CachedOp (Gluon's cached graphs) is not built",
     "test_basic_indexing_is_contiguous": "it reads NDArray._basic_indexing_slice_is_contiguous, "
