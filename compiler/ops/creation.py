@@ -1,6 +1,6 @@
-"""Creation operators with no inputs: ``_arange`` (``mx.sym.arange``), ``_linspace``
-(``mx.sym.linspace``) and ``_eye`` (``mx.sym.eye``); ``_full`` (``mx.sym.full``) is
-in ``shape.py`` with the other constants.
+"""Creation operators with no inputs: the constants ``_zeros`` / ``_ones`` / ``_full``
+(``mx.sym.zeros`` / ``ones`` / ``full``), ``_arange`` (``mx.sym.arange``), ``_linspace``
+(``mx.sym.linspace``) and ``_eye`` (``mx.sym.eye``).
 
 Each is a ``Pointwise`` whose value depends only on its position (``needs_coords``),
 so both targets generate it like any elementwise kernel. mxnet 1.9.1's rules:
@@ -14,6 +14,9 @@ so both targets generate it like any elementwise kernel. mxnet 1.9.1's rules:
   ``step = (stop - start) / (num - 1 if endpoint else num)`` (0 when that count is 0);
   mxnet computes them in double precision, here in the output dtype (within an ulp).
 * ``_eye``: an ``N x M`` (``M = 0``: ``N``) matrix of zeros with ones on diagonal ``k``.
+
+The constants are ``Special("constant")`` kernels filled with ``attrs['value']``; a
+0 or -1 in their ``shape`` is mxnet's unknown dim, filled from the operands they meet.
 """
 from __future__ import annotations
 
@@ -23,9 +26,62 @@ import torch
 
 from ..ir.dtypes import INTS
 from ..ir.expr import ops
-from .registry import (Attr, OpDef, Pointwise, ShapeError, parse_bool, parse_dtype,
+from .registry import (Attr, OpDef, Pointwise, ShapeError, Special, parse_bool, parse_dtype,
                        parse_float, parse_int, parse_nonneg_int, parse_optional_float,
-                       parse_str, register)
+                       parse_shape, parse_str, register)
+
+
+# -- constants ---------------------------------------------------------------------------------
+
+_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+                 "bfloat16": torch.bfloat16,
+                 "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
+                 "uint8": torch.uint8, "bool": torch.bool}
+
+
+def _dtype(v):
+    s = str(v)
+    if s.startswith("torch."):
+        s = s[len("torch."):]
+    if s.startswith("<class 'numpy."):
+        s = s[len("<class 'numpy."):-2]
+    if s not in _TORCH_DTYPES:
+        raise ValueError(f"unsupported dtype {v!r}")
+    return s
+
+
+def _const_shape(attrs, in_shapes):
+    return [], [tuple(attrs["shape"])]
+
+
+def _const_ref(attrs, ins, is_train):
+    return [torch.full(tuple(attrs["shape"]), attrs["value"],
+                       dtype=_TORCH_DTYPES[attrs["dtype"]])]
+
+
+def _const_shape_attr(v) -> tuple:
+    """A constant's ``shape``: -1 reads as an unknown dim, as 0 does (mxnet 1.x keeps
+    unknown dims as -1 inside; ``ones(shape=(-1, -1)) + x`` takes ``x``'s shape)."""
+    shape = parse_shape(v)
+    if any(d < -1 for d in shape):
+        raise ValueError(f"shape {shape} has a negative dim other than -1 (unknown)")
+    return tuple(0 if d == -1 else d for d in shape)
+
+
+def _const_attrs(value):
+    return [Attr("shape", _const_shape_attr, ()), Attr("dtype", _dtype, "float32"),
+            Attr("ctx", parse_str, ""), Attr("value", parse_float, value)]
+
+
+for _name, _alias, _value in (("_zeros", "zeros", 0.0), ("_ones", "ones", 1.0),
+                              ("_full", None, None)):
+    register(OpDef(
+        name=_name, pattern="injective", lowering=Special("constant"), arguments=(),
+        attrs=_const_attrs(0.0 if _value is None else _value),
+        infer_shape=_const_shape, reference=_const_ref,
+        infer_type=lambda attrs, in_types: ([], [attrs["dtype"]]),
+        gradient=lambda b, n: [], aliases=(_alias,) if _alias else (),
+        doc="A constant tensor; the codegen fills it with attrs['value']."))
 
 
 def _coord(coords, d):

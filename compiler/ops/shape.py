@@ -1,7 +1,7 @@
 """Shape operators: Reshape, Flatten, expand_dims, transpose, SwapAxis,
-Concat, SliceChannel, slice_axis, reverse, broadcast_to / broadcast_axis,
-the constant sources zeros / ones / _full, and the internal
-``_sum_to_shape`` that broadcast gradients use.
+Concat, SliceChannel, slice_axis, reverse, broadcast_to / broadcast_axis, and the
+internal ``_sum_to_shape`` that broadcast gradients use (the constant sources zeros /
+ones / _full are in ``creation.py``).
 
 Most of them are zero-copy views (:class:`View`): ``view`` maps the input's
 element strides and offset to the output's, ``dimmap`` says which input dim
@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from .registry import (Attr, Decompose, OpDef, ShapeError, Special, View, normalize_axis,
-                       parse_bool, parse_count, parse_float, parse_int, parse_optional_int,
-                       parse_shape, parse_str, prod, register)
+                       parse_bool, parse_count, parse_int, parse_optional_int, parse_shape,
+                       prod, register)
 
 
 def _t(s):
@@ -671,59 +671,6 @@ register(OpDef(
     infer_shape=_bcast_shape(_bcast_axis_target),
     reference=_bcast_ref(_bcast_axis_target), gradient=_bcast_grad,
     aliases=("broadcast_axes",)))
-
-
-# -- constants ---------------------------------------------------------------------------------
-
-_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-                 "bfloat16": torch.bfloat16,
-                 "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
-                 "uint8": torch.uint8, "bool": torch.bool}
-
-
-def _dtype(v):
-    s = str(v)
-    if s.startswith("torch."):
-        s = s[len("torch."):]
-    if s.startswith("<class 'numpy."):
-        s = s[len("<class 'numpy."):-2]
-    if s not in _TORCH_DTYPES:
-        raise ValueError(f"unsupported dtype {v!r}")
-    return s
-
-
-def _const_shape(attrs, in_shapes):
-    return [], [tuple(attrs["shape"])]
-
-
-def _const_ref(attrs, ins, is_train):
-    return [torch.full(tuple(attrs["shape"]), attrs["value"],
-                       dtype=_TORCH_DTYPES[attrs["dtype"]])]
-
-
-def _const_shape_attr(v) -> tuple:
-    """A constant's ``shape``: -1 reads as an unknown dim, as 0 does (mxnet 1.x keeps
-    unknown dims as -1 inside; ``ones(shape=(-1, -1)) + x`` takes ``x``'s shape)."""
-    shape = parse_shape(v)
-    if any(d < -1 for d in shape):
-        raise ValueError(f"shape {shape} has a negative dim other than -1 (unknown)")
-    return tuple(0 if d == -1 else d for d in shape)
-
-
-def _const_attrs(value):
-    return [Attr("shape", _const_shape_attr, ()), Attr("dtype", _dtype, "float32"),
-            Attr("ctx", parse_str, ""), Attr("value", parse_float, value)]
-
-
-for _name, _alias, _value in (("_zeros", "zeros", 0.0), ("_ones", "ones", 1.0),
-                              ("_full", None, None)):
-    register(OpDef(
-        name=_name, pattern="injective", lowering=Special("constant"), arguments=(),
-        attrs=_const_attrs(0.0 if _value is None else _value),
-        infer_shape=_const_shape, reference=_const_ref,
-        infer_type=lambda attrs, in_types: ([], [attrs["dtype"]]),
-        gradient=lambda b, n: [], aliases=(_alias,) if _alias else (),
-        doc="A constant tensor; the codegen fills it with attrs['value']."))
 
 
 # -- _sum_to_shape ---------------------------------------------------------------------------
