@@ -330,8 +330,13 @@ def _through_cast(graph: Graph, src, idx):
     """The entry behind output ``idx`` of ``src`` when ``src`` passes shapes through
     (``OpDef.passes_shape``: casts), else that output itself."""
     d = graph.g._node[src]
-    if d["op"] != "null" and d["opdef"].passes_shape:
+    if d["op"] == "null":
+        return src, idx
+    passes = d["opdef"].passes_shape
+    if passes is True:
         return graph.inputs(src)[idx]
+    if passes is not False and idx == 0:    # an int: output 0 has input ``passes``'s shape
+        return graph.inputs(src)[passes]
     return src, idx
 
 

@@ -14,7 +14,7 @@ import ast
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 from ..errors import MXNetError
 
@@ -441,8 +441,9 @@ class OpDef:
     infer_shape_back: Optional[Callable] = None
     # output i always has input i's shape (casts): a shape a consumer expects of output i
     # is the shape of the variable behind input i (AMP casts parameters:
-    # ``fc_weight -> amp_cast -> FullyConnected``; graph.infer_node)
-    passes_shape: bool = False
+    # ``fc_weight -> amp_cast -> FullyConnected``; graph.infer_node). An int k instead:
+    # output 0 always has input k's shape (``_identity_with_attr_like_rhs``: k = 1)
+    passes_shape: Union[bool, int] = False
     # callable(attrs) -> {input name: {key: value}}: attributes set on an input that is a
     # variable when the operator is composed, unless the variable has them (mxnet's
     # FSetInputVarAttrOnCompose: prelu's gamma gets ``__init__`` Constant 0.25).

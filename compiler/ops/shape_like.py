@@ -9,9 +9,9 @@ only lends its shape, so it leaves the graph (its gradient is zero, as in mxnet
 """
 from __future__ import annotations
 
-from .registry import (Attr, Decompose, OpDef, ShapeError, parse_bool, parse_count, parse_int,
-                       parse_optional_int, parse_optional_shape, parse_positive_int,
-                       parse_shape, prod, register)
+from .registry import (Attr, Decompose, OpDef, ShapeError, merge_shape, parse_bool,
+                       parse_count, parse_int, parse_optional_int, parse_optional_shape,
+                       parse_positive_int, parse_shape, prod, register)
 from .shape_more import scatter_axis
 
 
@@ -61,6 +61,29 @@ def _reshape_like_shape(attrs, in_shapes):
     if lhs is None or rhs is None:
         return in_shapes, [None]
     return [lhs, rhs], [_reshape_like_target(attrs, lhs, rhs)]
+
+
+def _identity_like_rhs_shape(attrs, in_shapes):
+    shape = merge_shape(in_shapes[0], in_shapes[1],
+                        "_identity_with_attr_like_rhs: lhs must have rhs's shape")
+    return [shape, shape], [shape]
+
+
+register(OpDef(
+    name="_identity_with_attr_like_rhs", pattern="injective", arguments=("lhs", "rhs"),
+    lowering=Decompose(lambda b, n, is_train=False: [b.op("_copy", n.inputs[0])]),
+    infer_shape=_identity_like_rhs_shape, infer_type=_like_type,
+    # a shape its consumer expects is rhs's: it reaches the variable behind rhs (mxnet's
+    # test_backward_infer gives a weight its shape through one); either input and the
+    # output decide each other's unknown (0) dims
+    passes_shape=1,
+    dim_links=lambda attrs, in_ranks, out_ranks: [
+        [("in", 0, k), ("in", 1, k), ("out", 0, k)]
+        for k in range(next((r for r in in_ranks + out_ranks if r is not None), 0))],
+    reference=lambda attrs, ins, is_train: [ins[0]],
+    gradient=lambda b, n: _second_input_zero(b, n, n.ograds[0]),
+    doc="lhs as it is, with rhs's shape (a constraint for shape inference); rhs gets a "
+        "zero gradient."))
 
 
 register(OpDef(

@@ -102,3 +102,33 @@ def test_a_strided_convolution_dim_is_not_back_calculated():
     conv = mx.sym.Convolution(data=a, num_filter=3, kernel=(3, 3), stride=(2, 1), name="conv")
     args, _, _ = (conv + mx.sym.Variable("c", shape=(4, 3, 5, 6))).infer_shape_partial()
     assert tuple(args[0]) == (4, 2, 0, 8)
+
+
+def test_identity_like_rhs_gives_its_consumers_shape_to_the_variable_behind_rhs(cpu_target):
+    """mxnet's test_backward_infer: FullyConnected's weight shape reaches ``weight``
+    through ``_identity_with_attr_like_rhs``; the gradient goes to lhs only (rhs: zero)."""
+    w, data = mx.sym.Variable("weight"), mx.sym.Variable("data")
+    wt = mx.sym._internal._identity_with_attr_like_rhs(
+        mx.sym.broadcast_add(w, mx.sym.Variable("wshift", shape=(1,))), w)
+    out = mx.sym.FullyConnected(data=data, weight=wt, num_hidden=3, no_bias=True)
+    exe = out.simple_bind(mx.cpu(), data=(4, 5))
+    assert tuple(exe.arg_dict["weight"].shape) == (3, 5)
+    torch.manual_seed(0)
+    feeds = {n: torch.rand(a.shape) - 0.5 for n, a in exe.arg_dict.items()}
+    for n, v in feeds.items():
+        exe.arg_dict[n][:] = v
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((4, 3)))
+    x = feeds["data"]
+    wv = feeds["weight"].clone().requires_grad_()
+    sv = feeds["wshift"].clone().requires_grad_()
+    (x @ (wv + sv).T).sum().backward()
+    np.testing.assert_allclose(exe.grad_dict["weight"].asnumpy(), wv.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(exe.grad_dict["wshift"].asnumpy(), sv.grad.numpy(), rtol=1e-5)
+
+
+def test_identity_like_rhs_links_unknown_dims_both_ways():
+    out = mx.sym._internal._identity_with_attr_like_rhs(
+        mx.sym.Variable("a", shape=(0, 3)), mx.sym.Variable("b", shape=(2, 0)))
+    args, outs, _ = out.infer_shape()
+    assert [tuple(s) for s in args] == [(2, 3), (2, 3)] and outs == [(2, 3)]
