@@ -1,10 +1,9 @@
 """Runs mxnet 1.9.1's own ``tests/python/unittest/test_module.py``,
 ``test_model_parallel.py`` and the symbol, executor, attribute, type, initializer,
 kvstore, autograd, NDArray, sparse NDArray, shape inference and ``mx.rnn`` files
-(``MORE_FILES``) and the operator catalogue's ``test_operator.py`` from an mxnet source
-checkout, unchanged,
-with ``mxnet`` only aliased to ``module_api`` (``shim/``) and nose's two helpers
-(``harness/``).
+(``MORE_FILES``), the operator catalogue's ``test_operator.py`` and the optimizers'
+``test_optimizer.py`` from an mxnet source checkout, unchanged, with ``mxnet`` only
+aliased to ``module_api`` (``shim/``) and nose's two helpers (``harness/``).
 
 The checkout is named by ``MXNET_SOURCE`` (``MXNET_SOURCE=/path/to/mxnet make
 test-mxnet``); without it these tests are skipped. Nothing of mxnet's is kept in
@@ -13,11 +12,11 @@ written here into a temporary folder. The checkout must be tag 1.9.1: its versio
 and the files the run reads are checked first, and another version is reported as
 such instead of being run.
 
-Every test not listed in ``EXPECTED_FAILURES`` (``OPERATOR_EXPECTED_FAILURES`` for
-test_operator.py) must pass or be skipped by mxnet's file itself, and every listed one
-must still fail: a fix that makes one pass moves it out of the list (and out of
-the README's table). The behaviours these files check are also tested in
-symtriton's own words (tests/module_api/test_mxnet_module_behaviours.py and the
+Every test not listed in ``EXPECTED_FAILURES`` (``EXPECTED_BY_FILE`` for
+test_operator.py and test_optimizer.py) must pass or be skipped by mxnet's file
+itself, and every listed one must still fail: a fix that makes one pass moves it out
+of the list (and out of the README's table). The behaviours these files check are also
+tested in symtriton's own words (tests/module_api/test_mxnet_module_behaviours.py and the
 files it names), which run without a checkout.
 """
 import hashlib
@@ -70,6 +69,8 @@ FILES_AT_1_9_1 = {
         "441d1d1fe808bcdd6b272a02c1c1574b1597d742372b0d22b52744442689ccca",
     "tests/python/unittest/test_rnn.py":
         "9b09d7a14d044429cf2a805397a7b29d3113a285c39d5fbd1044bbf87cdb4131",
+    "tests/python/unittest/test_optimizer.py":
+        "95df2ba5962bda0ae2ea66303c21acbdb9a097fb3c879ed8455672f10169f90e",
     "tests/python/unittest/test_operator.py":
         "9a7af6bfcaf3b687069ed0b8c889054edec33b19dfbec30ef22b4e015c1d360f",
     # the NDArray file test_ndarray.py's test_ndarray_legacy_load reads
@@ -87,7 +88,7 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_executor.py": 3, "test_infer_type.py": 2, "test_init.py": 6,
           "test_kvstore.py": 10, "test_symbol.py": 24, "test_autograd.py": 16,
           "test_ndarray.py": 63, "test_sparse_ndarray.py": 39, "test_infer_shape.py": 16,
-          "test_rnn.py": 15, "test_operator.py": 198}
+          "test_rnn.py": 15, "test_operator.py": 198, "test_optimizer.py": 23}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
@@ -104,9 +105,6 @@ EXPECTED_FAILURES = {
     "test_gradient": "autograd.grad(create_graph=True) (higher-order gradients) is not "
                      "supported",
     # test_infer_shape.py
-    "test_backward_infer": "mx.sym._internal._identity_with_attr_like_rhs is not built (and "
-                           "a shape a consumer expects of an operator's output does not "
-                           "reach the variables behind it)",
     "test_shape_completely_unknown": "NumPy shape semantics (np_shape) are not supported",
     "test_dot_partial_shape": "NumPy shape semantics (np_shape) are not supported",
     "test_batch_dot_partial_shape": "NumPy shape semantics (np_shape) are not supported "
@@ -178,7 +176,11 @@ OPERATOR_EXPECTED_FAILURES = {
                                    "operator descriptions) is not built",
     "test_take_grads": "it needs Gluon (mxnet.gluon.nn)",
 }
-EXPECTED_BY_FILE = {"test_operator.py": OPERATOR_EXPECTED_FAILURES}
+OPTIMIZER_EXPECTED_FAILURES = {
+    "test_nadam": "it builds its loss with mx.gluon.loss: Gluon is out of scope",
+}
+EXPECTED_BY_FILE = {"test_operator.py": OPERATOR_EXPECTED_FAILURES,
+                    "test_optimizer.py": OPTIMIZER_EXPECTED_FAILURES}
 
 HOW = "MXNET_SOURCE=/path/to/mxnet make test-mxnet, with the checkout at tag " + VERSION
 
@@ -331,6 +333,15 @@ def test_mxnet_test_operator_runs_through_the_alias(mxnet_source, tmp_path):
     check_results("test_operator.py", *run_mxnet_file(mxnet_source, "test_operator.py",
                                                       tmp_path, workers="auto",
                                                       timeout=3600))
+
+
+@pytest.mark.slow
+def test_mxnet_test_optimizer_runs_through_the_alias(mxnet_source, tmp_path):
+    """Every optimizer's update, Python class against mxnet's fused update operators,
+    over one pytest-xdist worker per core (about 4 minutes on 2 cores)."""
+    check_results("test_optimizer.py", *run_mxnet_file(mxnet_source, "test_optimizer.py",
+                                                       tmp_path, workers="auto",
+                                                       timeout=1800))
 
 
 def test_a_tree_that_is_not_1_9_1_is_named_not_run(tmp_path):
