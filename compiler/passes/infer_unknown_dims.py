@@ -27,6 +27,9 @@ from ..frontend.graph import Graph
 from ..ops.registry import ShapeError, parse_shape
 
 Partial = list   # dims, 0 where unknown
+# a rule that raises on partial shapes teaches nothing here: infer_shapes, after this
+# pass, runs the operator's rules on the completed shapes and reports what is wrong
+_RULE_ERRORS = (ShapeError, ZeroDivisionError, ValueError, TypeError, IndexError)
 
 
 def has_unknown_dims(graph: Graph, shapes: dict) -> bool:
@@ -131,7 +134,7 @@ def _visit(graph: Graph, n, known: dict) -> bool:
     try:
         new_in, outs = opdef.infer_shape(d["attrs"], [None if s is None else tuple(s)
                                                        for s in in_dims])
-    except (ShapeError, ZeroDivisionError, ValueError, TypeError, IndexError):
+    except _RULE_ERRORS:
         new_in, outs = [None] * len(ins), []
     for e, s in zip(ins, new_in):
         if s is not None:
@@ -142,14 +145,21 @@ def _visit(graph: Graph, n, known: dict) -> bool:
     # backwards, through the operator's own rule (Reshape's one unknown input dim)
     if opdef.infer_shape_back is not None and ins:
         out_dims = [known.get((n, i)) for i in range(len(outs) or 1)]
-        back = opdef.infer_shape_back(d["attrs"], [known.get(e) for e in ins], out_dims)
+        try:
+            back = opdef.infer_shape_back(d["attrs"], [known.get(e) for e in ins], out_dims)
+        except _RULE_ERRORS:
+            back = None
         for e, s in zip(ins, back or ()):
             if s is not None:
                 changed |= _merge(known, e, s)
     # both ways, through the dims the operator links
     num_out = len(outs) or len(d["shapes"] or []) or 1
     out_entries = [(n, i) for i in range(num_out)]
-    for group in _links(graph, n, ins, out_entries, known):
+    try:
+        groups = _links(graph, n, ins, out_entries, known)
+    except _RULE_ERRORS:
+        groups = []
+    for group in groups:
         values = {known[e][k] for e, k in group if known.get(e) and known[e][k]}
         if len(values) != 1:
             continue            # nothing to give, or a conflict infer_shapes reports

@@ -132,3 +132,21 @@ def test_identity_like_rhs_links_unknown_dims_both_ways():
         mx.sym.Variable("a", shape=(0, 3)), mx.sym.Variable("b", shape=(2, 0)))
     args, outs, _ = out.infer_shape()
     assert [tuple(s) for s in args] == [(2, 3), (2, 3)] and outs == [(2, 3)]
+
+
+def test_a_rule_that_refuses_partial_shapes_leaves_the_error_to_full_inference():
+    """An operator's rule raising on partial shapes (here an unsupported layout, and a
+    transpose's axes against the data's rank) is reported by the full inference as an
+    MXNetError naming the node, never as the rule's internal ShapeError."""
+    from compiler.ops.registry import ShapeError
+    conv = mx.sym.Convolution(data=mx.sym.Variable("a", shape=(0, 10, 0, 0)), num_filter=2,
+                              kernel=(3, 3), pad=(1, 1), layout="NHWC", name="conv")
+    t = mx.sym.transpose(mx.sym.Variable("x", shape=(0, 3)), axes=(0, 1, 2))
+    for sym in (conv + mx.sym.Variable("c", shape=(5, 2, 32, 32)),
+                t + mx.sym.ones(shape=(2, 3))):
+        try:
+            sym.infer_shape()
+        except ShapeError as exc:
+            pytest.fail(f"the rule's own error leaked: {exc}")
+        except MXNetError:
+            pass
