@@ -118,7 +118,8 @@ class Executor:
                 for name, s in zip(aux_names, aux_shapes):
                     self.aux_dict.setdefault(name, empty(s, self._ctx, self._dtypes[name]))
         self._input_shapes = _with_free_aux(symbol, shapes, self.aux_dict)
-        # mxnet's MXNET_ELIMINATE_COMMON_EXPR as the bind saw it (get_optimized_symbol)
+        # mxnet's MXNET_ELIMINATE_COMMON_EXPR as the bind saw it: every Program this
+        # executor compiles, now or later, and get_optimized_symbol follow it
         self._merge_common = eliminate_common_expr()
         self._stypes = infer_storage(symbol)
         if args_grad is None:
@@ -204,7 +205,7 @@ class Executor:
         req = (rows.grad_req if rows else self._grad_req) if for_training else {}
         dtypes = (rows.dtypes if rows else self._dtypes) if with_dtypes else None
         return compile_symbol(sym, shapes, for_training, req, is_train, self._ctx.target,
-                              dtypes, loss_scale=loss_scale)
+                              dtypes, loss_scale=loss_scale, merge_common=self._merge_common)
 
     def _compile(self):
         if self._for_training:

@@ -35,10 +35,11 @@ def check_target(target: str) -> str:
 
 def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
                   is_train: bool, target: str, dtypes: dict = None,
-                  loss_scale: bool = False) -> dict:
+                  loss_scale: bool = False, merge_common: bool = None) -> dict:
     """The named parts of a Program's cache key (``dtypes``: every argument's and
-    auxiliary state's dtype, as :func:`all_dtypes` gives them; ``loss_scale`` is a
-    part only when set, so other keys stay as they were)."""
+    auxiliary state's dtype, as :func:`all_dtypes` gives them; ``loss_scale`` and
+    ``merge_common`` (None: :func:`eliminate_common_expr`) are parts only when they
+    differ from the default, so other keys stay as they were)."""
     parts = {
         "name": symbol.name or ",".join(symbol.list_outputs()),
         "graph": canonical_graph_json(symbol),
@@ -55,7 +56,7 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
         parts["loss_scale"] = True
     if lstm_layers_for(target):
         parts["lstm_layers"] = True
-    if not eliminate_common_expr():
+    if not (eliminate_common_expr() if merge_common is None else merge_common):
         parts["eliminate_common_expr"] = False
     return parts
 
@@ -117,7 +118,7 @@ def _canonical_json(symbol) -> str:
 
 def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=None,
                    is_train: bool = None, target: str = "cpu", dtypes: dict = None,
-                   loss_scale: bool = False) -> Program:
+                   loss_scale: bool = False, merge_common: bool = None) -> Program:
     """Return the Program of ``symbol`` for ``shapes`` (cached).
 
     Parameters
@@ -141,14 +142,18 @@ def compile_symbol(symbol, shapes: dict, for_training: bool = False, grad_req=No
         float32 ``loss_scale`` input (slot kind ``loss_scale``), which the executor
         sets before each backward: AMP's dynamic loss scaling without a recompile
         per scale.
+    merge_common : bool, optional
+        ``simplify`` merges common subexpressions; None reads mxnet's switch
+        (:func:`eliminate_common_expr`). An executor passes what its bind saw, so a
+        Program it compiles later (its inference or backward program) agrees.
     """
     with gc_paused():
         return _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target,
-                               dtypes, loss_scale)
+                               dtypes, loss_scale, merge_common)
 
 
 def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
-                    loss_scale):
+                    loss_scale, merge_common=None):
     refuse_compile((n.op, n.name) for n in symbol._nodes())
     target = check_target(target)
     is_train = for_training if is_train is None else is_train
@@ -156,15 +161,16 @@ def _compile_symbol(symbol, shapes, for_training, grad_req, is_train, target, dt
     given, shapes = shapes, all_argument_shapes(symbol, shapes)
     dtypes = all_dtypes(symbol, dtypes or {})
     loss_scale = bool(loss_scale and for_training)
+    merge_common = eliminate_common_expr() if merge_common is None else bool(merge_common)
     parts = program_parts(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
-                          loss_scale)
+                          loss_scale, merge_common)
     key = cache_keys.make_key(parts)
 
     def build():
         if "compiles" in os.environ.get("SYMTRITON_LOG", ""):
             log.warning("symtriton: compiling %s (key %s)", cache_keys.describe_key(parts), key)
         return _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes,
-                      loss_scale, given)
+                      loss_scale, given, merge_common)
 
     def record():
         text = symbol.tojson(remove_amp_cast=False, indent=None)     # one line: faster
@@ -267,7 +273,7 @@ def _inferred_graph(symbol, shapes: dict, dtypes: dict):
 
 
 def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, loss_scale=False,
-           given=None):
+           given=None, merge_common=True):
     timings = {}
     t0 = time.perf_counter()
     graph = _inferred_graph(symbol, shapes, dtypes)
@@ -276,7 +282,7 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
                                  is_train, timings, dtypes, loss_scale, inferred,
                                  lstm_layers_for(target), split_concats=target != "cpu",
-                                 merge_common=eliminate_common_expr())
+                                 merge_common=merge_common)
     sources = kernel_files.KernelSources()      # kernel files written while the rest renders
     t1 = time.perf_counter()
     try:

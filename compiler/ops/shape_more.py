@@ -146,14 +146,20 @@ def scatter_axis(b, g, axis, size, begin, step):
     return b.op("Concat", *parts, num_args=len(parts), dim=axis)
 
 
-def _slice_grad(b, n):
-    shape = tuple(n.in_shapes[0])
-    ranges, out = _slice_out_shape(n.attrs, shape)
-    g = n.ograds[0]
+def scatter_slice(b, g, ranges, out, shape):
+    """``g`` (the slice's shape ``out``) placed at the positions ``slice_ranges`` gives
+    of a zero tensor of ``shape``: the gradient of a strided slice (and where
+    ``_slice_assign`` writes its value)."""
     for axis, ((lo, _, s), m) in enumerate(zip(ranges, out)):
         if (lo, s, m) != (0, 1, shape[axis]):
             g = scatter_axis(b, g, axis, shape[axis], lo, s)
-    return [g]
+    return g
+
+
+def _slice_grad(b, n):
+    shape = tuple(n.in_shapes[0])
+    ranges, out = _slice_out_shape(n.attrs, shape)
+    return [scatter_slice(b, n.ograds[0], ranges, out, shape)]
 
 
 register(OpDef(

@@ -4,7 +4,7 @@ or a scalar, the slice as ``slice`` reads it (mxnet's clamped begin / end, any s
 
 mxnet registers no gradient for either, so a backward through one is refused, as there.
 Both decompose to ``where(mask, placed, lhs)``: ``placed`` is the value scattered to the
-slice's positions of zeros (``slice``'s own gradient, ``shape_more.scatter_axis``) and
+slice's positions of zeros (``slice``'s own gradient, ``shape_more.scatter_slice``) and
 ``mask`` the same scatter of ones, so the assigned elements are the value's bits.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .registry import Attr, Decompose, OpDef, ShapeError, parse_float, register
-from .shape_more import _slice_out_shape, parse_optional_int_tuple, scatter_axis
+from .shape_more import _slice_out_shape, parse_optional_int_tuple, scatter_slice
 
 
 def _slice_attrs():
@@ -20,17 +20,10 @@ def _slice_attrs():
             Attr("step", parse_optional_int_tuple, ())]
 
 
-def _scattered(b, value, ranges, out, shape):
-    for axis, ((lo, _, s), m) in enumerate(zip(ranges, out)):
-        if (lo, s, m) != (0, 1, shape[axis]):
-            value = scatter_axis(b, value, axis, shape[axis], lo, s)
-    return value
-
-
 def _assign(b, lhs, value, attrs, shape):
     ranges, out = _slice_out_shape(attrs, shape, "_slice_assign")
-    mask = _scattered(b, b.op("ones_like", value), ranges, out, shape)
-    return [b.op("where", mask, _scattered(b, value, ranges, out, shape), lhs)]
+    mask = scatter_slice(b, b.op("ones_like", value), ranges, out, shape)
+    return [b.op("where", mask, scatter_slice(b, value, ranges, out, shape), lhs)]
 
 
 def _assign_ref(lhs, value, attrs):

@@ -101,6 +101,21 @@ def test_common_expressions_are_kept_under_mxnets_switch_as_the_bind_saw_it(monk
     assert (kept_exps, merged_exps) == (2, 1)
 
 
+def test_a_program_compiled_after_the_bind_follows_the_switch_the_bind_saw(monkeypatch):
+    """A training executor of a graph with Dropout compiles its inference program when
+    first asked for it (here by ``programs``, after the switch is gone): bound under
+    MXNET_ELIMINATE_COMMON_EXPR=0, that program keeps both exps too."""
+    a, b = mx.sym.Variable("a"), mx.sym.Variable("b")
+    s = mx.sym.Group([mx.sym.exp(a + b) * 2, mx.sym.exp(a + b) * 3, mx.sym.Dropout(a)])
+    monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", "0")
+    kept = s.simple_bind(mx.cpu(), a=(3, 4), b=(3, 4))
+    monkeypatch.delenv("MXNET_ELIMINATE_COMMON_EXPR")
+    assert sum(ops.count("exp") for ops in kept.programs[1].groups) == 2
+    out = kept.forward(is_train=False, a=mx.nd.ones((3, 4)), b=mx.nd.ones((3, 4)))
+    np.testing.assert_allclose(out[1].asnumpy(), 3 * np.exp(2.0) * np.ones((3, 4)),
+                               rtol=1e-6)
+
+
 FLUENT_UNARY = ["norm", "round", "rint", "fix", "floor", "ceil", "trunc", "sign", "sin",
                 "degrees", "expm1", "reciprocal", "argmax_channel", "shape_array",
                 "size_array", "rsqrt", "cbrt", "softmin", "log1p"]

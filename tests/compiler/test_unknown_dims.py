@@ -150,3 +150,16 @@ def test_a_rule_that_refuses_partial_shapes_leaves_the_error_to_full_inference()
             pytest.fail(f"the rule's own error leaked: {exc}")
         except MXNetError:
             pass
+
+
+def test_identity_like_rhs_after_a_view_as_a_head_and_fused(cpu_target):
+    """Its value is lhs's: read through a transpose, as a graph head (a copy of a view)
+    and fused with the product after it, on both cpu targets."""
+    x, y = mx.sym.Variable("x"), mx.sym.Variable("y")
+    same = mx.sym._internal._identity_with_attr_like_rhs(mx.sym.transpose(x), y)
+    out = mx.sym.Group([same, same * 2.0])
+    xv = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    exe = out.bind(mx.cpu(), {"x": mx.nd.array(xv), "y": mx.nd.zeros((3, 2))})
+    head, doubled = exe.forward()
+    np.testing.assert_array_equal(head.asnumpy(), xv.T)
+    np.testing.assert_array_equal(doubled.asnumpy(), 2 * xv.T)
