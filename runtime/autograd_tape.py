@@ -153,12 +153,16 @@ def _check_heads(heads):
 def _accumulate(grads, arr, g):
     key = id(arr)
     if key in grads:
-        grads[key] = (arr, grads[key][1] + g)
+        total = grads[key][1]
+        # recorded (create_graph): the sum is an operator of the tape too
+        total = ndarray_mx._invoke("elemwise_add", (total, g), {}) if STATE.recording \
+            else total + g
+        grads[key] = (arr, total)
     else:
         grads[key] = (arr, g)
 
 
-def run_backward(heads, head_grads, retain_graph):
+def run_backward(heads, head_grads, retain_graph, create_graph=False):
     """Gradients of ``heads`` (weighted by ``head_grads``) with respect to every array
     the entries read: ``{id(array): (array, gradient)}`` for the leaves.
 
@@ -169,20 +173,26 @@ def run_backward(heads, head_grads, retain_graph):
         One per head (None: ones).
     retain_graph : bool
         Keep the entries for another backward.
+    create_graph : bool
+        Record the backward itself (each entry's gradient as ``mx.nd`` calls,
+        ``runtime/autograd_graph.py``), so the gradients can be differentiated again.
     """
     _check_heads(heads)
-    prev = set_recording(False)         # backward itself is not recorded
+    prev = set_recording(create_graph)     # as mxnet: backward is recorded iff create_graph
     try:
-        return _run_backward(heads, head_grads, retain_graph)
+        return _run_backward(heads, head_grads, retain_graph, create_graph)
     finally:
         set_recording(prev)
 
 
-def _run_backward(heads, head_grads, retain_graph):
+def _run_backward(heads, head_grads, retain_graph, create_graph):
     grads = {}
     for h, g in zip(heads, head_grads):
-        g = torch.ones_like(h.as_subclass(torch.Tensor)) if g is None else \
-            g.as_subclass(torch.Tensor)
+        if g is None:
+            g = torch.ones_like(h.as_subclass(torch.Tensor))
+            g = ndarray_mx._like(g, h) if create_graph else g
+        elif not create_graph:
+            g = g.as_subclass(torch.Tensor)
         if tuple(g.shape) != tuple(h.shape):
             raise MXNetError(f"backward: head gradient of shape {tuple(g.shape)} for a head "
                              f"of shape {tuple(h.shape)}")
@@ -192,7 +202,9 @@ def _run_backward(heads, head_grads, retain_graph):
         ograds = [grads.pop(id(o), (None, None))[1] for o in e.outputs]
         if all(g is None for g in ograds):
             continue
-        for inp, g in zip(e.inputs, _entry_grads(e, ograds)):
+        in_grads = _recorded_entry_grads(e, ograds) if create_graph else \
+            _entry_grads(e, ograds)
+        for inp, g in zip(e.inputs, in_grads):
             if g is not None and (_node(inp) is not None or _is_var(inp)):
                 _accumulate(grads, inp, g)
     if not retain_graph:
@@ -225,23 +237,32 @@ def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
 def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=False,
          train_mode=True):
     """Gradients of ``heads`` with respect to ``variables``, returned as new arrays
-    (mxnet's ``autograd.grad``); the variables' ``grad`` are left alone."""
-    if create_graph:
-        raise MXNetError("autograd.grad: create_graph=True (higher-order gradients) is not "
-                         "supported: the backward pass is not recorded")
+    (mxnet's ``autograd.grad``); the variables' ``grad`` are left alone.
+
+    With ``create_graph=True`` the backward is recorded: the returned gradients are on
+    the tape, and a later ``grad`` or ``backward`` goes back through them
+    (higher-order gradients). ``retain_graph`` defaults to ``create_graph``, as in
+    mxnet."""
     heads, head_grads = _as_lists(heads, head_grads)
-    single = isinstance(variables, torch.Tensor)
-    variables = [variables] if single else list(variables)
+    # a list always, one variable too: mxnet 1.9.1 tests the variables after making
+    # them a list, so its ``return ret[0]`` never runs
+    variables = [variables] if isinstance(variables, torch.Tensor) else list(variables)
     for i, v in enumerate(variables):
         if getattr(v, "_ag_req", None) is None:
             raise MXNetError(f"autograd.grad: variable {i} (shape {tuple(v.shape)}) is not "
                              f"marked: call attach_grad() or mark_variables() on it first")
-    grads = run_backward(heads, head_grads, bool(retain_graph))
+    retain = bool(create_graph) if retain_graph is None else bool(retain_graph)
+    grads = run_backward(heads, head_grads, retain, bool(create_graph))
     out = []
     for v in variables:
-        g = grads.get(id(v), (None, torch.zeros_like(v.as_subclass(torch.Tensor))))[1]
+        g = grads.get(id(v), (None, None))[1]
+        if g is None:
+            g = torch.zeros_like(v.as_subclass(torch.Tensor))
+        elif create_graph:
+            out.append(g)       # the recorded array itself: later grads go through it
+            continue
         out.append(ndarray_mx._like(g.clone(), v))
-    return out[0] if single else out
+    return out
 
 
 def _as_lists(heads, head_grads):
@@ -457,6 +478,16 @@ class _GradCall:
                     f"w.r.t embedding weight is default")
         return [None if g is None else g.as_subclass(torch.Tensor).clone()
                 for g in self.grad_of]
+
+
+def _recorded_entry_grads(e, ograds):
+    """The gradients of entry ``e``'s inputs as recorded ``mx.nd`` calls."""
+    from .autograd_graph import recorded_grads
+    if e.custom is not None:
+        raise MXNetError(f"autograd.grad(create_graph=True) through {e.op_name}: the "
+                         f"backward of a Python autograd.Function is not recorded; "
+                         f"higher-order gradients through it are not supported")
+    return recorded_grads(e, ograds, _ENGINE)
 
 
 def _entry_grads(e, ograds):

@@ -17,6 +17,7 @@ import torch
 
 from ..ir.dtypes import saturate_to_dtype
 from ..ir.expr import ops, value_reads
+from .math_gradient import math_gradient
 from .registry import (Attr, OpDef, Pointwise, ShapeError, View, broadcast_shapes,
                        merge_shape, parse_float, parse_str, choice, register)
 
@@ -103,16 +104,18 @@ def backward_op(name, gmath, gref):
     """The ``_backward_<name>`` OpDef of a unary row: arguments ``(ograd, data, output)``,
     or ``(ograd, output)`` when the gradient does not read the input (:func:`reads_input`)."""
     if reads_input(gmath):
+        expr = lambda attrs, dy, x, y, f=gmath: f(dy, x, y)     # noqa: E731
         return OpDef(
-            name=f"_backward_{name}", pattern="elemwise",
-            lowering=Pointwise(lambda attrs, dy, x, y, f=gmath: f(dy, x, y)),
+            name=f"_backward_{name}", pattern="elemwise", lowering=Pointwise(expr),
             arguments=("ograd", "data", "output"), infer_shape=same_shape,
-            reference=lambda attrs, ins, is_train, f=gref: [f(*ins)])
+            reference=lambda attrs, ins, is_train, f=gref: [f(*ins)],
+            gradient=math_gradient(expr))
+    expr = lambda attrs, dy, y, f=gmath: f(dy, None, y)     # noqa: E731
     return OpDef(
-        name=f"_backward_{name}", pattern="elemwise",
-        lowering=Pointwise(lambda attrs, dy, y, f=gmath: f(dy, None, y)),
+        name=f"_backward_{name}", pattern="elemwise", lowering=Pointwise(expr),
         arguments=("ograd", "output"), infer_shape=same_shape,
-        reference=lambda attrs, ins, is_train, f=gref: [f(ins[0], None, ins[1])])
+        reference=lambda attrs, ins, is_train, f=gref: [f(ins[0], None, ins[1])],
+        gradient=math_gradient(expr))
 
 
 def backward_node(b, name, n):
@@ -417,10 +420,15 @@ register(OpDef(
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [torch.clamp(ins[0], attrs["a_min"], attrs["a_max"])],
     gradient=_clip_gradient))
+
+
+def _clip_backward_expr(attrs, dy, x):
+    return ops.where((x >= attrs["a_min"]) & (x <= attrs["a_max"]), dy, 0.0)
+
+
 register(OpDef(
     name="_backward_clip", pattern="elemwise", arguments=("ograd", "data"), attrs=_CLIP_ATTRS,
-    lowering=Pointwise(lambda attrs, dy, x: ops.where(
-        (x >= attrs["a_min"]) & (x <= attrs["a_max"]), dy, 0.0)),
+    lowering=Pointwise(_clip_backward_expr), gradient=math_gradient(_clip_backward_expr),
     infer_shape=same_shape,
     reference=lambda attrs, ins, is_train: [torch.where(
         (ins[1] >= attrs["a_min"]) & (ins[1] <= attrs["a_max"]), ins[0],

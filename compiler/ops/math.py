@@ -21,6 +21,7 @@ import torch
 from ..ir.dtypes import is_float
 from ..ir.expr import ops
 from .elemwise import broadcast_shape, same_shape
+from .math_gradient import math_gradient
 from .registry import Attr, OpDef, Pointwise, parse_float, parse_str, register
 
 _LN2 = math.log(2.0)
@@ -166,9 +167,10 @@ for _name, (_math, _ref, _gmath, _gref) in UNARY.items():
         infer_shape=same_shape, reference=lambda attrs, ins, is_train, f=_ref: [f(ins[0])],
         gradient=_unary_gradient(_name, _gmath is None)))
     if _gmath is not None:
+        _expr = lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)     # noqa: E731
         register(OpDef(
-            name=f"_backward_{_name}", pattern="elemwise",
-            lowering=Pointwise(lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)),
+            name=f"_backward_{_name}", pattern="elemwise", lowering=Pointwise(_expr),
+            gradient=math_gradient(_expr),
             arguments=("ograd", "data", "output"), infer_shape=same_shape,
             reference=lambda attrs, ins, is_train, f=_gref: [f(*ins)]))
 

@@ -295,7 +295,7 @@ def _drop_build(b, n, is_train):
 register(OpDef(
     name="Dropout", pattern="composite", lowering=Decompose(_drop_build),
     outputs=("output", "mask"), num_visible=lambda attrs: 1, mode_dependent=True,
-    needs_random=True,
+    needs_random=True, constant_outputs=(1,),
     attrs=[Attr("p", parse_float, 0.5), Attr("mode", choice("training", "always"), "training"),
            Attr("axes", parse_shape, ()), Attr("cudnn_off", parse_bool, False)],
     infer_shape=_drop_shape, infer_type=_types_for(2), reference=_drop_ref,

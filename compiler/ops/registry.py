@@ -411,6 +411,10 @@ class OpDef:
     rows_independent : bool or callable(attrs) -> bool, optional
         Row ``i`` of the outputs depends on row ``i`` of the batch-carrying inputs
         alone (see :meth:`separates_rows`; ``compiler/row_split.py``).
+    constant_outputs : tuple of int
+        Hidden outputs that are the same whatever the inputs (Dropout's mask, a
+        random draw): a higher-order gradient may read them as constants
+        (``runtime/autograd_graph.py``).
     """
     name: str
     pattern: str
@@ -430,6 +434,7 @@ class OpDef:
     variadic: Optional[str] = None   # attribute holding the input count
     key_var_num_args: Optional[str] = None
     needs_random: bool = False
+    constant_outputs: tuple = ()
     # attributes mxnet converts to the operator's element type before use
     # (``DType(scalar)``): one beyond the type's range is an infinity there.
     # None: the ``scalar`` attribute of the ``_*_scalar`` family, when the entry has one

@@ -14,6 +14,7 @@ import torch
 
 from ..ir.expr import ops
 from .elemwise import same_shape
+from .math_gradient import derivable, math_gradient
 from .registry import OpDef, Pointwise, register
 
 _HALF_SQRT_PI = 0.5 * math.sqrt(math.pi)
@@ -52,9 +53,10 @@ for _name, (_math, _ref, _gmath, _gref) in SPECIAL.items():
         name=_name, pattern="elemwise", lowering=Pointwise(lambda attrs, x, f=_math: f(x)),
         infer_shape=same_shape, reference=lambda attrs, ins, is_train, f=_ref: [f(ins[0])],
         gradient=_gradient(_name), doc=f"out = {_DOC[_name]}, elementwise."))
+    _expr = lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)     # noqa: E731
     register(OpDef(
-        name=f"_backward_{_name}", pattern="elemwise",
-        lowering=Pointwise(lambda attrs, dy, x, y, f=_gmath: f(dy, x, y)),
+        name=f"_backward_{_name}", pattern="elemwise", lowering=Pointwise(_expr),
+        gradient=math_gradient(_expr) if derivable(_expr, 3) else None,
         arguments=("ograd", "data", "output"), infer_shape=same_shape,
         reference=lambda attrs, ins, is_train, f=_gref: [f(*ins)],
         doc=f"The gradient of {_name}."))
