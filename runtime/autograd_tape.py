@@ -83,7 +83,7 @@ class Entry:
         self.inputs, self.outputs, self.ctx = list(tensors), list(outputs), ctx
         self.is_train, self.seed = is_train, seed
         self.order = next(_ORDER)
-        self.freed = False
+        self.freed = 0          # when a backward freed it (an _ORDER stamp), else 0
         self.custom = None      # an autograd.Function's backward, for its entries
 
 
@@ -127,18 +127,26 @@ def tracked(arr) -> bool:
 
 
 def _entries_of(heads, check_freed=True):
-    """The entries the heads depend on, latest first."""
-    seen, stack = {}, [n[0] for n in map(_node, heads) if n is not None]
+    """The entries the heads depend on, latest first.
+
+    An entry freed by a backward (without ``retain_graph``) before a later entry read
+    its output is a constant to that reader, as mxnet detaches the arrays of a freed
+    graph: the walk stops there. Reaching a freed entry any other way (a head, or an
+    input read before the freeing) is an error."""
+    seen = {}
+    stack = [(n[0], 0) for n in map(_node, heads) if n is not None]     # a head: no reader
     while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
+        e, reader = stack.pop()
         if e.freed and check_freed:
+            if e.freed < reader:
+                continue
             raise MXNetError(
                 f"backward: the graph of operator '{e.op_name}' was freed by an earlier "
                 f"backward; pass retain_graph=True to the first one to go through it twice")
+        if id(e) in seen:
+            continue
         seen[id(e)] = e
-        stack.extend(n[0] for n in map(_node, e.inputs) if n is not None)
+        stack.extend((n[0], e.order) for n in map(_node, e.inputs) if n is not None)
     return sorted(seen.values(), key=lambda e: -e.order)
 
 
@@ -208,8 +216,9 @@ def _run_backward(heads, head_grads, retain_graph, create_graph):
             if g is not None and (_node(inp) is not None or _is_var(inp)):
                 _accumulate(grads, inp, g)
     if not retain_graph:
+        stamp = next(_ORDER)        # entries recorded later read their outputs as constants
         for e in entries:
-            e.freed = True
+            e.freed = stamp
     return grads
 
 

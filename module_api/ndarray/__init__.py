@@ -216,6 +216,7 @@ def _install_contrib_functions():
 _install_contrib_functions()
 
 from ..operator import Custom  # noqa: E402,F401  (mx.nd.Custom: a Python operator, mx.operator)
+from runtime.cached_op import CachedOp  # noqa: E402,F401  (a Symbol called as one operator)
 
 _registry_dot = dot
 

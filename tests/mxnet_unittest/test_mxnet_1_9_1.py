@@ -125,7 +125,6 @@ EXPECTED_FAILURES = {
     # test_rnn.py
     "test_lstm": "it builds mx.gluon.rnn.LSTMCell: Gluon is out of scope",
     # test_ndarray.py
-    "test_cached": "mx.nd.CachedOp (Gluon's cached graphs) is not built",
     "test_basic_indexing_is_contiguous": "it reads NDArray._basic_indexing_slice_is_contiguous, "
                                          "an mxnet internal",
     "test_ndarray_nan_comparison": "it reads np.NaN, which numpy 2 removed",
