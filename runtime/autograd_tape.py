@@ -228,6 +228,7 @@ def write_grads(grads):
         if not _is_var(arr):
             continue
         dst = arr.grad
+        arr._fresh_grad = True      # mxnet's grad state, which Trainer-style code resets
         with torch.no_grad():
             if arr._ag_req == "add":
                 dst.as_subclass(torch.Tensor).add_(g.to(ndarray_mx.torch_dtype(dst)))

@@ -307,6 +307,10 @@ class NDArray(torch.Tensor):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    # mxnet's grad state: whether a backward wrote ``grad`` since the flag was last
+    # reset (the tape sets it; Trainer-style code reads and resets it)
+    _fresh_grad = False
+
     def attach_grad(self, grad_req="write", stype=None):
         """Give the array a gradient buffer (zeros, read as ``grad``) that
         ``mx.autograd`` writes (``grad_req='write'``) or adds to (``'add'``)."""

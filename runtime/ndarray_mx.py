@@ -118,6 +118,7 @@ def mark_variable(arr, grad, grad_req="write"):
     arr._ag_req = grad_req
     arr.__dict__.pop("_ag_node", None)      # a variable is a leaf of later recordings
     arr.grad = grad
+    arr._fresh_grad = False     # mxnet's grad state: set when a backward writes grad
 
 
 def backward(heads, head_grads, retain_graph, train_mode):

@@ -1,11 +1,13 @@
 """``mx.contrib``: the parts of mxnet's contrib namespace that scripts import.
 
 ``mx.contrib.ndarray`` and ``mx.contrib.symbol`` (and their short names ``nd`` and
-``sym``) are ``mx.nd.contrib`` and ``mx.sym.contrib``, as in mxnet."""
+``sym``) are ``mx.nd.contrib`` and ``mx.sym.contrib``, as in mxnet;
+``mx.contrib.autograd`` is mxnet's first autograd interface (``autograd.py``) and
+``mx.contrib.amp`` its mixed precision."""
 from compiler import symbol as _symbol
 
 from .. import ndarray as _ndarray
-from . import amp  # noqa: F401
+from . import amp, autograd  # noqa: F401
 
 ndarray = nd = _ndarray.contrib
 symbol = sym = _symbol.contrib

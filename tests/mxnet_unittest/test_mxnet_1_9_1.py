@@ -73,6 +73,8 @@ FILES_AT_1_9_1 = {
         "95df2ba5962bda0ae2ea66303c21acbdb9a097fb3c879ed8455672f10169f90e",
     "tests/python/unittest/test_higher_order_grad.py":
         "db752709cf1b3b615f997b1ae26ecb3ba8210ee0cd40d6d122cd33d161801b09",
+    "tests/python/unittest/test_contrib_autograd.py":
+        "a6ca9a824de6e0550c04c677a19d2ec495d2796327841bc14622e93004e8e889",
     "tests/python/unittest/test_operator.py":
         "9a7af6bfcaf3b687069ed0b8c889054edec33b19dfbec30ef22b4e015c1d360f",
     # the NDArray file test_ndarray.py's test_ndarray_legacy_load reads
@@ -84,7 +86,7 @@ FILES_AT_1_9_1 = {
 MORE_FILES = ("test_attr.py", "test_executor.py", "test_infer_type.py", "test_init.py",
               "test_kvstore.py", "test_symbol.py", "test_autograd.py", "test_ndarray.py",
               "test_sparse_ndarray.py", "test_infer_shape.py", "test_rnn.py",
-              "test_higher_order_grad.py")
+              "test_higher_order_grad.py", "test_contrib_autograd.py")
 
 # how many tests each file holds at 1.9.1 (all must be collected)
 COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
@@ -92,7 +94,7 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_kvstore.py": 10, "test_symbol.py": 24, "test_autograd.py": 16,
           "test_ndarray.py": 63, "test_sparse_ndarray.py": 39, "test_infer_shape.py": 16,
           "test_rnn.py": 15, "test_operator.py": 198, "test_optimizer.py": 23,
-          "test_higher_order_grad.py": 31}
+          "test_higher_order_grad.py": 31, "test_contrib_autograd.py": 9}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
@@ -105,7 +107,6 @@ EXPECTED_FAILURES = {
     "test_attach_grad": "sparse arrays have no attach_grad / grad",
     "test_sparse_dot_grad": "sparse arrays have no attach_grad / grad",
     "test_grad_with_stype": "attach_grad(stype='csr' / 'row_sparse') is not supported",
-    "test_detach_updated_grad": "it reads NDArray._fresh_grad, an mxnet internal",
     # test_infer_shape.py
     "test_shape_completely_unknown": "NumPy shape semantics (np_shape) are not supported",
     "test_dot_partial_shape": "NumPy shape semantics (np_shape) are not supported",
