@@ -273,6 +273,13 @@ def compare_optimizer(opt1, opt2, shape, dtype, w_stype="default", g_stype="defa
 
 # -- environment and process helpers -------------------------------------------------------
 
+def is_aarch64_run():
+    """Whether the tests run on an aarch64 machine (mxnet's tests skip a few cases
+    there)."""
+    import platform
+    return platform.machine() == "aarch64"
+
+
 def list_gpus():
     """``range(number of GPUs)``."""
     return range(torch.cuda.device_count())

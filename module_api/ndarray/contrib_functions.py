@@ -1,8 +1,9 @@
 """The Python functions of mxnet 1.9.1's ``mx.nd.contrib``: imperative control flow
 (``foreach``, ``while_loop``, ``cond``: Python loops over ``mx.nd`` calls, so
 ``mx.autograd`` records them step by step), the ``isinf`` / ``isfinite`` / ``isnan``
-checks, ``rand_zipfian`` and the ``adamw_update`` wrappers that take a number for
-``rescale_grad``. The symbolic forms live in ``compiler/symbol_control_flow.py`` and
+checks, ``rand_zipfian``, ``adamw_update`` / ``mp_adamw_update`` (a number for
+``rescale_grad`` made an array) and ``multi_adamw_update`` / ``multi_mp_adamw_update``
+(one ``adamw_update`` per weight, each with its own rates). The symbolic forms live in ``compiler/symbol_control_flow.py`` and
 ``compiler/symbol_random.py``.
 """
 from __future__ import annotations
@@ -153,8 +154,62 @@ def make(nd):
             return ((c + 2.0) / (c + 1.0)).log() / log_range * num_sampled
         return sampled, expected(true_classes), expected(sampled)
 
+    def _rescale(rescale_grad, like):
+        if isinstance(rescale_grad, torch.Tensor):
+            return rescale_grad
+        return nd.full((1,), rescale_grad, ctx=like.context, dtype="float32")
+
+    def adamw_update(weight, grad, mean, var, rescale_grad, lr, eta, beta1=0.9,
+                     beta2=0.999, epsilon=1e-8, wd=0, clip_gradient=-1, out=None, name=None,
+                     **kwargs):
+        """AdamW's update of ``weight`` (``_adamw_update``); ``rescale_grad`` may be a
+        number or a one-element array (a NaN or infinite one skips the update)."""
+        return nd._internal._adamw_update(
+            weight, grad, mean, var, _rescale(rescale_grad, weight), lr=lr, eta=eta,
+            beta1=beta1, beta2=beta2, epsilon=epsilon, wd=wd, clip_gradient=clip_gradient,
+            out=out, **kwargs)
+
+    def mp_adamw_update(weight, grad, mean, var, weight32, rescale_grad, lr, eta, beta1=0.9,
+                        beta2=0.999, epsilon=1e-8, wd=0, clip_gradient=-1, out=None,
+                        name=None, **kwargs):
+        """``adamw_update`` of a float16 ``weight`` through its float32 copy."""
+        return nd._internal._mp_adamw_update(
+            weight, grad, mean, var, weight32, _rescale(rescale_grad, weight), lr=lr,
+            eta=eta, beta1=beta1, beta2=beta2, epsilon=epsilon, wd=wd,
+            clip_gradient=clip_gradient, out=out, **kwargs)
+
+    def _multi_update(update, groups, rescale_grad, lrs, wds, etas, out,
+                      size, kwargs):
+        size = size or len(groups[0])
+        if not all(len(g) >= size for g in groups) or \
+                not len(lrs) >= size <= len(wds) or len(etas) < size:
+            raise ValueError(f"{update}: {size} weights need as many of each list "
+                             f"(got {[len(g) for g in groups]}, lrs {len(lrs)}, wds "
+                             f"{len(wds)}, etas {len(etas)})")
+        outs = [None] * size if out is None else \
+            ([out] if isinstance(out, NDArray) else list(out))
+        fn = adamw_update if update == "adamw_update" else mp_adamw_update
+        return [fn(*[g[i] for g in groups], rescale_grad, lr=lrs[i], eta=etas[i],
+                   wd=wds[i], out=outs[i], **kwargs) for i in range(size)]
+
+    def multi_adamw_update(weights, grads, mean, var, rescale_grad, lrs, wds, etas,
+                           out=None, name=None, size=0, **kwargs):
+        """``adamw_update`` of each weight, with its own ``lrs[i]``, ``wds[i]`` and
+        ``etas[i]`` (mxnet fuses them into one operator; the values are the same)."""
+        return _multi_update("adamw_update", (weights, grads, mean, var), rescale_grad,
+                             lrs, wds, etas, out, size, kwargs)
+
+    def multi_mp_adamw_update(weights, grads, mean, var, weights32, rescale_grad, lrs, wds,
+                              etas, out=None, name=None, size=0, **kwargs):
+        """``mp_adamw_update`` of each weight (float16 weights with float32 copies)."""
+        return _multi_update("mp_adamw_update", (weights, grads, mean, var, weights32),
+                             rescale_grad, lrs, wds, etas, out, size, kwargs)
+
     return dict(foreach=foreach, while_loop=while_loop, cond=cond, isinf=isinf,
-                isnan=isnan, isfinite=isfinite, rand_zipfian=rand_zipfian)
+                isnan=isnan, isfinite=isfinite, rand_zipfian=rand_zipfian,
+                adamw_update=adamw_update, mp_adamw_update=mp_adamw_update,
+                multi_adamw_update=multi_adamw_update,
+                multi_mp_adamw_update=multi_mp_adamw_update)
 
 
 def install(nd, contrib):

@@ -13,7 +13,7 @@ and the files the run reads are checked first, and another version is reported a
 such instead of being run.
 
 Every test not listed in ``EXPECTED_FAILURES`` (``EXPECTED_BY_FILE`` for
-test_operator.py and test_optimizer.py) must pass or be skipped by mxnet's file
+test_operator.py, test_optimizer.py and test_contrib_autograd.py) must pass or be skipped by mxnet's file
 itself, and every listed one must still fail: a fix that makes one pass moves it out
 of the list (and out of the README's table). The behaviours these files check are also
 tested in symtriton's own words (tests/module_api/test_mxnet_module_behaviours.py and the
@@ -75,6 +75,12 @@ FILES_AT_1_9_1 = {
         "db752709cf1b3b615f997b1ae26ecb3ba8210ee0cd40d6d122cd33d161801b09",
     "tests/python/unittest/test_contrib_autograd.py":
         "a6ca9a824de6e0550c04c677a19d2ec495d2796327841bc14622e93004e8e889",
+    "tests/python/unittest/test_contrib_operator.py":
+        "cf6cffb4cd8b779a3c9ad40f443fa8be346923e40b646c52464d66d073e2795a",
+    "tests/python/unittest/test_contrib_optimizer.py":
+        "7c3faf7a265aaadbed62677c88aae3ae8400543bc5ed19201ecfdf1bb6b06a81",
+    "tests/python/unittest/test_engine.py":
+        "ba1f60d43ccf88de9a8e5471260021b7c62f93e8f76a9b459eb2439031bf78fb",
     "tests/python/unittest/test_operator.py":
         "9a7af6bfcaf3b687069ed0b8c889054edec33b19dfbec30ef22b4e015c1d360f",
     # the NDArray file test_ndarray.py's test_ndarray_legacy_load reads
@@ -86,7 +92,8 @@ FILES_AT_1_9_1 = {
 MORE_FILES = ("test_attr.py", "test_executor.py", "test_infer_type.py", "test_init.py",
               "test_kvstore.py", "test_symbol.py", "test_autograd.py", "test_ndarray.py",
               "test_sparse_ndarray.py", "test_infer_shape.py", "test_rnn.py",
-              "test_higher_order_grad.py", "test_contrib_autograd.py")
+              "test_higher_order_grad.py", "test_contrib_autograd.py",
+              "test_contrib_operator.py", "test_contrib_optimizer.py", "test_engine.py")
 
 # how many tests each file holds at 1.9.1 (all must be collected)
 COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
@@ -94,7 +101,8 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_kvstore.py": 10, "test_symbol.py": 24, "test_autograd.py": 16,
           "test_ndarray.py": 63, "test_sparse_ndarray.py": 39, "test_infer_shape.py": 16,
           "test_rnn.py": 15, "test_operator.py": 198, "test_optimizer.py": 23,
-          "test_higher_order_grad.py": 31, "test_contrib_autograd.py": 9}
+          "test_higher_order_grad.py": 31, "test_contrib_autograd.py": 9,
+          "test_contrib_operator.py": 10, "test_contrib_optimizer.py": 2, "test_engine.py": 2}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
@@ -188,7 +196,9 @@ OPTIMIZER_EXPECTED_FAILURES = {
     "test_nadam": "it builds its loss with mx.gluon.loss: Gluon is out of scope",
 }
 EXPECTED_BY_FILE = {"test_operator.py": OPERATOR_EXPECTED_FAILURES,
-                    "test_optimizer.py": OPTIMIZER_EXPECTED_FAILURES}
+                    "test_optimizer.py": OPTIMIZER_EXPECTED_FAILURES,
+                    # its test_unary_func / test_binary_func are not test_autograd.py's
+                    "test_contrib_autograd.py": {}}
 
 HOW = "MXNET_SOURCE=/path/to/mxnet make test-mxnet, with the checkout at tag " + VERSION
 
