@@ -110,6 +110,12 @@ def _initialize_kvstore(kvstore, param_arrays, arg_params, param_names, update_o
     starts from the same parameters (mxnet leaves that to equal random seeds).
     """
     names = list(param_names[:len(param_arrays)])
+    if not _built_in(kvstore) and not hasattr(kvstore, "init"):
+        # a store written in Python (KVStoreBase) may offer broadcast / pushpull only:
+        # it starts each device from the same values (mxnet would fail on its init)
+        for n, devs in zip(names, param_arrays):
+            kvstore.broadcast(n, arg_params[n], out=devs)
+        return
     kvstore.init(names, [arg_params[n] for n in names])
     if update_on_kvstore:       # mxnet's broadcast, for dense parameters
         pulled = [n for n in names if getattr(arg_params[n], "stype", "default") == 'default']
@@ -121,8 +127,17 @@ def _initialize_kvstore(kvstore, param_arrays, arg_params, param_names, update_o
         kvstore.pull(pulled, out=[param_arrays[names.index(n)] for n in pulled], priority=0)
 
 
+def _built_in(kvstore) -> bool:
+    return isinstance(kvstore, getattr(_kvs(), "KVStore"))
+
+
 def _pushpull(kvstore, names, grad_lists, out):
-    """One push-and-pull of many keys, so a distributed store reduces them in buckets."""
+    """One push-and-pull of many keys, so a distributed store reduces them in buckets;
+    a store written in Python gets one key per call, as mxnet's model calls it."""
+    if not _built_in(kvstore) and hasattr(kvstore, "pushpull"):
+        for i, (name, grads) in enumerate(zip(names, grad_lists)):
+            kvstore.pushpull(name, grads, out=None if out is None else out[i], priority=-i)
+        return
     if hasattr(kvstore, "pushpull"):
         kvstore.pushpull(names, grad_lists, out=out, priority=0)
     else:

@@ -11,7 +11,8 @@ from compiler.errors import MXNetError
 
 from .kvstore_async import DistAsyncKVStore
 from .kvstore_dist import DistSyncKVStore
-from .kvstore_local import KVStore, KVStoreBase
+from .kvstore_base import KVStoreBase, TestStore  # noqa: F401  (mxnet's kvstore.base)
+from .kvstore_local import KVStore
 
 __all__ = ["KVStoreBase", "KVStore", "create"]
 
@@ -24,11 +25,13 @@ def create(name="local"):
 
     Parameters
     ----------
-    name : {'local', 'device', 'dist_sync', 'dist_device_sync', 'dist_async'}
+    name : {'local', 'device', 'dist_sync', 'dist_device_sync', 'dist_async'} or str
         ``local`` and ``device`` serve the devices of one process (see
         :mod:`runtime.kvstore_local`). The ``dist_*`` types join the ``torch.distributed``
         job that ``torchrun`` started (see :mod:`runtime.kvstore_dist` and
-        :mod:`runtime.kvstore_async`).
+        :mod:`runtime.kvstore_async`). Any other name is looked up first among the
+        classes registered with ``KVStoreBase.register`` (``teststore``,
+        :mod:`runtime.kvstore_base`).
 
     Returns
     -------
@@ -36,6 +39,9 @@ def create(name="local"):
     """
     if not isinstance(name, str):
         raise TypeError("name must be a string")
+    registered = KVStoreBase.kv_registry.get(name.lower())
+    if registered is not None:      # a store written in Python (KVStoreBase.register)
+        return registered()
     if name in ("dist_sync", "dist_device_sync"):
         return DistSyncKVStore(name)
     if name == "dist_async":

@@ -32,6 +32,7 @@ from . import kvstore_sparse as kvs
 from . import threads
 from . import optimizer as opt
 from .gradient_compression import TwoBitCompression
+from .kvstore_base import KVStoreBase
 from .ndarray import NDArray
 from .updater import load_states_file
 from .ndarray import torch_dtype
@@ -108,11 +109,6 @@ def _slots(optimizer, stored):
         if isinstance(name, str) and name in stored and i not in slots:
             slots[i] = (name, stored[name][1])
     return slots
-
-
-class KVStoreBase:
-    """mxnet's ``kvstore.base.KVStoreBase``: the capability names."""
-    OPTIMIZER = "optimizer"
 
 
 def _plain_tensors():
