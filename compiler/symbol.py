@@ -472,8 +472,11 @@ class Symbol:
     __hash__ = object.__hash__
 
     # -- graph and shapes --------------------------------------------------------------
-    def to_graph(self) -> Graph:
-        """The analysis graph of this symbol (variables, operators, heads)."""
+    def to_graph(self, distinct_names: bool = True) -> Graph:
+        """The analysis graph of this symbol (variables, operators, heads).
+
+        ``distinct_names=False`` lets two variables share a name (``mx.viz`` draws
+        such a graph, as mxnet's does; binding one is refused)."""
         graph = Graph()
         ids = {}
         args, aux = self._variables()
@@ -500,7 +503,7 @@ class Symbol:
         graph.meta["output_names"] = self.list_outputs()
         counts = collections.Counter(n.name for n in args + aux)
         dup = sorted(x for x, c in counts.items() if c > 1)
-        if dup:
+        if dup and distinct_names:
             raise MXNetError(f"duplicate argument names {dup}: each variable in a symbol needs "
                              f"a distinct name")
         return graph

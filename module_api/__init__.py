@@ -25,7 +25,7 @@ from runtime import lr_scheduler  # noqa: F401,E402
 from . import rnn  # noqa: F401,E402
 from . import operator  # noqa: F401,E402  (mx.operator: CustomOp)
 from . import autograd  # noqa: F401,E402  (mx.autograd: record, backward)
-from . import base, util, profiler, viz, gluon, registry, engine  # noqa: F401,E402
+from . import base, util, profiler, viz, gluon, registry, engine, attribute  # noqa: F401,E402
 from . import recordio, image, image as img  # noqa: F401,E402  (mxnet's mx.img alias)
 # mxnet's top-level names for its NumPy semantics: turning them on is refused with what
 # to do (module_api/util.py), and a module that only decorates with them still imports

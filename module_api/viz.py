@@ -23,6 +23,8 @@ import json
 import re
 import warnings
 
+import numpy as np
+
 from compiler.errors import MXNetError
 from compiler.symbol import Symbol
 
@@ -42,12 +44,35 @@ def _ints(text):
 
 
 def _shapes(symbol, shape):
-    """``{output name: shape}`` of every internal output for input ``shape``."""
+    """``{output name: shape}`` of every internal output for input ``shape``.
+
+    Inferred on the graph, node by node, so that two variables of one name (which
+    ``plot_network`` warns about, as mxnet's) each get their own shape."""
+    from compiler.passes.infer_shapes import infer_shapes
     internals = symbol.get_internals()
-    _, out_shapes, _ = internals.infer_shape(**shape)
-    if out_shapes is None:
-        raise ValueError("Input shape is incomplete")
-    return dict(zip(internals.list_outputs(), out_shapes))
+    graph = internals.to_graph(distinct_names=False)
+    try:
+        infer_shapes(graph, {k: tuple(v) for k, v in shape.items()})
+    except MXNetError as err:
+        raise ValueError(f"Input shape is incomplete: {err}") from None
+    return dict(zip(internals.list_outputs(), [graph.shape(h) for h in graph.heads]))
+
+
+def _types(symbol, dtype):
+    """``{output name: numpy type}`` of every internal output for input ``dtype``,
+    inferred on the graph as :func:`_shapes` does."""
+    from compiler.passes.infer_shapes import infer_shapes
+    internals = symbol.get_internals()
+    graph = internals.to_graph(distinct_names=False)
+    try:
+        infer_shapes(graph, {}, partial=True,
+                     dtypes={k: np.dtype(v).name for k, v in dtype.items()})
+    except MXNetError as err:
+        raise ValueError(f"Input type is incomplete: {err}") from None
+    types = [graph.dtype(h) for h in graph.heads]
+    if any(t is None for t in types):
+        raise ValueError("Input type is incomplete")
+    return dict(zip(internals.list_outputs(), [np.dtype(t).type for t in types]))
 
 
 def _output_key(node):
@@ -223,14 +248,8 @@ def plot_network(symbol, title="plot", save_format='pdf', shape=None, dtype=None
         raise ImportError("Draw network requires graphviz library") from err
     if not isinstance(symbol, Symbol):
         raise TypeError("symbol must be a Symbol")
-    internals = symbol.get_internals()
     shapes = _shapes(symbol, shape) if shape is not None else None
-    types = None
-    if dtype is not None:
-        _, out_types, _ = internals.infer_type(**dtype)
-        if out_types is None:
-            raise ValueError("Input type is incomplete")
-        types = dict(zip(internals.list_outputs(), out_types))
+    types = _types(symbol, dtype) if dtype is not None else None
     nodes = json.loads(symbol.tojson())["nodes"]
     names = [node["name"] for node in nodes]
     repeated = sorted({n for n in names if names.count(n) > 1})

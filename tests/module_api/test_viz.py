@@ -96,3 +96,26 @@ def test_render_lenet_to_png(tmp_path):
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(path) > 10000
+
+
+def test_two_variables_of_one_name_are_drawn_with_a_warning():
+    """mxnet's test_viz: a graph reusing the name 'fc' draws, warning once (edge
+    labels are looked up by name, as mxnet's: both 'fc' layers read the later one's)."""
+    import warnings
+    net = mx.sym.FullyConnected(mx.sym.var("data"), name="fc", num_hidden=128)
+    net = mx.sym.Activation(net, name="relu1", act_type="relu")
+    net = mx.sym.FullyConnected(net, name="fc", num_hidden=10)
+    net = mx.sym.SoftmaxOutput(net, name="out")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        dot = mx.viz.plot_network(net, shape={"data": (100, 200)},
+                                  dtype={"data": np.float32}, hide_weights=False)
+    assert len(seen) == 1
+    assert "multiple variables with the same name" in str(seen[0].message)
+    assert "fc_bias,fc_weight" in str(seen[0].message)
+    src = dot.source
+    assert 'fc -> data [label="200(float32)"' in src
+    assert 'fc -> relu1 [label="128(float32)"' in src
+    assert 'out -> fc [label="10(float32)"' in src
+    with pytest.raises(mx.MXNetError, match="duplicate argument names"):
+        net.simple_bind(mx.cpu(), data=(100, 200))

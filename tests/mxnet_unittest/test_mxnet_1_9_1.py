@@ -83,6 +83,12 @@ FILES_AT_1_9_1 = {
         "ba1f60d43ccf88de9a8e5471260021b7c62f93e8f76a9b459eb2439031bf78fb",
     "tests/python/unittest/test_kvstore_custom.py":
         "71fc390165275237161f93c704075689bbdba73fa542ee471a42bd1c67409695",
+    "tests/python/unittest/test_viz.py":
+        "30c9ef1ea1cb7266dca3f26c3cfc3968303de7d89c24f60f9d39c21c86a6ba26",
+    "tests/python/unittest/test_runtime.py":
+        "87e16d02d0c53dc8bc6bc9ef1aed84a4dc291add12a2eaf94e833245dd527b26",
+    "tests/python/unittest/test_recordio.py":
+        "ac7aa167f667d627db5157461b6bea7675d9edca5181c6b20d4e077cccd0b14a",
     "tests/python/unittest/test_operator.py":
         "9a7af6bfcaf3b687069ed0b8c889054edec33b19dfbec30ef22b4e015c1d360f",
     # the NDArray file test_ndarray.py's test_ndarray_legacy_load reads
@@ -96,7 +102,7 @@ MORE_FILES = ("test_attr.py", "test_executor.py", "test_infer_type.py", "test_in
               "test_sparse_ndarray.py", "test_infer_shape.py", "test_rnn.py",
               "test_higher_order_grad.py", "test_contrib_autograd.py",
               "test_contrib_operator.py", "test_contrib_optimizer.py", "test_engine.py",
-              "test_kvstore_custom.py")
+              "test_kvstore_custom.py", "test_viz.py", "test_runtime.py", "test_recordio.py")
 
 # how many tests each file holds at 1.9.1 (all must be collected)
 COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
@@ -106,7 +112,8 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_rnn.py": 15, "test_operator.py": 198, "test_optimizer.py": 23,
           "test_higher_order_grad.py": 31, "test_contrib_autograd.py": 9,
           "test_contrib_operator.py": 10, "test_contrib_optimizer.py": 2, "test_engine.py": 2,
-          "test_kvstore_custom.py": 7}
+          "test_kvstore_custom.py": 7, "test_viz.py": 2, "test_runtime.py": 4,
+          "test_recordio.py": 3}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
