@@ -12,7 +12,8 @@ from __future__ import annotations
 from compiler.ops import custom as _custom
 from runtime import custom_op as _runtime_custom
 
-__all__ = ["CustomOp", "CustomOpProp", "register", "Custom", "get_all_registered_operators"]
+__all__ = ["CustomOp", "CustomOpProp", "register", "Custom", "get_all_registered_operators",
+           "PythonOp", "NumpyOp", "NDArrayOp"]
 
 
 class CustomOp:
@@ -181,3 +182,6 @@ def get_all_registered_operators():
     """
     from compiler.ops import REGISTRY
     return sorted(REGISTRY)
+
+
+from .python_op import NDArrayOp, NumpyOp, PythonOp  # noqa: E402,F401  (mxnet's legacy ops)

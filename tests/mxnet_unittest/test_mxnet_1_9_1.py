@@ -185,8 +185,6 @@ OPERATOR_EXPECTED_FAILURES = {
     "test_take": "take(mode='raise') is not built",
     "test_gather_nd_check_bound": "gather_nd reads a clipped index where mxnet raises "
                                   "IndexError",
-    "test_python_op": "mx.operator.NumpyOp / PythonOp (mxnet's legacy Python operators) "
-                      "are not built",
     "test_custom_op": "check_numeric_gradient with grad_stype_dict (sparse gradient "
                       "arrays) is not supported",
     "test_dropout": "Dropout(p=1) in training gives 0 here; mxnet gives NaN "
