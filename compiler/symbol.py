@@ -1130,6 +1130,7 @@ contrib.adamw_update = _scaled_update("_adamw_update", 4)
 contrib.mp_adamw_update = _scaled_update("_mp_adamw_update", 5)
 contrib.rand_zipfian = _make_rand_zipfian(Symbol, _make_op_function, random.uniform)
 linalg = _operator_namespace("linalg")        # mx.sym.linalg
+image = _operator_namespace("image")          # mx.sym.image
 
 
 def _internal_namespace():

@@ -59,3 +59,4 @@ from . import catalogue_rest  # noqa: F401
 from . import quantization_bn  # noqa: F401
 from . import boolean_mask  # noqa: F401
 from . import sparse_csr  # noqa: F401
+from . import image  # noqa: F401

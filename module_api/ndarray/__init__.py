@@ -194,17 +194,17 @@ random_normal = normal = random.normal
 def _export_operators():
     """``mx.nd.X`` for each registry operator (mxnet's own Python functions above,
     ``array`` ... ``random``, keep their names), the helpers over them and the
-    ``_internal`` / ``contrib`` / ``linalg`` namespaces."""
+    ``_internal`` / ``contrib`` / ``linalg`` / ``image`` namespaces."""
     from . import operators
     module = globals()
     for name, fn in operators.public_functions().items():
         module.setdefault(name, fn)
     module.update(operators.helpers())
     return (operators.internal_namespace(), operators.operator_namespace("contrib"),
-            operators.operator_namespace("linalg"))
+            operators.operator_namespace("linalg"), operators.operator_namespace("image"))
 
 
-_internal, contrib, linalg = _export_operators()
+_internal, contrib, linalg, image = _export_operators()
 
 
 def _install_contrib_functions():

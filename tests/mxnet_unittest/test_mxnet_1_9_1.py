@@ -196,7 +196,6 @@ OPERATOR_EXPECTED_FAILURES = {
                                  "str names",
     "test_monitor_with_variable_input_shape": "set_monitor_callback hands NDArrays, not "
                                               "mxnet's C handles",
-    "test_image_normalize": "mx.sym.image (Gluon's image operators) is not built",
     "test_get_operator_arguments": "mx.operator.get_operator_arguments (mxnet's C "
                                    "operator descriptions) is not built",
     "test_take_grads": "it needs Gluon (mxnet.gluon.nn)",
