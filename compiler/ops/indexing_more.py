@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import torch
 
+from .index_checks import check_bounds
 from .registry import (Attr, Decompose, OpDef, ShapeError, normalize_axis, parse_int,
                        parse_shape, prod, register)
 
@@ -97,12 +98,16 @@ def _gather_nd_shape(attrs, in_shapes):
 def _gather_nd_ref(attrs, ins, is_train):
     data, idx = ins
     m, y, nrows, row = _nd_geometry("gather_nd", tuple(data.shape), tuple(idx.shape))
+    check_bounds({"sizes": tuple(data.shape[:m]), "negative": True, "op": "gather_nd"}, [idx])
     rows = _flat_rows_ref(idx, tuple(data.shape))
     return [data.reshape(nrows, row)[rows.reshape(-1)].reshape(y + tuple(data.shape[m:]))]
 
 
 def _gather(b, data, idx, dshape, ishape):
     m, y, nrows, row = _nd_geometry("gather_nd", dshape, ishape)
+    # mxnet raises IndexError for an index outside [-size, size) (index_checks.py)
+    idx = b.op("_check_index_bounds", idx, sizes=tuple(dshape[:m]), negative=True,
+               op="gather_nd")
     rows = _flat_rows(b, idx, dshape, ishape)
     table = _reshape(b, data, (nrows, row))
     got = b.op("Embedding", rows, table, input_dim=nrows, output_dim=row)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import torch
 
 from ..ir.expr import ops
+from .index_checks import check_bounds
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
                        normalize_axis, parse_bool, parse_float, parse_int,
                        parse_dtype, parse_optional_int, parse_shape, prod,
@@ -180,9 +181,6 @@ def _take_geometry(attrs, a_shape, idx_shape):
 
 def _take_shape(attrs, in_shapes):
     a, idx = in_shapes
-    if attrs["mode"] == "raise":
-        raise ShapeError("take: mode='raise' is not supported yet; use mode='clip' (the "
-                         "default) or mode='wrap'")
     if a is None or idx is None:
         return in_shapes, [None]
     return in_shapes, [_take_geometry(attrs, a, idx)[5]]
@@ -192,6 +190,8 @@ def _take_ref(attrs, ins, is_train):
     a, idx = ins
     ax = normalize_axis(attrs["axis"], a.dim(), "take")
     j = idx.detach().to(torch.int64)        # truncated toward zero, as mxnet's cast
+    if attrs["mode"] == "raise":
+        check_bounds({"sizes": (a.shape[ax],), "negative": False, "op": "take"}, [idx])
     j = j.remainder(a.shape[ax]) if attrs["mode"] == "wrap" else j.clamp(0, a.shape[ax] - 1)
     out = torch.index_select(a, ax, j.reshape(-1))
     return [out.reshape(tuple(a.shape[:ax]) + tuple(idx.shape) + tuple(a.shape[ax + 1:]))]
@@ -214,6 +214,8 @@ def _take_indices(b, n, rows):
     """The indices the rows are read at: as given (Embedding clips them), or with
     ``mode='wrap'`` truncated then taken modulo the rows, non-negative (mxnet's wrap)."""
     idx = n.inputs[1]
+    if n.attrs["mode"] == "raise":      # checked, then read as clip reads it
+        return b.op("_check_index_bounds", idx, sizes=(rows,), op="take")
     if n.attrs["mode"] != "wrap":
         return idx
     return b.op("_mod_scalar", b.op("fix", idx), scalar=float(rows))
@@ -256,7 +258,8 @@ register(OpDef(
     infer_shape=_take_shape, reference=_take_ref, gradient=_take_gradient,
     infer_type=lambda attrs, in_types: (in_types, [in_types[0]]),
     doc="Slices of a along axis at clip(int(indices)) (mode='wrap': int(indices) modulo "
-        "the axis): out shape a.shape[:axis] + indices.shape + a.shape[axis + 1:]."))
+        "the axis; mode='raise': an error for an index outside [0, axis size)): out shape "
+        "a.shape[:axis] + indices.shape + a.shape[axis + 1:]."))
 
 
 # -- _axis_index, argmax, argmin -----------------------------------------------------------

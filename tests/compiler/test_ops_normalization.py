@@ -208,12 +208,6 @@ def test_take(op, shapes, cpu_target):
     check(op, shapes)
 
 
-def test_take_refuses_raise():
-    a, i = sym.Variable("a"), sym.Variable("i")
-    with pytest.raises(Exception, match="raise"):
-        sym.take(a, i, mode="raise").infer_shape(a=(3, 4), i=(2,))
-
-
 @pytest.mark.parametrize("axis,out,grad", [
     # mxnet 1.9.1: take(arange(12).reshape(3, 4), [[-5.7, 4.2], [7, -1]], mode='wrap'),
     # the indices truncated then taken modulo the axis; gradient of a sum of the output
