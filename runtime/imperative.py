@@ -25,7 +25,7 @@ import torch
 from compiler.errors import MXNetError
 from compiler.ops import REGISTRY
 
-from . import autograd_tape, launcher, ndarray_mx
+from . import autograd_tape, imperative_lazy, launcher, ndarray_mx
 from .context import Context, current_context, device_guard
 from .ndarray import NDArray
 
@@ -294,6 +294,12 @@ def _storage_fallback(op_name, args, kwargs, out):
     dense result: mxnet's storage fallback, logged once per operator as mxnet logs it.
     """
     opdef = REGISTRY[op_name]
+    if opdef.name in imperative_lazy.LAZY_UPDATES:
+        names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
+        attrs = {**dict(zip((a.name for a in opdef.attrs), attr_args)), **attrs}
+        res = imperative_lazy.rows_update(opdef, op_name, names, tensors, attrs, out, invoke)
+        if res is not None:
+            return res
     sparse_in = [v for v in list(args) + list(kwargs.values()) if _is_sparse(v)]
     x = sparse_in[0]
     tensors_in = [v for v in list(args) + list(kwargs.values()) if _is_input(v)]

@@ -44,7 +44,10 @@ def _fc_shape(attrs, in_shapes):
     _, k, out = _fc_dims(attrs, dshape)
     shapes = [dshape, merge_shape(in_shapes[1], (h, k), "FullyConnected weight")]
     if not attrs["no_bias"]:
-        shapes.append(merge_shape(in_shapes[2], (h,), "FullyConnected bias"))
+        # mxnet takes a (num_hidden, 1) bias too
+        bias = in_shapes[2]
+        shapes.append(tuple(bias) if bias is not None and tuple(bias) == (h, 1) else
+                      merge_shape(bias, (h,), "FullyConnected bias"))
     return shapes, [out]
 
 
@@ -53,7 +56,7 @@ def _fc_ref(attrs, ins, is_train):
     rows, k, out = _fc_dims(attrs, tuple(x.shape))
     y = x.reshape(rows, k) @ w.t()
     if not attrs["no_bias"]:
-        y = y + ins[2]
+        y = y + ins[2].reshape(-1)
     return [y.reshape(out)]
 
 
@@ -65,7 +68,7 @@ def _fc_build(b, n, is_train):
              else _reshape(b, x, (dshape[0], prod(dshape[1:]))))
     y = b.op("dot", x, w, transpose_b=True)
     if not n.attrs["no_bias"]:
-        y = b.op("broadcast_add", y, n.inputs[2])
+        y = b.op("broadcast_add", y, _reshape(b, n.inputs[2], (n.attrs["num_hidden"],)))
     return [y]
 
 
@@ -85,7 +88,8 @@ def _fc_gradient(b, n):
     dw = b.op("dot", dy2, _reshape(b, x, (rows, k)), transpose_a=True)
     grads = [dx, dw]
     if not n.attrs["no_bias"]:
-        grads.append(b.op("_sum_to_shape", dy2, shape=(h,)))
+        grads.append(_reshape(b, b.op("_sum_to_shape", dy2, shape=(h,)),
+                              tuple(n.in_shapes[2])))
     return grads
 
 

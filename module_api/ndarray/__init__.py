@@ -229,3 +229,22 @@ def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=
     check_stype(forward_stype)
     return _registry_dot(lhs, rhs, transpose_a=transpose_a, transpose_b=transpose_b, out=out,
                          **kwargs)
+
+
+# mxnet's ``mx.nd.sparse`` also holds the operators that have a sparse kernel there
+# (``mx.nd.sparse.sgd_update``, ``abs``, ``FullyConnected`` ...). Here every ``mx.nd``
+# operator takes csr / row_sparse inputs itself (keeping the storage where mxnet's
+# kernel does, with mxnet's storage fallback otherwise, and the lazy updates of
+# ``runtime/imperative_lazy.py``), so these names are the same functions.
+_SPARSE_OPERATORS = """
+ElementWiseSum Embedding FullyConnected LinearRegressionOutput LogisticRegressionOutput
+MAERegressionOutput abs adam_update add_n arccos arccosh arcsin arcsinh arctan arctanh
+broadcast_add broadcast_div broadcast_minus broadcast_mul broadcast_plus broadcast_sub
+cbrt ceil clip concat cos cosh degrees exp expm1 fix floor ftrl_update gamma gammaln log
+log10 log1p log2 make_loss mean negative norm radians relu rint round rsqrt sgd_mom_update
+sgd_update sigmoid sign sin sinh sqrt square stop_gradient sum tan tanh trunc where
+zeros_like
+""".split()
+for _name in _SPARSE_OPERATORS:
+    if not hasattr(sparse, _name):
+        setattr(sparse, _name, globals()[_name])
