@@ -1165,6 +1165,7 @@ def _sparse_namespace():
     import types
     ns = types.SimpleNamespace(**{name: _make_op_function(name) for name in _SPARSE_NAMES
                                   if name in REGISTRY})
+    ns.adagrad_update = _make_op_function("_sparse_adagrad_update")
     ns.__doc__ = "``mx.sym.sparse``: the operators mxnet 1.9.1 also names ``_sparse_X``."
     return ns
 

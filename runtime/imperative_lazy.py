@@ -2,8 +2,9 @@
 gradient changes only the rows the gradient holds.
 
 mxnet 1.9.1's ``sgd_update``, ``sgd_mom_update`` and ``adam_update`` (with
-``lazy_update=True``, their default) and ``contrib.group_adagrad_update`` (always)
-have a sparse kernel: the weight's rows the gradient stores are updated, and their
+``lazy_update=True``, their default), ``contrib.group_adagrad_update`` and
+``sparse.adagrad_update`` (always; the latter without weight decay) have a sparse
+kernel: the weight's rows the gradient stores are updated, and their
 states' rows, and nothing else, so weight decay and momentum leave the other rows
 alone. The storage fallback (a dense copy of the gradient) would update every row.
 Each of these updates is row by row, so here the operator runs as it is on the
@@ -22,7 +23,8 @@ from compiler.errors import MXNetError
 
 # operator -> the attribute that turns the lazy update off (None: always lazy)
 LAZY_UPDATES = {"sgd_update": "lazy_update", "sgd_mom_update": "lazy_update",
-                "adam_update": "lazy_update", "_contrib_group_adagrad_update": None}
+                "adam_update": "lazy_update", "_contrib_group_adagrad_update": None,
+                "_sparse_adagrad_update": None}
 
 
 def rows_update(opdef, op_name, names, tensors, attrs, out, invoke):
@@ -52,6 +54,9 @@ def rows_update(opdef, op_name, names, tensors, attrs, out, invoke):
     if any(getattr(t, "stype", "default") != "default" for n, t in by_name.items()
            if n != "grad"):
         return None
+    if opdef.name == "_sparse_adagrad_update" and float(attrs.get("wd", 0.0)) != 0.0:
+        raise MXNetError(f"{op_name}: sparse adagrad_update does not support weight decay "
+                         f"(wd={attrs['wd']}), as in mxnet; use wd=0")
     if out is not weight:
         raise MXNetError(f"{op_name} with a row_sparse gradient updates the weight in place "
                          f"(lazy_update): pass out=weight, as mxnet requires")

@@ -135,6 +135,11 @@ UPDATES = {
                            (_LR, _a("beta1", 0.6), _a("beta2", 0.999), _a("epsilon", 1e-8),
                             _a("t", None, parse_int), _WD, _RESCALE, _a("clip_grad", -1.0)),
                            _ftml, clip_attr="clip_grad"),
+    # mxnet's sparse AdaGrad (mx.nd.sparse.adagrad_update); a row_sparse gradient
+    # updates its rows only (runtime/imperative_lazy.py), and weight decay is refused
+    "_sparse_adagrad_update": _Update("adagrad", _WG + ("history",), ("history",),
+                                      (_LR, _a("epsilon", 1e-7), _WD, _RESCALE, _CLIP),
+                                      _with(c0="epsilon"), roles={"hist": "history"}),
     "ftrl_update": _Update("ftrl", _WG + ("z", "n"), ("z", "n"),
                            (_LR, _a("lamda1", 0.01), _a("beta", 1.0), _WD, _RESCALE, _CLIP),
                            _with(c0="beta", c1="lamda1")),

@@ -248,3 +248,4 @@ zeros_like
 for _name in _SPARSE_OPERATORS:
     if not hasattr(sparse, _name):
         setattr(sparse, _name, globals()[_name])
+sparse.adagrad_update = _internal._sparse_adagrad_update

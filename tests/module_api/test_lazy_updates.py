@@ -33,7 +33,10 @@ def _id(case):
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_update_with_a_row_sparse_gradient_matches_mxnet(case, cpu_target):
     w, g, states = _inputs(case)
-    getattr(mx.nd, case["op"])(w, g, *states, out=w, **case["attrs"])
+    fn = mx.nd
+    for part in case["op"].split("."):
+        fn = getattr(fn, part)
+    fn(w, g, *states, out=w, **case["attrs"])
     np.testing.assert_allclose(w.asnumpy().ravel(), case["weight"], rtol=1e-6, atol=1e-7)
     for got, want in zip(states, case["state_values"]):
         np.testing.assert_allclose(got.asnumpy().ravel(), want, rtol=1e-6, atol=1e-7)
@@ -53,3 +56,11 @@ def test_a_lazy_update_needs_the_weight_as_out():
     w, g, _ = _inputs(CASES[0])
     with pytest.raises(MXNetError, match="pass out=weight"):
         mx.nd.sgd_update(w, g, lr=0.1)
+
+
+def test_sparse_adagrad_refuses_weight_decay_as_mxnet():
+    w, g, _ = _inputs(CASES[0])
+    with pytest.raises(MXNetError, match="does not support weight decay"):
+        mx.nd.sparse.adagrad_update(w, g, mx.nd.zeros(w.shape), lr=0.1, wd=0.1, out=w)
+    assert mx.sym.sparse.adagrad_update(mx.sym.var("w"), mx.sym.var("g"), mx.sym.var("h"),
+                                        lr=0.1).list_auxiliary_states() == ["h"]
