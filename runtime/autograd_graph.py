@@ -50,14 +50,23 @@ def recorded_grads(e, ograds, engine):
     node = next(n for n in graph.ops())
     b = Builder(graph, "bwd", "grad")
     values, contributions = {}, {}
-    for i, g in enumerate(ograds):
+    for i in range(len(graph.node(node)["shapes"])):
+        # every output gets a head gradient, zeros where none reached it: the rule then
+        # reads an output only where its math does (not for a zeros_like of it)
+        g = ograds[i] if i < len(ograds) else None
         if g is None:
-            continue
+            g = _zeros(graph.shape((node, i)), graph.dtype((node, i)), e)
         v = graph.add_node("null", f"head_grad{i}", role="head_grad", phase="bwd")
         graph.node(v)["shapes"] = [tuple(g.shape)]
         graph.node(v)["dtypes"] = [_dtype_name(g)]
         values[(v, 0)] = g
         contributions[(node, i)] = [b.ref((v, 0))]
+    if graph.node(node)["opdef"].gradient is None:
+        raise MXNetError(
+            f"autograd.grad: operator {e.op_name} has no gradient, so nothing recorded through "
+            f"it can be differentiated; where it computed a gradient (a create_graph=True "
+            f"backward recorded it), higher-order gradients through the operator that "
+            f"gradient belongs to are not supported")
     differentiate_node(graph, b, node, contributions)
     by_name = dict(zip(e.names, e.inputs))
     for v in graph.variables():
@@ -131,6 +140,13 @@ def _constant_outputs(e, opdef):
 
     exe._set_seed = pin_seed
     return [o.clone() for o in exe.forward(is_train=e.is_train)]
+
+
+def _zeros(shape, dtype, e):
+    """A constant zero head gradient (not on the tape) on the entry's device."""
+    device = e.outputs[0].device if e.outputs else None
+    t = torch.zeros(tuple(shape), dtype=getattr(torch, dtype or "float32"), device=device)
+    return ndarray_mx._like(t, e.outputs[0]) if e.outputs else t
 
 
 def _dtype_name(t) -> str:
