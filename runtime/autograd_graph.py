@@ -61,12 +61,6 @@ def recorded_grads(e, ograds, engine):
         graph.node(v)["dtypes"] = [_dtype_name(g)]
         values[(v, 0)] = g
         contributions[(node, i)] = [b.ref((v, 0))]
-    if graph.node(node)["opdef"].gradient is None:
-        raise MXNetError(
-            f"autograd.grad: operator {e.op_name} has no gradient, so nothing recorded through "
-            f"it can be differentiated; where it computed a gradient (a create_graph=True "
-            f"backward recorded it), higher-order gradients through the operator that "
-            f"gradient belongs to are not supported")
     differentiate_node(graph, b, node, contributions)
     by_name = dict(zip(e.names, e.inputs))
     for v in graph.variables():

@@ -210,6 +210,7 @@ def _run_backward(heads, head_grads, retain_graph, create_graph):
         ograds = [grads.pop(id(o), (None, None))[1] for o in e.outputs]
         if all(g is None for g in ograds):
             continue
+        _check_differentiable(e)
         in_grads = _recorded_entry_grads(e, ograds) if create_graph else \
             _entry_grads(e, ograds)
         for inp, g in zip(e.inputs, in_grads):
@@ -220,6 +221,16 @@ def _run_backward(heads, head_grads, retain_graph, create_graph):
         for e in entries:
             e.freed = stamp
     return grads
+
+
+def _check_differentiable(e):
+    from compiler.ops import REGISTRY
+    if e.custom is None and REGISTRY[e.op_name].gradient is None:
+        raise MXNetError(
+            f"backward: operator {e.op_name} has no gradient, and the heads reach the "
+            f"variables through it (a gradient operator that grad(create_graph=True) "
+            f"recorded without a gradient of its own: higher-order gradients through the "
+            f"operator it belongs to are not supported)")
 
 
 def write_grads(grads):
