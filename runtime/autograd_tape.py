@@ -210,6 +210,8 @@ def _run_backward(heads, head_grads, retain_graph, create_graph):
         ograds = [grads.pop(id(o), (None, None))[1] for o in e.outputs]
         if all(g is None for g in ograds):
             continue
+        if not any(_node(i) is not None or _is_var(i) for i in e.inputs):
+            continue        # only constants in: mxnet records no such call
         _check_differentiable(e)
         in_grads = _recorded_entry_grads(e, ograds) if create_graph else \
             _entry_grads(e, ograds)

@@ -210,14 +210,17 @@ def test_what_cannot_be_differentiated_twice_says_so():
                                              "output 'mean'"):
             mx.autograd.grad(y, x, create_graph=True)
 
-    # average pooling's gradient operator has no gradient of its own
+    # average pooling's gradient operator has no gradient of its own: a head gradient
+    # that depends on w reaches w only through it
+    w = mx.nd.ones((1, 1, 3, 2))
+    w.attach_grad()
     with mx.autograd.record():
         y = mx.nd.Pooling(x.reshape((1, 1, 4, 3)), kernel=(2, 2), pool_type="avg")
-        g = mx.autograd.grad(y, x, create_graph=True, retain_graph=True)[0]
+        g = mx.autograd.grad(y, x, head_grads=w * 2, create_graph=True, retain_graph=True)[0]
         for create_graph in (False, True):
             with pytest.raises(MXNetError, match="operator _pool_grad has no gradient, and "
                                                  "the heads reach the variables through it"):
-                mx.autograd.grad(g, x, create_graph=create_graph, retain_graph=True)
+                mx.autograd.grad(g, w, create_graph=create_graph, retain_graph=True)
 
     class Twice(mx.autograd.Function):
         def forward(self, a):
@@ -230,3 +233,15 @@ def test_what_cannot_be_differentiated_twice_says_so():
         y = Twice()(x)
         with pytest.raises(MXNetError, match="Python autograd.Function"):
             mx.autograd.grad(y, x, create_graph=True)
+
+
+def test_a_call_on_constants_only_needs_no_gradient():
+    # argmax of an array the tape does not track: mxnet does not record it, and a
+    # backward through the product with it reaches x alone
+    x = mx.nd.array([1.0, 2.0])
+    x.attach_grad()
+    z = mx.nd.array([[1.0, 3.0], [4.0, 2.0]])
+    with mx.autograd.record():
+        y = x * mx.nd.argmax(z, axis=1)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [1, 0])
