@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from .operator import CustomOp, CustomOpProp, register
+from .operator_base import CustomOp, CustomOpProp, register
 
 __all__ = ["PythonOp", "NumpyOp", "NDArrayOp"]
 

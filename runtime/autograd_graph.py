@@ -72,29 +72,25 @@ def recorded_grads(e, ograds, engine):
     for v in graph.inputs(node):
         total = sum_refs(b, contributions.get(tuple(v), []))
         wanted.append(None if total is None else total.entry)
-    _run_gradient_ops(graph, node, values, e)
+    _run_gradient_ops(graph, node, values, e, engine)
     return [None if w is None else values[tuple(w)] for w in wanted]
 
 
-def _run_gradient_ops(graph, node, values, e):
-    """Run the graph's gradient ops in order through ``invoke`` (recorded)."""
-    from . import autograd_tape
-    prev = autograd_tape.set_training(e.is_train)
-    try:
-        for n in graph.topo():
-            d = graph.node(n)
-            if d["op"] == "null" or n == node:
-                continue
-            ins = [_value(graph, node, values, src, e) for src in graph.inputs(n)]
-            res = ndarray_mx._invoke(d["op"], tuple(ins), dict(d["raw"]))
-            res = res if isinstance(res, list) else [res]
-            for i, r in enumerate(res):
-                values[(n, i)] = r
-    finally:
-        autograd_tape.set_training(prev)
+def _run_gradient_ops(graph, node, values, e, engine):
+    """Run the graph's gradient ops in order through ``invoke`` (recorded; the tape
+    sets the training flag the entry was recorded in)."""
+    for n in graph.topo():
+        d = graph.node(n)
+        if d["op"] == "null" or n == node:
+            continue
+        ins = [_value(graph, node, values, src, e, engine) for src in graph.inputs(n)]
+        res = ndarray_mx._invoke(d["op"], tuple(ins), dict(d["raw"]))
+        res = res if isinstance(res, list) else [res]
+        for i, r in enumerate(res):
+            values[(n, i)] = r
 
 
-def _value(graph, node, values, src, e):
+def _value(graph, node, values, src, e, engine):
     src = tuple(src)
     if src in values:
         return values[src]
@@ -106,18 +102,17 @@ def _value(graph, node, values, src, e):
             f"autograd.grad(create_graph=True) through {e.op_name}: its gradient reads its "
             f"hidden output '{names[src[1]]}', which is not recorded; higher-order gradients "
             f"through {e.op_name} are not supported")
-    for i, t in enumerate(_constant_outputs(e, graph.node(node)["opdef"])):
+    for i, t in enumerate(_constant_outputs(e, graph.node(node)["opdef"], engine)):
         values.setdefault((node, i), t)
     return values[src]
 
 
-def _constant_outputs(e, opdef):
+def _constant_outputs(e, opdef, engine):
     """Every output of the entry's operator, its random draws made again from the
     recorded seed (not on the tape: a draw has no gradient)."""
     from compiler.symbol import Symbol
     from .executor import Executor
-    from .imperative import one_op_symbol
-    sym = one_op_symbol(e.op_name, e.names, e.attr_args, e.attrs)
+    sym = engine["symbol"](e.op_name, e.names, e.attr_args, e.attrs)
     head = sym._outputs[0][0]
     n_out = len(opdef.list_outputs(head.parsed()))
     every = Symbol([(head, i) for i in range(n_out)])

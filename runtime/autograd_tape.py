@@ -396,7 +396,11 @@ def _recorded_entry_grads(e, ograds):
         raise MXNetError(f"autograd.grad(create_graph=True) through {e.op_name}: the "
                          f"backward of a Python autograd.Function is not recorded; "
                          f"higher-order gradients through it are not supported")
-    return recorded_grads(e, ograds, _ENGINE)
+    prev = set_training(e.is_train)         # the gradient ops run in the entry's mode
+    try:
+        return recorded_grads(e, ograds, _ENGINE)
+    finally:
+        set_training(prev)
 
 
 def _entry_grads(e, ograds):
