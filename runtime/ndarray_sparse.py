@@ -392,9 +392,15 @@ class RowSparseNDArray(BaseSparseNDArray):
         return retain(self, indices)
 
 
-def retain(data, indices):
+def retain(data=None, indices=None, out=None, name=None, **kwargs):
     """mxnet's ``sparse.retain``: a row_sparse array of the rows ``indices`` of ``data``
-    (one stored row per id, zero where ``data`` has none; ids sorted ascending)."""
+    (one stored row per id, zero where ``data`` has none; ids sorted ascending).
+    ``out`` receives the result; ``name`` is accepted, as mxnet's."""
+    if kwargs:
+        raise MXNetError(f"retain: unknown argument(s) {sorted(kwargs)}; retain takes data "
+                         f"and indices")
+    if indices is None:
+        raise MXNetError("retain: indices are required (the row ids to keep)")
     if not isinstance(data, RowSparseNDArray):
         raise MXNetError(f"retain: data must be a RowSparseNDArray, got "
                          f"{getattr(data, 'stype', type(data).__name__)}")
@@ -402,7 +408,11 @@ def retain(data, indices):
         raise MXNetError("retain: indices must be a dense array")
     ids = indices if isinstance(indices, torch.Tensor) else torch.as_tensor(np.asarray(indices))
     rows, idx = K.retain_rows(data._data_t, data._aux_t[0], data.shape, ids)
-    return RowSparseNDArray(rows, [idx], data.shape, data.context)
+    res = RowSparseNDArray(rows, [idx], data.shape, data.context)
+    if out is not None:
+        out[:] = res
+        return out
+    return res
 
 
 def _dense_of(x) -> torch.Tensor:

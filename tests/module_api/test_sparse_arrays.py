@@ -62,6 +62,15 @@ def test_retain():
     assert_parts(src.retain(ids), "retain/out")
     assert_parts(mx.nd.sparse.retain(mx.nd.sparse.zeros("row_sparse", (8, 3)), ids),
                  "retain/zeros")
+    # mxnet's generated signature: by keyword, into out, and a stray keyword refused with
+    # an MXNetError (its test_sparse_nd_exception)
+    out = mx.nd.sparse.zeros("row_sparse", src.shape)
+    assert mx.nd.sparse.retain(data=src, indices=ids, out=out) is out
+    assert_parts(out, "retain/out")
+    with pytest.raises(MXNetError, match=r"unknown argument\(s\) \['invalid_arg'\]"):
+        mx.nd.sparse.retain(mx.nd.ones((2, 2)), invalid_arg="garbage_value")
+    with pytest.raises(MXNetError, match="indices are required"):
+        mx.nd.sparse.retain(src)
 
 
 def test_constructors_from_parts():

@@ -167,7 +167,6 @@ EXPECTED_FAILURES = {
     "test_sparse_nd_slice": "csr slices with a step are refused (continuous rows only)",
     "test_create_csr": "it builds scipy matrices: scipy is not a dependency",
     "test_sparse_getnnz": "it builds scipy matrices: scipy is not a dependency",
-    "test_sparse_nd_exception": "sparse.retain takes no stray keyword to refuse",
 }
 
 # test_operator.py's, apart: some of its names (test_init) are passing tests of
