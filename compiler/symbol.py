@@ -1150,22 +1150,11 @@ _internal = _internal_namespace()
 # ``dir(mx.sym.sparse)`` lists them; each makes the operator's own node (``dot0``).
 # ``retain`` and ``adagrad_update`` (mxnet's ``_sparse_retain`` / ``_sparse_adagrad_update``)
 # have no registry entry yet and are left out.
-_SPARSE_NAMES = (
-    "ElementWiseSum Embedding FullyConnected LinearRegressionOutput LogisticRegressionOutput "
-    "MAERegressionOutput _contrib_round_ste _contrib_sign_ste abs adam_update add_n arccos "
-    "arccosh arcsin arcsinh arctan arctanh broadcast_add broadcast_div broadcast_minus "
-    "broadcast_mul broadcast_plus broadcast_sub cast_storage cbrt ceil clip concat cos cosh "
-    "degrees dot elemwise_add elemwise_div elemwise_mul elemwise_sub exp expm1 fix floor "
-    "ftrl_update gamma gammaln log log10 log1p log2 make_loss mean negative norm radians relu "
-    "rint round rsqrt sgd_mom_update sgd_update sigmoid sign sin sinh slice sqrt square "
-    "stop_gradient sum tan tanh trunc where zeros_like").split()
-
-
 def _sparse_namespace():
     import types
-    ns = types.SimpleNamespace(**{name: _make_op_function(name) for name in _SPARSE_NAMES
-                                  if name in REGISTRY})
-    ns.adagrad_update = _make_op_function("_sparse_adagrad_update")
+    from .ops.registry import SPARSE_NAMESPACE
+    ns = types.SimpleNamespace(**{public: _make_op_function(name) for public, name in
+                                  SPARSE_NAMESPACE.items() if name in REGISTRY})
     ns.__doc__ = "``mx.sym.sparse``: the operators mxnet 1.9.1 also names ``_sparse_X``."
     return ns
 

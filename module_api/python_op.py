@@ -1,7 +1,7 @@
 """mxnet's legacy Python operators: ``PythonOp``, ``NumpyOp`` and ``NDArrayOp``.
 
 mxnet 1.9.1 still ships them (deprecated in favour of ``CustomOp``), and older
-programs, such as its ``example/numpy-ops``, build layers with them: subclass
+mxnet programs build layers with them (a numpy softmax loss, say): subclass
 ``NumpyOp`` (numpy arrays in and out) or ``NDArrayOp`` (NDArrays), define
 ``forward(in_data, out_data)``, ``backward(out_grad, in_data, out_data, in_grad)``,
 ``infer_shape``, ``list_arguments`` / ``list_outputs``, and call ``get_symbol(*args,

@@ -294,7 +294,7 @@ def _storage_fallback(op_name, args, kwargs, out):
     dense result: mxnet's storage fallback, logged once per operator as mxnet logs it.
     """
     opdef = REGISTRY[op_name]
-    if opdef.name in imperative_lazy.LAZY_UPDATES:
+    if opdef.lazy_rows is not None:
         names, tensors, attr_args, attrs = _split(opdef, args, kwargs)
         attrs = {**dict(zip((a.name for a in opdef.attrs), attr_args)), **attrs}
         res = imperative_lazy.rows_update(opdef, op_name, names, tensors, attrs, out, invoke)

@@ -1,14 +1,14 @@
 """mxnet's lazy updates through ``mx.nd``: an update operator given a row_sparse
 gradient changes only the rows the gradient holds.
 
-mxnet 1.9.1's ``sgd_update``, ``sgd_mom_update`` and ``adam_update`` (with
-``lazy_update=True``, their default), ``contrib.group_adagrad_update`` and
-``sparse.adagrad_update`` (always; the latter without weight decay) have a sparse
-kernel: the weight's rows the gradient stores are updated, and their
-states' rows, and nothing else, so weight decay and momentum leave the other rows
-alone. The storage fallback (a dense copy of the gradient) would update every row.
-Each of these updates is row by row, so here the operator runs as it is on the
-gathered rows (the weight's, the states', the gradient's stored values), and the
+Which operators do so, and which attribute turns it off, is their registry entry's
+``OpDef.lazy_rows`` (mxnet 1.9.1's sparse kernels: ``sgd_update``, ``sgd_mom_update``
+and ``adam_update`` with ``lazy_update``, their default; ``contrib.group_adagrad_update``
+and ``sparse.adagrad_update`` always): the weight's rows the gradient stores are
+updated, and their states' rows, and nothing else, so weight decay and momentum leave
+the other rows alone. The storage fallback (a dense copy of the gradient) would update
+every row. Each of these updates is row by row, so here the operator runs as it is on
+the gathered rows (the weight's, the states', the gradient's stored values), and the
 results are scattered back. mxnet updates the weight in place only (``out`` must be
 the weight); so does this.
 
@@ -21,15 +21,10 @@ import torch
 
 from compiler.errors import MXNetError
 
-# operator -> the attribute that turns the lazy update off (None: always lazy)
-LAZY_UPDATES = {"sgd_update": "lazy_update", "sgd_mom_update": "lazy_update",
-                "adam_update": "lazy_update", "_contrib_group_adagrad_update": None,
-                "_sparse_adagrad_update": None}
-
-
 def rows_update(opdef, op_name, names, tensors, attrs, out, invoke):
-    """Run ``op_name`` on the rows a row_sparse ``grad`` holds; None when the call is
-    not a lazy one (then mxnet's storage fallback applies).
+    """Run ``op_name`` (an operator with ``OpDef.lazy_rows``) on the rows a row_sparse
+    ``grad`` holds; None when the call is not a lazy one (then mxnet's storage fallback
+    applies).
 
     Parameters
     ----------
@@ -43,8 +38,8 @@ def rows_update(opdef, op_name, names, tensors, attrs, out, invoke):
     invoke : callable
         ``imperative.invoke``.
     """
-    flag = LAZY_UPDATES[opdef.name]
-    if flag is not None and not _truthy(attrs.get(flag, True)):
+    flag = opdef.lazy_rows
+    if flag is not True and not _truthy(attrs.get(flag, True)):
         return None
     by_name = dict(zip(names, tensors))
     grad, weight = by_name.get("grad"), by_name.get("weight")
@@ -54,9 +49,6 @@ def rows_update(opdef, op_name, names, tensors, attrs, out, invoke):
     if any(getattr(t, "stype", "default") != "default" for n, t in by_name.items()
            if n != "grad"):
         return None
-    if opdef.name == "_sparse_adagrad_update" and float(attrs.get("wd", 0.0)) != 0.0:
-        raise MXNetError(f"{op_name}: sparse adagrad_update does not support weight decay "
-                         f"(wd={attrs['wd']}), as in mxnet; use wd=0")
     if out is not weight:
         raise MXNetError(f"{op_name} with a row_sparse gradient updates the weight in place "
                          f"(lazy_update): pass out=weight, as mxnet requires")

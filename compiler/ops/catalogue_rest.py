@@ -118,6 +118,6 @@ register(OpDef(
     reference=_group_adagrad_ref, arguments=("weight", "grad"), aux=("history",),
     attrs=(Attr("lr", parse_float), Attr("rescale_grad", parse_float, 1.0),
            Attr("clip_gradient", parse_float, -1.0), Attr("epsilon", parse_float, 1e-5)),
-    mutates_inputs=True,
+    mutates_inputs=True, lazy_rows=True,
     doc="mxnet's contrib.group_adagrad_update: AdaGrad with one history value per row; "
         "writes history in place."))

@@ -14,7 +14,7 @@ The nodes read the same inputs and fuse into one kernel. No gradients, as in mxn
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -41,6 +41,8 @@ class _Update:
     keeps: tuple = ()          # mutated inputs mxnet's kernel never writes (kept as they are)
     # adamw: nothing changes unless the rescale_grad input is finite and nonzero
     needs_scale: bool = False
+    lazy_rows: Any = None      # OpDef.lazy_rows: mxnet's row_sparse path (see registry.py)
+    refuses_wd: bool = False   # mxnet's kernel checks wd == 0 (the sparse AdaGrad)
 
     @property
     def order(self) -> tuple:
@@ -116,8 +118,9 @@ def _lamb2(at, env):
 _WG = ("weight", "grad")
 _MP = {"w": "weight32"}
 UPDATES = {
-    "sgd_update": _Update("sgd", _WG, (), _SGD, _with()),
-    "sgd_mom_update": _Update("sgd_mom", _WG + ("mom",), ("mom",), _SGD_MOM, _with(c0="momentum")),
+    "sgd_update": _Update("sgd", _WG, (), _SGD, _with(), lazy_rows="lazy_update"),
+    "sgd_mom_update": _Update("sgd_mom", _WG + ("mom",), ("mom",), _SGD_MOM, _with(c0="momentum"),
+                              lazy_rows="lazy_update"),
     "mp_sgd_update": _Update("sgd", _WG + ("weight32",), ("weight32",), _SGD, _with(),
                              roles=_MP, mp=2),
     "mp_sgd_mom_update": _Update("sgd_mom", _WG + ("mom", "weight32"), ("mom", "weight32"),
@@ -130,7 +133,7 @@ UPDATES = {
     "adam_update": _Update("adam", _WG + ("mean", "var"), ("mean", "var"),
                            (_LR, _a("beta1", 0.9), _a("beta2", 0.999), _a("epsilon", 1e-8),
                             _WD, _RESCALE, _CLIP, _LAZY),
-                           _with(c0="beta1", c1="beta2", c2="epsilon")),
+                           _with(c0="beta1", c1="beta2", c2="epsilon"), lazy_rows="lazy_update"),
     "ftml_update": _Update("ftml", _WG + ("d", "v", "z"), ("d", "v", "z"),
                            (_LR, _a("beta1", 0.6), _a("beta2", 0.999), _a("epsilon", 1e-8),
                             _a("t", None, parse_int), _WD, _RESCALE, _a("clip_grad", -1.0)),
@@ -139,7 +142,8 @@ UPDATES = {
     # updates its rows only (runtime/imperative_lazy.py), and weight decay is refused
     "_sparse_adagrad_update": _Update("adagrad", _WG + ("history",), ("history",),
                                       (_LR, _a("epsilon", 1e-7), _WD, _RESCALE, _CLIP),
-                                      _with(c0="epsilon"), roles={"hist": "history"}),
+                                      _with(c0="epsilon"), roles={"hist": "history"},
+                                      lazy_rows=True, refuses_wd=True),
     "ftrl_update": _Update("ftrl", _WG + ("z", "n"), ("z", "n"),
                            (_LR, _a("lamda1", 0.01), _a("beta", 1.0), _WD, _RESCALE, _CLIP),
                            _with(c0="beta", c1="lamda1")),
@@ -261,6 +265,9 @@ def _shape(name):
     spec = UPDATES[name]
 
     def infer(attrs, in_shapes):
+        if spec.refuses_wd and attrs.get("wd", 0.0) != 0.0:
+            raise ShapeError(f"{name} does not support weight decay (wd={attrs['wd']}), as "
+                             f"in mxnet; use wd=0")
         known = None
         for inp, s in zip(spec.order, in_shapes):
             if inp not in _SCALARS:
@@ -317,6 +324,7 @@ def _register(name: str, spec: _Update):
         name=name, pattern="composite", lowering=Decompose(_build(name)),
         infer_shape=_shape(name), infer_type=_types(name), reference=_reference(name),
         arguments=args, aux=list(spec.mutates), attrs=spec.attrs, mutates_inputs=True,
+        lazy_rows=spec.lazy_rows,
         input_order=None if spec.order == spec.inputs else list(spec.inputs),
         doc=f"One step of mxnet's {name} (rule '{spec.rule}'); writes "
             f"{', '.join(spec.mutates) or 'no input'} in place."))

@@ -467,6 +467,10 @@ class OpDef:
     # runs ``sparse_form(attrs, inputs) -> (name, attrs, inputs)``, an operator over the
     # arrays' parts (data, indices, indptr)
     sparse_form: Optional[Callable] = None
+    # an update operator that, given a row_sparse gradient, changes only the gradient's
+    # rows, states included (mxnet's lazy sparse kernel; ``runtime/imperative_lazy.py``):
+    # the attribute that turns that off (``'lazy_update'``), or True where it is always so
+    lazy_rows: Any = None
     # mxnet's order of the inputs (positional symbols and JSON follow it), where it is
     # not the arguments then the auxiliary states (multi_sgd_mom_update's weight_0,
     # grad_0, mom_0, weight_1 ...): a list or callable(attrs) -> list
@@ -669,6 +673,21 @@ def prod(xs) -> int:
 # (mxnet's operator-module setup); top-level spellings such as
 # ``linalg_gemm`` or ``CTCLoss`` are aliases of the entry.
 NAMESPACE_PREFIXES = {"contrib": "_contrib_", "linalg": "_linalg_", "image": "_image_"}
+
+
+# ``mx.sym.sparse`` / ``mx.nd.sparse``: mxnet 1.9.1's operators with a sparse kernel, by
+# public name -> registry name (most are the same operator; ``adagrad_update`` is the
+# sparse-only ``_sparse_adagrad_update``)
+SPARSE_NAMESPACE = {name: name for name in (
+    "ElementWiseSum Embedding FullyConnected LinearRegressionOutput LogisticRegressionOutput "
+    "MAERegressionOutput _contrib_round_ste _contrib_sign_ste abs adam_update add_n arccos "
+    "arccosh arcsin arcsinh arctan arctanh broadcast_add broadcast_div broadcast_minus "
+    "broadcast_mul broadcast_plus broadcast_sub cast_storage cbrt ceil clip concat cos cosh "
+    "degrees dot elemwise_add elemwise_div elemwise_mul elemwise_sub exp expm1 fix floor "
+    "ftrl_update gamma gammaln log log10 log1p log2 make_loss mean negative norm radians relu "
+    "rint round rsqrt sgd_mom_update sgd_update sigmoid sign sin sinh slice sqrt square "
+    "stop_gradient sum tan tanh trunc where zeros_like").split()}
+SPARSE_NAMESPACE["adagrad_update"] = "_sparse_adagrad_update"
 
 
 def namespace_members(namespace: str) -> dict:

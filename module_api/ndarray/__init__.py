@@ -236,16 +236,11 @@ def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=
 # operator takes csr / row_sparse inputs itself (keeping the storage where mxnet's
 # kernel does, with mxnet's storage fallback otherwise, and the lazy updates of
 # ``runtime/imperative_lazy.py``), so these names are the same functions.
-_SPARSE_OPERATORS = """
-ElementWiseSum Embedding FullyConnected LinearRegressionOutput LogisticRegressionOutput
-MAERegressionOutput abs adam_update add_n arccos arccosh arcsin arcsinh arctan arctanh
-broadcast_add broadcast_div broadcast_minus broadcast_mul broadcast_plus broadcast_sub
-cbrt ceil clip concat cos cosh degrees exp expm1 fix floor ftrl_update gamma gammaln log
-log10 log1p log2 make_loss mean negative norm radians relu rint round rsqrt sgd_mom_update
-sgd_update sigmoid sign sin sinh sqrt square stop_gradient sum tan tanh trunc where
-zeros_like
-""".split()
-for _name in _SPARSE_OPERATORS:
-    if not hasattr(sparse, _name):
-        setattr(sparse, _name, globals()[_name])
-sparse.adagrad_update = _internal._sparse_adagrad_update
+def _install_sparse_operators():
+    from compiler.ops.registry import SPARSE_NAMESPACE
+    for public, name in SPARSE_NAMESPACE.items():
+        if not hasattr(sparse, public):     # sparse.py's own (dot, slice ...) stay
+            setattr(sparse, public, globals().get(public) or getattr(_internal, name))
+
+
+_install_sparse_operators()
