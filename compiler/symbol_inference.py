@@ -16,12 +16,13 @@ import numpy as np
 
 from .errors import MXNetError
 from .frontend.collector import gc_paused
+from .shape_semantics import is_np_shape, reading_unknowns, to_legacy, to_numpy
 
 
 def shapes_key(shapes: dict) -> tuple:
-    """What decides a graph's inferred shapes: the variables' shapes by name, and the
-    element limit (kept graphs, ``Symbol._take_inferred_graph``)."""
-    return (os.environ.get("SYMTRITON_MAX_ELEMENTS"),
+    """What decides a graph's inferred shapes: the variables' shapes by name, the
+    element limit and the shape semantics (kept graphs, ``Symbol._take_inferred_graph``)."""
+    return (os.environ.get("SYMTRITON_MAX_ELEMENTS"), is_np_shape(),
             tuple(sorted((str(k), tuple(int(x) for x in v)) for k, v in shapes.items())))
 
 
@@ -55,7 +56,8 @@ def infer_shape(symbol, args, kwargs, partial):
     """:meth:`Symbol.infer_shape` (``partial``: ``infer_shape_partial``): remembered per
     question while the symbol's graph stays as it is."""
     try:
-        key = ("infer_shape", partial, os.environ.get("SYMTRITON_MAX_ELEMENTS"),
+        key = ("infer_shape", partial, (os.environ.get("SYMTRITON_MAX_ELEMENTS"),
+                                        is_np_shape()),
                tuple(None if a is None else tuple(a) for a in args),
                tuple(sorted((k, None if v is None else tuple(v)) for k, v in kwargs.items())))
         hash(key)
@@ -97,11 +99,16 @@ def _infer_graph(symbol, args, kwargs, partial):
                      shapes_key(dict(zip(symbol.list_arguments(), arg_shapes))) if keep else None)
     if not complete and not partial:
         return None, None, None
+    numpy_unknown = is_np_shape() and graph.meta["unknown_dims"]
     if not complete:
-        # mxnet's partial answers: what is known of each shape, 0 for unknown dims
+        # mxnet's partial answers: what is known of each shape, 0 (legacy) or -1
+        # (NumPy semantics) for unknown dims
         from .passes.infer_unknown_dims import partial_shapes
         fresh = symbol.to_graph()         # infer_shapes filled ``graph`` in place
-        known = partial_shapes(fresh, shapes)
+        if numpy_unknown:
+            shapes = {k: to_legacy(v) for k, v in shapes.items()}
+        with reading_unknowns():
+            known = partial_shapes(fresh, shapes)
         part = {fresh.node(e[0])["name"]: dims for e, dims in known.items()
                 if fresh.node(e[0])["op"] == "null"}
         arg_shapes = [s if s is not None else part.get(n)
@@ -110,7 +117,10 @@ def _infer_graph(symbol, args, kwargs, partial):
                       for n, s in zip(symbol.list_auxiliary_states(), aux_shapes)]
         out_shapes = [s if s is not None else known.get(h)
                       for s, h in zip(out_shapes, fresh.heads)]
-    fix = (lambda s: () if s is None else tuple(s))
+    if is_np_shape():       # unknown: None, and -1 for a dim where 0 may be a size
+        fix = (lambda s: to_numpy(s) if numpy_unknown else None if s is None else tuple(s))
+    else:
+        fix = (lambda s: () if s is None else tuple(s))
     return [fix(s) for s in arg_shapes], [fix(s) for s in out_shapes], \
         [fix(s) for s in aux_shapes]
 

@@ -12,6 +12,8 @@ import os
 
 from .errors import MXNetError
 from .ops import get_op
+from .ops.registry import parse_shape
+from .shape_semantics import is_np_shape
 from .symbol_node import Node, inputs_before_amp_casts, reorder_inputs, topo
 
 MXNET_VERSION = 10901       # what a written symbol says made it (mxnet 1.9.1)
@@ -52,6 +54,8 @@ def json_doc(outputs, effects, remove_amp_cast=True, nodes=None) -> dict:
         "heads": [[index[id(n)], i, 0] for n, i in outputs],
         "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
     }
+    if is_np_shape():       # as mxnet: its 0 dims are sizes, -1 the unknown ones
+        doc["attrs"]["is_np_shape"] = ["int", 1]
     return doc
 
 
@@ -71,6 +75,8 @@ def entries_from_json(json_str) -> tuple:
     nodes = []
     for i, entry in enumerate(doc["nodes"]):
         nodes.append(_node_from_json(i, entry, nodes))
+    if is_np_shape() and not _written_in_numpy_shapes(doc):
+        _legacy_hints_to_numpy(nodes)
     heads = []
     for h in doc["heads"]:
         heads.append(_entry_from_json(h, nodes, "heads"))
@@ -79,6 +85,33 @@ def entries_from_json(json_str) -> tuple:
     if not heads and not effects:
         raise MXNetError("symbol JSON has no heads")
     return heads, effects
+
+
+def _written_in_numpy_shapes(doc) -> bool:
+    """Whether the file says it was written under NumPy shape semantics."""
+    mark = (doc.get("attrs") or {}).get("is_np_shape")
+    try:
+        return bool(int(mark[1] if isinstance(mark, list) else mark or 0))
+    except (TypeError, ValueError, IndexError):
+        return False
+
+
+def _legacy_hints_to_numpy(nodes):
+    """A legacy file read under NumPy shape semantics: its variables' ``__shape__``
+    hints say unknown with 0 (a dim) and () (the shape); they become -1 and no hint,
+    as mxnet converts them."""
+    for n in nodes:
+        hint = n.attrs.get("__shape__") if n.op == "null" else None
+        if hint is None:
+            continue
+        try:
+            dims = tuple(parse_shape(hint))
+        except ValueError:
+            continue            # left for inference to report, naming the variable
+        if dims:
+            n.attrs["__shape__"] = str(tuple(-1 if d == 0 else d for d in dims))
+        else:
+            del n.attrs["__shape__"]
 
 
 def _node_from_json(i, entry, nodes):

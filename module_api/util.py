@@ -5,23 +5,25 @@ NumPy semantics
 mxnet 1.x has two shape conventions. The legacy one (the default) has no
 0-d arrays: ``()`` and a ``0`` dimension mean *unknown* in shape inference.
 mxnet's NumPy-shape semantics (``set_np_shape(True)``, ``np_shape()``,
-``use_np_shape``, ``set_np``, ``use_np``) makes ``()`` a scalar shape, ``0``
-a zero-size dimension and ``-1`` the unknown size, and NumPy-array
-semantics makes Gluon create ``mx.np.ndarray``.
+``use_np_shape``) makes ``()`` a scalar shape, ``0`` a zero-size dimension,
+``-1`` the unknown size and ``None`` an unknown shape, per thread, as mxnet's
+flag is (``compiler/shape_semantics.py`` holds it):
 
-This project implements the Module API on the legacy convention only
-(symbols, shape inference, compiled Programs and ``mx.nd`` all use it), and
-has no ``mx.np`` module. So:
+* ``mx.nd.zeros`` / ``ones`` make ``()`` and zero-size arrays, which legacy
+  semantics refuses, and operators take them;
+* ``infer_shape_partial`` spells unknown dims -1 and unknown shapes None;
+* ``tojson`` marks the graph ``is_np_shape``, and a symbol file without the
+  mark, loaded under NumPy semantics, has its 0 dims read as unknown (-1);
+* ``mx.nd.save`` writes mxnet's V3 records, and ``load`` takes V3 files under
+  NumPy semantics only and V2 files under legacy semantics only, as mxnet.
 
-* ``is_np_shape()`` and ``is_np_array()`` are always ``False``;
-* turning either semantics *off* (``set_np_shape(False)``,
-  ``np_shape(active=False)``, ``reset_np()``, ``set_np(False, False)``) works
-  and does nothing;
-* turning either *on* raises :class:`MXNetError` at that moment (the
-  ``set_*`` call, entering the ``with`` scope, or calling a function
-  decorated with ``use_np_shape`` / ``use_np_array`` / ``use_np``), naming
-  what is not supported. Decorating itself succeeds, so a module that
-  decorates classes at import time still imports.
+NumPy-array semantics (``np_array``, ``use_np_array``, ``set_np``, ``use_np``:
+Gluon's ``mx.np.ndarray``) is not implemented: there is no ``mx.np`` module.
+``is_np_array()`` is always ``False``; turning it off works and does nothing;
+turning it on raises :class:`MXNetError` at that moment (the ``set_*`` call,
+entering the ``with`` scope, or calling a decorated function), naming what is
+not supported. Decorating itself succeeds, so a module that decorates classes
+at import time still imports.
 
 ``getenv`` / ``setenv`` read and write ``os.environ`` (there is no separate
 C runtime environment to reach).
@@ -32,13 +34,9 @@ import functools
 import inspect
 import os
 
+from compiler import shape_semantics
 from compiler.errors import MXNetError
 
-_NP_SHAPE_MSG = (
-    "NumPy shape semantics (scalar shape (), zero-size dimensions, -1 as the unknown size) "
-    "is not supported: symtriton runs the mxnet 1.x Module API with legacy shapes only, "
-    "where () and 0 mean 'unknown'. Remove the set_np_shape(True) / np_shape() / "
-    "use_np_shape / set_np / use_np call and give legacy shapes")
 _NP_ARRAY_MSG = (
     "NumPy array semantics (mx.np.ndarray, Gluon's numpy mode) is not supported: symtriton "
     "has mx.nd.NDArray only. Remove the np_array() / use_np_array / set_np / use_np call")
@@ -74,12 +72,31 @@ def get_cuda_compute_capability(ctx):
     return 10 * major + minor
 
 
-# -- the two NumPy semantics: off for good -------------------------------------------
+# -- the two NumPy semantics: shapes per thread; arrays off for good ---------------------
+
+class _ShapeScope:
+    """The ``with`` scope :func:`np_shape` returns: the thread's shape semantics set
+    on entry and restored on exit."""
+
+    def __init__(self, active):
+        self._active = active           # None: leave the state alone, as mxnet's scope
+        self._previous = None
+
+    def __enter__(self):
+        if self._active is not None:
+            self._previous = shape_semantics.set_np_shape(self._active)
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._active is not None:
+            shape_semantics.set_np_shape(self._previous)
+        return False
+
 
 class _LegacyOnlyScope:
-    """The ``with`` scope :func:`np_shape` / :func:`np_array` return.
+    """The ``with`` scope :func:`np_array` returns.
 
-    Asking for a semantics to be off is a no-op (it is never on); asking for it
+    Asking for array semantics to be off is a no-op (it is never on); asking for it
     on raises ``MXNetError(message)`` on entry, so the body never runs under
     semantics this project does not implement.
     """
@@ -137,41 +154,30 @@ def _decorator_under(make_scope, decorator_name):
 
 
 def set_np_shape(active):
-    """Turn NumPy shape semantics on or off; return the previous state.
+    """Turn NumPy shape semantics on or off for this thread; return the previous state.
 
     Parameters
     ----------
     active : bool
-        ``False`` is accepted (it is the only state this project has);
-        ``True`` raises.
+        True: ``()`` is a scalar's shape, 0 a zero size, -1 an unknown dim.
 
     Returns
     -------
     bool
-        The previous state: always ``False``.
-
-    Raises
-    ------
-    MXNetError
-        If ``active`` is true: NumPy shape semantics is not supported.
+        The previous state.
     """
-    if active:
-        raise MXNetError(_NP_SHAPE_MSG)
-    return False
+    return shape_semantics.set_np_shape(active)
 
 
 def is_np_shape():
-    """Whether NumPy shape semantics is on: always ``False`` here (legacy shapes)."""
-    return False
+    """Whether this thread has NumPy shape semantics on."""
+    return shape_semantics.is_np_shape()
 
 
 def np_shape(active=True):
-    """A ``with`` scope turning NumPy shape semantics on (``active=True``) or off.
-
-    ``np_shape(False)`` works; entering ``np_shape(True)`` raises
-    :class:`MXNetError` (see the module docstring).
-    """
-    return _LegacyOnlyScope(active, _NP_SHAPE_MSG)
+    """A ``with`` scope turning NumPy shape semantics on (``active=True``) or off,
+    and restoring the previous state on exit (``active=None``: left as it is)."""
+    return _ShapeScope(active)
 
 
 def np_array(active=True):
@@ -189,11 +195,8 @@ _array_decorator = _decorator_under(np_array, "use_np_array")
 
 
 def use_np_shape(func):
-    """Decorate a function or class to run under NumPy shape semantics.
-
-    Decorating succeeds; calling the result raises :class:`MXNetError`,
-    since NumPy shape semantics is not supported (module docstring).
-    """
+    """Decorate a function, or every method of a class, to run under NumPy shape
+    semantics (the thread's previous semantics restored after each call)."""
     return _shape_decorator(func)
 
 
@@ -208,14 +211,14 @@ def use_np(func):
 
 
 def set_np(shape=True, array=True):
-    """Set NumPy shape and array semantics together; only ``set_np(False, False)`` works.
+    """Set NumPy shape and array semantics together (array semantics only off).
 
     Raises
     ------
     ValueError
         ``shape=False`` with ``array=True`` (as mxnet).
     MXNetError
-        Turning either semantics on.
+        Turning array semantics on.
     """
     if array and not shape:
         raise ValueError("NumPy Shape semantics is required in using NumPy array semantics.")
@@ -225,7 +228,7 @@ def set_np(shape=True, array=True):
 
 
 def reset_np():
-    """Turn NumPy shape and array semantics off (they are never on here)."""
+    """Turn NumPy shape and array semantics off."""
     set_np(shape=False, array=False)
 
 

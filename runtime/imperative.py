@@ -24,6 +24,7 @@ import torch
 
 from compiler.errors import MXNetError
 from compiler.ops import REGISTRY
+from compiler.shape_semantics import is_np_shape
 
 from . import autograd_tape, imperative_lazy, launcher, ndarray_mx
 from .context import Context, current_context, device_guard
@@ -254,7 +255,7 @@ def _invoke(opdef, op_name, args, kwargs):
     key = (op_name, tuple(names), attr_args and _hashable(attr_args),
            tuple(sorted((k, _hashable(v)) for k, v in attrs.items())),
            tuple((_SHAPE(t), _DTYPE(t)) for t in tensors), ctx.device_type, ctx.device_id,
-           ctx.target, is_train)
+           ctx.target, is_train, is_np_shape())
     call = _CACHE.get(key)
     if call is None:
         call = _build(key, op_name, names, tensors, attr_args, attrs, ctx, is_train)

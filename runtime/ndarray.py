@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from compiler.shape_semantics import is_np_shape
+
 from . import ndarray_mx as _mx
 from .context import Context, cpu, current_context
 from .ndarray_mx import torch_dtype  # noqa: F401  (re-exported: the torch dtype of an array)
@@ -183,17 +185,46 @@ class NDArray(torch.Tensor):
 
     def __getitem__(self, key):
         flips = ()
-        if _mx.records(self) and _mx.mxnet_caller():
+        program = _mx.mxnet_caller()
+        if program and _mx.records(self):
             return _mx._TAPE[0].getitem(self, key)
-        if _mx.mxnet_caller():
+        if program:
             key, flips = _mx.normalize_key(key, self.shape)
         out = super().__getitem__(key)
         if flips:
             out = out.flip(flips)
-        # mxnet 1.x has no 0-d arrays: an element is a (1,) array (a view, as there)
-        if isinstance(out, torch.Tensor) and out.dim() == 0:
+        elif program and isinstance(out, torch.Tensor) and not out.is_contiguous():
+            # mxnet's basic indexing gives a view only where the result is contiguous
+            # (a[1], a[1:3]); a strided one (a[:, 1:3], a[::2]) is a copy there, so a
+            # write into it leaves ``a`` as it was
+            out = out.contiguous()
+        # legacy shapes have no 0-d arrays: an element is a (1,) array (a view, as in
+        # mxnet); NumPy shape semantics gives the 0-d array
+        if isinstance(out, torch.Tensor) and out.dim() == 0 and not is_np_shape():
             out = _keep_ctx(out.reshape(1), self)
         return out
+
+    @staticmethod
+    def _basic_indexing_slice_is_contiguous(slc_key, shape):
+        """Whether basic indexing with ``slc_key`` (one slice per dim of ``shape``) gives a
+        view of the array, which writes reach: mxnet's helper of the same name, answered
+        by this class's own indexing rule (``__getitem__``) on a meta tensor."""
+        key, flips = _mx.normalize_key(tuple(slc_key), tuple(shape))
+        if flips:
+            return False
+        return torch.empty(tuple(shape), device="meta")[key].is_contiguous()
+
+    def __setstate__(self, state):
+        """mxnet's pickled state, ``{'handle': raw bytes}`` (an ``NDArray::Save`` record,
+        which ``MXNDArrayLoadFromRawBytes`` reads), replaces the array's values, shape and
+        dtype, on the CPU whatever context it was saved from; any other state is torch's
+        own (an NDArray pickled here)."""
+        if isinstance(state, dict) and set(state) == {"handle"}:
+            loaded = RECORD_DECODER[0](bytes(state["handle"]))
+            with torch.no_grad():
+                self.data = loaded.as_subclass(torch.Tensor).to(self.device)
+            return
+        torch._utils._set_obj_state(self, state)
 
     def __iter__(self):
         if self.dim() == 0:
@@ -419,6 +450,11 @@ for _name, _op in _mx.RECORDED_METHODS.items():
     if _name not in _mx.OPERATOR_METHODS:
         setattr(NDArray, _name, _mx._recorded_method(
             _name, _op, NDArray.__dict__.get(_name) or getattr(torch.Tensor, _name)))
+
+
+# mxnet's one-record decoder, for ``NDArray.__setstate__``: ``runtime/ndarray_io.py``
+# installs its ``decode_single_ndarray`` here (it imports this module, not the reverse)
+RECORD_DECODER = [None]
 
 
 def _keep_ctx(t: torch.Tensor, like) -> NDArray:

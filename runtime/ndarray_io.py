@@ -18,10 +18,12 @@ array (csr: indptr, indices; row_sparse: indices).  A pickled mxnet NDArray's
 ``{'handle': raw}`` state is one ``array`` record on its own: see
 :func:`decode_single_ndarray`.
 
-Arrays are written with V2 magic, like mxnet outside numpy mode, except that
-a file holding a 0-d array is written all in V3 (mxnet refuses files mixing the
-two; it reads such a file with ``mx.npx.load`` or under ``np_shape(True)``).  Loaded arrays live on ``cpu(0)``
-(or the ``ctx`` passed in) whatever context they were saved from.
+The shape semantics of the thread (``compiler/shape_semantics.py``) picks the
+magic, as in mxnet: V2 under legacy semantics, V3 under NumPy semantics (dense
+arrays only, ``()`` a scalar). A file is read under the semantics it was written
+in, else refused with mxnet's message; legacy semantics cannot write a 0-d array
+(mxnet would write an empty record, losing its value), and says so. Loaded arrays
+live on ``cpu(0)`` (or the ``ctx`` passed in) whatever context they were saved from.
 """
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ import torch
 
 from compiler.artifacts.atomic import atomic_write_bytes
 from compiler.errors import MXNetError
+from compiler.shape_semantics import is_np_shape
 
+from . import ndarray as _ndarray
 from .context import Context, cpu
 from .ndarray import NDArray, as_ndarray, to_numpy_dtype
 from .ndarray import torch_dtype
@@ -99,8 +103,24 @@ def _read_shape(r: _Reader, magic: int):
     return r.unpack(f"{ndim}I", "legacy shape dims")
 
 
+def _check_semantics(magic: int):
+    """mxnet's rule: V3 records load under NumPy shape semantics only, others under
+    legacy semantics only (the messages are mxnet's)."""
+    if magic == V3_MAGIC and not is_np_shape():
+        raise MXNetError(
+            "ndarray was saved in np shape semantics, must be loaded in the same semantics. "
+            "Please turn on np shape semantics in Python using `with np_shape(True)` or "
+            "decorator `use_np_shape` to scope the code of loading the ndarray.")
+    if magic != V3_MAGIC and is_np_shape():
+        raise MXNetError(
+            "ndarray was not saved in np shape semantics, but being loaded in np shape "
+            "semantics. Please turn off np shape semantics in Python using "
+            "`with np_shape(False)` to scope the code of loading the ndarray.")
+
+
 def _read_array(r: _Reader, ctx: Context):
     magic = r.u32("array magic")
+    _check_semantics(magic)
     if magic in (V2_MAGIC, V3_MAGIC):
         stype = r.i32("storage type")
         if stype in _SPARSE_NAUX:
@@ -315,11 +335,17 @@ def dumps(data) -> bytes:
     bad = [a for a in arrays if not isinstance(a, torch.Tensor) and not hasattr(a, "_aux_t")]
     if bad:
         raise TypeError("save only accept dict str->NDArray or list of NDArray")
-    # mxnet refuses files that mix V2 and V3 records: one 0-d array makes the whole file V3
-    np_shape = any(a.ndim == 0 for a in arrays)
+    np_shape = is_np_shape()
     if np_shape and any(getattr(a, "stype", "default") != "default" for a in arrays):
-        raise MXNetError("save: a file holding a 0-d array is written in numpy shape "
-                         "semantics, where mxnet allows no sparse arrays")
+        raise MXNetError("save: only allow serializing ndarray of default storage type in "
+                         "np shape semantics (sparse arrays are saved under legacy semantics)")
+    scalar = [i for i, a in enumerate(arrays) if len(a.shape) == 0]
+    if scalar and not np_shape:
+        raise MXNetError(
+            f"save: array {scalar[0]} has shape () (a 0-d array), which legacy shape "
+            f"semantics cannot record (mxnet would write an empty array in its place). "
+            f"Save it under NumPy shape semantics (with mx.np_shape(): mx.nd.save(...)), "
+            f"and load it the same way, or reshape it to (1,)")
     parts = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
     parts += [encode_single_ndarray(a, np_shape) for a in arrays]
     parts.append(struct.pack("<Q", len(keys)))
@@ -332,3 +358,6 @@ def dumps(data) -> bytes:
 def save(fname, data):
     """Write ``data`` in mxnet's format, atomically (temp file, then rename)."""
     atomic_write_bytes(os.fspath(fname), dumps(data))
+
+
+_ndarray.RECORD_DECODER[0] = decode_single_ndarray

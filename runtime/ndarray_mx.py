@@ -474,7 +474,8 @@ def positions(key, shape) -> np.ndarray:
 def normalize_key(key, shape):
     """``(key torch accepts, dims of the result to flip)``: NDArray indices as int64,
     and every negative-step slice as the ascending slice of the same elements, whose
-    result dim is flipped afterwards (torch has no negative steps)."""
+    result dim is flipped afterwards (torch has no negative steps; a slice of at most
+    one element needs no flip, and stays a view, as in mxnet)."""
     parts = list(key) if isinstance(key, tuple) else [key]
     out, flips, dim, odim = [], [], 0, 0
     n_real = sum(1 for p in parts if p is not None and p is not Ellipsis)
@@ -491,7 +492,8 @@ def normalize_key(key, shape):
         if isinstance(p, slice) and p.step is not None and p.step < 0:
             idx = range(*p.indices(shape[dim]))
             p = slice(idx[-1], idx[0] + 1, -p.step) if len(idx) else slice(0, 0)
-            flips.append(odim)
+            if len(idx) > 1:
+                flips.append(odim)
         out.append(_key_part(p))
         if not isinstance(p, (int, np.integer)):
             odim += 1

@@ -418,6 +418,9 @@ def _call(root, rec, symbols) -> tuple:
         raise ValueError("for_training and is_train must be true or false")
     dtypes = {str(k): check_dtype(str(k), v, "dtypes") for k, v in rec.get("dtypes", {}).items()}
     loss_scale = rec.get("loss_scale", False)
+    if rec.get("np_shape"):
+        raise ValueError("it was compiled under NumPy shape semantics, which a rebuild "
+                         "does not take")
     if not isinstance(loss_scale, bool):
         raise ValueError("loss_scale must be true or false")
     return (symbols[rel], shapes, flags[0], grad_req, flags[1], check_target(rec["target"]),
@@ -434,8 +437,8 @@ def _dim(d) -> int:
 
 def _files(root) -> dict:
     """``{relative path: lstat}`` of everything under ``root`` but the AOT manifest, lock
-    files (empty; a missing one is made again; their trust is the audit's) and
-    directories; symlinks are listed, never followed."""
+    files and builders' markers (empty; a missing one is made again; their trust is the
+    audit's) and directories; symlinks are listed, never followed."""
     out = {}
     real = os.path.realpath(root)
     for folder, dirs, files in os.walk(real):
@@ -445,7 +448,8 @@ def _files(root) -> dict:
             if stat.S_ISDIR(st.st_mode):
                 continue
             rel = os.path.relpath(path, real).replace(os.sep, "/")
-            if rel != aot.MANIFEST and not (rel.startswith("locks/") and rel.endswith(".lock")
+            if rel != aot.MANIFEST and not (rel.startswith("locks/")
+                                            and rel.endswith((".lock", ".building"))
                                             and stat.S_ISREG(st.st_mode)):
                 out[rel] = st
     return out

@@ -12,6 +12,7 @@ from ..errors import MXNetError
 from ..frontend.collector import gc_paused
 from ..ops import lstm_layer
 from ..ops.custom import refuse_compile
+from ..shape_semantics import is_np_shape
 from ..passes.pipeline import run_passes
 from ..symbol_inference import shapes_key
 from ..symbol_json import json_doc
@@ -38,8 +39,9 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
                   loss_scale: bool = False, merge_common: bool = None) -> dict:
     """The named parts of a Program's cache key (``dtypes``: every argument's and
     auxiliary state's dtype, as :func:`all_dtypes` gives them; ``loss_scale`` and
-    ``merge_common`` (None: :func:`eliminate_common_expr`) are parts only when they
-    differ from the default, so other keys stay as they were)."""
+    ``merge_common`` (None: :func:`eliminate_common_expr`) and the NumPy shape
+    semantics are parts only when they differ from the default, so other keys stay as
+    they were)."""
     parts = {
         "name": symbol.name or ",".join(symbol.list_outputs()),
         "graph": canonical_graph_json(symbol),
@@ -58,6 +60,8 @@ def program_parts(symbol, shapes: dict, for_training: bool, grad_req: dict,
         parts["lstm_layers"] = True
     if not (eliminate_common_expr() if merge_common is None else merge_common):
         parts["eliminate_common_expr"] = False
+    if is_np_shape():           # a constant's 0 dim is a size there, not an unknown
+        parts["np_shape"] = True
     return parts
 
 
@@ -83,7 +87,8 @@ def compile_record(sym_file, shapes, for_training, grad_req, is_train, target,
     :func:`compile_symbol` call, the symbol given by its file (``symbols/...``).
 
     ``symtriton cache verify --rebuild`` compiles them again and compares. ``dtypes``
-    only when some were given; ``loss_scale`` only when set.
+    only when some were given; ``loss_scale`` and ``np_shape`` (NumPy shape semantics,
+    which a rebuild does not take) only when set.
     """
     rec = {"symbol": sym_file, "shapes": {k: list(v) for k, v in sorted(shapes.items())},
            "for_training": bool(for_training), "grad_req": dict(sorted(grad_req.items())),
@@ -92,6 +97,8 @@ def compile_record(sym_file, shapes, for_training, grad_req, is_train, target,
         rec["dtypes"] = dict(sorted(dtypes.items()))
     if loss_scale:
         rec["loss_scale"] = True
+    if is_np_shape():
+        rec["np_shape"] = True
     return rec
 
 

@@ -168,8 +168,10 @@ class Lowering(MatmulLowering, ExprLowering):
     # -- instruction kinds ------------------------------------------------------------------------
     def reduce(self, ins):
         x = self.values[ins.args[0]]
-        cols = [p for p in self.p.col_pos if self.D[p] > 1]
-        dims = [p for p in cols if x.shape[p] > 1]
+        # a dim of size 1 needs no reduction; one of size 0 does (a zero-size domain
+        # under NumPy shape semantics: sum 0)
+        cols = [p for p in self.p.col_pos if self.D[p] != 1]
+        dims = [p for p in cols if x.shape[p] != 1]
         factor = prod(self.D[p] for p in cols if x.shape[p] == 1)
         combine = ins.extra["combine"]
         scale = float(ins.extra.get("scale", 1.0)) * (factor if combine == "sum" else 1)

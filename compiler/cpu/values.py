@@ -37,9 +37,11 @@ class Op:
 
 
 def broadcast(shapes, nd):
-    """The domain-shaped broadcast of value shapes (each dim 1 or the domain's size)."""
+    """The domain-shaped broadcast of value shapes (each dim 1 or the domain's size,
+    which may be 0: a zero-size domain under NumPy shape semantics)."""
     out = [1] * nd
     for s in shapes:
         for p, x in enumerate(s):
-            out[p] = max(out[p], x)
+            if x != 1:
+                out[p] = x
     return tuple(out)

@@ -478,6 +478,12 @@ class Builder:
         return Ref(self, entry[0], entry[1])
 
     def op(self, name: str, *inputs, **attrs):
+        if name in _LITERAL_TARGETS and set(attrs) == {"shape"} and 0 in tuple(attrs["shape"]):
+            # a rule's target shape is literal, where these operators read 0 as "copy
+            # the input's dim"; a zero-size result (NumPy shape semantics) has no
+            # element to compute
+            return self.op("_zeros", shape=tuple(attrs["shape"]),
+                           dtype=self.graph.dtype(_entry(inputs[0])) or "float32")
         opdef = get_op(name)
         raw = {k: _raw(v) for k, v in attrs.items()}
         node_name = f"{self.prefix}_{name.strip('_').lower()}{next(self._count)}"
@@ -493,6 +499,14 @@ class Builder:
         if name.startswith("__"):
             raise AttributeError(name)
         return lambda *inputs, **attrs: self.op(name, *inputs, **attrs)
+
+
+# operators whose ``shape`` reads 0 as "the input's dim" (Builder.op)
+_LITERAL_TARGETS = ("Reshape", "reshape", "broadcast_to")
+
+
+def _entry(x) -> tuple:
+    return x.entry if isinstance(x, Ref) else tuple(x)
 
 
 def _raw(v) -> str:

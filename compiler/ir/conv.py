@@ -68,7 +68,7 @@ class _ConvBuilder(ProgramBuilder):
         n = self.conv
         args = tuple(self.tensor(e, "in") for e in self.graph.inputs(n))
         name = self.fresh()
-        varies = frozenset(p for p in range(len(self.domain)) if self.domain[p] > 1)
+        varies = frozenset(p for p in range(len(self.domain)) if self.domain[p] != 1)
         self.instrs.append(Instr("conv", name, args, varies=varies, extra=self.problem))
         self.value[(n, 0)] = name
         self.varies[name] = varies

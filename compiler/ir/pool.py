@@ -42,7 +42,7 @@ def pool_program(graph, nodes, outside_uses) -> TileProgram:
     nd = len(domain)
     outs = [(n, i) for i in stored]
     instrs = [Instr("pool", "v1", tuple(range(len(ins))),
-                    varies=frozenset(p for p in range(nd) if domain[p] > 1), extra=problem)]
+                    varies=frozenset(p for p in range(nd) if domain[p] != 1), extra=problem)]
     stores = [Store("v1", len(ins) + i, tuple((j, j) for j in range(nd)))
               for i in range(len(outs))]
     return TileProgram("pool", domain, (), tuple(range(nd)), (), instrs, stores,

@@ -299,7 +299,7 @@ class ProgramBuilder:
             raise NotFusable(f"input {entry} has no layout in the domain")
         t = self.tensor(entry, "in")
         name = self.fresh()
-        varies = frozenset(p for p in dm if p is not None and self.domain[p] > 1)
+        varies = frozenset(p for p in dm if p is not None and self.domain[p] != 1)
         extra = {"dims": tuple(dm)}
         if self.graph.node(entry[0]).get("role") == "random":
             extra["raw"] = True          # the seed's bits: never converted to the compute dtype
@@ -389,7 +389,7 @@ class ProgramBuilder:
             sub = substitute(node, names)
             reads = tuple(dict.fromkeys(value_reads(sub)))
             varies = frozenset().union(*[self.varies[r] for r in reads],
-                                       {p for p in coord_reads(sub) if self.domain[p] > 1})
+                                       {p for p in coord_reads(sub) if self.domain[p] != 1})
             names[id(node)] = name = self.fresh()
             self.instrs.append(Instr("expr", name, reads, expr=sub, varies=varies,
                                      origin=origin))
@@ -427,7 +427,7 @@ class ProgramBuilder:
             size = g.shape(e)[axis]
             t = self.tensor(e, "in")
             name = self.fresh()
-            varies = frozenset(p for p in out_dm if p is not None and self.domain[p] > 1)
+            varies = frozenset(p for p in out_dm if p is not None and self.domain[p] != 1)
             self.instrs.append(Instr("load", name, (t,), varies=varies,
                                      extra={"dims": tuple(out_dm), "shift": (pos, start, size)}))
             parts.append((name, start + size))
@@ -445,7 +445,7 @@ class ProgramBuilder:
         expr = select(0, len(parts))
         out = self.fresh()
         self.instrs.append(Instr("expr", out, tuple(p for p, _ in parts), expr=expr,
-                                 varies=frozenset(p for p in out_dm if p is not None and self.domain[p] > 1),
+                                 varies=frozenset(p for p in out_dm if p is not None and self.domain[p] != 1),
                                  extra={"concat": (pos, tuple(p for p, _ in parts))},
                                  origin=_origin(g.node(n))))
         self.value[(n, 0)] = out
@@ -504,7 +504,7 @@ class ProgramBuilder:
         else:
             k = dot_dims(a_shape, b_shape, ta, tb)[1]
         self.instrs.append(Instr("dot", name, (ta_i, tb_i), varies=frozenset(
-            p for p in range(len(self.domain)) if self.domain[p] > 1),
+            p for p in range(len(self.domain)) if self.domain[p] != 1),
             extra={"ta": ta, "tb": tb, "K": k, "a_shape": tuple(a_shape),
                    "b_shape": tuple(b_shape)}))
         self.value[(n, 0)] = name
@@ -531,7 +531,7 @@ def _own_coords(dm, domain):
     """For a random or index source placed by dimmap ``dm``: per dim of its shape the
     coordinate (``ops.coord``) of the domain position it runs along (None where it
     does not vary), and the positions it varies along."""
-    pos = [p if p is not None and domain[p] > 1 else None for p in dm]
+    pos = [p if p is not None and domain[p] != 1 else None for p in dm]
     return ([None if p is None else ops.coord(p) for p in pos],
             frozenset(p for p in pos if p is not None))
 

@@ -17,6 +17,7 @@ import torch
 
 from ..ir.dtypes import saturate_to_dtype
 from ..ir.expr import ops, value_reads
+from ..shape_semantics import zero_is_size
 from .math_gradient import math_gradient
 from .registry import (Attr, OpDef, Pointwise, ShapeError, View, broadcast_shapes,
                        merge_shape, parse_float, parse_str, choice, register)
@@ -437,7 +438,7 @@ register(OpDef(
 
 def _where_shape(attrs, in_shapes):
     cond, x, y = in_shapes
-    if cond is not None and 0 in tuple(cond):
+    if cond is not None and 0 in tuple(cond) and not zero_is_size():
         return in_shapes, [None]    # mxnet infers nothing until the condition is known
     shape = merge_shape(x, y, "where: x and y must have the same shape")
     if cond is not None and shape is not None:

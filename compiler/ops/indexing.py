@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ..shape_semantics import zero_is_size
 from .registry import Decompose, OpDef, ShapeError, prod, register
 
 
@@ -33,6 +34,8 @@ def _shape(attrs, in_shapes):
         if idx is not None and prod(idx) != rows:
             raise ShapeError(f"batch_take: indices of shape {tuple(idx)} give {prod(idx)} "
                              f"indices for the {rows} rows of a {tuple(a)}: one index per row")
+        if rows and not a[1] and zero_is_size():   # a zero-size row (NumPy shape semantics)
+            raise ShapeError(f"batch_take: the rows of a {tuple(a)} have no element to take")
     return in_shapes, [None if idx is None else tuple(idx)]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from ..shape_semantics import zero_is_size
 from .registry import Attr, MatMul, OpDef, ShapeError, parse_bool, prod, register
 
 _FLAGS = [Attr("transpose_a", parse_bool, False), Attr("transpose_b", parse_bool, False),
@@ -126,7 +127,7 @@ def _batch_dot_shape(attrs, in_shapes):
     m, kl = (lshape[-1], lshape[-2]) if ta else (lshape[-2], lshape[-1])
     kr, n = (rshape[-1], rshape[-2]) if tb else (rshape[-2], rshape[-1])
     if kl != kr:
-        if not (kl and kr):     # an unknown (0) one, in partial inference
+        if not (kl and kr) and not zero_is_size():  # an unknown (0) one, in partial inference
             return in_shapes, [None]    # as mxnet's: nothing known of the output
         raise ShapeError(f"batch_dot: shape mismatch ({kl} vs. {kr}): {tuple(lshape)} x "
                          f"{tuple(rshape)} transpose_a={ta} transpose_b={tb}")

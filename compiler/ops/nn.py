@@ -119,6 +119,10 @@ def _emb_shape(attrs, in_shapes):
     dshape, wshape = in_shapes
     wshape = merge_shape(wshape, (attrs["input_dim"], attrs["output_dim"]), "Embedding weight")
     out = None if dshape is None else tuple(dshape) + (attrs["output_dim"],)
+    if attrs["input_dim"] < 1 and out is not None and prod(out):
+        # no row to look up (a zero-size table, NumPy shape semantics)
+        raise ShapeError(f"Embedding: input_dim={attrs['input_dim']} leaves no row to look up "
+                         f"for data of shape {tuple(dshape)}")
     return [dshape, wshape], [out]
 
 

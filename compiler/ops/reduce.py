@@ -57,6 +57,17 @@ def _shape(attrs, in_shapes):
     return [x], [reduce_out_shape(attrs, x)]
 
 
+def _select_input_shape(attrs, in_shapes):
+    """max / min: an output element over no input elements (a zero-size axis under
+    NumPy shape semantics) has no extremum, and is refused as mxnet refuses it."""
+    x = in_shapes[0]
+    if x is not None and _count(attrs, tuple(x)) == 0 and \
+            prod(reduce_out_shape(attrs, tuple(x))) > 0:
+        raise ShapeError(f"Reduction input's size should > 0: max / min over zero-size "
+                         f"axes of shape {tuple(x)} has no value")
+    return _shape(attrs, in_shapes)
+
+
 def _count(attrs, in_shape) -> int:
     return prod(in_shape[a] for a in reduce_axes(attrs, in_shape))
 
@@ -80,6 +91,12 @@ def _torch_reduce(kind):
     return ref
 
 
+def _mean_scale(attrs, shape) -> float:
+    """1 / count; a mean over zero-size axes is 0 / 0, NaN (as mxnet and numpy give)."""
+    count = _count(attrs, shape)
+    return 1.0 / count if count else float("nan")
+
+
 def _keep(b, ref, shape):
     return ref if tuple(ref.shape) == tuple(shape) else b.op("Reshape", ref, shape=tuple(shape))
 
@@ -92,7 +109,7 @@ def _sum_grad(scaled):
             dy = b.op("broadcast_to", dy, shape=in_shape)
         if scaled:
             count = _count(n.attrs, in_shape)
-            if count != 1:
+            if count not in (0, 1):     # count 0: the gradient has no element
                 dy = b.op("_mul_scalar", dy, scalar=1.0 / count)
         return [dy]
     return gradient
@@ -115,9 +132,10 @@ for _name, _kind, _aliases in (("sum", "sum", ("sum_axis",)), ("mean", "mean", (
         name=_name, pattern="reduce",
         lowering=Reduction(
             "sum" if _kind == "mean" else _kind, reduce_axes,
-            (lambda attrs, shape: 1.0 / max(_count(attrs, shape), 1)) if _kind == "mean"
+            _mean_scale if _kind == "mean"
             else (lambda attrs, shape: 1.0)),
-        attrs=_ATTRS, infer_shape=_shape, reference=_torch_reduce(_kind),
+        attrs=_ATTRS, infer_shape=_shape if _kind in ("sum", "mean") else _select_input_shape,
+        reference=_torch_reduce(_kind),
         gradient=_sum_grad(_kind == "mean") if _kind in ("sum", "mean") else _select_grad,
         aliases=_aliases))
 

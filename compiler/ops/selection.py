@@ -38,6 +38,7 @@ import torch
 
 from ..ir.expr import ops
 from .index_checks import check_bounds
+from ..shape_semantics import zero_is_size
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, choice,
                        normalize_axis, parse_bool, parse_float, parse_int,
                        parse_dtype, parse_optional_int, parse_shape, prod,
@@ -57,8 +58,8 @@ def _hit(b, indices, shape, axis):
 
 def _one_hot_shape(attrs, in_shapes):
     idx = in_shapes[0]
-    if attrs["depth"] < 1:
-        raise ShapeError(f"one_hot: depth must be at least 1, got {attrs['depth']}")
+    if attrs["depth"] < 0:      # depth 0: a zero-size result, as mxnet gives
+        raise ShapeError(f"one_hot: depth must be at least 0, got {attrs['depth']}")
     return in_shapes, [None if idx is None else tuple(idx) + (attrs["depth"],)]
 
 
@@ -111,6 +112,9 @@ def _pick_shape(attrs, in_shapes):
         raise ShapeError(f"pick: index of shape {tuple(idx)} does not fit data {tuple(data)} "
                          f"along axis {ax}: it must be {removed} (or {kept})")
     out = kept if attrs["keepdims"] else removed
+    if not data[ax] and prod(out) and zero_is_size():
+        raise ShapeError(f"pick: data of shape {tuple(data)} has no element along axis {ax} "
+                         f"to pick from")
     return [data, idx if idx is not None else out], [out]
 
 
@@ -183,7 +187,12 @@ def _take_shape(attrs, in_shapes):
     a, idx = in_shapes
     if a is None or idx is None:
         return in_shapes, [None]
-    return in_shapes, [_take_geometry(attrs, a, idx)[5]]
+    out = _take_geometry(attrs, a, idx)[5]
+    if prod(out) and prod(a) == 0 and zero_is_size():
+        # no element to take (NumPy shape semantics); mxnet 1.9.1 reads past its buffer
+        raise ShapeError(f"take: data of shape {tuple(a)} has no element along axis "
+                         f"{attrs['axis']} to take indices of shape {tuple(idx)} from")
+    return in_shapes, [out]
 
 
 def _take_ref(attrs, ins, is_train):

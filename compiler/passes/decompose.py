@@ -33,6 +33,14 @@ def decompose(graph: Graph, is_train: bool, in_place: bool = False) -> Graph:
     return out
 
 
+def _all_zero_size(d, ins) -> bool:
+    """Whether every output of node ``d`` has no element, and it writes no state."""
+    opdef = d["opdef"]
+    if opdef.mutates_inputs or len(ins) != len(opdef.list_arguments(d["attrs"])):
+        return False
+    return all(s is not None and 0 in tuple(s) for s in d["shapes"])
+
+
 def _has_composite(graph: Graph) -> bool:
     return any(d["op"] != "null" and isinstance(d["opdef"].lowering, Decompose)
                for d in graph.g._node.values())
@@ -45,7 +53,13 @@ def _expand(graph: Graph, n, is_train):
     view = NodeView(d["name"], d["attrs"], [b.ref(e) for e in ins],
                     [b.ref((n, i)) for i in range(len(d["shapes"]))], [],
                     [graph.shape(e) for e in ins], list(d["shapes"]))
-    refs = d["opdef"].lowering.build(b, view, is_train)
+    if _all_zero_size(d, ins):
+        # nothing to compute (NumPy shape semantics): a rule's inner steps, such as
+        # softmax's max over an empty axis, need not make sense of zero-size values
+        refs = [b.op("_zeros", shape=tuple(s), dtype=graph.dtype((n, i)) or "float32")
+                for i, s in enumerate(d["shapes"])]
+    else:
+        refs = d["opdef"].lowering.build(b, view, is_train)
     num_out = len(d["shapes"])
     outs, aux_new = refs[:num_out], refs[num_out:]
     for i, r in enumerate(outs):

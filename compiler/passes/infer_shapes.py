@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import MXNetError
 from ..frontend.graph import Graph, check_shape, infer_node, max_elements
 from ..ops.registry import parse_shape
+from ..shape_semantics import is_np_shape, reading_unknowns, to_legacy
 from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims
 
 
@@ -27,11 +28,21 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
         to fill (the pipeline and ``Symbol.infer_shape`` do).
 
     ``graph.meta['unknown_dims']`` says whether a given shape, hint or constant
-    held an unknown (0) dim.
+    held an unknown dim: 0, or -1 under NumPy shape semantics, where a 0 is a
+    zero size (``compiler/shape_semantics.py``).
     """
-    dtypes = dtypes or {}
     unknown_dims = graph.meta["unknown_dims"] = has_unknown_dims(graph, shapes)
+    if unknown_dims:            # the rules read 0 dims as unknown ones throughout
+        with reading_unknowns():
+            return _infer(graph, shapes, partial, dtypes or {}, types, True)
+    return _infer(graph, shapes, partial, dtypes or {}, types, False)
+
+
+def _infer(graph, shapes, partial, dtypes, types, unknown_dims):
+    zero_sizes = is_np_shape() and not unknown_dims
     if unknown_dims:
+        if is_np_shape():
+            shapes = {k: to_legacy(v) for k, v in shapes.items()}
         shapes = infer_unknown_dims(graph, shapes)
     for n in graph.variables():
         d = graph.node(n)
@@ -42,7 +53,8 @@ def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
             except ValueError as exc:
                 raise MXNetError(f"variable '{d['name']}': __shape__="
                                  f"{d['raw']['__shape__'][:80]!r} is invalid: {exc}") from None
-            if hint and all(x > 0 for x in hint):
+            if (hint and all(x > 0 for x in hint)) or \
+                    (zero_sizes and all(x >= 0 for x in hint)):
                 shape = hint
         if shape is not None:
             d["shapes"] = [check_shape(_as_shape(shape, d["name"]), f"variable '{d['name']}'")]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ..frontend.graph import Graph
 from ..ops.registry import ShapeError, parse_shape
+from ..shape_semantics import check_unmixed, is_np_shape, to_legacy
 
 Partial = list   # dims, 0 where unknown
 # a rule that raises on partial shapes teaches nothing here: infer_shapes, after this
@@ -33,7 +34,15 @@ _RULE_ERRORS = (ShapeError, ZeroDivisionError, ValueError, TypeError, IndexError
 
 
 def has_unknown_dims(graph: Graph, shapes: dict) -> bool:
-    """Whether the given shapes, variable hints or constants hold a 0 dim."""
+    """Whether the given shapes, variable hints or constants hold an unknown dim: 0,
+    or -1 under NumPy shape semantics (where a 0 is a size)."""
+    if is_np_shape():
+        asked = dict(shapes)
+        for n in graph.variables():
+            d = graph.node(n)
+            if d["name"] not in asked and d["raw"].get("__shape__"):
+                asked[d["name"]] = _parsed(d["raw"]["__shape__"])
+        return check_unmixed(asked)
     if any(0 in tuple(s) for s in shapes.values() if s is not None):
         return True
     for n in graph.g.nodes:
@@ -117,11 +126,17 @@ def partial_shapes(graph: Graph, shapes: dict) -> dict:
     return known
 
 
-def _hint(text) -> tuple:
+def _parsed(text) -> tuple:
     try:
         return tuple(parse_shape(text))
     except ValueError:
         return ()
+
+
+def _hint(text) -> tuple:
+    """A ``__shape__`` hint in this pass's spelling (0 for an unknown dim)."""
+    dims = _parsed(text)
+    return to_legacy(dims) if is_np_shape() else dims
 
 
 def _visit(graph: Graph, n, known: dict) -> bool:

@@ -17,7 +17,7 @@ from ..ir.dtypes import LOW_PRECISION, TL
 from ..ir.expr import sum_terms, value_name, value_reads
 from ..ir.rendering import Rendered, environment
 from ..ir.tile_program import TileProgram
-from ..ops.registry import prod
+from ..ops.registry import lit, prod
 
 _FAMILY_TEMPLATE = {"pointwise": "tile.py.j2", "reduce": "reduce.py.j2",
                     "matmul": "matmul.py.j2", "scatter": "scatter.py.j2"}
@@ -56,7 +56,7 @@ class KernelContext:
             inner = 1
             for pos in reversed(positions):
                 size = self.p.domain[pos]
-                if size > 1:
+                if size != 1:       # 0: a zero-size domain, whose grid runs no program
                     expr = f"{var} // {inner}" if inner > 1 else var
                     lines.append(f"{self.coord(pos)} = ({expr}) % {size}"
                                  if inner * size < self.total(positions) else
@@ -66,7 +66,7 @@ class KernelContext:
         for pos in reversed(self.p.grid_pos):
             size = self.p.domain[pos]
             expr = f"gb // {inner}" if inner > 1 else "gb"
-            if size > 1:
+            if size != 1:
                 lines.append(f"g{pos} = ({expr}) % {size}" if pos != self.p.grid_pos[0] else
                              f"g{pos} = {expr}")
             inner *= size
@@ -96,8 +96,8 @@ class KernelContext:
         return " + ".join(terms) if terms else "0"
 
     def mask(self, positions):
-        rows = any(p in self.p.row_pos and self.p.domain[p] > 1 for p in positions)
-        cols = any(p in self.p.col_pos and self.p.domain[p] > 1 for p in positions)
+        rows = any(p in self.p.row_pos and self.p.domain[p] != 1 for p in positions)
+        cols = any(p in self.p.col_pos and self.p.domain[p] != 1 for p in positions)
         if rows and cols:
             return "mfull"
         return "mrow" if rows else "mcol" if cols else None
@@ -159,7 +159,7 @@ def instr_lines(ctx: KernelContext, ins, accumulate=None) -> list:
         return [f"{ins.out} = {triton_source(ins.expr, ctx.coord, ctx.cdt, ins.origin)}"]
     if ins.kind == "reduce":
         scale = ins.extra.get("scale", 1.0)
-        tail = f" * {float(scale)!r}" if scale != 1.0 else ""
+        tail = f" * {lit(scale)}" if scale != 1.0 else ""
         return [f"{ins.out} = {_reduce_call(ins.extra['combine'], ins.args[0])}{tail}"]
     if ins.kind == "gather":
         idx, w = ins.args
@@ -246,7 +246,7 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
     three times. With ``BN >= N`` (the interpreter's tiles) each loop runs once.
     """
     p = ctx.p
-    cols = set(q for q in p.col_pos if p.domain[q] > 1)
+    cols = set(q for q in p.col_pos if p.domain[q] != 1)
     by_name = {ins.out: ins for ins in p.instrs}
     varies_cols = {ins.out: bool(ins.varies & cols) for ins in p.instrs}
     online = _online_softmax_sums(p.instrs, by_name)
@@ -272,7 +272,7 @@ def _looped_reduce_lines(ctx: KernelContext, N: int) -> list:
             if stage[r.out] == j and j > 0:
                 scale = r.extra.get("scale", 1.0)
                 if scale != 1.0:
-                    lines.append(f"{r.out} = {r.out} * {float(scale)!r}")
+                    lines.append(f"{r.out} = {r.out} * {lit(scale)}")
         for ins in per_row:
             if stage[ins.out] == j:
                 lines.extend(instr_lines(ctx, ins))
@@ -471,8 +471,8 @@ def store_lines(ctx: KernelContext, st, d, strides, shape):
         dims[j] = pos
         positions.append(pos)
     off = ctx.offset(dims, strides)
-    rows = any(q in p.row_pos and p.domain[q] > 1 for q in positions)
-    cols = any(q in p.col_pos and p.domain[q] > 1 for q in positions)
+    rows = any(q in p.row_pos and p.domain[q] != 1 for q in positions)
+    cols = any(q in p.col_pos and p.domain[q] != 1 for q in positions)
     if cols or p.kind == "matmul":   # a dot's value is a [BM, BN] tile even when N == 1
         shape_t, m = "[BM, BN]", "mfull"
         base = "rm * 0 + rn * 0"

@@ -16,6 +16,8 @@ import warnings
 import numpy as np
 import torch
 
+from compiler.errors import MXNetError
+from compiler.shape_semantics import is_np_shape
 from runtime import ndarray_io as _io
 from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.imperative import invoke
@@ -65,22 +67,50 @@ def _out(result: NDArray, out):
 
 # ----------------------------------------------------------------- creation
 def empty(shape, ctx=None, dtype=None, stype=None):
-    """An array of the given shape (contents zero here; mxnet leaves them undefined)."""
-    return zeros(shape, ctx, dtype, stype)
-
-
-def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
-    """An array of zeros (``out=``: written into that array, which is returned)."""
+    """An array of the given shape (contents zero here; mxnet leaves them undefined).
+    Zero-size and ``()`` shapes are taken under either shape semantics, as mxnet."""
     if stype in ("csr", "row_sparse"):
         return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
     check_stype(stype)
-    return full(shape, 0, ctx, dtype, out=kwargs.get("out"))
+    return full(shape, 0, ctx, dtype)
+
+
+def _known_shape(shape, what):
+    """``shape``, refused where legacy shape semantics reads it as unknown (a 0 dim,
+    or ``()``), as mxnet's ``zeros`` / ``ones`` operators refuse it."""
+    dims = _shape(shape)
+    if not is_np_shape() and (dims == () or 0 in dims):
+        raise MXNetError(
+            f"{what}: shape {dims} has an unknown dim: under mxnet's legacy shape "
+            f"semantics () and 0 mean 'unknown'. Give every dim, or make scalar and "
+            f"zero-size arrays under NumPy shape semantics (with mx.np_shape(): ...)")
+    return dims
+
+
+def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
+    """An array of zeros (``out=``: written into that array, which is returned).
+
+    Raises
+    ------
+    MXNetError
+        For a ``()`` or zero-size shape under legacy shape semantics (as mxnet).
+    """
+    if stype in ("csr", "row_sparse"):
+        return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
+    check_stype(stype)
+    return full(_known_shape(shape, "zeros"), 0, ctx, dtype, out=kwargs.get("out"))
 
 
 def ones(shape, ctx=None, dtype=None, **kwargs):
-    """An array of ones (``out=``: written into that array, which is returned)."""
+    """An array of ones (``out=``: written into that array, which is returned).
+
+    Raises
+    ------
+    MXNetError
+        For a ``()`` or zero-size shape under legacy shape semantics (as mxnet).
+    """
     check_stype(kwargs.pop("stype", None))
-    return full(shape, 1, ctx, dtype, out=kwargs.get("out"))
+    return full(_known_shape(shape, "ones"), 1, ctx, dtype, out=kwargs.get("out"))
 
 
 def full(shape, val, ctx=None, dtype=np.float32, out=None):

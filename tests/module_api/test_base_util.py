@@ -1,5 +1,6 @@
 """``mx.base`` and ``mx.util``: mxnet 1.9.1's names, and NumPy semantics refused clearly."""
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -128,24 +129,41 @@ def test_not_supported_for_sparse_and_register_error():
         mx.base.error_types.pop("SomeOtherName")
 
 
-def test_np_shape_is_off_and_turning_off_works():
+def test_np_shape_is_off_by_default_and_scopes_restore_it():
     assert mx.util.is_np_shape() is False
     assert mx.util.is_np_array() is False
-    assert mx.util.set_np_shape(False) is False
-    with mx.util.np_shape(False):
-        assert not mx.util.is_np_shape()
-    with mx.util.np_array(False):
-        assert not mx.util.is_np_array()
-    mx.util.reset_np()
-    mx.util.set_np(shape=False, array=False)
-
-
-def test_np_shape_on_raises_naming_what_is_unsupported():
-    with pytest.raises(MXNetError, match="NumPy shape semantics"):
-        mx.util.set_np_shape(True)
-    with pytest.raises(MXNetError, match="legacy shapes"):
+    with mx.util.np_shape():
+        assert mx.util.is_np_shape() is True
+        with mx.util.np_shape(False):
+            assert not mx.util.is_np_shape()
+        assert mx.util.is_np_shape() is True
+    assert mx.util.is_np_shape() is False
+    with pytest.raises(KeyError):       # the scope is restored when its body raises
         with mx.util.np_shape():
-            pass
+            raise KeyError("x")
+    assert mx.util.is_np_shape() is False
+    assert mx.util.set_np_shape(True) is False
+    try:
+        assert mx.util.set_np_shape(True) is True       # the previous state
+    finally:
+        mx.util.set_np_shape(False)
+    mx.util.set_np(shape=True, array=False)
+    assert mx.util.is_np_shape()
+    mx.util.reset_np()
+    assert not mx.util.is_np_shape()
+
+
+def test_np_shape_is_per_thread():
+    seen = []
+    with mx.util.np_shape():
+        t = threading.Thread(target=lambda: seen.append(mx.util.is_np_shape()))
+        t.start()
+        t.join()
+        assert mx.util.is_np_shape()
+    assert seen == [False]
+
+
+def test_np_array_on_raises_naming_what_is_unsupported():
     with pytest.raises(MXNetError, match="NumPy array semantics"):
         with mx.util.np_array(True):
             pass
@@ -153,21 +171,24 @@ def test_np_shape_on_raises_naming_what_is_unsupported():
         mx.util.set_np()
     with pytest.raises(ValueError, match="required"):
         mx.util.set_np(shape=False, array=True)
+    with mx.util.np_array(False):
+        assert not mx.util.is_np_array()
     assert not mx.util.is_np_shape()
 
 
-def test_use_np_decorators_wrap_then_raise_when_called():
+def test_use_np_decorators():
     @mx.util.use_np_shape
     def f():
-        return 1
+        """doc of f"""
+        return mx.util.is_np_shape()
 
     @mx.util.use_np
     class Block:
         def forward(self):
             return 2
-    with pytest.raises(MXNetError, match="NumPy shape semantics"):
-        f()
-    with pytest.raises(MXNetError):
+    assert f() is True and f.__name__ == "f" and f.__doc__ == "doc of f"
+    assert not mx.util.is_np_shape()
+    with pytest.raises(MXNetError, match="NumPy array semantics"):
         Block().forward()
     with pytest.raises(TypeError):
         mx.util.use_np_shape(3)
@@ -230,12 +251,11 @@ def test_use_np_array_on_a_class_wraps_methods_and_property_getters():
         f()
     assert f.__name__ == "f" and calls == [("set", 5)]   # the body never ran
     with mx.util.np_shape(None), mx.util.np_array(None):   # None: leave the state alone
-        pass
-    with pytest.raises(MXNetError, match="NumPy shape semantics"):
-        mx.util.set_np(shape=True, array=False)
-    with pytest.raises(MXNetError, match="NumPy shape semantics"):
-        with mx.util.np_shape(1):                     # any true value turns it on
-            pass
+        assert not mx.util.is_np_shape()
+    with mx.util.np_shape(1):                         # any true value turns it on
+        with mx.util.np_shape(None):
+            assert mx.util.is_np_shape()
+    assert not mx.util.is_np_shape()
 
 
 def test_sanity_check_params_names_the_first_unsupported_parameter():

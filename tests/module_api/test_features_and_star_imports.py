@@ -39,20 +39,20 @@ def test_import_mxnet_runtime_forms():
     assert runtime is same is mx.runtime
 
 
-def test_numpy_semantics_names_at_the_top_level_refuse_when_turned_on():
+def test_numpy_shape_names_at_the_top_level():
     assert mx.is_np_shape() is False and mx.is_np_array() is False
 
-    @mx.use_np_shape          # decorating is allowed: a module that does it imports
+    @mx.use_np_shape
     def uses_numpy_shapes():
-        return 1
-    with pytest.raises(mx.MXNetError, match="NumPy shape semantics"):
-        uses_numpy_shapes()
-    with pytest.raises(mx.MXNetError, match="NumPy shape semantics"):
-        with mx.np_shape(True):
-            pass
-    with mx.np_shape(False):          # turning it off is what is already true
-        assert not mx.is_np_shape()
+        return mx.is_np_shape()
+    assert uses_numpy_shapes() is True
+    with mx.np_shape(True):
+        assert mx.is_np_shape()
+        with mx.np_shape(False):
+            assert not mx.is_np_shape()
     assert mx.set_np_shape(False) is False
+    with pytest.raises(mx.MXNetError, match="NumPy array semantics"):
+        mx.util.set_np()
 
 
 def test_star_imports_give_what_mxnets_test_files_read():

@@ -126,6 +126,29 @@ def test_assignment_through_every_kind_of_index():
     assert vals(b[1]) == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("index, written", [
+    # a contiguous result is a view: writing into it writes the array (mxnet 1.9.1)
+    ((slice(1, 2),), [0, 1, 2, 3, 0, 0, 0, 0, 8, 9, 10, 11]),
+    ((1,), [0, 1, 2, 3, 0, 0, 0, 0, 8, 9, 10, 11]),
+    ((slice(2, 1, -1),), [0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0]),     # one row, reversed
+    # a strided result is a copy there: the array stays as it was
+    ((slice(None), slice(None, None, 2)), list(range(12))),
+    ((slice(None, None, 2),), list(range(12))),
+    ((slice(None), slice(1, 3)), list(range(12))),
+    ((slice(None), 1), list(range(12))),
+    ((slice(None, None, -1),), list(range(12))),
+])
+def test_writing_into_a_slice_reaches_the_array_only_where_mxnet_views(index, written):
+    a = grid()
+    part = a[index]
+    part[:] = 0
+    assert vals(a.reshape((-1,))) == written
+    contiguous = mx.nd.NDArray._basic_indexing_slice_is_contiguous
+    full = tuple(index) + (slice(None),) * (2 - len(index))
+    if all(isinstance(k, slice) for k in full):
+        assert contiguous(full, (3, 4)) == (written != list(range(12)))
+
+
 # -- mxnet's methods -------------------------------------------------------------------
 def test_slice_slice_axis_and_take():
     a = grid()
