@@ -7,6 +7,7 @@ Layout, under the cache directory::
                                      and the versions it was built with
     symbols/<sha256 prefix>.json     the symbols programs were compiled from
     locks/<key>.lock                 held while one process builds <key>
+    locks/<key>.building             while <key>'s builder writes; left by a crash
 
 (kernel sources: ``kernel_files``). Each entry's manifest also records its compile
 inputs (``compile``: the symbol file, every argument's shape and dtype, grad_req,
@@ -25,7 +26,8 @@ Concurrency and crashes:
   at once, one builds and the others load its entry.  Only a builder holding the lock
   replaces an entry (corrupt, stale or forced) and it does so by renaming the old one aside
   and then removing it; shared directories are never deleted otherwise.  Temp directories
-  left by a crashed builder are removed by the next builder of that key.
+  left by a crashed builder are removed by the next builder of that key (its marker,
+  ``locks/<key>.building``, says one crashed), and by the first builder of each process.
 * Nothing that resolves outside the cache directory is read (a symlinked entry or
   kernel), and every entry file is checked for trust first (``cache_trust``).
 
@@ -70,6 +72,7 @@ if logging.getLogger("filelock").level == logging.NOTSET:
     logging.getLogger("filelock").setLevel(logging.WARNING)
 _OLD_PREFIX = ".old-"
 _STALE_TEMP_SECONDS = 3600.0
+_SWEPT: set = set()     # programs/ directories this process has swept for every key
 
 
 def _crash_point(stage: str):
@@ -126,7 +129,7 @@ class _key_lock:
             return self
         self.lock = lock
         _crash_point("locked")
-        _remove_leftovers(os.path.join(self.root, "programs"), self.key)
+        _remove_leftovers(self.root, self.key)
         return self
 
     def __exit__(self, *exc):
@@ -139,8 +142,36 @@ def _owner_tag() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def _remove_leftovers(parent, key):
-    """Temp and set-aside directories of ``key`` left by crashed builders (lock held).
+def _building_marker(root, key) -> str:
+    """``locks/<key>.building``: made before a builder writes its temp directory and
+    removed once it has published (or cleaned up); one left behind says it crashed."""
+    return os.path.join(root, "locks", f"{key}.building")
+
+
+def _remove_leftovers(root, key):
+    """Temp and set-aside directories left by crashed builders (``key``'s lock held).
+
+    Listing ``programs/`` costs as much as the cache is large (tens of ms at 70,000
+    entries), so it is done once per process and directory for every key, and after
+    that only for a key whose builder left its marker (:func:`_building_marker`).
+    """
+    parent = os.path.join(root, "programs")
+    marker = _building_marker(root, key)
+    if parent not in _SWEPT:
+        _SWEPT.add(parent)
+        _sweep(parent, None)
+    elif os.path.lexists(marker):
+        _sweep(parent, key)
+    if os.path.lexists(marker):
+        try:
+            os.unlink(marker)
+        except OSError:
+            pass
+
+
+def _sweep(parent, key=None):
+    """Remove the leftovers of ``key`` (every key's when None) whose builder is gone
+    (``key``'s lock is held; another key's leftovers are only ever a dead builder's).
 
     Names are ``<prefix><key>-<host>-<pid>-<suffix>``: on this host one whose process is
     gone is removed; from another host, one untouched for an hour.
@@ -151,16 +182,22 @@ def _remove_leftovers(parent, key):
         return
     host = socket.gethostname()
     for name in names:
-        prefix = next((p for p in (_TMP_PREFIX, _OLD_PREFIX) if name.startswith(f"{p}{key}-")),
-                      None)
-        if prefix is None:
+        if not name.startswith((_TMP_PREFIX, _OLD_PREFIX)):
+            continue
+        prefix = _TMP_PREFIX if name.startswith(_TMP_PREFIX) else _OLD_PREFIX
+        owner, _, rest = name[len(prefix):].partition("-")
+        if key is not None and owner != key:
             continue
         path = os.path.join(parent, name)
-        rest = name[len(prefix) + len(key) + 1:]
         parts = rest.split("-")
         if rest.startswith(host + "-") and len(parts) >= 3 and parts[-2].isdigit():
             pid = int(parts[-2])
-            dead = pid == os.getpid() or not pid_alive(pid)
+            if pid == os.getpid():
+                # ours: stale under the key's lock; in a sweep of every key, another
+                # thread's build in progress
+                dead = key is not None
+            else:
+                dead = not pid_alive(pid)
         else:
             try:
                 dead = time.time() - os.stat(path).st_mtime > _STALE_TEMP_SECONDS
@@ -168,9 +205,6 @@ def _remove_leftovers(parent, key):
                 dead = False
         if dead:
             shutil.rmtree(path, ignore_errors=True)
-
-
-    return True
 
 
 def _sha(data: bytes) -> str:
@@ -205,6 +239,13 @@ def _write_entry(entry: str, prog, sources: dict, record=None):
     _crash_point("kernels")
     parent, key = os.path.split(entry)
     cache_trust.make_dirs(parent)
+    marker = _building_marker(os.path.dirname(parent), key)
+    try:        # never through a symlink (as the lock file); without it, a crash's
+        # leftovers wait for the next process's sweep
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                         cache_trust.FILE_MODE))
+    except OSError:
+        pass
     tmp = tempfile.mkdtemp(dir=parent, prefix=f"{_TMP_PREFIX}{key}-{_owner_tag()}-")
     try:
         body = prog.to_json().encode()
@@ -241,6 +282,11 @@ def _write_entry(entry: str, prog, sources: dict, record=None):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        try:
+            os.unlink(marker)
+        except OSError:
+            pass
 
 
 def _write_synced(path, data: bytes):

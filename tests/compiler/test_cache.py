@@ -40,6 +40,36 @@ def test_same_process_hit_and_new_shape_compiles(fresh_cache):
     assert compiler.cache_stats()["compiles"] == 2
 
 
+def test_compiles_list_the_programs_directory_once_per_process(fresh_cache, monkeypatch):
+    """Leftovers of crashed builders are swept at a process's first compile, then only for
+    a key whose builder left its marker: a compile does not pay for listing a cache of
+    tens of thousands of entries each time."""
+    from compiler.artifacts import cache_entries
+    programs = str(fresh_cache / "programs")
+    dead = fresh_cache / "programs" / ".tmp-0123abcd-nohost-1-x"     # another host's, old
+    dead.mkdir(parents=True)
+    os.utime(dead, (0, 0))
+    listed = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(cache_entries.os, "listdir",
+                        lambda p: listed.append(str(p)) or real_listdir(p))
+    for shape in ((4, 12), (6, 12), (8, 12)):
+        _compile(shape)
+    assert compiler.cache_stats()["compiles"] == 3
+    assert listed.count(programs) == 1 and not dead.exists()
+    key = sorted(real_listdir(programs))[0]
+    marker = fresh_cache / "locks" / f"{key}.building"     # as a crashed builder leaves it
+    marker.touch()
+    (fresh_cache / "programs" / key / "program.json").write_text("{ truncated")
+    leftover = fresh_cache / "programs" / f".tmp-{key}-nohost-1-y"
+    leftover.mkdir()
+    os.utime(leftover, (0, 0))
+    cache.clear_memory_cache()
+    for shape in ((4, 12), (6, 12), (8, 12)):
+        _compile(shape)                # the truncated entry's key is built again
+    assert listed.count(programs) == 2 and not leftover.exists() and not marker.exists()
+
+
 def test_disk_hit_in_new_process(fresh_cache):
     _compile()
     script = (
