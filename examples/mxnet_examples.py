@@ -12,6 +12,7 @@ what a machine without a GPU and without the internet needs, the same on both si
 
 * their GPU switches are set to the CPU branch each program has
   (``num_gpu = 0``, ``demo_data_model_parallelism = False``, ``ctx = mx.cpu()``);
+  ``dsd``'s pruning schedule counts epochs of 8,000 images, not MNIST's 60,000;
 * ``numba`` (python_loss.py jit-compiles its numpy loss gradient) is replaced by a
   module whose ``jit`` returns the function unchanged (the same arithmetic, slower);
 * MNIST is this project's split of the official test set (:mod:`examples.mnist_data`:
@@ -99,6 +100,15 @@ EXAMPLES = {
     "train_mnist_rec": ("image-classification", "train_mnist.py", TRAIN_MNIST_ARGS,
                         [("    fit.fit(args, sym, get_mnist_iter)", REC_ITER)],
                         r"Epoch\[\d+\] Validation-accuracy=([\d.]+)"),
+    # DSD training: an SGD subclass registered as 'sparsesgd' prunes each layer's smallest
+    # weights with topk masks (0%, then 50%, then 70% of weights; 0 / 30 / 50% of biases),
+    # Module over two cpu contexts, checkpoints each epoch. Its epoch count is
+    # hard-coded for MNIST's 60,000 training images: set to the split's 8,000
+    "dsd": ("dsd", "mlp.py", ["--pruning_switch_epoch", "2,4,6", "--weight_sparsity",
+                              "0,50,70", "--bias_sparsity", "0,30,50"],
+            [("    batches_per_epoch = ceil(60000.0/batch_size)",
+              "    batches_per_epoch = ceil(8000.0/batch_size)")],
+            r"Epoch\[\d+\] Validation-accuracy=([\d.]+)"),
     "sparse_linear_classification": ("sparse/linear_classification", "train.py",
                                      ["--batch-size", "64", "--num-epoch", "5"],
                                      [], LINEAR_NLL),
@@ -133,7 +143,7 @@ def _prepare(source, name, work):
     os.makedirs(data, exist_ok=True)
     if folder == "image-classification":
         pack_mnist_rec(os.path.join(work, "split"), data)
-    elif folder == "module":
+    elif folder in ("module", "dsd"):
         split = split_files(out_dir=os.path.join(work, "split"))
         for ours, theirs in (("train_images", "train-images-idx3-ubyte"),
                              ("train_labels", "train-labels-idx1-ubyte"),

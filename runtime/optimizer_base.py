@@ -154,6 +154,10 @@ class Optimizer:
     opt_registry: dict = {}
     # the optimizer named in the float16-without-master-copy warning (mxnet's text)
     _mp_hint_name = "optimizer"
+    # True where mxnet 1.9.1's update_multi_precision of the class (SGD, NAG, LARS, LAMB)
+    # runs the class's own rule, never self.update: the updater then ignores a
+    # subclass's override of update alone (mxnet's example/dsd SparseSGD prunes nothing)
+    _updater_skips_update = False
 
     def __init__(self, rescale_grad=1., param_idx2name=None, wd=0.,
                  clip_gradient=None, learning_rate=None, lr_scheduler=None, sym=None,
@@ -379,7 +383,7 @@ class Optimizer:
     @classmethod
     def _python_update(cls) -> bool:
         """True when the class's update is its own Python code (a user's optimizer)."""
-        return (cls.update is not Optimizer.update
+        return ((cls.update is not Optimizer.update and not cls._updater_skips_update)
                 or cls.update_multi_precision is not Optimizer.update_multi_precision)
 
     def _sparse_first(self, indices, weights, grads, states, multi_precision):
@@ -406,7 +410,8 @@ class Optimizer:
     def update_multi_precision(self, index, weight, grad, state):
         """Update with the fp32 master copy when the weight is fp16 and multi_precision."""
         columns = _as_lists(index, weight, grad, state)
-        if type(self).update is not Optimizer.update:     # a user's Python update rule
+        if type(self).update is not Optimizer.update and not self._updater_skips_update:
+            # a user's Python update rule
             for key, w, g, s in zip(*columns):
                 if self._mp(w):
                     self._python_step_multi_precision(key, w, g, s)

@@ -61,6 +61,8 @@ class SGD(MomentumState, Optimizer):
     (``runtime/sparse_update.py``).
     """
 
+    _updater_skips_update = True     # as mxnet 1.9.1 (Optimizer._updater_skips_update)
+
     _lazy_rule = "sgd"      # sgd_update / sgd_mom_update's sparse path (sparse_rules.py)
 
     def __init__(self, momentum=0.0, lazy_update=True, **kwargs):
@@ -77,6 +79,8 @@ class SGD(MomentumState, Optimizer):
 class NAG(MomentumState, Optimizer):
     """Nesterov accelerated gradient (mxnet's ``nag_mom_update``; ``sgd_update`` without
     momentum)."""
+
+    _updater_skips_update = True     # as mxnet 1.9.1 (Optimizer._updater_skips_update)
 
     _mp_hint_name = "NAG optimizer"
 

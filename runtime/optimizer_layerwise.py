@@ -63,6 +63,8 @@ class LAMB(Optimizer):
     bias_correction : bool, default True
     """
 
+    _updater_skips_update = True     # as mxnet 1.9.1 (Optimizer._updater_skips_update)
+
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
                  lower_bound=None, upper_bound=None, bias_correction=True, **kwargs):
         super().__init__(learning_rate=learning_rate, **kwargs)
@@ -134,6 +136,8 @@ class LARS(MomentumState, Optimizer):
     eps : float, default 0
     momentum_correction : bool, default True
     """
+
+    _updater_skips_update = True     # as mxnet 1.9.1 (Optimizer._updater_skips_update)
 
     def __init__(self, momentum=0.0, lazy_update=True, eta=0.001, eps=0,
                  momentum_correction=True, **kwargs):

@@ -278,6 +278,30 @@ def test_user_optimizer_overriding_update_runs_python_path():
     assert o.num_update == 1
 
 
+@pytest.mark.parametrize("base, called", [("SGD", False), ("NAG", False), ("LAMB", False),
+                                          ("LARS", False), ("Adam", True), ("RMSProp", True)])
+def test_updater_calls_a_subclass_update_where_mxnet_does(base, called):
+    """mxnet 1.9.1's Updater calls update_multi_precision, which SGD, NAG, LARS and LAMB
+    define to run their own rule: a subclass overriding ``update`` alone (example/dsd's
+    SparseSGD) is never called there, and the base rule runs. Other optimizers' reach
+    ``self.update``."""
+    calls = []
+
+    class Sub(getattr(opt, base)):
+        def update(self, index, weight, grad, state):
+            calls.append(index)
+            super().update(index, weight, grad, state)
+
+    o = Sub(learning_rate=0.5)
+    u = opt.get_updater(o)
+    w, ref = torch.ones(3), torch.ones(3)
+    u([0], [torch.full((3,), 0.5)], [w])
+    opt.get_updater(getattr(opt, base)(learning_rate=0.5))([0], [torch.full((3,), 0.5)], [ref])
+    assert calls == ([0] if called else [])
+    torch.testing.assert_close(w, ref)
+    assert Sub._python_update() is called
+
+
 # ----------------------------------------------------------------------------- lr/wd mult
 def test_lr_wd_mult_from_symbol_attributes():
     x = sym.Variable("data")
