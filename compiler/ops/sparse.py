@@ -19,7 +19,7 @@ import dataclasses
 
 from .elemwise import _identity_view, same_shape
 from .reduce_more import _RED_ATTRS, _bcast, _red_shape, _torch_sum
-from .registry import REGISTRY, Attr, Decompose, OpDef, register
+from .registry import REGISTRY, Attr, Decompose, OpDef, parse_bool, register
 
 STYPES = ("default", "row_sparse", "csr")
 
@@ -60,6 +60,10 @@ register(OpDef(
 register(dataclasses.replace(
     REGISTRY["Embedding"], name="_contrib_SparseEmbedding", aliases=(),
     _attr_index={},
+    # mxnet's SparseEmbeddingParam: no sparse_grad (always row_sparse); deterministic
+    # asks for a fixed summation order, which every backward here has
+    attrs=[a for a in REGISTRY["Embedding"].attrs if a.name != "sparse_grad"] +
+    [Attr("deterministic", parse_bool, False)],
     doc="Embedding whose weight gradient is row_sparse: the rows named by data."))
 
 

@@ -57,6 +57,28 @@ def test_row_sparse_table_is_read_through_rows(cpu_target, kind):
     np.testing.assert_allclose(g.asnumpy(), want, rtol=1e-6)
 
 
+def test_sparse_embedding_takes_mxnets_own_attributes():
+    """mxnet's SparseEmbeddingParam: ``deterministic`` (a fixed summation order, which
+    every backward has here: two backwards agree bit for bit), and no ``sparse_grad``."""
+    ids = np.array([1, 2, 1, 0, 9, 1])
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    emb = mx.sym.contrib.SparseEmbedding(data=mx.sym.var("data"), input_dim=10, output_dim=4,
+                                         deterministic=True, name="embed")
+    exe = _loss(emb).simple_bind(mx.cpu(), grad_req={"data": "null", "embed_weight": "write"},
+                                 data=(6,))
+    exe.arg_dict["data"][:] = ids
+    exe.arg_dict["embed_weight"][:] = table
+    exe.forward(is_train=True)
+    exe.backward()
+    first = exe.grad_dict["embed_weight"].asnumpy()
+    exe.backward()
+    np.testing.assert_array_equal(exe.grad_dict["embed_weight"].asnumpy(), first)
+    np.testing.assert_allclose(first, _dense_grad(table, ids)[0])
+    with pytest.raises(mx.MXNetError, match="sparse_grad"):
+        mx.sym.contrib.SparseEmbedding(data=mx.sym.var("data"), input_dim=10, output_dim=4,
+                                       sparse_grad=True)
+
+
 def test_dense_table_with_sparse_grad_keeps_no_table_sized_buffer():
     rows, dim = 20000, 16
     data = mx.sym.var("data")
