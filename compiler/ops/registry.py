@@ -546,6 +546,11 @@ class OpDef:
             if key.startswith("__") and key.endswith("__"):
                 continue
             spec = self._attr_index.get(key)
+            if spec is None and not self.attrs:
+                # mxnet's operators without a parameter struct (broadcast_add, relu ...)
+                # keep any attribute in the graph and read none: mxnet's own code passes
+                # them (broadcast_add(a, b, axis=0))
+                continue
             if spec is None:
                 known = ", ".join(sorted(self._attr_index)) or "none"
                 raise MXNetError(

@@ -2,12 +2,13 @@
 
 ``mx.contrib.ndarray`` and ``mx.contrib.symbol`` (and their short names ``nd`` and
 ``sym``) are ``mx.nd.contrib`` and ``mx.sym.contrib``, as in mxnet;
-``mx.contrib.autograd`` is mxnet's first autograd interface (``autograd.py``) and
-``mx.contrib.amp`` its mixed precision."""
+``mx.contrib.autograd`` is mxnet's first autograd interface (``autograd.py``),
+``mx.contrib.amp`` its mixed precision and ``mx.contrib.svrg_optimization`` its
+SVRG-trained Module."""
 from compiler import symbol as _symbol
 
 from .. import ndarray as _ndarray
-from . import amp, autograd  # noqa: F401
+from . import amp, autograd, svrg_optimization  # noqa: F401
 
 ndarray = nd = _ndarray.contrib
 symbol = sym = _symbol.contrib

@@ -66,3 +66,18 @@ def test_registered_operators_parse_the_same_from_the_memo():
     raw = {"eps": "0.001", "fix_gamma": "False", "momentum": "0.9"}
     fresh = bn._parse_attrs(raw, "bn")
     assert bn.parse_attrs(raw, "bn") == fresh == bn.parse_attrs(raw, "bn2")
+
+
+def test_an_operator_without_attributes_keeps_and_ignores_any_as_mxnet():
+    """mxnet's operators without a parameter struct (broadcast_add, relu ...) take any
+    attribute and read none (its SVRG module passes broadcast_add(a, b, axis=0)); one with
+    attributes still refuses an unknown name."""
+    import module_api as mx
+    assert _op(attrs=()).parse_attrs({"axis": "0", "q": "x"}) == {}
+    a = mx.nd.array([[1.0, 2.0]])
+    assert mx.nd.broadcast_add(a, a, axis=0).asnumpy().tolist() == [[2.0, 4.0]]
+    s = mx.sym.relu(mx.sym.var("x"), foo="1", name="r")
+    assert s.attr_dict()["r"] == {"foo": "1"}
+    assert mx.sym.load_json(s.tojson()).attr_dict()["r"] == {"foo": "1"}
+    with pytest.raises(MXNetError, match="unknown attribute 'foo'"):
+        mx.nd.sum(a, foo=1)
