@@ -11,7 +11,11 @@ trace and the statistics are built from the records when they are asked for.
 ``dump()`` writes everything recorded so far as a Chrome trace
 (``chrome://tracing``, Perfetto) to the ``filename`` of :func:`set_config`
 (default ``profile.json``): the kernel ranges have category ``operator`` as
-mxnet's operators do, a :class:`Task` / :class:`Frame` has its domain's name
+mxnet's operators do; an ``mx.nd`` call (an operator, NDArray arithmetic, ``zeros`` /
+``ones`` / ``full``) is one ``operator`` range named by mxnet's operator (``sqrt``,
+``_plus_scalar``, ``_zeros``), and within a Python CustomOp's ``forward`` / ``backward``
+mxnet's ``Custom Operator`` ranges are kept (``<op_type>::pure_python``,
+``_backward_<op_type>::pure_python``, and ``<op_type>::<operator>`` for its mx.nd calls); a :class:`Task` / :class:`Frame` has its domain's name
 as category, a :class:`Counter` writes counter (``"ph": "C"``) events and a
 :class:`Marker` instant (``"ph": "i"``) events. ``dumps()`` returns mxnet's
 aggregate table (count, total / min / max / average time per name and
@@ -32,7 +36,8 @@ Differences from mxnet, by design:
   unnamed.
 * On a GPU, kernel ranges time the host side of the launch (launches are
   asynchronous).
-* ``profile_memory`` is accepted; allocations are not recorded.
+* ``profile_memory`` is accepted; allocations are not recorded, so the JSON's
+  ``Memory`` section is empty.
 """
 from __future__ import annotations
 
@@ -253,7 +258,8 @@ def dumps(reset=False, format="table", sort_by="total", ascending=False):  # noq
         "Invalid value provided for reset: {0}. Support: False, True".format(reset)
     with _lock:
         _flush()
-        text = _format_json() if format == "json" else _format_table(sort_by, ascending)
+        text = _format_json(sort_by, ascending) if format == "json" else \
+            _format_table(sort_by, ascending)
         if reset:
             _stats.clear()
     return text
@@ -278,9 +284,9 @@ def _flush():
     launches, ranges = record[:count], _ranges[:]
     del record[:count]
     del _ranges[:len(ranges)]
-    names, pid = _launcher.LAUNCH_IDS, os.getpid()
+    names, cats, pid = _launcher.LAUNCH_IDS, _launcher.LAUNCH_CATEGORIES, os.getpid()
     for ident, start, end, tid in launches:
-        _add_range("operator", names[ident], start, end, pid, tid)
+        _add_range(cats[ident], names[ident], start, end, pid, tid)
     for kind, cat, name, start, end, tid, value in ranges:
         if kind == "X":
             _add_range(cat, name, start, end, pid, tid)
@@ -351,14 +357,16 @@ def _format_table(sort_by, ascending):
     return "\n".join(lines) + "\n"
 
 
-def _format_json():
-    doc = {"Time": {}, "Unit": {"Time": "ms"}}
-    for category, table in _stats.items():
+def _format_json(sort_by, ascending):
+    """mxnet's JSON: each category's rows in ``sort_by`` order; ``Memory`` is empty,
+    as no allocation is recorded (module docstring)."""
+    doc = {"Time": {}, "Memory": {}, "Unit": {"Time": "ms", "Memory": "kB"}}
+    for category in sorted(_stats):
         scale = 1.0 if category == "Counter" else 1e-3
         doc["Time"][category] = {
             name: {"Count": count, "Total": tot * scale, "Min": lo * scale, "Max": hi * scale,
                    "Avg": tot * scale / count}
-            for name, (count, tot, lo, hi) in table.items()}
+            for name, (count, tot, lo, hi) in _rows(_stats[category], sort_by, ascending)}
     return json.dumps(doc, indent=2)
 
 

@@ -13,6 +13,7 @@ dtypes)``, as mxnet does. :func:`custom_nd` is ``mx.nd.Custom``, and
 from __future__ import annotations
 
 import contextlib
+import time
 
 import torch
 
@@ -21,7 +22,7 @@ from compiler.ops import custom as _custom
 from compiler.ops.registry import get_op
 from compiler.symbol import _normalize_attr
 
-from . import autograd_tape
+from . import autograd_tape, launcher
 from .context import current_context
 from .ndarray import NDArray, as_ndarray, empty, torch_dtype
 
@@ -70,7 +71,7 @@ class BoundCustomOp:
     def forward(self, is_train, inputs):
         """Call the op's ``forward``; the outputs are ``self.outputs``."""
         in_data, aux = list(inputs[:self.nargs]), list(inputs[self.nargs:])
-        with torch.no_grad(), self._errors("forward"):
+        with torch.no_grad(), self._errors("forward"), self._profiled(""):
             self.op.forward(bool(is_train), ["write"] * len(self.outputs), in_data,
                             self.outputs, aux)
         return self.outputs
@@ -78,9 +79,27 @@ class BoundCustomOp:
     def backward(self, out_grad, inputs, in_grad, req):
         """Call the op's ``backward``; it writes ``in_grad`` as ``req`` says."""
         in_data, aux = list(inputs[:self.nargs]), list(inputs[self.nargs:])
-        with torch.no_grad(), self._errors("backward"):
+        with torch.no_grad(), self._errors("backward"), self._profiled("_backward_"):
             self.op.backward(list(req), list(out_grad), in_data, self.outputs,
                              list(in_grad), aux)
+
+    @contextlib.contextmanager
+    def _profiled(self, prefix):
+        """While ``mx.profiler`` records: the user's code as mxnet's ``Custom Operator``
+        range ``<prefix><op_type>::pure_python``, the mx.nd calls it makes filed under
+        ``<op_type>::<operator>`` (``launcher.operator_range``)."""
+        if not launcher.PROFILING:
+            yield
+            return
+        op_type = self.attrs["op_type"]
+        scope = launcher.PROFILE_SCOPE
+        outer, scope.custom = getattr(scope, "custom", None), op_type
+        start = time.perf_counter_ns()
+        try:
+            yield
+        finally:
+            scope.custom = outer
+            launcher.record_range(f"{prefix}{op_type}::pure_python", start, "Custom Operator")
 
     @contextlib.contextmanager
     def _errors(self, method):

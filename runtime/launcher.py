@@ -53,19 +53,41 @@ LAUNCH_LOCK = threading.RLock()
 # ``(launch id, start ns, end ns, thread id)`` to RECORD (perf_counter_ns); the profiler
 # builds its trace from RECORD when it dumps. Checked once per run_bound, so off costs one test.
 PROFILING = False
-LAUNCH_NAMES: dict = {}         # range name -> launch id (the profiler's "operator"s)
+LAUNCH_NAMES: dict = {}         # (category, range name) -> launch id
 LAUNCH_IDS: list = []           # launch id -> range name
+LAUNCH_CATEGORIES: list = []    # launch id -> the profiler's category ("operator" ...)
 RECORD: list = []               # one tuple per launch run while PROFILING
+# while a Python CustomOp's forward or backward runs on this thread: its op_type, under
+# which mx.profiler files the mx.nd calls it makes ("Custom Operator", "<op_type>::<op>")
+PROFILE_SCOPE = threading.local()
 
 
-def launch_id(name: str) -> int:
-    """The id of the launch range ``name`` (a new one on first sight)."""
+def launch_id(name: str, category: str = "operator") -> int:
+    """The id of the range ``name`` of profiler category ``category`` (new on first sight)."""
     with LAUNCH_LOCK:
-        ident = LAUNCH_NAMES.get(name)
+        ident = LAUNCH_NAMES.get((category, name))
         if ident is None:
-            ident = LAUNCH_NAMES[name] = len(LAUNCH_IDS)
+            ident = LAUNCH_NAMES[(category, name)] = len(LAUNCH_IDS)
             LAUNCH_IDS.append(name)
+            LAUNCH_CATEGORIES.append(category)
     return ident
+
+
+def record_range(name: str, start: int, category: str = "operator"):
+    """Append a range from ``start`` (``perf_counter_ns``) to now to RECORD (profiling)."""
+    RECORD.append((launch_id(name, category), start, time.perf_counter_ns(),
+                   threading.get_ident()))
+
+
+def record_operator(op_name: str, start: int):
+    """Record an ``mx.nd`` call of ``op_name`` from ``start`` to now (profiling): as the
+    operator, or within a CustomOp's code as ``Custom Operator`` /
+    ``<op_type>::<op_name>``, where mxnet files it."""
+    custom = getattr(PROFILE_SCOPE, "custom", None)
+    if custom is None:
+        record_range(op_name, start)
+    else:
+        record_range(f"{custom}::{op_name}", start, "Custom Operator")
 
 
 def load_module(source_hash: str):

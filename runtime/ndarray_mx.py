@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import numbers
 import sys
+import time
 
 import numpy as np
 import torch
+
+from . import launcher as _launcher
 
 _TORCH_DTYPE = torch._C.TensorBase.dtype
 _DISABLED = torch._C.DisableTorchFunctionSubclass
@@ -175,10 +178,26 @@ def _sparse_operand(x) -> bool:
         not isinstance(x, torch.Tensor)
 
 
+# the operators mxnet's NDArray arithmetic calls (array operand, number operand): the
+# names mx.profiler files them under
+_PROFILED_NAMES = {
+    "__add__": ("broadcast_add", "_plus_scalar"), "__radd__": ("broadcast_add", "_plus_scalar"),
+    "__sub__": ("broadcast_sub", "_minus_scalar"),
+    "__rsub__": ("broadcast_sub", "_rminus_scalar"),
+    "__mul__": ("broadcast_mul", "_mul_scalar"), "__rmul__": ("broadcast_mul", "_mul_scalar"),
+    "__truediv__": ("broadcast_div", "_div_scalar"),
+    "__rtruediv__": ("broadcast_div", "_rdiv_scalar"),
+    "__mod__": ("broadcast_mod", "_mod_scalar"), "__rmod__": ("broadcast_mod", "_rmod_scalar"),
+    "__pow__": ("broadcast_power", "_power_scalar"),
+    "__rpow__": ("broadcast_power", "_rpower_scalar")}
+
+
 def _binary(name, mx_fn, reverse=False):
     """An arithmetic operator: ``mx_fn`` with mxnet's dtype rules for user code,
-    torch's operator of the same name for torch's own callers."""
+    torch's operator of the same name for torch's own callers. While ``mx.profiler``
+    records, the call is a range named as mxnet's operator (``_plus_scalar`` ...)."""
     torch_op = getattr(torch.Tensor, name)
+    array_op, scalar_op = _PROFILED_NAMES[name]
 
     def method(self, other):
         if not mxnet_caller():
@@ -188,8 +207,12 @@ def _binary(name, mx_fn, reverse=False):
         other = _operand(self, other, f"NDArray.{name}")
         if records(self, other):
             return _TAPE[0].binary(name, self, other)
+        start = _launcher.PROFILING and time.perf_counter_ns()
         with _DISABLED():
             res = mx_fn(other, self) if reverse else mx_fn(self, other)
+        if start:
+            _launcher.record_operator(
+                array_op if isinstance(other, torch.Tensor) else scalar_op, start)
         return _like(res, self)
     method.__name__ = name
     return method

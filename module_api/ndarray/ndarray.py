@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 
 from compiler.errors import MXNetError
 from compiler.shape_semantics import is_np_shape
+from runtime import launcher as _launcher
 from runtime import ndarray_io as _io
 from runtime.context import Context, current_context, cpu  # noqa: F401
 from runtime.imperative import invoke
@@ -72,7 +74,7 @@ def empty(shape, ctx=None, dtype=None, stype=None):
     if stype in ("csr", "row_sparse"):
         return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
     check_stype(stype)
-    return full(shape, 0, ctx, dtype)
+    return _full(None, shape, 0, ctx, dtype, None)      # no operator in mxnet: not profiled
 
 
 def _known_shape(shape, what):
@@ -98,7 +100,7 @@ def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
     if stype in ("csr", "row_sparse"):
         return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
     check_stype(stype)
-    return full(_known_shape(shape, "zeros"), 0, ctx, dtype, out=kwargs.get("out"))
+    return _full("_zeros", _known_shape(shape, "zeros"), 0, ctx, dtype, kwargs.get("out"))
 
 
 def ones(shape, ctx=None, dtype=None, **kwargs):
@@ -110,17 +112,27 @@ def ones(shape, ctx=None, dtype=None, **kwargs):
         For a ``()`` or zero-size shape under legacy shape semantics (as mxnet).
     """
     check_stype(kwargs.pop("stype", None))
-    return full(_known_shape(shape, "ones"), 1, ctx, dtype, out=kwargs.get("out"))
+    return _full("_ones", _known_shape(shape, "ones"), 1, ctx, dtype, kwargs.get("out"))
 
 
 def full(shape, val, ctx=None, dtype=np.float32, out=None):
     """An array of ``val`` (``out=``: ``val`` written into that array, returned)."""
+    return _full("_full", shape, val, ctx, dtype, out)
+
+
+def _full(op_name, shape, val, ctx, dtype, out):
+    """``full``, filed by ``mx.profiler`` under mxnet's operator ``op_name`` (``_zeros``,
+    ``_ones``, ``_full``; None: not filed)."""
+    start = op_name is not None and _launcher.PROFILING and time.perf_counter_ns()
     if out is not None:
         out[:] = val
-        return out
-    c = _ctx(ctx)
-    return as_ndarray(torch.full(_shape(shape), val, dtype=to_torch_dtype(dtype),
-                                 device=c.torch_device), c)
+    else:
+        c = _ctx(ctx)
+        out = as_ndarray(torch.full(_shape(shape), val, dtype=to_torch_dtype(dtype),
+                                    device=c.torch_device), c)
+    if start:
+        _launcher.record_operator(op_name, start)
+    return out
 
 
 def array(source_array, ctx=None, dtype=None):

@@ -50,7 +50,10 @@ def test_module_fit_trace_has_every_kernel_launch(trace_file):
     assert not launcher.PROFILING
     profiler.dump()
     events = _events(trace_file)
-    ops = [e for e in events if e.get("cat") == "operator" and e.get("ph") == "X"]
+    # the executors' kernel launches (named by phase and kernel); the mx.nd calls the
+    # Module makes (its metric's, the initializer's) are ranges named by their operator
+    ops = [e for e in events if e.get("cat") == "operator" and e.get("ph") == "X"
+           and e["name"].split()[0] in ("fwd", "bwd")]
     train = mod._exec_group.execs[0].programs[0]
     names = {launcher.launch_name(ln) for ln in train.launches}
     assert names <= {e["name"] for e in ops}
@@ -182,3 +185,59 @@ def test_launches_recorded_by_id_and_the_trace_built_on_dump(trace_file):
            if e.get("cat") == "operator" and e["name"] in bound.names]   # the trace is cumulative
     assert sorted(e["name"] for e in ops) == sorted(bound.names * 2)
     assert all(e["dur"] >= 0 for e in ops)
+
+
+def test_nd_calls_are_filed_under_mxnets_operator_names(trace_file):
+    """As mxnet's aggregate statistics: an mx.nd call is one range named by its
+    operator (the arithmetic's and creation functions' too), counted per call."""
+    profiler.dumps(reset=True)
+    profiler.set_state("run")
+    x = mx.nd.zeros((10, 10))
+    mx.nd.sqrt(x)
+    x = x + 1
+    x = x + 1
+    x = x * x
+    profiler.set_state("stop")
+    doc = json.loads(profiler.dumps(format="json"))
+    ops = doc["Time"]["operator"]
+    assert {k: ops[k]["Count"] for k in ("_zeros", "sqrt", "_plus_scalar", "broadcast_mul")} \
+        == {"_zeros": 1, "sqrt": 1, "_plus_scalar": 2, "broadcast_mul": 1}
+    assert doc["Memory"] == {} and doc["Unit"] == {"Time": "ms", "Memory": "kB"}
+    for sort_by, key in (("count", "Count"), ("total", "Total"), ("min", "Min")):
+        for ascending in (False, True):
+            rows = json.loads(profiler.dumps(format="json", sort_by=sort_by,
+                                             ascending=ascending))["Time"]["operator"]
+            values = [row[key] for row in rows.values()]
+            assert values == sorted(values, reverse=not ascending), (sort_by, ascending)
+
+
+def test_custom_operator_code_is_filed_under_its_op_type(trace_file):
+    class Twice(mx.operator.CustomOp):
+        def forward(self, is_train, req, in_data, out_data, aux):
+            self.assign(out_data[0], req[0], in_data[0] * 2)
+            mx.nd.ones((2, 2))
+
+        def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+            self.assign(in_grad[0], req[0], out_grad[0] * 2)
+
+    @mx.operator.register("ProfiledTwice")
+    class TwiceProp(mx.operator.CustomOpProp):
+        def create_operator(self, ctx, shapes, dtypes):
+            return Twice()
+
+    profiler.dumps(reset=True)
+    profiler.set_state("run")
+    x = mx.nd.array([1.0, 2.0])
+    x.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.Custom(x, op_type="ProfiledTwice")
+    y.backward()
+    x + 1
+    profiler.set_state("stop")
+    time_stats = json.loads(profiler.dumps(format="json"))["Time"]
+    assert {"ProfiledTwice::pure_python", "_backward_ProfiledTwice::pure_python",
+            "ProfiledTwice::_mul_scalar", "ProfiledTwice::_ones"} <= \
+        set(time_stats["Custom Operator"])
+    assert "_plus_scalar" in time_stats["operator"]             # outside the op again
+    assert "_mul_scalar" not in time_stats["operator"]
+    assert x.grad.asnumpy().tolist() == [2.0, 2.0]
