@@ -63,6 +63,10 @@ class _Corrupt(Exception):
     """Internal: the bytes do not follow the format (reason in the message)."""
 
 
+class _OtherSemantics(Exception):
+    """Internal: a record written under the other shape semantics (mxnet's message)."""
+
+
 class _Reader:
     def __init__(self, buf):
         self.buf = memoryview(buf)
@@ -105,14 +109,14 @@ def _read_shape(r: _Reader, magic: int):
 
 def _check_semantics(magic: int):
     """mxnet's rule: V3 records load under NumPy shape semantics only, others under
-    legacy semantics only (the messages are mxnet's)."""
+    legacy semantics only (the messages are mxnet's; the file is named by the caller)."""
     if magic == V3_MAGIC and not is_np_shape():
-        raise MXNetError(
+        raise _OtherSemantics(
             "ndarray was saved in np shape semantics, must be loaded in the same semantics. "
             "Please turn on np shape semantics in Python using `with np_shape(True)` or "
             "decorator `use_np_shape` to scope the code of loading the ndarray.")
     if magic != V3_MAGIC and is_np_shape():
-        raise MXNetError(
+        raise _OtherSemantics(
             "ndarray was not saved in np shape semantics, but being loaded in np shape "
             "semantics. Please turn off np shape semantics in Python using "
             "`with np_shape(False)` to scope the code of loading the ndarray.")
@@ -230,6 +234,8 @@ def loads(buf, ctx: Context = None, source: str = "<buffer>"):
         return _decode_list(buf, ctx or cpu(0))
     except _Corrupt as e:
         raise MXNetError(f"Invalid NDArray file format in {source}: {e}") from None
+    except _OtherSemantics as e:
+        raise MXNetError(f"{source}: {e}") from None
 
 
 def load(fname, ctx: Context = None):
@@ -253,6 +259,8 @@ def decode_single_ndarray(raw, ctx: Context = None) -> NDArray:
         return out
     except _Corrupt as e:
         raise MXNetError(f"Invalid NDArray record: {e}") from None
+    except _OtherSemantics as e:
+        raise MXNetError(str(e)) from None
 
 
 # ----------------------------------------------------------------- encoding

@@ -185,7 +185,11 @@ def states_header_mutation(draw, data):
 
 def _load(kind, path):
     if kind == "params":
-        return mx.nd.load(path)
+        # read under the shape semantics its first record was written in (V3: numpy's)
+        with open(path, "rb") as f:
+            head = f.read(28)
+        with mx.np_shape(head[24:28] == b"\xca\xfa\x93\xf9"):
+            return mx.nd.load(path)
     if kind == "symbol":
         return mx.sym.load(path)
     up = opt.get_updater(opt.create("adam", multi_precision=True))
