@@ -245,8 +245,11 @@ def test_one_module_per_bucket_and_shared_parameters():
         np.testing.assert_array_equal(p7[k], p3[k])
 
 
-def test_compile_once_per_bucket_and_kernels_shared(tmp_path, monkeypatch):
+def test_compile_once_per_bucket_and_kernels_shared(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
+    # every compile logged with what it compiled: a count that differs says which
+    monkeypatch.setenv("SYMTRITON_LOG", "compiles")
+    caplog.set_level("WARNING", logger="symtriton.compile")
     # per-step kernels shared across buckets: the steps' own kernels (on the cpu target a
     # chain of steps is otherwise one oneDNN layer call, tests/compiler/test_fuse_lstm_layers.py)
     monkeypatch.setenv("SYMTRITON_LSTM_LAYERS", "0")
@@ -261,15 +264,15 @@ def test_compile_once_per_bucket_and_kernels_shared(tmp_path, monkeypatch):
     train_step(mod, make_batch(7))
     compiles = [compiler.cache_stats()['compiles']]
     files = [n_kernel_files()]
-    assert compiles[0] == 1 and files[0] > 0
+    assert compiles[0] == 1 and files[0] > 0, caplog.text
     for key in (3, 5):                          # unseen buckets: one Program each
         train_step(mod, make_batch(key))
         compiles.append(compiler.cache_stats()['compiles'])
         files.append(n_kernel_files())
-    assert compiles == [1, 2, 3]
+    assert compiles == [1, 2, 3], caplog.text
     for key in (7, 3, 5, 3, 7):                 # revisits: nothing compiled
         train_step(mod, make_batch(key, seed=9))
-    assert compiler.cache_stats()['compiles'] == 3
+    assert compiler.cache_stats()['compiles'] == 3, caplog.text
     assert n_kernel_files() == files[-1]
 
     # kernels are shared by source hash: the per-step LSTM gate kernel (the forward
