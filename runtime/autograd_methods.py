@@ -14,20 +14,7 @@ from compiler.errors import MXNetError
 from . import ndarray_mx
 
 
-_BINARY = {   # method: (array op, scalar op, reversed)
-    "__add__": ("broadcast_add", "_plus_scalar", False),
-    "__radd__": ("broadcast_add", "_plus_scalar", True),
-    "__sub__": ("broadcast_sub", "_minus_scalar", False),
-    "__rsub__": ("broadcast_sub", "_rminus_scalar", True),
-    "__mul__": ("broadcast_mul", "_mul_scalar", False),
-    "__rmul__": ("broadcast_mul", "_mul_scalar", True),
-    "__truediv__": ("broadcast_div", "_div_scalar", False),
-    "__rtruediv__": ("broadcast_div", "_rdiv_scalar", True),
-    "__mod__": ("broadcast_mod", "_mod_scalar", False),
-    "__rmod__": ("broadcast_mod", "_rmod_scalar", True),
-    "__pow__": ("broadcast_power", "_power_scalar", False),
-    "__rpow__": ("broadcast_power", "_rpower_scalar", True),
-}
+_BINARY = ndarray_mx.ARITHMETIC_OPS   # method: (array op, scalar op, reversed)
 
 
 def binary(name, arr, other):

@@ -178,18 +178,23 @@ def _sparse_operand(x) -> bool:
         not isinstance(x, torch.Tensor)
 
 
-# the operators mxnet's NDArray arithmetic calls (array operand, number operand): the
-# names mx.profiler files them under
-_PROFILED_NAMES = {
-    "__add__": ("broadcast_add", "_plus_scalar"), "__radd__": ("broadcast_add", "_plus_scalar"),
-    "__sub__": ("broadcast_sub", "_minus_scalar"),
-    "__rsub__": ("broadcast_sub", "_rminus_scalar"),
-    "__mul__": ("broadcast_mul", "_mul_scalar"), "__rmul__": ("broadcast_mul", "_mul_scalar"),
-    "__truediv__": ("broadcast_div", "_div_scalar"),
-    "__rtruediv__": ("broadcast_div", "_rdiv_scalar"),
-    "__mod__": ("broadcast_mod", "_mod_scalar"), "__rmod__": ("broadcast_mod", "_rmod_scalar"),
-    "__pow__": ("broadcast_power", "_power_scalar"),
-    "__rpow__": ("broadcast_power", "_rpower_scalar")}
+# NDArray arithmetic as mxnet's operators: method -> (the operator for an array operand,
+# for a number operand, whether the operands are reversed). The tape records these
+# (autograd_methods.py) and mx.profiler files calls under them.
+ARITHMETIC_OPS = {
+    "__add__": ("broadcast_add", "_plus_scalar", False),
+    "__radd__": ("broadcast_add", "_plus_scalar", True),
+    "__sub__": ("broadcast_sub", "_minus_scalar", False),
+    "__rsub__": ("broadcast_sub", "_rminus_scalar", True),
+    "__mul__": ("broadcast_mul", "_mul_scalar", False),
+    "__rmul__": ("broadcast_mul", "_mul_scalar", True),
+    "__truediv__": ("broadcast_div", "_div_scalar", False),
+    "__rtruediv__": ("broadcast_div", "_rdiv_scalar", True),
+    "__mod__": ("broadcast_mod", "_mod_scalar", False),
+    "__rmod__": ("broadcast_mod", "_rmod_scalar", True),
+    "__pow__": ("broadcast_power", "_power_scalar", False),
+    "__rpow__": ("broadcast_power", "_rpower_scalar", True),
+}
 
 
 def _binary(name, mx_fn, reverse=False):
@@ -197,7 +202,7 @@ def _binary(name, mx_fn, reverse=False):
     torch's operator of the same name for torch's own callers. While ``mx.profiler``
     records, the call is a range named as mxnet's operator (``_plus_scalar`` ...)."""
     torch_op = getattr(torch.Tensor, name)
-    array_op, scalar_op = _PROFILED_NAMES[name]
+    array_op, scalar_op, _ = ARITHMETIC_OPS[name]
 
     def method(self, other):
         if not mxnet_caller():

@@ -156,7 +156,7 @@ class Optimizer:
     _mp_hint_name = "optimizer"
     # True where mxnet 1.9.1's update_multi_precision of the class (SGD, NAG, LARS, LAMB)
     # runs the class's own rule, never self.update: the updater then ignores a
-    # subclass's override of update alone (mxnet's example/dsd SparseSGD prunes nothing)
+    # subclass's override of update alone (mxnet's DSD example's SparseSGD prunes nothing)
     _updater_skips_update = False
 
     def __init__(self, rescale_grad=1., param_idx2name=None, wd=0.,

@@ -112,6 +112,11 @@ def build_program(graph, groups, plan, target: str, sources: dict) -> Program:
             launches.append(_extern_launch(prog, layouts, grp["phase"]))
             group_ops.append([graph.node(n)["op"] for n in grp["nodes"]])
             continue
+        if all(prod(shapes[t]) == 0 for t, role in enumerate(prog.tensor_roles)
+               if role != "in"):
+            # it writes no element (a zero-size value, NumPy shape semantics): no launch,
+            # so no kernel meets a zero-size domain's index math
+            continue
         rendered = _render_once(prog, strides, shapes, slots, target, fp32_dot)
         if prog.kind == "scatter":
             out = layouts[prog.tensors[2]][0]

@@ -17,8 +17,9 @@ from __future__ import annotations
 import torch
 
 from ..ir.expr import ops
+from ..shape_semantics import zero_is_size
 from .registry import (Attr, Decompose, OpDef, Pointwise, ShapeError, merge_shape,
-                       parse_bool, parse_float, parse_int, parse_shape, register)
+                       parse_bool, parse_float, parse_int, parse_shape, prod, register)
 
 
 def _args(attrs):
@@ -178,7 +179,12 @@ def _last_out(attrs, d):
 
 def _last_shape(attrs, in_shapes):
     d, shapes = _seq_shapes("SequenceLast", attrs, in_shapes)
-    return shapes, [None if d is None else _last_out(attrs, d)]
+    out = None if d is None else _last_out(attrs, d)
+    if out is not None and not d[attrs["axis"]] and prod(out) and zero_is_size():
+        # sequences of no step (NumPy shape semantics): nothing to take
+        raise ShapeError(f"SequenceLast: data of shape {tuple(d)} has no step along axis "
+                         f"{attrs['axis']} to take the last of")
+    return shapes, [out]
 
 
 def _last_ref(attrs, ins, is_train):

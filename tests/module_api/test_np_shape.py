@@ -89,6 +89,13 @@ def _zero_size_cases():
         ("where", lambda: nd.where(nd.ones((0, 3)), nd.ones((0, 3)), nd.zeros((0, 3))),
          np.ones((0, 3))),
         ("scalar", lambda: nd.exp(nd.ones(())) + nd.ones(()), np.float32(np.e + 1)),
+        ("batch_dot, no batch", lambda: nd.batch_dot(nd.ones((0, 2, 3)), nd.ones((0, 3, 4))),
+         np.ones((0, 2, 4))),
+        ("Convolution, no batch", lambda: nd.Convolution(
+            nd.ones((0, 1, 4, 4)), nd.ones((2, 1, 3, 3)), nd.ones((2,)), kernel=(3, 3),
+            num_filter=2), np.ones((0, 2, 2, 2))),
+        ("Pooling, no batch", lambda: nd.Pooling(nd.ones((0, 1, 4, 4)), kernel=(2, 2),
+                                                 pool_type="max"), np.ones((0, 1, 3, 3))),
     ]
 
 
@@ -110,6 +117,7 @@ def test_zero_size_and_scalar_operators_match_numpy(case, cpu_target):
     (lambda: nd.batch_take(nd.ones((2, 0)), nd.zeros((2,))), "no element to take"),
     (lambda: nd.Embedding(nd.zeros((2,)), nd.ones((0, 3)), input_dim=0, output_dim=3),
      "no row to look up"),
+    (lambda: nd.SequenceLast(nd.ones((0, 2, 3))), "no step along axis"),
     # a zero inner dim is a size, so it must match (legacy reads it as unknown)
     (lambda: nd.batch_dot(nd.ones((2, 3, 0)), nd.ones((2, 5, 4))), r"shape mismatch \(0 vs. 5\)"),
 ])
@@ -127,6 +135,21 @@ def test_boolean_mask_to_nothing_and_its_gradient():
         out.backward()
         assert out.shape == (0, 3)
         assert data.grad.asnumpy().tolist() == [[0.0] * 3] * 3
+
+
+def test_a_kernel_that_writes_no_element_is_not_launched(cpu_target):
+    """A group whose outputs are all zero-size is dropped from the Program: no kernel
+    meets a zero-size domain (Triton's pooling and convolution index math divide by it)."""
+    x, w = mx.sym.var("x"), mx.sym.var("w")
+    conv = mx.sym.Convolution(x, w, kernel=(3, 3), num_filter=2, no_bias=True)
+    net = mx.sym.Group([mx.sym.relu(conv), mx.sym.sum(x, axis=0)])
+    with mx.np_shape():
+        exe = net.simple_bind(mx.cpu(), x=(0, 1, 4, 4), w=(2, 1, 3, 3), grad_req="null")
+        outs = exe.forward()
+    assert outs[0].shape == (0, 2, 2, 2)
+    np.testing.assert_array_equal(outs[1].asnumpy(), np.zeros((1, 4, 4)))
+    kernels = [ln.summary for ln in exe.programs[1].launches]
+    assert kernels == ["reduce over domain (0, 1, 4, 4)"], kernels   # only the sum runs
 
 
 def test_bound_zero_size_graph_fused_as_a_head_and_backward(cpu_target):

@@ -282,7 +282,7 @@ def test_user_optimizer_overriding_update_runs_python_path():
                                           ("LARS", False), ("Adam", True), ("RMSProp", True)])
 def test_updater_calls_a_subclass_update_where_mxnet_does(base, called):
     """mxnet 1.9.1's Updater calls update_multi_precision, which SGD, NAG, LARS and LAMB
-    define to run their own rule: a subclass overriding ``update`` alone (example/dsd's
+    define to run their own rule: a subclass overriding ``update`` alone (mxnet's DSD example's
     SparseSGD) is never called there, and the base rule runs. Other optimizers' reach
     ``self.update``."""
     calls = []

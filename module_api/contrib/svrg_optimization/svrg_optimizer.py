@@ -9,12 +9,13 @@ optimizer. Both are registered, as mxnet registers them, so
 """
 from __future__ import annotations
 
+import inspect
+
 from runtime import optimizer as _opt
 
 # the arguments of the base Optimizer: the wrapper takes these, the optimizer it wraps
 # takes everything
-_BASE_PARAMS = ("rescale_grad", "param_idx2name", "wd", "clip_gradient", "learning_rate",
-                "lr_scheduler", "sym", "begin_num_update", "multi_precision", "param_dict")
+_BASE_PARAMS = tuple(inspect.signature(_opt.Optimizer.__init__).parameters)[1:]
 
 
 @_opt.register
@@ -50,8 +51,9 @@ class _SVRGOptimizer(_opt.Optimizer):
         self.aux_opt = _opt.create(_AssignmentOptimizer.__name__)
 
     def _check_index(self, index):
-        """The parameter name of ``index``: a kvstore's str key is its own name."""
-        if index in self.idx2name.values():
+        """The parameter name of ``index``: a kvstore's str key is its own name (a lookup,
+        not a search of every name: this runs once per parameter and step)."""
+        if isinstance(index, str):
             return index
         return self.idx2name[index]
 
