@@ -7,7 +7,9 @@ checks run on this project's own executors (``simple_forward``,
 ``check_symbolic_forward``, ``check_symbolic_backward``,
 ``check_numeric_gradient``, ``check_consistency``), ``compare_optimizer``,
 and the context helpers (``default_context``, ``set_default_context``,
-``environment``, ``discard_stderr``, ``retry``) and the data set helpers
+``environment``, ``discard_stderr``, ``retry``), the statistical checks of random
+generators (``verify_generator``, ``chi_square_check``, ``mean_check``, ``var_check``,
+``gen_buckets_probs_with_ppf``: ``module_api/distribution_checks.py``) and the data set helpers
 (``get_mnist``, ``get_mnist_ubyte``, ``get_mnist_iterator``, ``get_cifar10``:
 local files only, see ``module_api/datasets.py``). Signatures, default
 tolerances (per dtype) and error messages follow mxnet 1.9.1. Arrays may be
@@ -41,6 +43,8 @@ from .array_checks import (  # noqa: F401  (mx.test_utils exports them)
 from ._symbolic_checks import (  # noqa: F401  (mx.test_utils exports them)
     _parse_aux_states, _parse_location, check_consistency, check_numeric_gradient, check_speed,
     check_symbolic_backward, check_symbolic_forward, numeric_grad, simple_forward)
+from .distribution_checks import (  # noqa: F401  (mx.test_utils exports them)
+    chi_square_check, gen_buckets_probs_with_ppf, mean_check, var_check, verify_generator)
 from . import io as _io
 from .datasets import (  # noqa: F401  (mx.test_utils exports them)
     get_cifar10, get_mnist, get_mnist_iterator, get_mnist_ubyte)

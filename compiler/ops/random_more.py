@@ -20,7 +20,8 @@ result``, so the first accepted try wins; after every try is rejected (probabili
   Lorentzian envelope), 24 tries (each accepted with probability about 0.51);
 * negative binomial: Poisson(Gamma(k, (1 - p) / p)); generalized: Poisson(Gamma(1 / alpha,
   alpha mu)), Poisson(mu) where alpha is 0;
-* randint: ``low + floor(u (high - low))`` in float64 (24 bits of a draw).
+* randint: ``low + floor(u (high - low))`` in float64, ``u`` one draw (24 bits), or two
+  (48 bits) when the range holds more than 2**24 integers.
 
 Samplers have no gradient (mxnet's ``MakeZeroGradNodes``).
 """
@@ -320,8 +321,14 @@ def _randint_check(name, attrs):
 def _randint_build(b, n, is_train):
     a = n.attrs
     _randint_check(n.name, a)
-    u = b.op("Cast", _draw(b, tuple(a["shape"])), dtype="float64")
-    span = float(a["high"] - a["low"])
+    shape, span = tuple(a["shape"]), float(a["high"] - a["low"])
+    u = b.op("Cast", _draw(b, shape), dtype="float64")
+    if span > 2 ** 24:
+        # a draw holds 24 bits, so alone it would reach one integer in span / 2**24: a
+        # second draw, scaled into one step of the first, fills the gaps (48 bits)
+        finer = b.op("_mul_scalar", b.op("Cast", _draw(b, shape), dtype="float64"),
+                     scalar=2.0 ** -24)
+        u = b.op("elemwise_add", u, finer)
     x = b.op("floor", b.op("_mul_scalar", u, scalar=span))
     x = b.op("_plus_scalar", b.op("_minimum_scalar", x, scalar=max(span - 1.0, 0.0)),
              scalar=float(a["low"]))
@@ -350,4 +357,5 @@ register(OpDef(
         attrs["low"], max(attrs["high"], attrs["low"] + 1), tuple(attrs["shape"]),
         dtype=getattr(torch, _int_dtype(attrs)))],
     doc="Integers uniform on [low, high) of `shape` (dtype int32 unless given): "
-        "low + floor(u (high - low)) of a Philox draw u (24 random bits), new each forward."))
+        "low + floor(u (high - low)) of a Philox draw u (24 random bits; 48 from two draws "
+        "past 2**24 integers), new each forward."))

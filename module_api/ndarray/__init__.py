@@ -43,7 +43,11 @@ def _sample(draw, shape, dtype, ctx, out):
     dt = to_torch_dtype(dtype) if dtype is not None else \
         (torch_dtype(out) if out is not None else torch.float32)
     gen = _rt_random.generator_for(c)
-    res = draw(torch.empty(shp, dtype=torch.float32), gen).to(dtype=dt, device=c.torch_device)
+    # integers are drawn as integers: a float32 draw holds 24 bits, so randint(5e7, 5e7 + 1000)
+    # would give only multiples of 4; float64 keeps its 53 bits
+    drawn = torch.int64 if not dt.is_floating_point else \
+        (torch.float64 if dt == torch.float64 else torch.float32)
+    res = draw(torch.empty(shp, dtype=drawn), gen).to(dtype=dt, device=c.torch_device)
     return _out(as_ndarray(res, c), out)
 
 
@@ -175,7 +179,14 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
 
     @staticmethod
     def seed(seed_state, ctx="all"):
-        """Seed numpy, torch and every context's generator (``mx.random.seed`` too)."""
+        """Seed numpy, torch and every context's generator (``mx.random.seed`` too).
+
+        ``seed_state`` is any int: mxnet hands it to C as a 32-bit int, so seeds equal
+        modulo 2**32 (``-1`` and ``2**32 - 1``) give the same numbers, here as there.
+        """
+        if not isinstance(seed_state, (int, np.integer)):
+            raise ValueError(f"seed_state must be int, got {type(seed_state).__name__}")
+        seed_state = int(seed_state) % 2 ** 32
         np.random.seed(seed_state)
         torch.manual_seed(seed_state)
         _rt_random.seed(seed_state)
