@@ -55,6 +55,14 @@ def reading_unknowns():
         _STATE.unknowns = previous
 
 
+def unknown_whole_shape(shape) -> bool:
+    """Whether an operator's own ``shape`` attribute (a sampler's, a constant's) leaves
+    its output shape to inference: None, or ``()`` under legacy semantics, where mxnet
+    reads a rank-0 shape as unknown (``sym.random.normal(shape=()) + x`` takes ``x``'s
+    shape; under NumPy semantics it is a scalar)."""
+    return shape is None or (tuple(shape) == () and not is_np_shape())
+
+
 def to_legacy(shape):
     """A NumPy-semantics shape in the legacy spelling of inference: -1 dims become 0."""
     if shape is None:

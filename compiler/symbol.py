@@ -748,6 +748,10 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
               for k, v in _attribute.current().get(attr).items()}
     node_attrs = {**hidden, **raw}
     given = dict(zip(positional, args))
+    if not positional:
+        # mxnet's compose drops the symbols given to an operator without inputs
+        # (``sym.random.randn(data=x)`` is a sampler of unknown shape, as there)
+        sym_kwargs = {}
     for k, v in sym_kwargs.items():
         if k not in arg_names and k not in aux_names:
             raise MXNetError(f"operator {op_name} '{name}' has no input '{k}'; inputs are "

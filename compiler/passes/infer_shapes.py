@@ -5,7 +5,7 @@ from ..errors import MXNetError
 from ..frontend.graph import Graph, check_shape, infer_node, max_elements
 from ..ops.registry import parse_shape
 from ..shape_semantics import is_np_shape, reading_unknowns, to_legacy
-from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims
+from .infer_unknown_dims import has_unknown_dims, infer_unknown_dims, unknown_source_shape
 
 
 def infer_shapes(graph: Graph, shapes: dict, partial: bool = False,
@@ -71,7 +71,8 @@ def _infer(graph, shapes, partial, dtypes, types, unknown_dims):
         unknown = [v for v in graph.variables() if graph.node(v)["shapes"] is None]
         changed = False
         for n in sweep:
-            changed |= infer_node(graph, n, limit, types)
+            if not unknown_source_shape(graph, n):   # nothing decided it: it stays unknown
+                changed |= infer_node(graph, n, limit, types)
         learned = [v for v in unknown if graph.node(v)["shapes"] is not None]
         if not changed or not learned:
             break
@@ -107,10 +108,14 @@ def check_inferred(graph: Graph):
                 f"cannot decide the unknown (0) dims of {undecided}: a 0 in a shape "
                 f"means unknown, as in mxnet; give these shapes in full, or the shapes "
                 f"of the inputs they meet")
-    unknown = [graph.describe(n) for n in ops
-               if any(s is None for s in graph.node(n)["shapes"])]
+    unknown = [n for n in ops if any(s is None for s in graph.node(n)["shapes"] or [None])]
     if unknown:
-        raise MXNetError(f"cannot infer the output shapes of {unknown[:5]}")
+        sources = [graph.describe(n) for n in unknown if not graph.inputs(n)]
+        hint = (f": {sources[0]} has no inputs, so its own `shape` decides it (mxnet reads "
+                f"shape=() as unknown outside NumPy shape semantics), or an operand it meets"
+                if sources else "")
+        raise MXNetError(f"cannot infer the output shapes of "
+                         f"{[graph.describe(n) for n in unknown[:5]]}{hint}")
 
 
 def _as_shape(shape, name) -> tuple:

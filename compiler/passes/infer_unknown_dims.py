@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..frontend.graph import Graph
 from ..ops.registry import ShapeError, parse_shape
-from ..shape_semantics import check_unmixed, is_np_shape, to_legacy
+from ..shape_semantics import check_unmixed, is_np_shape, to_legacy, unknown_whole_shape
 
 Partial = list   # dims, 0 where unknown
 # a rule that raises on partial shapes teaches nothing here: infer_shapes, after this
@@ -42,7 +42,7 @@ def has_unknown_dims(graph: Graph, shapes: dict) -> bool:
             d = graph.node(n)
             if d["name"] not in asked and d["raw"].get("__shape__"):
                 asked[d["name"]] = _parsed(d["raw"]["__shape__"])
-        return check_unmixed(asked)
+        return check_unmixed(asked) or any(unknown_source_shape(graph, n) for n in graph.ops())
     if any(0 in tuple(s) for s in shapes.values() if s is not None):
         return True
     for n in graph.g.nodes:
@@ -51,9 +51,18 @@ def has_unknown_dims(graph: Graph, shapes: dict) -> bool:
             hint = d["raw"].get("__shape__")
             if hint and d["name"] not in shapes and 0 in _hint(hint):
                 return True
-        elif not graph.inputs(n) and 0 in tuple(d["attrs"].get("shape", ()) or ()):
+        elif not graph.inputs(n) and (0 in tuple(d["attrs"].get("shape", ()) or ())
+                                      or unknown_source_shape(graph, n)):
             return True
     return False
+
+
+def unknown_source_shape(graph: Graph, n) -> bool:
+    """Whether ``n`` is an operator without inputs (a sampler, a constant) whose whole
+    ``shape`` attribute is unknown (``shape_semantics.unknown_whole_shape``)."""
+    d = graph.node(n)
+    return (d["op"] != "null" and not graph.inputs(n) and "shape" in d["attrs"]
+            and unknown_whole_shape(d["attrs"]["shape"]))
 
 
 def infer_unknown_dims(graph: Graph, shapes: dict) -> dict:
@@ -86,8 +95,9 @@ def infer_unknown_dims(graph: Graph, shapes: dict) -> dict:
         d = graph.node(n)
         shape = d["attrs"].get("shape")
         dims = known.get((n, 0))
-        if not graph.inputs(n) and shape is not None and 0 in tuple(shape) and dims \
-                and 0 not in dims:
+        unknown = unknown_source_shape(graph, n) or (
+            not graph.inputs(n) and shape is not None and 0 in tuple(shape))
+        if unknown and dims and 0 not in dims:
             d["attrs"] = dict(d["attrs"], shape=tuple(dims))
     return out
 
@@ -145,10 +155,11 @@ def _visit(graph: Graph, n, known: dict) -> bool:
     ins = graph.inputs(n)
     in_dims = [known.get(e) for e in ins]
     changed = False
-    # forwards, through the operator's own rule (0 dims pass through as sizes)
+    # forwards, through the operator's own rule (0 dims pass through as sizes); a
+    # source of unknown shape learns it from its consumers' links alone
     try:
-        new_in, outs = opdef.infer_shape(d["attrs"], [None if s is None else tuple(s)
-                                                       for s in in_dims])
+        new_in, outs = ([], []) if unknown_source_shape(graph, n) else opdef.infer_shape(
+            d["attrs"], [None if s is None else tuple(s) for s in in_dims])
     except _RULE_ERRORS:
         new_in, outs = [None] * len(ins), []
     for e, s in zip(ins, new_in):

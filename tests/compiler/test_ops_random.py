@@ -192,7 +192,7 @@ def np_float64():
     (lambda: sym.random_normal(scale=0, shape=(2,)), "scale parameter in gaussian"),
     (lambda: sym.random_uniform(low=2, high=1, shape=(2,)), "low must be less or equal"),
     (lambda: sym.random_exponential(lam=-1, shape=(2,)), "lambda parameter"),
-    (lambda: sym.random_uniform(), "give `shape`"),
+    (lambda: sym.random_uniform(), "its own `shape` decides it"),
 ])
 def test_parameter_errors(make, match):
     with pytest.raises(MXNetError, match=match):

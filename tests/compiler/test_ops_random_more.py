@@ -150,7 +150,7 @@ def test_shapes_dtypes_and_aliases():
     (lambda: sym.random_negative_binomial(k=-1, shape=(2,)), "k parameter"),
     (lambda: sym.random_generalized_negative_binomial(alpha=-1, shape=(2,)), "alpha parameter"),
     (lambda: sym.random_randint(low=3, high=1, shape=(2,)), "low must be less or equal"),
-    (lambda: sym.random_gamma(), "give `shape`"),
+    (lambda: sym.random_gamma(), "its own `shape` decides it"),
 ])
 def test_parameter_errors(make, match):
     with pytest.raises(MXNetError, match=match):

@@ -163,3 +163,22 @@ def test_identity_like_rhs_after_a_view_as_a_head_and_fused(cpu_target):
     head, doubled = exe.forward()
     np.testing.assert_array_equal(head.asnumpy(), xv.T)
     np.testing.assert_array_equal(doubled.asnumpy(), 2 * xv.T)
+
+
+def test_a_source_of_unknown_shape_left_alone_is_refused_by_name():
+    for source in (mx.sym.zeros(shape=(), name="z"), mx.sym.random.normal(name="r")):
+        with pytest.raises(MXNetError, match=r"'[zr]' has no inputs, so its own `shape` decides"):
+            source.eval(mx.cpu())
+    with mx.np_shape():             # under NumPy semantics () is a scalar's shape
+        assert mx.sym.zeros(shape=()).eval(mx.cpu())[0].shape == ()
+
+
+def test_symbols_given_to_an_operator_without_inputs_are_dropped_as_in_mxnet():
+    """mxnet's compose ignores them: its test_random builds ``randn(data=...) + X``."""
+    x = mx.sym.var("X")
+    y = mx.sym.random.randn(data=mx.sym.ones((7, 7)), loc=0, scale=1) + x
+    assert y.list_arguments() == ["X"]
+    out = y.eval(mx.cpu(), X=mx.nd.zeros((300, 4)))[0].asnumpy()
+    assert out.shape == (300, 4) and abs(out.mean()) < 0.1 and abs(out.std() - 1) < 0.1
+    with pytest.raises(MXNetError, match="has no input 'foo'"):
+        mx.sym.relu(data=x, foo=x)
