@@ -1,5 +1,5 @@
 """mxnet's samplers that pick among elements: ``_sample_multinomial`` (alias
-``sample_multinomial``) and ``_shuffle`` (alias ``shuffle``).
+``sample_multinomial``), ``_shuffle`` (alias ``shuffle``) and ``_sample_unique_zipfian``.
 
 * ``_sample_multinomial``: per row of ``data`` (the last axis holds the probabilities
   of ``K`` outcomes), ``shape`` draws ``u`` of the step's Philox seed; each outcome is the
@@ -13,14 +13,26 @@
 * ``_shuffle``: the rows (first axis) in the order that sorts one Philox draw per row
   (a stable ``argsort``: ties keep their order), gathered with ``take``. mxnet
   registers no gradient for it.
+* ``_sample_unique_zipfian``: per row of ``shape = (batch_size, num_sampled)``, draws
+  ``lround(exp(u log(range_max))) - 1`` (mxnet's kernel: nearly log-uniform on
+  ``[0, range_max)``) until ``num_sampled`` distinct classes have come, in the order they
+  came, and counts the draws (the second output, which sampled softmax's correction
+  reads). The number of draws depends on the values, so no kernel is generated: an extern
+  launch (``_unique_zipfian_draw``) draws them with a torch generator seeded from the
+  step's seed and its stream, the same numbers on every target.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
+from ..ir.philox import stream_seed
+from .nn import seed_entry
 from .random import _draw
-from .registry import (Attr, Decompose, OpDef, ShapeError, choice, parse_bool,
-                       parse_optional_shape, register)
+from .random_more import _streams
+from .registry import (Attr, Decompose, Extern, OpDef, ShapeError, choice, parse_bool,
+                       parse_int, parse_optional_shape, register)
 
 _MULTINOMIAL_DTYPE = choice("uint8", "int32", "float16", "float32", "float64")
 
@@ -139,3 +151,78 @@ register(OpDef(
     infer_shape=_shuffle_shape, reference=_shuffle_ref,
     doc="data with its rows (first axis) in a random order, new each forward; "
         "no gradient (as mxnet)."))
+
+
+# -- _sample_unique_zipfian ------------------------------------------------------------
+
+def _zipfian_shape(attrs, in_shapes):
+    shape = tuple(attrs["shape"] or ())
+    if len(shape) != 2:
+        raise ShapeError(f"_sample_unique_zipfian: shape must be (batch_size, num_sampled), "
+                         f"got {shape}")
+    if attrs["range_max"] < 1:
+        raise ShapeError(f"_sample_unique_zipfian: range_max must be positive, got "
+                         f"{attrs['range_max']}")
+    if shape[1] > attrs["range_max"]:
+        raise ShapeError(f"_sample_unique_zipfian: num_sampled ({shape[1]}) cannot exceed "
+                         f"the number of classes, range_max ({attrs['range_max']})")
+    return in_shapes, [shape, (shape[0],)]
+
+
+def _unique_zipfian(range_max, shape, generator=None):
+    """Classes ``(rows, num_sampled)`` and draw counts ``(rows,)``, both int64."""
+    rows, num_sampled = shape
+    log_range = math.log(range_max)
+    classes = torch.empty(shape, dtype=torch.int64)
+    trials = torch.empty((rows,), dtype=torch.int64)
+    for r in range(rows):
+        drawn, block = torch.empty(0, dtype=torch.int64), max(2 * num_sampled, 64)
+        while True:
+            u = torch.rand(block, dtype=torch.float64, generator=generator)
+            # lround: halves away from zero (the values are positive)
+            drawn = torch.cat([drawn, torch.floor(torch.exp(u * log_range) + 0.5).long() - 1])
+            distinct, inverse = torch.unique(drawn, return_inverse=True)
+            if distinct.numel() >= num_sampled:
+                break
+            block *= 2
+        first = torch.full((distinct.numel(),), drawn.numel(), dtype=torch.int64)
+        first.scatter_reduce_(0, inverse, torch.arange(drawn.numel()), reduce="amin")
+        kept = torch.sort(first).values[:num_sampled]
+        classes[r] = drawn[kept]
+        trials[r] = kept[-1] + 1 if num_sampled else 0
+    return [classes, trials]
+
+
+def _zipfian_draw(attrs, ins):
+    generator = torch.Generator()
+    generator.manual_seed(stream_seed(ins[0], attrs["stream"]))
+    return _unique_zipfian(attrs["range_max"], tuple(attrs["shape"]), generator)
+
+
+def _zipfian_build(b, n, is_train):
+    return b.op("_unique_zipfian_draw", b.ref(seed_entry(b.graph)),
+                range_max=n.attrs["range_max"], shape=tuple(n.attrs["shape"]),
+                stream=_streams(b, 1))
+
+
+_ZIPFIAN_ATTRS = [Attr("range_max", parse_int), Attr("shape", parse_optional_shape, ())]
+_INT64 = lambda attrs, in_types: (list(in_types), ["int64", "int64"])  # noqa: E731
+
+register(OpDef(
+    name="_sample_unique_zipfian", pattern="composite", lowering=Decompose(_zipfian_build),
+    needs_random=True, arguments=(), attrs=_ZIPFIAN_ATTRS,
+    outputs=lambda attrs: ["output0", "output1"], infer_shape=_zipfian_shape,
+    infer_type=_INT64,
+    reference=lambda attrs, ins, is_train: _unique_zipfian(attrs["range_max"],
+                                                           tuple(attrs["shape"])),
+    gradient=lambda b, n: [],
+    doc="Per row of shape (batch_size, num_sampled): num_sampled distinct classes of "
+        "[0, range_max), drawn nearly log-uniformly without replacement, and the number "
+        "of draws it took (int64 both); new each forward."))
+register(OpDef(
+    name="_unique_zipfian_draw", pattern="opaque", lowering=Extern(_zipfian_draw),
+    arguments=("seed",), attrs=_ZIPFIAN_ATTRS + [Attr("stream", parse_int)],
+    outputs=lambda attrs: ["output0", "output1"], infer_shape=_zipfian_shape,
+    infer_type=_INT64, reference=lambda attrs, ins, is_train: _zipfian_draw(attrs, ins),
+    gradient=lambda b, n: [],
+    doc="_sample_unique_zipfian's draws from the step's seed and a stream of their own."))
