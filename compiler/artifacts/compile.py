@@ -289,7 +289,7 @@ def _build(symbol, shapes, for_training, grad_req, is_train, target, dtypes, los
     g, groups, plan = run_passes(graph, shapes, grad_req if for_training else {},
                                  is_train, timings, dtypes, loss_scale, inferred,
                                  lstm_layers_for(target), split_concats=target != "cpu",
-                                 merge_common=merge_common)
+                                 merge_common=merge_common, lazy_samplers=target == "cpu")
     sources = kernel_files.KernelSources()      # kernel files written while the rest renders
     t1 = time.perf_counter()
     try:

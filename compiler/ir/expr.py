@@ -251,7 +251,7 @@ for _name, (_arity, _define, _what) in COMPOSITES.items():
 
 # ------------------------------------------------------------------------------ walking
 
-def evaluate(expr: Expr, handler, origin: str = ""):
+def evaluate(expr: Expr, handler, origin: str = "", memo: dict = None):
     """``expr`` in the target of ``handler``.
 
     Operands are evaluated first, left to right, then ``handler.<op>(*operand
@@ -267,6 +267,9 @@ def evaluate(expr: Expr, handler, origin: str = ""):
         A target's handler (``TritonOps``, ``CpuOps``).
     origin : str
         The operator and node the expression computes, for errors.
+    memo : dict, optional
+        Results by node: a node several paths reach is then computed once (a handler
+        that computes, not one that writes source, wants this).
 
     Returns
     -------
@@ -278,19 +281,33 @@ def evaluate(expr: Expr, handler, origin: str = ""):
     MissingPrimitive
         When the handler has no method for a primitive the expression uses.
     """
+    return _evaluate(expr, handler, origin, memo)
+
+
+def _evaluate(expr: Expr, handler, origin: str, memo):
+    if memo is not None:
+        got = memo.get(id(expr))
+        if got is not None:
+            return got[1]
     op = expr.op
     if op in LEAVES:
-        return getattr(handler, op)(*expr.params)
-    method = getattr(handler, op, None)
-    if method is None:
-        if op in COMPOSITES:
-            return evaluate(COMPOSITES[op][1](*expr.args), handler, origin)
-        raise MissingPrimitive(
-            f"{origin or 'an operator'} needs the primitive '{op}', which the "
-            f"'{getattr(handler, 'target', type(handler).__name__)}' target does not "
-            f"emit: add {type(handler).__name__}.{op}, or give '{op}' a definition in "
-            f"compiler/ir/expr.py's COMPOSITES")
-    return method(*[evaluate(a, handler, origin) for a in expr.args], *expr.params)
+        value = getattr(handler, op)(*expr.params)
+    else:
+        method = getattr(handler, op, None)
+        if method is None and op not in COMPOSITES:
+            raise MissingPrimitive(
+                f"{origin or 'an operator'} needs the primitive '{op}', which the "
+                f"'{getattr(handler, 'target', type(handler).__name__)}' target does not "
+                f"emit: add {type(handler).__name__}.{op}, or give '{op}' a definition in "
+                f"compiler/ir/expr.py's COMPOSITES")
+        if method is None:
+            value = _evaluate(COMPOSITES[op][1](*expr.args), handler, origin, memo)
+        else:
+            value = method(*[_evaluate(a, handler, origin, memo) for a in expr.args],
+                           *expr.params)
+    if memo is not None:
+        memo[id(expr)] = (expr, value)    # the node kept beside it: its id stays its own
+    return value
 
 
 def missing(handler) -> list:

@@ -47,6 +47,7 @@ from . import deformable  # noqa: F401
 from . import contrib_backward  # noqa: F401
 from . import special  # noqa: F401
 from . import random_more  # noqa: F401
+from . import random_lazy  # noqa: F401
 from . import pdf  # noqa: F401
 from . import random_select  # noqa: F401
 from . import contrib_more  # noqa: F401

@@ -135,17 +135,23 @@ def gamma_constants(alpha):
     return d, 1.0 / soft_sqrt_any(9.0 * d)
 
 
-def gamma_round(prev, u1, u2, d, c):
-    """One try of Marsaglia and Tsang's method: ``d V`` where the try is accepted,
-    else ``prev`` (the later tries' result)."""
+def gamma_try(u1, u2, d, c):
+    """One try of Marsaglia and Tsang's method from draws ``u1``, ``u2``: whether it is
+    accepted, and its value ``d V``."""
     z = _normal_math({}, u1)
     x = plus(1.0, c * z)
     v = x * x * x
     ok = x > 0.0
     safe_v = ops.where(ok, v, 1.0)
     rhs = plus(0.5 * z * z, d * plus(1.0 - safe_v, 3.0 * soft_log_any(ops.where(ok, x, 1.0))))
-    accept = ok & (soft_log(u2 + _TWO_M32) < rhs)
-    return ops.where(accept, d * safe_v, prev)
+    return ok & (soft_log(u2 + _TWO_M32) < rhs), d * safe_v
+
+
+def gamma_round(prev, u1, u2, d, c):
+    """One try (:func:`gamma_try`): its value where accepted, else ``prev`` (the later
+    tries' result)."""
+    accept, value = gamma_try(u1, u2, d, c)
+    return ops.where(accept, value, prev)
 
 
 def gamma_finish(x, u, alpha, beta):
@@ -182,10 +188,9 @@ def poisson_constants(lam):
     return soft_sqrt_any(2.0 * lam), log_lam, plus(ops.neg(soft_lgamma(lam + 1.0)), lam * log_lam)
 
 
-def poisson_round(prev, u1, u2, lam, consts):
+def poisson_try(u1, u2, lam, consts):
     """One try of the rejection method mxnet takes for ``lam >= 12`` (Numerical
-    Recipes' ``poidev``: a Lorentzian envelope): the count where accepted, else
-    ``prev``."""
+    Recipes' ``poidev``: a Lorentzian envelope): whether it is accepted, and its count."""
     sq, log_lam, g = consts
     lam = ops.maximum(lam, POISSON_SMALL)
     y = tan_pi(u1)
@@ -194,4 +199,10 @@ def poisson_round(prev, u1, u2, lam, consts):
     em = ops.floor(ops.maximum(em, 0.0))
     expo = plus(ops.neg(soft_lgamma_count(em) + g), em * log_lam)
     t = 0.9 * plus(1.0, y * y) * soft_exp(ops.minimum(expo, 80.0))
-    return ops.where(ok & (u2 <= t), em, prev)
+    return ok & (u2 <= t), em
+
+
+def poisson_round(prev, u1, u2, lam, consts):
+    """One try (:func:`poisson_try`): its count where accepted, else ``prev``."""
+    accept, value = poisson_try(u1, u2, lam, consts)
+    return ops.where(accept, value, prev)

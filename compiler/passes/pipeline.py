@@ -1,10 +1,12 @@
 """The compile pipeline, as one flat list of named passes.
 
     infer_shapes -> infer_types -> [fuse_lstm_layers] -> autodiff -> decompose ->
-    hoist_matmuls -> simplify -> prepare_heads -> fuse -> plan_memory -> codegen
+    [split_long_concats | lazy_rejection_samplers] -> hoist_matmuls -> simplify ->
+    prepare_heads -> fuse -> plan_memory -> codegen
 
 ``fuse_lstm_layers`` runs where the compile asks for it (the ``cpu`` target:
-``compiler/artifacts/compile.py``'s ``lstm_layers_for``).
+``compiler/artifacts/compile.py``'s ``lstm_layers_for``); ``split_long_concats`` on the
+Triton targets, ``lazy_rejection_samplers`` on the ``cpu`` target.
 
 ``prepare_heads`` runs after ``simplify``: folding ``x + 0`` can turn a head
 into a variable (the gradient of ``BlockGrad(x) * y + x`` with respect to
@@ -26,6 +28,7 @@ from .fuse_lstm_layers import fuse_lstm_layers
 from .hoist_matmuls import hoist_matmuls
 from .infer_shapes import check_inferred, infer_shapes
 from .infer_types import infer_types
+from .lazy_rejection_samplers import lazy_rejection_samplers
 from .plan_memory import contiguous_strides, plan_memory
 from .simplify import simplify
 from .split_long_concats import split_long_concats
@@ -100,7 +103,8 @@ def prepare_heads(graph: Graph, in_place: bool = False) -> Graph:
 def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
                timings: dict = None, dtypes: dict = None, loss_scale: bool = False,
                inferred: bool = False, lstm_layers: bool = False,
-               split_concats: bool = False, merge_common: bool = True) -> tuple:
+               split_concats: bool = False, merge_common: bool = True,
+               lazy_samplers: bool = False) -> tuple:
     """Run every pass; return ``(graph, groups, plan)`` (``loss_scale``: autodiff's).
 
     ``inferred``: ``graph`` already holds the shapes and dtypes that ``infer_shapes``
@@ -112,6 +116,8 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     (``passes/split_long_concats.py``; the Triton targets only).
     ``merge_common``: ``simplify`` merges common subexpressions (mxnet's
     ``MXNET_ELIMINATE_COMMON_EXPR``).
+    ``lazy_samplers``: the rejection samplers try again only where needed
+    (``passes/lazy_rejection_samplers.py``; the ``cpu`` target only).
     """
     timings = timings if timings is not None else {}
 
@@ -144,6 +150,8 @@ def run_passes(graph: Graph, shapes: dict, grad_req: dict, is_train: bool,
     g.meta["unfused"] = unfused_counts(g)   # one kernel per operator: the baseline figures
     if split_concats:
         timed("split_long_concats", split_long_concats, g)
+    if lazy_samplers:
+        timed("lazy_rejection_samplers", lazy_rejection_samplers, g)
     g = timed("hoist_matmuls", hoist_matmuls, g, True)
     g = timed("simplify", simplify, g, True, merge_common)
     g = timed("prepare_heads", prepare_heads, g, True)
