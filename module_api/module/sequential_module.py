@@ -98,18 +98,9 @@ class SequentialModule(BaseModule):
             return
         _require(self, "init_params", "binded",
                  hint="call bind before initializing the parameters")
-        given = set(arg_params or {}) | set(aux_params or {})
-        if given and not allow_extra:
-            # a name no module's symbol has (a PythonModule has no symbol, so no names)
-            known = set()
-            for module in self._modules:
-                if module.symbol is not None:
-                    known.update(module.symbol.list_arguments(),
-                                 module.symbol.list_auxiliary_states())
-            stray = sorted(given - known)
-            if stray:
-                raise ValueError(f'Find name "{stray[0]}" that is not in the arguments: '
-                                 f'pass allow_extra=True to ignore extra parameters')
+        # each module takes its own names from the chain's; as in mxnet, a name no
+        # module holds is ignored (a BaseModule subclass in the chain need not have a
+        # symbol to ask), so no module warns about the others' names
         for module in self._modules:
             module.init_params(initializer=initializer, arg_params=arg_params,
                                aux_params=aux_params, allow_missing=allow_missing,

@@ -34,7 +34,8 @@ def _recorded(name):
 @NEEDS_SOURCE
 @pytest.mark.parametrize("name", ["mnist_mlp", "mnist_mlp_30_epochs", "sequential_module",
                                   "sequential_module_30_epochs", "python_loss_30_epochs",
-                                  "train_mnist_rec", "word_lm", "dsd",
+                                  "train_mnist_rec", "word_lm", "dsd", "stochastic_depth",
+                                  "nce_toy",
                                   "sparse_linear_classification",
                                   "sparse_factorization_machine"])
 def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):

@@ -246,3 +246,79 @@ def test_python_module_refused_bind_changes_nothing():
                   for_training=False)
     assert loss.for_training and loss.data_shapes == [("data", (2, 3))]
     assert loss.output_shapes == [("pyloss_output", (2, 3))]
+
+
+class _Delegating(mx.mod.BaseModule):
+    """A BaseModule subclass with no symbol of its own that runs an inner Module, as
+    mxnet's stochastic-depth example's module does."""
+
+    def __init__(self, symbol, data_names):
+        super().__init__()
+        self._inner = mx.mod.Module(symbol, data_names=data_names, label_names=None)
+        self.binded = self.params_initialized = self.optimizer_initialized = False
+
+    data_names = property(lambda self: self._inner.data_names)
+    output_names = property(lambda self: self._inner.output_names)
+    data_shapes = property(lambda self: self._inner.data_shapes)
+    label_shapes = property(lambda self: self._inner.label_shapes)
+    output_shapes = property(lambda self: self._inner.output_shapes)
+
+    def get_params(self):
+        return self._inner.get_params()
+
+    def init_params(self, *args, **kwargs):
+        self._inner.init_params(*args, **kwargs)
+        self.params_initialized = True
+
+    def bind(self, *args, **kwargs):
+        self._inner.bind(*args, **kwargs)
+        self.binded = True
+
+    def init_optimizer(self, *args, **kwargs):
+        self._inner.init_optimizer(*args, **kwargs)
+        self.optimizer_initialized = True
+
+    def forward(self, data_batch, is_train=None):
+        self._inner.forward(data_batch, is_train=is_train)
+
+    def backward(self, out_grads=None):
+        self._inner.backward(out_grads=out_grads)
+
+    def update(self):
+        self._inner.update()
+
+    def update_metric(self, eval_metric, labels, pre_sliced=False):
+        pass
+
+    def get_outputs(self, merge_multi_context=True):
+        return self._inner.get_outputs(merge_multi_context)
+
+    def get_input_grads(self, merge_multi_context=True):
+        return self._inner.get_input_grads(merge_multi_context)
+
+
+def test_a_chain_hands_its_parameters_to_modules_without_a_symbol(recwarn):
+    """``fit`` ends each epoch with ``set_params`` of the whole chain's parameters: each
+    module takes its own and, as in mxnet, no name is refused or warned about (mxnet's
+    stochastic-depth example stopped here at its first epoch's end)."""
+    hidden = mx.sym.Activation(mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=4,
+                                                     name="fc1"), act_type="relu")
+    head = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.var("h"), num_hidden=2,
+                                                      name="fc2"), name="softmax")
+    first = _Delegating(hidden, ["data"])
+    seq = mx.mod.SequentialModule().add(first).add(
+        mx.mod.Module(head, data_names=["h"]), take_labels=True, auto_wiring=True)
+    rng = np.random.RandomState(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)
+    train = mx.io.NDArrayIter(x, y, batch_size=10, label_name="softmax_label")
+    seq.fit(train, num_epoch=2, optimizer_params={"learning_rate": 0.1})
+    args, _ = seq.get_params()
+    assert sorted(args) == ["fc1_bias", "fc1_weight", "fc2_bias", "fc2_weight"]
+    # values from the chain's checkpoint reach each module; a name nobody holds is ignored
+    given = {k: mx.nd.ones(v.shape) * (i + 1) for i, (k, v) in enumerate(sorted(args.items()))}
+    seq.set_params(dict(given, stray=mx.nd.zeros((1,))), {})
+    got, _ = seq.get_params()
+    for k, v in given.items():
+        np.testing.assert_array_equal(got[k].asnumpy(), v.asnumpy())
+    assert not [w for w in recwarn if "ignoring" in str(w.message)]
