@@ -414,9 +414,25 @@ class Executor:
         if rerun:
             self._run_forward(prog, False)
         self._buffers_for(prog)
-        heads = self._head_grads[id(prog)]
         if out_grads is not None and not isinstance(out_grads, (list, tuple)):
             out_grads = [out_grads]
+        # the copies are ATen calls too: the launches' thread count (runtime.threads)
+        threads.run(None, self._set_head_grads, prog, out_grads)
+        if self._rows:
+            self._rows.check_backward()
+        if self._row_split is not None:
+            self._row_split.before_backward()
+        with device_guard(self._ctx):
+            run_bound(self._marked(self._launches(prog, "bwd")))
+        if self._shadows:
+            self._shadows.after_backward(self.arg_dict)
+        if self._rows:
+            threads.run(None, self._rows.after_backward, self.grad_dict)
+
+    def _set_head_grads(self, prog, out_grads):
+        """Copy ``out_grads`` into the gradient arrays of the outputs that are not
+        losses, checking each is given with its output's shape."""
+        heads = self._head_grads[id(prog)]
         for i, name in prog.head_grads.items():
             i = int(i)
             if out_grads is None or i >= len(out_grads) or out_grads[i] is None:
@@ -429,16 +445,6 @@ class Executor:
                 raise MXNetError(f"out_grads[{i}] has shape {tuple(g.shape)}, output "
                                  f"'{prog.output_names[i]}' has {tuple(heads[name].shape)}")
             heads[name].copy_(g)
-        if self._rows:
-            self._rows.check_backward()
-        if self._row_split is not None:
-            self._row_split.before_backward()
-        with device_guard(self._ctx):
-            run_bound(self._marked(self._launches(prog, "bwd")))
-        if self._shadows:
-            self._shadows.after_backward(self.arg_dict)
-        if self._rows:
-            threads.run(None, self._rows.after_backward, self.grad_dict)
 
     def set_backward_marks(self, marks):
         """Call ``marks[i]()`` right after backward launch ``i`` of the training

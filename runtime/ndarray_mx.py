@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from . import launcher as _launcher
+from . import threads as _threads
 
 _TORCH_DTYPE = torch._C.TensorBase.dtype
 _DISABLED = torch._C.DisableTorchFunctionSubclass
@@ -197,6 +198,19 @@ ARITHMETIC_OPS = {
 }
 
 
+# ATen splits an elementwise call over the thread team only past this many elements
+PARALLEL_GRAIN = 32768
+
+
+def _at_policy_count(numel, fn, *args):
+    """``fn(*args)``, at the thread policy's count when the call is large enough for ATen
+    to open a parallel region: on a busy machine a region at the user's count waits for
+    descheduled team threads (``runtime/threads.py``), as a launch list's would."""
+    if numel < PARALLEL_GRAIN:
+        return fn(*args)
+    return _threads.run(None, fn, *args)
+
+
 def _binary(name, mx_fn, reverse=False):
     """An arithmetic operator: ``mx_fn`` with mxnet's dtype rules for user code,
     torch's operator of the same name for torch's own callers. While ``mx.profiler``
@@ -214,7 +228,8 @@ def _binary(name, mx_fn, reverse=False):
             return _TAPE[0].binary(name, self, other)
         start = _launcher.PROFILING and time.perf_counter_ns()
         with _DISABLED():
-            res = mx_fn(other, self) if reverse else mx_fn(self, other)
+            res = _at_policy_count(self.numel(), mx_fn, *((other, self) if reverse else
+                                                          (self, other)))
         if start:
             _launcher.record_operator(
                 array_op if isinstance(other, torch.Tensor) else scalar_op, start)
@@ -287,7 +302,7 @@ def _inplace(name, mx_fn):
         if records(self, other):
             _TAPE[0].refuse_inplace(name, self)
         with _DISABLED():
-            self.copy_(mx_fn(self, other))
+            _at_policy_count(self.numel(), lambda: self.copy_(mx_fn(self, other)))
         return self
     method.__name__ = name
     return method
