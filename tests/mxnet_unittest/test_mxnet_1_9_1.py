@@ -108,6 +108,10 @@ FILES_AT_1_9_1 = {
         "07566cb77e7aec029c198183f9cd948e735418e2249ccb1ba5a0e9a69f47c8e4",
     "tests/python/unittest/test_operator.py":
         "9a7af6bfcaf3b687069ed0b8c889054edec33b19dfbec30ef22b4e015c1d360f",
+    "tests/python/unittest/test_metric.py":
+        "e753e50d729474d4ecf765e9b36404d4f6c53dcd521a1ab355b59e99648256dd",
+    "tests/python/unittest/test_random.py":
+        "9bd6093504b56379d83d6dd58b6767de79615881921fd5a0a7bc07128e2c1bfd",
     # the NDArray file test_ndarray.py's test_ndarray_legacy_load reads
     "tests/python/unittest/legacy_ndarray.v0":
         "91934457a3a74d219b6164e60330e6dd8682dc2b802bb1887a7c3ea5c4ffc4c9",
@@ -122,7 +126,7 @@ MORE_FILES = ("test_attr.py", "test_executor.py", "test_infer_type.py", "test_in
               "test_kvstore_custom.py", "test_viz.py", "test_runtime.py", "test_recordio.py",
               "test_multi_device_exec.py", "test_contrib_hawkesll.py", "test_contrib_krprod.py",
               "test_base.py", "test_sparse_operator.py", "test_contrib_svrg_module.py",
-              "test_contrib_svrg_optimizer.py", "test_profiler.py")
+              "test_contrib_svrg_optimizer.py", "test_profiler.py", "test_metric.py")
 
 # how many tests each file holds at 1.9.1 (all must be collected)
 COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
@@ -136,7 +140,8 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_recordio.py": 3, "test_multi_device_exec.py": 2,
           "test_contrib_hawkesll.py": 5, "test_contrib_krprod.py": 3, "test_base.py": 3,
           "test_sparse_operator.py": 26, "test_contrib_svrg_module.py": 10,
-          "test_contrib_svrg_optimizer.py": 3, "test_profiler.py": 16}
+          "test_contrib_svrg_optimizer.py": 3, "test_profiler.py": 16, "test_metric.py": 12,
+          "test_random.py": 24}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
@@ -160,8 +165,6 @@ EXPECTED_FAILURES = {
     "test_ndarray_nan_comparison": "it reads np.NaN, which numpy 2 removed",
     # test_sparse_ndarray.py
     "test_sparse_nd_slice": "csr slices with a step are refused (continuous rows only)",
-    "test_create_csr": "it builds scipy matrices: scipy is not a dependency",
-    "test_sparse_getnnz": "it builds scipy matrices: scipy is not a dependency",
 }
 
 # test_operator.py's, apart: some of its names (test_init) are passing tests of
@@ -386,6 +389,14 @@ def test_mxnet_test_optimizer_runs_through_the_alias(mxnet_source, tmp_path):
     check_results("test_optimizer.py", *run_mxnet_file(mxnet_source, "test_optimizer.py",
                                                        tmp_path, workers="auto",
                                                        timeout=1800))
+
+
+@pytest.mark.slow
+def test_mxnet_test_random_runs_through_the_alias(mxnet_source, tmp_path):
+    """The samplers' chi-square tests (a million draws per check, each repeated) and
+    mx.random's seeding, over one pytest-xdist worker per core."""
+    check_results("test_random.py", *run_mxnet_file(mxnet_source, "test_random.py",
+                                                    tmp_path, workers="auto", timeout=3600))
 
 
 def test_a_tree_that_is_not_1_9_1_is_named_not_run(tmp_path):
