@@ -11,7 +11,8 @@ target only, for the extern ops below. They compute the very same expressions
 call per primitive, as the cpu target's generated code makes them), but try ``k``
 only for the elements tries ``1 .. k-1`` rejected. Each try's draws depend only on
 its stream and the element's index, so the values are those of the kernel, bit for
-bit (``tests/compiler/test_ops_random_more.py`` compares the two targets).
+bit (``tests/compiler/test_lazy_rejection_samplers.py`` and
+``test_ops_random_more.py`` compare them with the interpreter's).
 """
 from __future__ import annotations
 
@@ -196,7 +197,8 @@ def _by_parts(part, names):
 
 register(OpDef(
     name="_gamma_draw_lazy", pattern="opaque", arguments=("seed", "alpha", "beta"),
-    attrs=_DRAW_ATTRS, needs_random=True, lowering=Extern(_by_parts(_gamma_part, ("alpha", "beta"))),
+    attrs=_DRAW_ATTRS, needs_random=True,
+    lowering=Extern(_by_parts(_gamma_part, ("alpha", "beta"))),
     infer_shape=_draw_shape, infer_type=lambda attrs, t: (t, [t[1]]),
     reference=_draw_ref("gamma"), gradient=lambda b, n: [b.zeros_like(x) for x in n.inputs],
     doc="_gamma_draw's values, each try computed only where the ones before it were "
