@@ -108,7 +108,9 @@ def check_inferred(graph: Graph):
                 f"cannot decide the unknown (0) dims of {undecided}: a 0 in a shape "
                 f"means unknown, as in mxnet; give these shapes in full, or the shapes "
                 f"of the inputs they meet")
-    unknown = [n for n in ops if any(s is None for s in graph.node(n)["shapes"] or [None])]
+    # (an operator of no outputs, reset_arrays, has shapes [])
+    unknown = [n for n in ops if graph.node(n)["shapes"] is None
+               or any(s is None for s in graph.node(n)["shapes"])]
     if unknown:
         sources = [graph.describe(n) for n in unknown if not graph.inputs(n)]
         hint = (f": {sources[0]} has no inputs, so its own `shape` decides it (mxnet reads "

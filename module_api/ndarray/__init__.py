@@ -37,7 +37,7 @@ def _rand_shape(shape):
     return (1,) if shape is None or shape == () else _shape(shape)
 
 
-def _sample(draw, shape, dtype, ctx, out):
+def _sample(draw, shape, dtype, ctx, out, integers=False):
     c = _ctx(ctx) if out is None else out.context
     shp = tuple(out.shape) if out is not None and shape is None else _rand_shape(shape)
     dt = to_torch_dtype(dtype) if dtype is not None else \
@@ -45,8 +45,7 @@ def _sample(draw, shape, dtype, ctx, out):
     gen = _rt_random.generator_for(c)
     # integers are drawn as integers: a float32 draw holds 24 bits, so randint(5e7, 5e7 + 1000)
     # would give only multiples of 4; float64 keeps its 53 bits
-    drawn = torch.int64 if not dt.is_floating_point else \
-        (torch.float64 if dt == torch.float64 else torch.float32)
+    drawn = torch.int64 if integers else torch.float64 if dt == torch.float64 else torch.float32
     res = draw(torch.empty(shp, dtype=drawn), gen).to(dtype=dt, device=c.torch_device)
     return _out(as_ndarray(res, c), out)
 
@@ -103,7 +102,7 @@ class random:  # noqa: N801  (mxnet's ``mx.nd.random`` module)
     @staticmethod
     def randint(low, high, shape=None, dtype=None, ctx=None, out=None, **kwargs):
         res = _sample(lambda t, g: t.random_(int(low), int(high), generator=g),
-                      shape, dtype or np.int32, ctx, out)
+                      shape, dtype or np.int32, ctx, out, integers=True)
         return res
 
     @staticmethod
