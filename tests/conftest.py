@@ -32,6 +32,17 @@ import pytest  # noqa: E402
 collect_ignore = ["mxnet_unittest/shim", "mxnet_unittest/harness"]
 
 
+@pytest.fixture(autouse=True)
+def fresh_thread_policy():
+    """Each test starts with a fresh thread policy (``runtime/threads.py``). The policy
+    is the process's: one that an earlier test of the same worker left at its row-split
+    rung ran a training step as two half batches, a compile more than a test counted
+    (``test_compile_once_per_bucket_and_kernels_shared``, now and then in a full run)."""
+    from runtime import threads
+    threads.reset()
+    yield
+
+
 @pytest.fixture(params=["cpu", "interpret"])
 def cpu_target(request, monkeypatch):
     """Run the test on both targets of cpu() contexts: ``cpu`` (torch calls) and
