@@ -160,12 +160,10 @@ def _prepare(source, name, work):
                              ("val_images", "t10k-images-idx3-ubyte"),
                              ("val_labels", "t10k-labels-idx1-ubyte")):
             os.symlink(split[ours], os.path.join(data, theirs))
-    elif folder == "nce-loss":
-        pass                            # it makes its own random data
     elif name in SPARSE_DATA:
         kind, features, train, test, names, seed = SPARSE_DATA[name]
         criteo_synth.make(data, features, kind, train, test, seed, names)
-    else:
+    elif folder == "rnn/word_lm":
         for part in ("train", "valid", "test"):
             os.symlink(os.path.join(SHERLOCK, f"sherlockholmes.{part}.txt"),
                        os.path.join(data, f"sherlockholmes.{part}.txt"))

@@ -416,8 +416,9 @@ class Executor:
         self._buffers_for(prog)
         if out_grads is not None and not isinstance(out_grads, (list, tuple)):
             out_grads = [out_grads]
-        # the copies are ATen calls too: the launches' thread count (runtime.threads)
-        threads.run(None, self._set_head_grads, prog, out_grads)
+        if prog.head_grads:     # a loss head needs none: no call on most steps
+            # the copies are ATen calls too: the launches' thread count (runtime.threads)
+            threads.run(None, self._set_head_grads, prog, out_grads)
         if self._rows:
             self._rows.check_backward()
         if self._row_split is not None:

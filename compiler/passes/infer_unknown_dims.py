@@ -61,8 +61,9 @@ def unknown_source_shape(graph: Graph, n) -> bool:
     """Whether ``n`` is an operator without inputs (a sampler, a constant) whose whole
     ``shape`` attribute is unknown (``shape_semantics.unknown_whole_shape``)."""
     d = graph.node(n)
-    return (d["op"] != "null" and not graph.inputs(n) and "shape" in d["attrs"]
-            and unknown_whole_shape(d["attrs"]["shape"]))
+    # the attribute first: this runs on every node of every shape sweep
+    return ("shape" in d["attrs"] and unknown_whole_shape(d["attrs"]["shape"])
+            and d["op"] != "null" and not graph.inputs(n))
 
 
 def infer_unknown_dims(graph: Graph, shapes: dict) -> dict:
