@@ -8,6 +8,8 @@ itself so the backward graph stays as small as mxnet's.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..ir.dtypes import LOW_PRECISION
@@ -268,7 +270,8 @@ def _drop_mask_shape(attrs, shape):
 
 
 def _drop_scale(p):
-    return 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
+    # p = 1: 1 / 0 = inf, and the dropped elements 0 * inf = NaN, as in mxnet
+    return math.inf if p >= 1.0 else 1.0 / (1.0 - p)
 
 
 def _drop_shape(attrs, in_shapes):

@@ -300,6 +300,9 @@ def _build_graph(b, attrs, inputs, in_shapes, is_train, masks=None):
         if layer < L - 1 and attrs["p"] > 0:
             if masks is not None:
                 mask = masks[layer]
+            elif is_train and attrs["p"] >= 1.0:
+                # mxnet's RNN sets a dropped element to 0 (Dropout's p = 1 is NaN)
+                mask = b.op("zeros_like", x)
             elif is_train:
                 mask = b.op("Dropout", x, p=attrs["p"])[1]
             else:

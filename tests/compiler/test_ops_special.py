@@ -73,3 +73,20 @@ def test_erfinv_float64_accuracy(cpu_target):
     v = torch.tensor([-0.999999, -0.9, -1e-6, 0.0, 0.2, 0.99, 0.9999999], dtype=torch.float64)
     exe.arg_dict["x"][:] = v
     torch.testing.assert_close(exe.forward()[0], torch.erfinv(v), rtol=1e-10, atol=1e-14)
+
+
+def test_gamma_and_gradients_at_the_poles_as_mxnet(cpu_target):
+    """mxnet 1.9.1 (its tgamma and cephes-style psi, recorded from ``mx.nd.gamma`` /
+    ``gammaln`` under autograd): gamma is +-inf at +-0 and NaN at the negative integers;
+    psi, in both gradients, is +inf at every pole (ATen's digamma gives -inf at +0)."""
+    nan, inf = float("nan"), float("inf")
+    at = torch.tensor([0.0, -0.0, -1.0, -2.0, 0.5])
+    want = {"gamma": ([inf, -inf, nan, nan, 1.7724539], [inf, -inf, nan, nan, -3.480233]),
+            "gammaln": ([inf, inf, inf, inf, 0.5723649], [inf, inf, inf, inf, -1.9635108])}
+    for name, (value, grad) in want.items():
+        exe = getattr(sym, name)(sym.Variable("x")).simple_bind(cpu(), x=(5,))
+        exe.arg_dict["x"][:] = at
+        out = exe.forward(is_train=True)[0]
+        torch.testing.assert_close(out, torch.tensor(value), equal_nan=True)
+        exe.backward([torch.ones(5)])
+        torch.testing.assert_close(exe.grad_dict["x"], torch.tensor(grad), equal_nan=True)

@@ -307,3 +307,17 @@ def test_registry_entries():
     assert get_op("_philox_uniform").needs_random
     with pytest.raises(Exception, match="stream"):
         get_op("_philox_uniform").parse_attrs({"shape": "(2,)", "stream": str(2 ** 32)})
+
+
+def test_dropout_p_one_gives_nan_as_mxnet():
+    """mxnet 1.9.1 scales the kept elements by 1 / (1 - p): at p = 1 every element is
+    0 * inf = NaN in training (its test_operator.py's check_dropout_ratio), in both the
+    output and the gradient; inference is the identity."""
+    x = mx.sym.Variable("data")
+    exe = mx.sym.Dropout(x, p=1.0).simple_bind(mx.cpu(), data=(3, 4))
+    exe.arg_dict["data"][:] = 1
+    out = exe.forward(is_train=True)[0]
+    assert torch.isnan(out).all()
+    exe.backward(mx.nd.ones((3, 4)))
+    assert torch.isnan(exe.grad_dict["data"]).all()
+    assert (exe.forward(is_train=False)[0] == 1).all()
