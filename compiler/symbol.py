@@ -729,6 +729,9 @@ def _create(op_name, args, kwargs, name, attr=None, hint=None):
     reaches the operator's weight and bias).
     """
     opdef = get_op(op_name)
+    if "out" in kwargs and (callable(opdef.arguments) or "out" not in opdef.arguments):
+        # mxnet's symbol functions take the NDArray functions' ``out=`` and drop it
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     attrs = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
     attrs.update(_explicit_nones(opdef, kwargs))

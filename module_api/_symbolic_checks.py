@@ -43,9 +43,11 @@ def _check_dtype(dtype, what):
 
 def _as_array(value, ctx, dtype=np.float32):
     """``value`` as mxnet's checks give it to an executor: an NDArray keeps its dtype
-    (moved to ``ctx``); anything else becomes an NDArray in ``dtype`` (``"asnumpy"``:
+    and storage (moved to ``ctx``); anything else becomes an NDArray in ``dtype`` (``"asnumpy"``:
     its own)."""
-    if isinstance(value, torch.Tensor) and hasattr(value, "context"):
+    if isinstance(value, torch.Tensor) and hasattr(value, "context") or \
+            getattr(value, "stype", "default") in ("csr", "row_sparse"):
+        # an NDArray, a sparse one too, is bound as it is (its storage decides)
         return value if value.context == ctx else value.as_in_context(ctx)
     value = as_numpy(value)
     kind = value.dtype if isinstance(dtype, str) and dtype == "asnumpy" else dtype
@@ -177,6 +179,16 @@ def check_symbolic_forward(sym, location, expected, rtol=None, atol=None, aux_st
 
 # -- gradients --------------------------------------------------------------------------
 
+def _grad_array(value, stype, ctx, dtype, what):
+    """A gradient array to bind: ``value`` in dense storage, or, for ``stype`` csr /
+    row_sparse, an empty sparse array (nothing stored), as mxnet's checks bind them."""
+    if stype in (None, "default"):
+        return _nd.array(value, ctx=ctx, dtype=dtype)
+    if stype not in ("csr", "row_sparse"):
+        check_stype(stype, what)
+    return _nd.zeros(np.shape(value), ctx=ctx, dtype=dtype, stype=stype)
+
+
 def _compare_grad(req, name, fd_or_expected, got, before, rtol, atol, names, equal_nan=False):
     """Check one argument's gradient array as its ``grad_req`` left it.
 
@@ -238,12 +250,19 @@ def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_trai
     _check_dtype(dtype, "numeric_grad")
     kind = np.float32 if isinstance(dtype, str) else dtype
     points = {name: np.array(value, order="C", dtype=kind) for name, value in location.items()}
+
+    def assign(name, point):
+        arr = executor.arg_dict[name]
+        stype = getattr(arr, "stype", "default")
+        # a sparse argument takes the point in its own storage, as mxnet's as_stype
+        arr[:] = point if stype == "default" else _nd.array(point, dtype=kind).tostype(stype)
+
     for name, point in points.items():
-        executor.arg_dict[name][:] = point
+        assign(name, point)
 
     def outputs_with(name):
         def evaluate(point):
-            executor.arg_dict[name][:] = point
+            assign(name, point)
             for aux_name, aux_value in (aux_states or {}).items():
                 executor.aux_dict[aux_name][:] = np.asarray(aux_value)
             executor.forward(is_train=use_forward_train)
@@ -254,7 +273,7 @@ def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_trai
     for name, point in points.items():
         unperturbed = point.copy()
         grads[name] = _central_difference(point, eps, outputs_with(name))
-        executor.arg_dict[name][:] = unperturbed
+        assign(name, unperturbed)
     return grads
 
 
@@ -270,7 +289,7 @@ def _grad_req_of(grad_nodes, arg_names):
                      f"grad_req, got {type(grad_nodes).__name__}")
 
 
-def _bind_projected(sym, args, aux, checked, grad_req, ctx, dtype):
+def _bind_projected(sym, args, aux, checked, grad_req, ctx, dtype, grad_stypes=None):
     """Bind ``make_loss(sym * P)`` for a random projection ``P`` of ``sym``'s output.
 
     Returns the executor and the random initial gradient arrays (numpy), drawn
@@ -282,8 +301,11 @@ def _bind_projected(sym, args, aux, checked, grad_req, ctx, dtype):
     args[_PROJECTION] = _nd.array(np.random.rand(*out_shapes[0]) + 0.1, ctx=ctx, dtype=dtype)
     initial = {name: np.random.normal(0, 0.01, size=args[name].shape) for name in checked}
     initial[_PROJECTION] = np.random.normal(0, 0.01, size=out_shapes[0])
-    grad_arrays = {name: _nd.array(value, ctx=ctx, dtype=dtype)
+    grad_stypes = grad_stypes or {}
+    grad_arrays = {name: _grad_array(value, grad_stypes.get(name), ctx, dtype,
+                                     f"check_numeric_gradient grad_stype_dict['{name}']")
                    for name, value in initial.items()}
+    initial = {name: as_numpy(arr) for name, arr in grad_arrays.items()}
     executor = loss.bind(ctx, grad_req=grad_req, args=args, args_grad=grad_arrays,
                          aux_states=aux)
     if len(executor.arg_arrays) != len(args):
@@ -321,7 +343,9 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
         Run the finite-difference forwards with ``is_train=True``.
     ctx : Context, optional
     grad_stype_dict : dict, optional
-        Only ``'default'`` storage is supported.
+        The storage of an argument's gradient array: ``'default'``, ``'csr'`` or
+        ``'row_sparse'`` (bound with nothing stored; the executor stores what mxnet
+        stores, or casts the dense gradient: its storage fallback).
     dtype : np.float16, np.float32 or np.float64
         The dtype of the numpy values of ``location``, of the projection and of
         the gradient arrays; the finite differences perturb values in it.
@@ -333,14 +357,15 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     """
     assert not isinstance(dtype, str) and np.dtype(dtype) in _DTYPES, \
         f"check_numeric_gradient: dtype must be float16, float32 or float64, got {dtype}"
-    for name, stype in (grad_stype_dict or {}).items():
-        check_stype(stype, f"check_numeric_gradient grad_stype_dict['{name}']")
+    assert grad_stype_dict is None or isinstance(grad_stype_dict, dict), \
+        "grad_stype_dict must be a dict"
     ctx = ctx or default_context()
     args = _parse_location(sym, location, ctx, dtype)
     aux = _parse_aux_states(sym, aux_states, ctx, dtype)
     args_np, aux_np = _numpy_values(args), _numpy_values(aux)
     checked, grad_req = _grad_req_of(grad_nodes, sym.list_arguments())
-    executor, initial = _bind_projected(sym, args, aux, checked, grad_req, ctx, dtype)
+    executor, initial = _bind_projected(sym, args, aux, checked, grad_req, ctx, dtype,
+                                        grad_stype_dict)
     executor.forward(is_train=True)
     eps = get_tolerance(executor.outputs[0], numeric_eps, default_numeric_eps())
     if np.dtype(dtype) == np.float32:
@@ -384,7 +409,8 @@ def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=
         ``write``, ``add`` (the check subtracts the random initial gradient)
         or ``null`` (the gradient array must be left unchanged).
     grad_stypes : dict, optional
-        Only ``'default'`` storage is supported.
+        The storage of an argument's gradient array (``'default'``, ``'csr'`` or
+        ``'row_sparse'``); a sparse one is bound with nothing stored.
     dtype : np.float16, np.float32, np.float64 or "asnumpy"
         The dtype of the numpy values of ``location`` and ``out_grads``; each
         gradient array has its argument's dtype.
@@ -395,8 +421,7 @@ def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=
         The gradient arrays.
     """
     ctx = ctx or default_context()
-    for name, stype in (grad_stypes or {}).items():
-        check_stype(stype, f"check_symbolic_backward grad_stypes['{name}']")
+    grad_stypes = grad_stypes or {}
     args = _parse_location(sym, location, ctx, dtype)
     aux = _parse_aux_states(sym, aux_states, ctx, dtype)
     arg_names = sym.list_arguments()
@@ -404,8 +429,11 @@ def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=
     # random initial gradients (drawn by sorted name), so 'add' and 'null' are seen
     initial = {name: np.random.normal(size=np.shape(expected[name])) for name in sorted(expected)}
     # each gradient array in its argument's dtype
-    grad_arrays = {name: _nd.array(value, ctx=ctx, dtype=args[name].dtype)
+    grad_arrays = {name: _grad_array(value, grad_stypes.get(name), ctx, args[name].dtype,
+                                     f"check_symbolic_backward grad_stypes['{name}']")
                    for name, value in initial.items()}
+    # what each array holds before the backward (a sparse one: nothing)
+    initial = {name: as_numpy(arr) for name, arr in grad_arrays.items()}
     reqs = _backward_reqs(grad_req, arg_names, grad_arrays)
     executor = sym.bind(ctx=ctx, args=args, args_grad=grad_arrays, aux_states=aux,
                         grad_req=reqs)

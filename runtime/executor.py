@@ -121,7 +121,8 @@ class Executor:
         # mxnet's MXNET_ELIMINATE_COMMON_EXPR as the bind saw it: every Program this
         # executor compiles, now or later, and get_optimized_symbol follow it
         self._merge_common = eliminate_common_expr()
-        self._stypes = infer_storage(symbol)
+        self._stypes = infer_storage(symbol, {n: getattr(a, "stype", "default")
+                                              for n, a in self.arg_dict.items()})
         if args_grad is None:
             self.grad_dict = {
                 n: new_array(self._stypes["grads"].get(n, "default"), self.arg_dict[n].shape,
@@ -146,7 +147,7 @@ class Executor:
         self._shadows = SparseShadows(
             {n: a for n, a in self.arg_dict.items() if n in kept},
             {n: g for n, g in self.grad_dict.items() if n not in tables},
-            self._stypes["rows"], self._grad_req)
+            self._stypes["rows"], self._grad_req, self.aux_dict)
         self._train_prog = None
         self._infer_prog = None
         self._eval_grad_prog = None     # inference computation with its backward
@@ -221,6 +222,9 @@ class Executor:
         prog = self._train_prog or self._infer_prog
         self.outputs = [empty(s, self._ctx, t)
                         for s, t in zip(prog.output_shapes, _output_dtypes(prog))]
+        # outputs inference gives sparse storage: the Program writes a dense shadow
+        self.outputs = self._shadows.sparse_outputs(self.outputs, self._stypes["outputs"],
+                                                    self._stypes["out_rules"])
 
     @property
     def _infer_prog(self):
@@ -356,6 +360,8 @@ class Executor:
             self._row_split.before_forward(is_train)
         with device_guard(self._ctx):
             run_bound(self._launches(prog, "fwd"))
+        if self._shadows:
+            self._shadows.after_forward(self.arg_dict)
         self._last_prog = prog
         self._last_train = bool(is_train)
 
@@ -423,6 +429,8 @@ class Executor:
             self._rows.check_backward()
         if self._row_split is not None:
             self._row_split.before_backward()
+        if self._shadows:
+            self._shadows.before_backward()
         with device_guard(self._ctx):
             run_bound(self._marked(self._launches(prog, "bwd")))
         if self._shadows:
@@ -441,7 +449,10 @@ class Executor:
                     f"output {i} ('{prog.output_names[i]}') is not a loss function, so "
                     f"backward needs its gradient: pass out_grads (head_gradient is required "
                     f"when the last operator is not a loss function)")
-            g = _to_tensor(out_grads[i], self._ctx, f"out_grads[{i}]")
+            given = out_grads[i]
+            if is_sparse(given):        # a sparse head gradient: its dense values
+                given = given._dense()
+            g = _to_tensor(given, self._ctx, f"out_grads[{i}]")
             if tuple(g.shape) != tuple(heads[name].shape):
                 raise MXNetError(f"out_grads[{i}] has shape {tuple(g.shape)}, output "
                                  f"'{prog.output_names[i]}' has {tuple(heads[name].shape)}")
@@ -537,7 +548,10 @@ class Executor:
         if not self.outputs:
             return new
         outputs = []
-        for old, s in zip(self.outputs, out_shapes):
+        for mine, old, s in zip(new.outputs, self.outputs, out_shapes):
+            if is_sparse(mine):         # its own, over its own dense shadow
+                outputs.append(mine)
+                continue
             outputs.append(fit(None, old, s, "output") if _numel(s) <= old.numel()
                            else empty(tuple(s), self._ctx, old.dtype))
         new.outputs = outputs      # bound on first use: the new launches write these

@@ -38,7 +38,7 @@ def _true(attrs, key):
 def is_csr_dot_read(node, nodes, arg_dict, grad_req, shapes):
     """Whether ``node`` (the user of a weight at input slot 1) is a ``dot(csr, W)`` this
     mechanism runs: no transposes, the lhs a bound csr argument with no gradient asked
-    for, both operands 2-D, and W's gradient (if any) written, not added.
+    for, W not csr, both operands 2-D, and W's gradient (if any) written, not added.
 
     Parameters
     ----------
@@ -56,6 +56,8 @@ def is_csr_dot_read(node, nodes, arg_dict, grad_req, shapes):
     csr = arg_dict.get(lhs["name"])
     if lhs["op"] != "null" or not is_sparse(csr) or csr.stype != "csr":
         return False
+    if getattr(arg_dict.get(rhs["name"]), "stype", "default") == "csr":
+        return False            # csr . csr: no rows to read (a dense fallback)
     if grad_req.get(lhs["name"], "null") != "null":
         return False
     if grad_req.get(rhs["name"], "null") == "add":

@@ -25,6 +25,7 @@ import torch
 
 from compiler.errors import MXNetError
 from compiler.ops import REGISTRY
+from compiler.passes.storage_type import forward_stype
 from compiler.shape_semantics import is_np_shape
 
 from . import autograd_tape, imperative_lazy, launcher, ndarray_mx
@@ -302,8 +303,9 @@ def _storage_fallback(op_name, args, kwargs, out):
     A one-input elementwise operator that maps 0 to 0 (``abs``, ``sqrt``, ``relu``,
     ``_mul_scalar`` ...) runs on the stored values and keeps the array's storage and
     pattern, as mxnet's sparse kernels do (``zeros_like`` gives an array storing
-    nothing); any other call computes on dense copies of the sparse inputs and gives a
-    dense result: mxnet's storage fallback, logged once per operator as mxnet logs it.
+    nothing); any other call computes on dense copies of the sparse inputs: mxnet's
+    storage fallback, logged once per operator as mxnet logs it. Its result is dense,
+    or sparse where mxnet's storage rules say so (``compiler/passes/storage_type.py``).
     """
     opdef = REGISTRY[op_name]
     if opdef.lazy_rows is not None:
@@ -340,11 +342,20 @@ def _storage_fallback(op_name, args, kwargs, out):
         import logging
         logging.getLogger(__name__).warning(
             "Storage type fallback detected: operator %s has no kernel for %s inputs; "
-            "computed on dense copies (the result is dense), as mxnet's fallback",
+            "computed on dense copies, as mxnet's fallback",
             op_name, ", ".join(sorted({v.stype for v in sparse_in})))
+    stypes = [getattr(v, "stype", "default") for v in tensors_in]
     for v in sparse_in:
         args, kwargs = _swap(args, kwargs, v, v.tostype("default"))
-    return invoke(op_name, args, dict(kwargs, out=out) if out is not None else kwargs)
+    res = invoke(op_name, args, dict(kwargs, out=out) if out is not None else kwargs)
+    names, _, attr_args, attrs = _split(opdef, args, kwargs)
+    attrs = {**dict(zip((a.name for a in opdef.attrs), attr_args)), **attrs}
+    stype = forward_stype(op_name, attrs, stypes)
+    if out is None and stype != "default" and isinstance(res, torch.Tensor):
+        # the storage mxnet's rules give the result (``_square_sum(rsp, axis=1,
+        # keepdims=True)`` is row_sparse): its non-zeros
+        return res.tostype(stype)
+    return res
 
 
 def _take_csr_rows(x, args, kwargs):

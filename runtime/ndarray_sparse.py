@@ -422,7 +422,11 @@ def _dense_of(x) -> torch.Tensor:
 def _rows_getter(rhs, transpose_b):
     """``ids -> rows ids of rhs (or of rhs^T)``: a row_sparse rhs answers by retain."""
     if isinstance(rhs, RowSparseNDArray) and not transpose_b:
-        return lambda ids: K.retain_rows(rhs._data_t, rhs._aux_t[0], rhs.shape, ids)[0]
+        def rows(ids):
+            if rhs._aux_t[0].numel() == 0:      # nothing stored: every row is zero
+                return rhs._data_t.new_zeros((ids.numel(),) + tuple(rhs.shape[1:]))
+            return K.retain_rows(rhs._data_t, rhs._aux_t[0], rhs.shape, ids)[0]
+        return rows
     b = _dense_of(rhs)
     b = b.t() if transpose_b else b
     return lambda ids: b[ids]

@@ -60,5 +60,6 @@ from . import catalogue_rest  # noqa: F401
 from . import quantization_bn  # noqa: F401
 from . import boolean_mask  # noqa: F401
 from . import sparse_csr  # noqa: F401
+from . import sparse_retain  # noqa: F401
 from . import image  # noqa: F401
 from . import index_checks  # noqa: F401

@@ -693,6 +693,7 @@ SPARSE_NAMESPACE = {name: name for name in (
     "rint round rsqrt sgd_mom_update sgd_update sigmoid sign sin sinh slice sqrt square "
     "stop_gradient sum tan tanh trunc where zeros_like").split()}
 SPARSE_NAMESPACE["adagrad_update"] = "_sparse_adagrad_update"
+SPARSE_NAMESPACE["retain"] = "_sparse_retain"
 
 
 def namespace_members(namespace: str) -> dict:

@@ -233,8 +233,11 @@ _registry_dot = dot
 
 def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=None, **kwargs):
     """mxnet's ``dot``: a csr or row_sparse operand goes to :func:`sparse.dot` (mxnet's
-    result storage rules); dense operands run the registry's ``dot``."""
-    if isinstance(lhs, sparse.BaseSparseNDArray) or isinstance(rhs, sparse.BaseSparseNDArray):
+    result storage rules); dense operands run the registry's ``dot``. ``forward_stype``
+    (``'default'``, ``'csr'`` or ``'row_sparse'``) gives the result that storage,
+    whatever the operands' (mxnet computes by its fallback where it has no kernel)."""
+    if isinstance(lhs, sparse.BaseSparseNDArray) or isinstance(rhs, sparse.BaseSparseNDArray) \
+            or forward_stype in ("csr", "row_sparse"):
         return sparse.dot(lhs, rhs, transpose_a, transpose_b, forward_stype, out)
     check_stype(forward_stype)
     return _registry_dot(lhs, rhs, transpose_a=transpose_a, transpose_b=transpose_b, out=out,

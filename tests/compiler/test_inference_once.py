@@ -109,8 +109,8 @@ def test_binds_in_threads_each_get_their_own_shapes(tmp_path, monkeypatch):
 def test_storage_answered_at_once_matches_the_rules(monkeypatch):
     dense = _net()
     quick = storage_type.infer_storage(dense)
-    monkeypatch.setattr(storage_type, "_all_dense", lambda symbol: False)
-    slow = storage_type._infer_storage(dense)
+    monkeypatch.setattr(storage_type, "_all_dense", lambda symbol, bound: False)
+    slow = storage_type._infer_storage(dense, {})
     assert quick == slow
     assert set(quick["args"]) == set(dense.list_arguments())     # no auxiliary states
     w = mx.sym.Variable("w")

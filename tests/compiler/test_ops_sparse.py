@@ -1,11 +1,13 @@
 """The sparse family's operators through the full compile path (both cpu targets), as
 rows of the operator table of ``test_ops_compiled``: ``_square_sum``,
-``_contrib_SparseEmbedding`` and ``cast_storage`` compute on dense values (their
+``_contrib_SparseEmbedding``, ``cast_storage`` and ``_sparse_retain`` compute on dense
+values (their
 storage types are ``compiler/passes/storage_type.py``'s, tested in
 tests/module_api/test_sparse_symbols.py)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from compiler import symbol as sym
 from tests.compiler.test_ops_compiled import RED, U3, Op, check
@@ -22,6 +24,13 @@ def _square_sum(axis=None, keepdims=False):
     return torch_fn
 
 
+def _retained(d, i):
+    """The rows of ``d`` that ``i`` lists, the others zero (mxnet's sparse.retain)."""
+    keep = torch.zeros(d.shape[0], dtype=torch.bool)
+    keep[i.long()] = True
+    return d * keep.reshape((-1,) + (1,) * (d.dim() - 1)).to(d.dtype)
+
+
 ROWS = [
     Op("_square_sum_ax1k", lambda x: sym._internal._square_sum(x, axis=1, keepdims=True),
        _square_sum(1, True), RED),
@@ -35,6 +44,9 @@ ROWS = [
        # tests/module_api/test_sparse_symbols.py
        inputs=("d", "w"), gen={"d": "index:7"}, nograd=("d", "w")),
     Op("cast_storage", lambda x: sym.cast_storage(x, stype="default"), lambda x: x, U3),
+    Op("_sparse_retain", lambda x, i: sym.sparse.retain(x, i), _retained,
+       [[(6, 3), (3,)], [(5, 2, 3), (7,)], [(4, 1), (1,)]], inputs=("x", "i"),
+       gen={"i": "index:4"}, nograd=("i",)),
 ]
 
 

@@ -53,4 +53,36 @@ def test_dot_refusals():
     with pytest.raises(MXNetError, match="csr . csr"):
         mx.nd.dot(csr, csr)
     with pytest.raises(ValueError, match="forward_stype"):
-        mx.nd.sparse.dot(csr, mx.nd.array(FIX["dot/b"]), forward_stype="csr")
+        mx.nd.sparse.dot(csr, mx.nd.array(FIX["dot/b"]), forward_stype="dense")
+
+
+@pytest.mark.parametrize("lhs,rhs", [("default", "default"), ("csr", "default"),
+                                     ("default", "csr"), ("csr", "csr"),
+                                     ("row_sparse", "default"), ("csr", "row_sparse")])
+@pytest.mark.parametrize("hint", ["default", "csr", "row_sparse"])
+def test_forward_stype_gives_the_result_that_storage(lhs, rhs, hint):
+    """mxnet's ``forward_stype``: the result takes the storage asked for, computed by its
+    fallback where no kernel takes the operands (csr . csr too), imperatively and in a
+    bound symbol (mxnet's test_sparse_dot test_infer_forward_stype)."""
+    rng = np.random.RandomState(5)
+    a = rng.uniform(-1, 1, (4, 6)).astype(np.float32) * (rng.uniform(size=(4, 6)) < 0.5)
+    b = rng.uniform(-1, 1, (6, 3)).astype(np.float32) * (rng.uniform(size=(6, 3)) < 0.5)
+    want = a @ b
+    la, rb = mx.nd.array(a).tostype(lhs), mx.nd.array(b).tostype(rhs)
+    res = mx.nd.dot(la, rb, forward_stype=hint)
+    assert res.stype == hint
+    np.testing.assert_allclose(res.asnumpy(), want, rtol=1e-5, atol=1e-6)
+    s = mx.sym.sparse.dot(mx.sym.Variable("l", stype=lhs), mx.sym.Variable("r", stype=rhs),
+                          forward_stype=hint)
+    out = s.bind(mx.cpu(), args={"l": la, "r": rb}).forward()[0]
+    assert out.stype == hint
+    np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_csr_dot_a_row_sparse_array_storing_nothing():
+    csr = mx.nd.array(FIX["dot/csr"]).tostype("csr")
+    empty = mx.nd.zeros((csr.shape[1], 3), stype="row_sparse")
+    res = mx.nd.dot(csr, empty)
+    assert res.shape == (csr.shape[0], 3) and not res.asnumpy().any()
+    empty_t = mx.nd.zeros((csr.shape[0], 2), stype="row_sparse")
+    assert not mx.nd.dot(csr, empty_t, transpose_a=True).asnumpy().any()

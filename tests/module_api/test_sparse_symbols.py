@@ -267,3 +267,24 @@ def test_sym_sparse_namespace_makes_the_operators_own_nodes():
     assert (node["op"], node["name"]) == ("dot", "dot0")
     assert callable(mx.sym.sparse.cast_storage) and callable(mx.sym.sparse.square)
     assert not hasattr(mx.sym.sparse, "batch_dot")      # not one of mxnet's _sparse_ names
+
+
+def test_symbol_functions_drop_out_as_mxnet():
+    """mxnet's generated symbol functions take the NDArray functions' ``out=`` and drop
+    it (its test_sparse_operator.py writes ``sparse.elemwise_add(l, r, out=l)``)."""
+    lhs, rhs = mx.sym.Variable("l"), mx.sym.Variable("r")
+    s = mx.sym.sparse.elemwise_add(lhs, rhs, out=lhs)
+    assert s.list_arguments() == ["l", "r"]
+    out = s.bind(mx.cpu(), args={"l": mx.nd.ones(2), "r": mx.nd.ones(2)}).forward()[0]
+    np.testing.assert_array_equal(out.asnumpy(), [2, 2])
+
+
+@pytest.mark.parametrize("axis,keepdims,stype", [(1, True, "row_sparse"), (1, False, "default"),
+                                                 (0, True, "default"), (0, False, "default")])
+def test_imperative_square_sum_takes_mxnets_result_storage(axis, keepdims, stype):
+    value = np.zeros((5, 3), np.float32)
+    value[[1, 4]] = [[1, 2, 3], [4, 5, 6]]
+    res = mx.nd._internal._square_sum(mx.nd.array(value).tostype("row_sparse"), axis=axis,
+                                      keepdims=keepdims)
+    assert res.stype == stype
+    np.testing.assert_allclose(res.asnumpy(), (value ** 2).sum(axis=axis, keepdims=keepdims))

@@ -607,3 +607,28 @@ def test_check_symbolic_forward_takes_aux_states_as_list_or_dict():
     with pytest.raises(ValueError, match="aux_states do not match"):
         tu.check_symbolic_forward(bn, [x, gamma, beta], [want],
                                   aux_states={"bn_moving_mean": mean})
+
+
+def test_symbolic_checks_bind_sparse_gradient_arrays():
+    """grad_stypes / grad_stype_dict bind gradient arrays of that storage, with nothing
+    stored (mxnet's checks); the executor casts the dense gradient into them."""
+    lhs = mx.sym.Variable("lhs", stype="row_sparse")
+    rhs = mx.sym.Variable("rhs", stype="row_sparse")
+    value = np.zeros((4, 3), np.float32)
+    value[[1, 3]] = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
+    loc = {"lhs": mx.nd.array(value).tostype("row_sparse"),
+           "rhs": mx.nd.array(2 * value).tostype("row_sparse")}
+    s = mx.sym.sparse.elemwise_add(lhs, rhs)
+    head = np.zeros((4, 3), np.float32)
+    head[2] = 1.0
+    grads = tu.check_symbolic_backward(s, loc, [head], [head, head],
+                                       grad_stypes={"lhs": "row_sparse", "rhs": "csr"})
+    assert grads["lhs"].stype == "row_sparse" and grads["rhs"].stype == "csr"
+    np.testing.assert_array_equal(grads["lhs"].indices.asnumpy(), [2])
+    with pytest.raises(AssertionError):
+        tu.check_symbolic_backward(s, loc, [head], [head, 2 * head],
+                                   grad_stypes={"lhs": "row_sparse"})
+    tu.check_numeric_gradient(mx.sym.square(lhs), {"lhs": loc["lhs"]},
+                              grad_stype_dict={"lhs": "row_sparse"})
+    with pytest.raises(MXNetError, match="storage type"):
+        tu.check_symbolic_backward(s, loc, [head], [head, head], grad_stypes={"lhs": "dense"})

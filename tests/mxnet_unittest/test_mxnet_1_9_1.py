@@ -182,10 +182,8 @@ OPERATOR_EXPECTED_FAILURES = {
     "test_take": "take(mode='raise') raises in the forward that reads the index; mxnet "
                  "raises at the next read of the output (asnumpy), where the test waits "
                  "for it",
-    "test_custom_op": "check_numeric_gradient with grad_stype_dict (sparse gradient "
-                      "arrays) is not supported",
-    "test_dropout": "Dropout(p=1) in training gives 0 here; mxnet gives NaN "
-                    "(0 * 1 / (1 - p))",
+    "test_custom_op": "a CustomOp given csr inputs: its forward's assign of a CSRNDArray "
+                      "into a dense output array is refused",
     "test_op_output_names_monitor": "set_monitor_callback reports the outputs only, "
                                     "with str names, where mxnet reports every "
                                     "operator's with C-string (bytes) names",
@@ -197,22 +195,7 @@ OPERATOR_EXPECTED_FAILURES = {
                                    "operator descriptions) is not built",
     "test_take_grads": "it needs Gluon (mxnet.gluon.nn)",
 }
-SPARSE_GRAD = ("sparse gradient arrays in check_symbolic_backward / check_numeric_gradient "
-               "(grad_stypes, grad_stype_dict) are not supported")
-SPARSE_OUT = "an executor's outputs are dense here, where mxnet's storage inference gives " \
-             "row_sparse / csr"
 SPARSE_OPERATOR_EXPECTED_FAILURES = {
-    "test_elemwise_binary_ops": SPARSE_GRAD, "test_elemwise_add_ex": SPARSE_GRAD,
-    "test_cast_storage_ex": SPARSE_GRAD, "test_sparse_square_sum": SPARSE_GRAD,
-    "test_sparse_mathematical_core": SPARSE_OUT, "test_sparse_unary_with_numerics": SPARSE_OUT,
-    "test_sparse_elementwise_sum": "a row_sparse gradient array bound where storage "
-                                   "inference gives a dense one is refused",
-    "test_reshape_backward_fallback": "a row_sparse gradient array bound where storage "
-                                      "inference gives a dense one is refused",
-    "test_sparse_dot": "dot(forward_stype='csr' / 'row_sparse') is not supported",
-    "test_sparse_dot_determinism": "dot(forward_stype='csr' / 'row_sparse') is not supported",
-    "test_sparse_retain": "mx.sym.sparse.retain (the _sparse_retain operator in a symbol) "
-                          "is not built; mx.nd.sparse.retain is",
     "test_scatter_ops": "the _scatter_* operators (_scatter_elemwise_div, "
                         "_scatter_plus_scalar ...) are not built",
     "test_batchnorm_fallback": "it expects mxnet's refusal of BatchNorm(fix_gamma=True) on "
