@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from compiler.errors import MXNetError
+from runtime import autograd_sparse as _autograd_sparse
 from runtime import autograd_tape as _tape
 from runtime.autograd_tape import (backward, grad, is_recording,  # noqa: F401
                                    is_training, set_recording, set_training)
@@ -73,12 +74,15 @@ def mark_variables(variables, gradients, grad_reqs="write"):
     Parameters
     ----------
     variables : NDArray or list of NDArray
+        Dense or sparse (csr / row_sparse) arrays.
     gradients : NDArray or list of NDArray
-        One buffer per variable, of its shape.
+        One buffer per variable, of its shape, dense or sparse (the dense gradient is
+        cast into it).
     grad_reqs : str or list of str
         ``'write'``, ``'add'`` or ``'null'`` (one for all, or one per variable).
     """
-    if isinstance(variables, torch.Tensor):
+    if isinstance(variables, torch.Tensor) or \
+            getattr(variables, "stype", "default") != "default":
         variables, gradients = [variables], [gradients]
     variables, gradients = list(variables), list(gradients)
     reqs = [grad_reqs] * len(variables) if isinstance(grad_reqs, str) else list(grad_reqs)
@@ -89,7 +93,8 @@ def mark_variables(variables, gradients, grad_reqs="write"):
         if tuple(v.shape) != tuple(g.shape):
             raise MXNetError(f"mark_variables: variable {i} has shape {tuple(v.shape)}, its "
                              f"gradient {tuple(g.shape)}")
-        _tape.mark_variable(v, g, r)
+        # a sparse variable or gradient array: through a dense stand-in
+        _autograd_sparse.mark_variable(v, g, r)
 
 
 def get_symbol(x):

@@ -26,7 +26,7 @@ import torch
 
 from compiler.errors import MXNetError
 
-from . import ndarray_mx
+from . import autograd_sparse, ndarray_mx
 from .autograd_methods import binary, getitem, refuse_inplace  # noqa: F401  (the recorder's)
 
 
@@ -236,17 +236,19 @@ def _check_differentiable(e):
 
 
 def write_grads(grads):
-    """Write (or add) the leaves' gradients into their ``grad`` per ``grad_req``."""
+    """Write (or add) the leaves' gradients into their ``grad`` per ``grad_req`` (a
+    sparse ``grad`` through its dense buffer: ``runtime/autograd_sparse.py``)."""
     for arr, g in grads.values():
         if not _is_var(arr):
             continue
-        dst = arr.grad
+        dst = autograd_sparse.write_target(arr)
         arr._fresh_grad = True      # mxnet's grad state, which Trainer-style code resets
         with torch.no_grad():
             if arr._ag_req == "add":
                 dst.as_subclass(torch.Tensor).add_(g.to(ndarray_mx.torch_dtype(dst)))
             else:
                 dst.as_subclass(torch.Tensor).copy_(g)
+        autograd_sparse.write_back(arr)
 
 
 def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
@@ -254,6 +256,7 @@ def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
     ``autograd.backward``); ``train_mode`` is accepted as mxnet's: the gradient of each
     operator is taken in the mode it was recorded in."""
     heads, head_grads = _as_lists(heads, head_grads)
+    heads, head_grads = autograd_sparse.backward_heads(heads, head_grads)
     write_grads(run_backward(heads, head_grads, retain_graph))
 
 
@@ -289,9 +292,11 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
 
 
 def _as_lists(heads, head_grads):
-    if isinstance(heads, torch.Tensor):
+    one = (torch.Tensor,)
+    if isinstance(heads, one) or autograd_sparse.is_sparse(heads):
         heads = [heads]
-        if head_grads is not None and isinstance(head_grads, torch.Tensor):
+        if head_grads is not None and (isinstance(head_grads, one) or
+                                       autograd_sparse.is_sparse(head_grads)):
             head_grads = [head_grads]
     heads = list(heads)
     if head_grads is None:

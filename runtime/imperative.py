@@ -28,7 +28,7 @@ from compiler.ops import REGISTRY
 from compiler.passes.storage_type import forward_stype
 from compiler.shape_semantics import is_np_shape
 
-from . import autograd_tape, imperative_lazy, launcher, ndarray_mx
+from . import autograd_sparse, autograd_tape, imperative_lazy, launcher, ndarray_mx
 from .context import Context, current_context, device_guard
 from .ndarray import NDArray
 
@@ -298,6 +298,21 @@ def _swap(args, kwargs, old, new):
 
 
 def _storage_fallback(op_name, args, kwargs, out):
+    """:func:`_fallback_call`, recorded by ``mx.autograd`` through the sparse operands'
+    dense stand-ins (``runtime/autograd_sparse.py``)."""
+    res = _fallback_call(op_name, args, kwargs, out)
+    inputs = [v for v in list(args) + list(kwargs.values()) if _is_input(v)]
+    if out is None and autograd_sparse.recording_with(*inputs):
+        def dense_call(*stand_ins):
+            a, k = args, kwargs
+            for v, d in zip(inputs, stand_ins):
+                a, k = _swap(a, k, v, d)
+            return invoke(op_name, a, k)
+        res = autograd_sparse.record(res, dense_call, inputs)
+    return res
+
+
+def _fallback_call(op_name, args, kwargs, out):
     """An operator with no sparse form called on csr / row_sparse arrays, as mxnet runs it.
 
     A one-input elementwise operator that maps 0 to 0 (``abs``, ``sqrt``, ``relu``,

@@ -89,6 +89,9 @@ class _Size(int):
         return self._shape if dim is None else self._shape[dim]
 
 
+_TORCH_GRAD = torch.Tensor.grad      # the slot NDArray.grad reads and writes
+
+
 class NDArray(torch.Tensor):
     """A torch tensor that also speaks mxnet (``asnumpy``, ``context``, ``copyto`` ...)."""
 
@@ -342,9 +345,26 @@ class NDArray(torch.Tensor):
     # reset (the tape sets it; Trainer-style code reads and resets it)
     _fresh_grad = False
 
+    @property
+    def grad(self):
+        """The gradient array ``attach_grad`` / ``mark_variables`` gave: torch's ``grad``
+        slot, or a sparse array asked for with ``stype`` (``runtime/autograd_sparse.py``
+        writes it from the dense gradient in that slot)."""
+        sparse = self.__dict__.get("_ag_sparse_grad")
+        return sparse if sparse is not None else _TORCH_GRAD.__get__(self)
+
+    @grad.setter
+    def grad(self, value):
+        _TORCH_GRAD.__set__(self, value)
+
     def attach_grad(self, grad_req="write", stype=None):
         """Give the array a gradient buffer (zeros, read as ``grad``) that
-        ``mx.autograd`` writes (``grad_req='write'``) or adds to (``'add'``)."""
+        ``mx.autograd`` writes (``grad_req='write'``) or adds to (``'add'``); with
+        ``stype`` ``'csr'`` / ``'row_sparse'`` a sparse one (the dense gradient cast)."""
+        if stype in ("csr", "row_sparse"):
+            from . import autograd_sparse
+            autograd_sparse.attach_grad(self, grad_req, stype)
+            return
         check_stype(stype)
         with torch.no_grad():
             grad = _keep_ctx(torch.zeros_like(self.as_subclass(torch.Tensor)), self)

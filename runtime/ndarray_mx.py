@@ -121,6 +121,7 @@ def mark_variable(arr, grad, grad_req="write"):
         raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
     arr._ag_req = grad_req
     arr.__dict__.pop("_ag_node", None)      # a variable is a leaf of later recordings
+    arr.__dict__.pop("_ag_sparse_grad", None)   # (runtime/autograd_sparse.py sets it)
     arr.grad = grad
     arr._fresh_grad = False     # mxnet's grad state: set when a backward writes grad
 

@@ -16,6 +16,7 @@ import torch
 
 from compiler.errors import MXNetError
 
+from . import autograd_sparse as _ag
 from . import sparse_arith as _arith
 from . import sparse_kernels as K
 from .context import Context, current_context
@@ -146,7 +147,10 @@ class BaseSparseNDArray:
         return _arith.binary("div", other, self)
 
     def __neg__(self):
-        return self._with(-self._data_t, [a.clone() for a in self._aux_t])
+        res = self._with(-self._data_t, [a.clone() for a in self._aux_t])
+        if _ag.recording_with(self):
+            res = _ag.record(res, lambda x: -x, (self,))
+        return res
 
     def __pow__(self, other):
         return _arith.binary("pow", self, other)
@@ -173,6 +177,26 @@ class BaseSparseNDArray:
         return _arith.binary("le", self, other)
 
     __hash__ = object.__hash__      # identity, as before comparisons became elementwise
+
+    # -- mx.autograd (runtime/autograd_sparse.py: through a dense stand-in) -------------
+    def attach_grad(self, grad_req="write", stype=None):
+        """Give the array a gradient array (zeros) that ``mx.autograd`` writes or adds
+        to, of storage ``stype`` (this array's own by default)."""
+        _ag.attach_grad(self, grad_req, stype)
+
+    @property
+    def grad(self):
+        """The gradient array ``attach_grad`` gave (None before)."""
+        return _ag.grad_of(self)
+
+    def detach(self):
+        """The same values and storage, cut from the ``mx.autograd`` graph (a copy)."""
+        return self.copy()
+
+    def backward(self, out_grad=None, retain_graph=False, train_mode=True):
+        """``mx.autograd.backward`` of this array (with ``out_grad`` as its gradient)."""
+        _mx.backward([self], None if out_grad is None else [out_grad], retain_graph,
+                     train_mode)
 
     # -- mxnet's fluent methods: the registry operator on this array ---------------------
     def __getattr__(self, name):
@@ -433,6 +457,16 @@ def _rows_getter(rhs, transpose_b):
 
 
 def dot(lhs, rhs, transpose_a=False, transpose_b=False):
+    """mxnet's ``dot`` with sparse operands (see :func:`_dot`), recorded by
+    ``mx.autograd`` through the operands' dense stand-ins."""
+    res = _dot(lhs, rhs, transpose_a, transpose_b)
+    if _ag.recording_with(lhs, rhs):
+        flags = {"transpose_a": transpose_a, "transpose_b": transpose_b}
+        res = _ag.record(res, lambda a, b: _mx._invoke("dot", (a, b), flags), (lhs, rhs))
+    return res
+
+
+def _dot(lhs, rhs, transpose_a=False, transpose_b=False):
     """mxnet's ``dot`` with sparse operands (2-D): ``csr . dense`` is dense, ``csr^T .
     dense`` row_sparse, ``dense . csr`` (either transpose of csr; ``dense`` not
     transposed) csr; a row_sparse

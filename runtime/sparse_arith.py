@@ -22,6 +22,7 @@ import torch
 
 from compiler.errors import MXNetError
 
+from . import autograd_sparse
 from . import sparse_kernels as K
 from .ndarray import as_ndarray, torch_dtype
 
@@ -57,7 +58,15 @@ def _zero_stays_zero(name, fn, s, scalar_r) -> bool:
 
 def binary(name, lhs, rhs):
     """``lhs (name) rhs`` where at least one operand is a sparse array (``name``: one of
-    :data:`OPS` or :data:`COMPARISONS`)."""
+    :data:`OPS` or :data:`COMPARISONS`), recorded by ``mx.autograd`` through the
+    operands' dense stand-ins (``runtime/autograd_sparse.py``)."""
+    res = _binary(name, lhs, rhs)
+    if autograd_sparse.recording_with(lhs, rhs):
+        res = autograd_sparse.record(res, OPS.get(name) or COMPARISONS[name], (lhs, rhs))
+    return res
+
+
+def _binary(name, lhs, rhs):
     fn = OPS.get(name) or COMPARISONS[name]
     cast = name in COMPARISONS      # booleans back in the array's dtype
     scalar_r = isinstance(rhs, numbers.Number)

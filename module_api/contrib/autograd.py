@@ -106,13 +106,16 @@ def grad_and_loss(func, argnum=None):
             picked = argnum if isinstance(argnum, list) else [argnum]
             variables = [args[i] for i in picked]
         for x in variables:
-            if not isinstance(x, torch.Tensor):
+            if not isinstance(x, torch.Tensor) and \
+                    getattr(x, "stype", "default") not in ("csr", "row_sparse"):
                 raise AssertionError("type of autograd input should NDArray.")
         grads = [_nd.zeros_like(x) for x in variables]
         mark_variables(variables, grads)
         with train_section():
             outputs = func(*args)
-        compute_gradient([outputs] if isinstance(outputs, torch.Tensor) else outputs)
+        single = isinstance(outputs, torch.Tensor) or \
+            getattr(outputs, "stype", "default") != "default"
+        compute_gradient([outputs] if single else outputs)
         return grads, outputs
     return wrapped
 
