@@ -63,7 +63,7 @@ bench: venv
 # mxnet 1.9.1 in its own venv, for the benchmarks' peer column (never imported here).
 mxnet-venv:
 	python3 -m venv .mxnet-venv
-	.mxnet-venv/bin/python -m pip install -q mxnet==1.9.1 "numpy<1.24" graphviz
+	.mxnet-venv/bin/python -m pip install -q mxnet==1.9.1 "numpy<1.24" "scipy<1.12" graphviz
 
 clean:
 	rm -rf .venv .mxnet-venv

@@ -23,7 +23,13 @@ what a machine without a GPU and without the internet needs, the same on both si
   read a Criteo-shaped synthetic LibSVM data set (:mod:`examples.criteo_synth`, a fixed
   seed) under the names they read: linear_classification at its own 1,000,001 features
   (Avazu's), factorization_machine at 20,000 (``--input-size``); ``_small`` runs use
-  fewer rows and epochs; ``nce_toy`` (example/nce-loss) makes its own random data.
+  fewer rows and epochs; ``nce_toy`` (example/nce-loss) makes its own random data;
+  ``example/sparse/matrix_factorization`` reads MovieLens-shaped synthetic ratings
+  (:mod:`examples.movielens_synth`, 20,000 for training and 4,000 for validation) in
+  ``data/ml-10M100K``, where the program looks before it downloads;
+  ``example/sparse/wide_deep`` reads census-shaped synthetic rows
+  (:mod:`examples.adult_synth`: 6,000 and 1,500) as ``data/adult.data`` / ``adult.test``,
+  run with ``PYTHONHASHSEED=0`` on both sides (it hashes its features with ``hash``).
 """
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from examples import criteo_synth  # noqa: E402
+from examples import adult_synth, criteo_synth, movielens_synth  # noqa: E402
 from examples.mnist_data import split_files  # noqa: E402
 
 FIGURES = os.path.join(ROOT, "examples", "data", "mxnet_module_examples.json")
@@ -128,11 +134,25 @@ EXAMPLES = {
     "sparse_factorization_machine": ("sparse/factorization_machine", "train.py",
                                      FM_ARGS + ["--batch-size", "100", "--num-epoch", "5"],
                                      [], FM_LOG_LOSS),
+    # embeddings of 71,569 users and 65,135 movies with row_sparse weights and
+    # sparse_grad, Module with a 'device' kvstore, prepare(None, ...) before scoring
+    "sparse_matrix_factorization": ("sparse/matrix_factorization", "train.py",
+                                    ["--num-epoch", "3", "--log-interval", "100"], [],
+                                    r"epoch \d+, eval MSE = ([\d.]+)"),
+    # wide (a csr . row_sparse linear part) and deep (row_sparse embeddings, sparse_grad)
+    # on census-shaped rows, Adam, checkpoints with optimizer states each epoch
+    "sparse_wide_deep": ("sparse/wide_deep", "train.py", ["--log-interval", "20"], [],
+                         r"epoch \d+, accuracy = ([\d.]+)"),
     "sparse_factorization_machine_small": ("sparse/factorization_machine", "train.py",
                                            FM_ARGS + ["--batch-size", "50",
                                                       "--num-epoch", "2"],
                                            [], FM_LOG_LOSS),
 }
+
+
+# wide_deep hashes its crossed columns with Python's hash(): the same features on both
+# sides need the same string hashes
+EXAMPLE_ENV = {"sparse_wide_deep": {"PYTHONHASHSEED": "0"}}
 
 
 def _prepare(source, name, work):
@@ -160,6 +180,10 @@ def _prepare(source, name, work):
                              ("val_images", "t10k-images-idx3-ubyte"),
                              ("val_labels", "t10k-labels-idx1-ubyte")):
             os.symlink(split[ours], os.path.join(data, theirs))
+    elif name == "sparse_matrix_factorization":
+        movielens_synth.make(os.path.join(data, "ml-10M100K"))
+    elif name == "sparse_wide_deep":
+        adult_synth.make(data)
     elif name in SPARSE_DATA:
         kind, features, train, test, names, seed = SPARSE_DATA[name]
         criteo_synth.make(data, features, kind, train, test, seed, names)
@@ -220,7 +244,7 @@ def run(source, name, side, python=None, timeout=1800):
     with tempfile.TemporaryDirectory(prefix=f"mxnet-example-{name}-") as work:
         dest = _prepare(source, name, work)
         paths = [work] + ([SHIM, ROOT] if side == "symtriton" else [])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), **EXAMPLE_ENV.get(name, {}))
         proc = subprocess.run([python or sys.executable, script] + args, cwd=dest, env=env,
                               capture_output=True, text=True, timeout=timeout)
     log = proc.stdout + proc.stderr

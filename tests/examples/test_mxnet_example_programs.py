@@ -37,7 +37,8 @@ def _recorded(name):
                                   "train_mnist_rec", "word_lm", "dsd", "stochastic_depth",
                                   "nce_toy",
                                   "sparse_linear_classification",
-                                  "sparse_factorization_machine"])
+                                  "sparse_factorization_machine",
+                                  "sparse_matrix_factorization", "sparse_wide_deep"])
 def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
     ours, log = mxnet_examples.run(SOURCE, name, "symtriton")
