@@ -40,6 +40,7 @@ from compiler.errors import MXNetError
 
 from . import sparse_kernels as K
 from . import sparse_rules as R
+from . import threads
 from .ndarray import NDArray, torch_dtype
 
 
@@ -89,7 +90,10 @@ def sparse_update(updater, key, grad, weight):
             key, w.as_subclass(NDArray))
         updater.states_synced[key] = True
     updater.optimizer._set_current_context(_device_id(weight))
-    sparse_step(updater.optimizer, key, grad, weight, updater.states[key], w)
+    # a few gathers and scatters of rows: at the thread policy's count, as the launch
+    # lists (beside other load, a parallel region waits for a descheduled thread)
+    threads.run(None, sparse_step, updater.optimizer, key, grad, weight, updater.states[key],
+                w)
 
 
 def sparse_step(opt, key, grad, weight, state, w=None, multi_precision=True):
