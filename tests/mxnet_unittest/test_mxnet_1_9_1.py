@@ -126,7 +126,8 @@ MORE_FILES = ("test_attr.py", "test_executor.py", "test_infer_type.py", "test_in
               "test_kvstore_custom.py", "test_viz.py", "test_runtime.py", "test_recordio.py",
               "test_multi_device_exec.py", "test_contrib_hawkesll.py", "test_contrib_krprod.py",
               "test_base.py", "test_sparse_operator.py", "test_contrib_svrg_module.py",
-              "test_contrib_svrg_optimizer.py", "test_profiler.py", "test_metric.py")
+              "test_contrib_svrg_optimizer.py", "test_profiler.py", "test_metric.py",
+              "test_contrib_text.py")
 
 # how many tests each file holds at 1.9.1 (all must be collected)
 COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
@@ -141,7 +142,7 @@ COUNTS = {"test_module.py": 22, "test_model_parallel.py": 2, "test_attr.py": 4,
           "test_contrib_hawkesll.py": 5, "test_contrib_krprod.py": 3, "test_base.py": 3,
           "test_sparse_operator.py": 26, "test_contrib_svrg_module.py": 10,
           "test_contrib_svrg_optimizer.py": 3, "test_profiler.py": 16, "test_metric.py": 12,
-          "test_random.py": 24}
+          "test_random.py": 24, "test_contrib_text.py": 10}
 
 # test -> why it fails here (the README's table says the same)
 EXPECTED_FAILURES = {
@@ -153,6 +154,11 @@ EXPECTED_FAILURES = {
                        "subclass); they are recorded",
     "test_binary_func": "its own grad_and_loss asserts isinstance(x, NDArray): sparse "
                         "arrays are not NDArray instances here; they are recorded",
+    # test_contrib_text.py
+    "test_download_embed": "it downloads an embedding file from mxnet's repository (this "
+                           "machine has no internet, and the project downloads nothing)",
+    "test_get_and_pretrain_file_names": "mxnet's GloVe and FastText classes (their table "
+                                        "of 337 hosted file names) are not built",
     # test_higher_order_grad.py
     "test_arcsinh": "mxnet's hand-written second derivative of arcsinh has the wrong sign "
                     "(+x / (x^2 + 1)^1.5, and the test expects it); ours is derived from the "
