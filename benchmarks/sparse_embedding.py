@@ -13,11 +13,15 @@ table, summed, and a ``FullyConnected(1)`` + ``LinearRegressionOutput`` head; ba
   rows the batch reads and SGD's lazy update changes only those rows;
 * ``dense``: default storage and ``sparse_grad=False`` (the whole table's gradient
   and update every step; a single device updates on the workers);
+* ``updater``: the sparse table without a KVStore (``kvstore=None``): the Module's
+  own Updater runs SGD's lazy update on the rows the gradient stores, as mxnet's
+  example/sparse/matrix_factorization trains (not in the default ``--configs``);
 
 each at ``--rows`` (1,000,000) and ``--small-rows`` (10,000) rows. A step is
 ``prepare`` + ``forward_backward`` + ``update``; the figure is the median step over
 ``--rounds`` rounds of ``--steps`` steps of every configuration in turn, after
-``--warmup`` steps each. mxnet runs THIS script in its own venv
+``--warmup`` steps each; with ``--busy N``, N processes spin on the cores while both
+sides run (other load on the machine). mxnet runs THIS script in its own venv
 (``--peer``: ``import mxnet as mx`` in place of ``import module_api as mx``, JSON on
 stdout), with the same ``--threads`` on both sides.
 """
@@ -61,6 +65,8 @@ def build_parser():
                    "dense:small_rows", help="storage:size pairs to run")
     p.add_argument("--mxnet-python", default=None,
                    help="python of a venv with mxnet==1.9.1: adds the mxnet column")
+    p.add_argument("--busy", type=int, default=0,
+                   help="competing busy-loop processes while both sides run")
     p.add_argument("--peer", action="store_true",
                    help="run as the mxnet side (import mxnet; JSON on stdout)")
     return p
@@ -97,17 +103,17 @@ def row_ids(batch):
 def trainer(mx, args, storage, rows):
     """A bound, initialized Module and its step: ``prepare`` + ``forward_backward`` +
     ``update`` of the next batch (cycling over a few), returning its seconds."""
-    sparse = storage == "sparse"
+    sparse = storage in ("sparse", "updater")
     mod = mx.mod.Module(model(mx, rows, args.dim, sparse), data_names=["data"],
                         label_names=["label"], context=mx.cpu())
     mod.bind(data_shapes=[("data", (args.batch, args.fields))],
              label_shapes=[("label", (args.batch, 1))])
     mod.init_params(initializer=mx.init.Uniform(0.05))
-    kv = mx.kv.create("local") if sparse else "local"
+    kv = {"sparse": mx.kv.create("local"), "updater": None}.get(storage, "local")
     mod.init_optimizer(kvstore=kv, optimizer="sgd",
                        optimizer_params={"learning_rate": 0.1,
                                          "rescale_grad": 1.0 / args.batch})
-    fn = row_ids if sparse else None
+    fn = row_ids if storage == "sparse" else None
     data = batches(mx, args, rows, 16)
     count = [0]
 
@@ -164,7 +170,8 @@ def report(args, ours, theirs):
     mxm = {k: statistics.median(v) * 1e3 for k, v in (theirs or {}).items()}
     print(f"Embedding {args.dim}-wide, batch {args.batch} x {args.fields} ids, SGD, "
           f"{args.threads} thread(s) on every side; median ms per step over "
-          f"{args.rounds} x {args.steps} steps")
+          f"{args.rounds} x {args.steps} steps" +
+          (f"; {args.busy} busy loop(s) beside both sides" if args.busy else "; idle"))
     head = f"{'config':>16} {'symtriton ms':>13}" + (
         f" {'mxnet 1.9.1 ms':>15} {'ratio mx/sym':>13}" if theirs else "")
     print(head)
@@ -200,8 +207,10 @@ def main(argv=None):
     import module_api as mx
     torch.set_num_threads(args.threads)
     logging.getLogger().setLevel(logging.ERROR)
-    ours = run_all(mx, args)
-    theirs = _peer(args) if args.mxnet_python else None
+    from benchmarks.data import busy_loops
+    with busy_loops(args.busy, seconds=7200):
+        ours = run_all(mx, args)
+        theirs = _peer(args) if args.mxnet_python else None
     return report(args, ours, theirs)
 
 

@@ -17,3 +17,17 @@ def test_sparse_embedding_tiny(capsys):
     assert all(v > 0 for v in med.values()) and mxm == {}
     out = capsys.readouterr().out
     assert "sparse 3000 / 100 rows step ratio" in out and "RESULT sparse_embedding" in out
+
+
+def test_sparse_embedding_updater_beside_a_busy_loop(capsys):
+    """The Module's own Updater configuration, with one busy loop beside it."""
+    threads = torch.get_num_threads()
+    try:
+        med, _ = sparse_embedding.main([
+            "--rows", "3000", "--small-rows", "100", "--dim", "8", "--batch", "16",
+            "--steps", "2", "--warmup", "1", "--rounds", "1", "--threads", "1",
+            "--configs", "updater:rows", "--busy", "1"])
+    finally:
+        torch.set_num_threads(threads)
+    assert set(med) == {"updater:3000"} and med["updater:3000"] > 0
+    assert "1 busy loop(s) beside both sides" in capsys.readouterr().out
