@@ -200,14 +200,22 @@ def array(source_array, ctx=None, dtype=None):
 
 
 def slice(data, begin, end, step=(), out=None):  # noqa: A001  (mxnet's name)
-    """Rows ``begin:end`` of a csr array (``begin`` / ``end`` ints or 1-tuples)."""
+    """Rows ``begin:end`` of a csr array, and with 2-tuples its columns too: a csr array.
+    With a step other than 1 the result is mxnet's dense fallback (a dense slice)."""
     if not isinstance(data, CSRNDArray):
         raise TypeError("sparse.slice takes a CSRNDArray; dense arrays use mx.nd.slice")
-    b = begin[0] if isinstance(begin, (tuple, list)) else begin
-    e = end[0] if isinstance(end, (tuple, list)) else end
-    if step not in ((), None, 1, (1,), (None,)):
-        raise ValueError("CSRNDArray only supports continuous slicing on axis 0")
-    res = data.slice(0 if b is None else b, data.shape[0] if e is None else e)
+    steps = step if isinstance(step, (tuple, list)) else (step,)
+    if any(s not in (None, 1) for s in steps):
+        from runtime.imperative import invoke
+        kwargs = dict(begin=begin, end=end, step=step)
+        return invoke("slice", (data.tostype("default"),),
+                      kwargs if out is None else dict(kwargs, out=out))
+    as_tuple = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,)  # noqa: E731
+    b, e = as_tuple(begin), as_tuple(end)
+    if len(b) > 1 or len(e) > 1:
+        res = data.slice(b, e)
+    else:
+        res = data.slice(0 if b[0] is None else b[0], data.shape[0] if e[0] is None else e[0])
     if out is not None:
         out[:] = res
         return out

@@ -162,3 +162,20 @@ def test_repr_and_refusals():
     bad = mx.nd.sparse.row_sparse_array(([[1.0], [2.0]], [3, 1]), shape=(4, 1))
     with pytest.raises(MXNetError, match="row_sparse storage"):
         bad.check_format()
+
+
+def test_sparse_slice_of_rows_and_columns_and_with_a_step():
+    """``mx.nd.sparse.slice``: rows, or rows and columns, stay csr; a step is mxnet's
+    dense fallback (its test_sparse_nd_slice). A (begin, end) pair of 2-tuples once
+    sliced the rows only."""
+    dense = np.arange(42, dtype=np.float32).reshape(7, 6) * (np.arange(42).reshape(7, 6) % 3 == 0)
+    a = mx.nd.array(dense).tostype("csr")
+    both = mx.nd.sparse.slice(a, begin=(1, 2), end=(5, 5))
+    assert both.stype == "csr" and both.shape == (4, 3)
+    np.testing.assert_array_equal(both.asnumpy(), dense[1:5, 2:5])
+    rows = mx.nd.sparse.slice(a, begin=2, end=4)
+    assert rows.stype == "csr"
+    np.testing.assert_array_equal(rows.asnumpy(), dense[2:4])
+    stepped = mx.nd.sparse.slice(a, begin=(1,), end=(6,), step=(2,))
+    assert getattr(stepped, "stype", "default") == "default"
+    np.testing.assert_array_equal(stepped.asnumpy(), dense[1:6:2])

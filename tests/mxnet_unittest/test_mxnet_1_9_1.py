@@ -170,7 +170,6 @@ EXPECTED_FAILURES = {
     # test_ndarray.py
     "test_ndarray_nan_comparison": "it reads np.NaN, which numpy 2 removed",
     # test_sparse_ndarray.py
-    "test_sparse_nd_slice": "csr slices with a step are refused (continuous rows only)",
 }
 
 # test_operator.py's, apart: some of its names (test_init) are passing tests of
