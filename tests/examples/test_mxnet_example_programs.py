@@ -1,6 +1,9 @@
 """mxnet 1.9.1's own example programs, run with ``import mxnet`` resolved to module_api,
 reach the metric mxnet 1.9.1 reached on the same data (``examples/data/
-mxnet_module_examples.json``, recorded by ``examples/mxnet_examples.py``) within 2%.
+mxnet_module_examples.json``, recorded by ``examples/mxnet_examples.py``) within 2%; for
+an unseeded program whose figure spreads between runs, mxnet's recorded runs' range
+widened by 2% (``--repeat``: cudnn_rnn_bucketing's validation perplexity spread 183-195
+over five mxnet runs of 2 epochs).
 
 The programs are read from an apache/mxnet 1.9.1 checkout named by ``MXNET_SOURCE``
 (nothing of mxnet's is kept here); without it these tests are skipped. See
@@ -30,6 +33,14 @@ def _recorded(name):
         return json.load(f)["examples"][name]["final"]
 
 
+def _mxnet_spread(name):
+    """The lowest and highest final figure of mxnet's recorded runs (one run: its own)."""
+    with open(mxnet_examples.FIGURES) as f:
+        fig = json.load(f)["examples"][name]
+    finals = fig.get("finals", [fig["final"]])
+    return min(finals), max(finals)
+
+
 @pytest.mark.slow
 @NEEDS_SOURCE
 @pytest.mark.parametrize("name", ["mnist_mlp", "mnist_mlp_30_epochs", "sequential_module",
@@ -38,12 +49,13 @@ def _recorded(name):
                                   "nce_toy",
                                   "sparse_linear_classification",
                                   "sparse_factorization_machine",
-                                  "sparse_matrix_factorization", "sparse_wide_deep"])
+                                  "sparse_matrix_factorization", "sparse_wide_deep",
+                                  "cudnn_rnn_bucketing", "cudnn_rnn_bucketing_stacked"])
 def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
     ours, log = mxnet_examples.run(SOURCE, name, "symtriton")
-    theirs = _recorded(name)
-    assert abs(ours[-1] - theirs) <= 0.02 * theirs, (name, ours, theirs, log[-2000:])
+    low, high = _mxnet_spread(name)         # within 2% of the spread of mxnet's own runs
+    assert 0.98 * low <= ours[-1] <= 1.02 * high, (name, ours, (low, high), log[-2000:])
 
 
 @NEEDS_SOURCE
