@@ -27,7 +27,9 @@ what a machine without a GPU and without the internet needs, the same on both si
   fewer rows and epochs; ``nce_toy`` (example/nce-loss) makes its own random data;
   ``example/sparse/matrix_factorization`` reads MovieLens-shaped synthetic ratings
   (:mod:`examples.movielens_synth`, 20,000 for training and 4,000 for validation) in
-  ``data/ml-10M100K``, where the program looks before it downloads;
+  ``data/ml-10M100K``, where the program looks before it downloads (model-parallel's
+  matrix_factorization in ``./ml-10M100K``, beside an empty ``ml-10m.zip``, the file it
+  checks for);
   ``example/sparse/wide_deep`` reads census-shaped synthetic rows
   (:mod:`examples.adult_synth`: 6,000 and 1,500) as ``data/adult.data`` / ``adult.test``,
   run with ``PYTHONHASHSEED=0`` on both sides (it hashes its features with ``hash``);
@@ -154,6 +156,14 @@ EXAMPLES = {
                                     ["--num-epochs", "2", "--disp-batches", "100",
                                      "--stack-rnn", "1", "--dropout", "0.3"], [],
                                     r"Epoch\[\d+\] Validation-perplexity=([\d.]+)"),
+    # model parallelism: the embeddings on one context group, the rest on another
+    # (group2ctxs, mx.AttrScope(ctx_group=)), over two contexts of data parallelism; its
+    # second group is GPUs: cpu(i) on both sides
+    "model_parallel_matrix_factorization": (
+        "model-parallel/matrix_factorization", "train.py", ["--num-epoch", "3"],
+        [("'dev2':[mx.gpu(i) for i in range(num_gpus)]",
+          "'dev2':[mx.cpu(i) for i in range(num_gpus)]")],
+        r"Epoch\[\d+\] Validation-mse=([\d.]+)"),
     # a CNN over word embeddings (convolutions of 3, 4 and 5 words, max pooling over the
     # sentence, Concat, FullyConnected), Module.fit with RMSProp; its --gpus default ('')
     # fails its own 'is not None' test on a CPU: both sides get the edit
@@ -206,6 +216,10 @@ def _prepare(source, name, work):
         movielens_synth.make(os.path.join(data, "ml-10M100K"))
     elif name == "sparse_wide_deep":
         adult_synth.make(data)
+    elif name == "model_parallel_matrix_factorization":
+        # the program reads ./ml-10M100K and downloads unless ./ml-10m.zip exists
+        movielens_synth.make(os.path.join(dest, "ml-10M100K"))
+        open(os.path.join(dest, "ml-10m.zip"), "w").close()
     elif name == "cnn_text_classification":
         polarity_synth.make(os.path.join(data, "rt-polaritydata"))
     elif name in SPARSE_DATA:

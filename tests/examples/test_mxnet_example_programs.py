@@ -51,7 +51,8 @@ def _mxnet_spread(name):
                                   "sparse_factorization_machine",
                                   "sparse_matrix_factorization", "sparse_wide_deep",
                                   "cudnn_rnn_bucketing", "cudnn_rnn_bucketing_stacked",
-                                  "cnn_text_classification"])
+                                  "cnn_text_classification",
+                                  "model_parallel_matrix_factorization"])
 def test_example_reaches_mxnet_metric(name, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMTRITON_CACHE_DIR", str(tmp_path))
     ours, log = mxnet_examples.run(SOURCE, name, "symtriton")
