@@ -65,7 +65,7 @@ class SparseShadows:
         self.dense = {("arg", n): _shadow(a) for n, a in self.args.items()}
         self.dense.update({("grad", n): _shadow(g) for n, g in self.grads.items()})
         self.dense.update({("aux", n): _shadow(a) for n, a in self.aux.items()})
-        self.outputs = {}           # output index -> (sparse array, pattern source)
+        self.outputs = {}           # output index -> (sparse array, what it stores: a rule)
 
     def __bool__(self):
         return bool(self.dense)
