@@ -32,9 +32,23 @@ def is_sparse(x) -> bool:
     return getattr(x, "stype", "default") in SPARSE and hasattr(x, "_aux_t")
 
 
+# what this module makes arrays with, given by ``runtime/ndarray_sparse.py`` when it is
+# imported (the sparse arrays' module imports this one: no import back)
+MAKERS: dict = {}
+
+
+def register(zeros, as_ndarray):
+    """``zeros(stype, shape, ctx=, dtype=)`` of sparse arrays and ``as_ndarray(tensor,
+    ctx)``: the constructors this module calls."""
+    MAKERS.update(zeros=zeros, as_ndarray=as_ndarray)
+
+
 def _zeros(stype, like):
-    from .ndarray_sparse import zeros
-    return zeros(stype, tuple(like.shape), ctx=like.context, dtype=like.dtype)
+    return MAKERS["zeros"](stype, tuple(like.shape), ctx=like.context, dtype=like.dtype)
+
+
+def _dense_array(tensor, ctx):
+    return MAKERS["as_ndarray"](tensor, ctx)
 
 
 def attach_grad(arr, grad_req="write", stype=None):
@@ -44,9 +58,8 @@ def attach_grad(arr, grad_req="write", stype=None):
     if stype in SPARSE:
         grad = _zeros(stype, arr)
     else:
-        from .ndarray import as_ndarray
-        grad = as_ndarray(torch.zeros(tuple(arr.shape), dtype=arr._data_t.dtype,
-                                      device=arr._data_t.device), arr.context)
+        grad = _dense_array(torch.zeros(tuple(arr.shape), dtype=arr._data_t.dtype,
+                                        device=arr._data_t.device), arr.context)
     mark_variable(arr, grad, grad_req)
 
 
@@ -54,8 +67,7 @@ def mark_variable(var, grad, grad_req="write"):
     """Make ``var`` (dense or sparse) a variable whose gradient goes into ``grad`` (dense
     or sparse): a sparse ``var`` through its dense leaf stand-in."""
     if is_sparse(var):
-        from .ndarray import as_ndarray
-        leaf = as_ndarray(var._dense().clone(), var.context)
+        leaf = _dense_array(var._dense().clone(), var.context)
         var._ag_leaf = leaf
         var.__dict__.pop("_ag_dense", None)
         var = leaf
@@ -122,8 +134,7 @@ def stand_in(x):
         with torch.no_grad():
             leaf.as_subclass(torch.Tensor).copy_(x._dense())
         return leaf
-    from .ndarray import as_ndarray
-    return as_ndarray(x._dense(), x.context)
+    return _dense_array(x._dense(), x.context)
 
 
 def recording_with(*operands) -> bool:

@@ -75,6 +75,9 @@ def check_stype(stype):
 
 # 'csr' / 'row_sparse' -> cast of a dense array, registered by runtime.ndarray_sparse
 STORAGE_CASTS: dict = {}
+# attach_grad(arr, grad_req, stype) for a sparse gradient of a dense array: set by
+# runtime/ndarray_sparse.py (which imports this module) to runtime/autograd_sparse.py's
+SPARSE_ATTACH_GRAD: list = [None]
 
 
 class _Size(int):
@@ -362,8 +365,8 @@ class NDArray(torch.Tensor):
         ``mx.autograd`` writes (``grad_req='write'``) or adds to (``'add'``); with
         ``stype`` ``'csr'`` / ``'row_sparse'`` a sparse one (the dense gradient cast)."""
         if stype in ("csr", "row_sparse"):
-            from . import autograd_sparse
-            autograd_sparse.attach_grad(self, grad_req, stype)
+            # runtime/autograd_sparse.py's, registered by the sparse arrays' module
+            SPARSE_ATTACH_GRAD[0](self, grad_req, stype)
             return
         check_stype(stype)
         with torch.no_grad():

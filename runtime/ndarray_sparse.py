@@ -20,8 +20,8 @@ from . import autograd_sparse as _ag
 from . import sparse_arith as _arith
 from . import sparse_kernels as K
 from .context import Context, current_context
-from .ndarray import (STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype, to_torch_dtype,
-                      torch_dtype)
+from .ndarray import (SPARSE_ATTACH_GRAD, STORAGE_CASTS, NDArray, as_ndarray, to_numpy_dtype,
+                      to_torch_dtype, torch_dtype)
 from . import ndarray_mx as _mx
 from .ndarray_mx import mx_dtype
 
@@ -575,3 +575,5 @@ def _rebuild(stype, data, aux, shape):
 
 
 STORAGE_CASTS.update(csr=cast_storage, row_sparse=cast_storage)   # NDArray.tostype
+SPARSE_ATTACH_GRAD[0] = _ag.attach_grad                            # NDArray.attach_grad
+_ag.register(zeros, as_ndarray)
