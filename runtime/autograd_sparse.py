@@ -106,12 +106,7 @@ def write_back(arr):
     if sparse is None:
         return
     dense = torch.Tensor.grad.__get__(arr).as_subclass(torch.Tensor)
-    if sparse.stype == "csr":
-        data, indptr, indices = K.dense_to_csr(dense)
-        sparse._set_parts(data, [indptr, indices])
-    else:
-        data, rows = K.dense_to_rsp(dense)
-        sparse._set_parts(data, [rows])
+    sparse._set_parts(*K.dense_to_parts(dense, sparse.stype))
 
 
 def tracked(x) -> bool:

@@ -142,8 +142,9 @@ def _parts_like(dense, stype, rule, arg_dict):
     shape; ``("indices", ids)``: the rows ``ids`` lists), else the non-zeros."""
     kind, name = rule if rule is not None else (None, None)
     if kind == "indices" and stype == "row_sparse" and name in arg_dict:
+        # (ids clamped into range, as the gradient's row rule reads them)
         rows = torch.unique(_rule_rows(kind, arg_dict[name], dense.shape[0], name))
-        rows = rows[(rows >= 0) & (rows < dense.shape[0])].to(dense.device, K.IDX)
+        rows = rows.to(dense.device, K.IDX)
         return dense[rows], [rows]
     source = arg_dict.get(name) if kind == "stored" else None
     if is_sparse(source) and source.stype == stype and tuple(source.shape) == \
@@ -153,11 +154,7 @@ def _parts_like(dense, stype, rule, arg_dict):
             return dense[aux[0]], aux
         rows = K.csr_rows_of_entries(aux[0], aux[1].numel())
         return dense[rows, aux[1]], aux
-    if stype == "csr":
-        data, indptr, indices = K.dense_to_csr(dense)
-        return data, [indptr, indices]
-    data, idx = K.dense_to_rsp(dense)
-    return data, [idx]
+    return K.dense_to_parts(dense, stype)
 
 
 def _shadow(arr):

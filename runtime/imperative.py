@@ -363,7 +363,7 @@ def _fallback_call(op_name, args, kwargs, out):
     for v in sparse_in:
         args, kwargs = _swap(args, kwargs, v, v.tostype("default"))
     res = invoke(op_name, args, dict(kwargs, out=out) if out is not None else kwargs)
-    names, _, attr_args, attrs = _split(opdef, args, kwargs)
+    _, _, attr_args, attrs = _split(opdef, args, kwargs)
     attrs = {**dict(zip((a.name for a in opdef.attrs), attr_args)), **attrs}
     stype = forward_stype(op_name, attrs, stypes)
     if out is None and stype != "default" and isinstance(res, torch.Tensor):

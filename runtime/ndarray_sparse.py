@@ -303,7 +303,7 @@ class BaseSparseNDArray:
             if tuple(value.shape) != self._shape:
                 raise MXNetError(f"{name}[:] = value: shape mismatch {self._shape} vs "
                                  f"{tuple(value.shape)}")
-            self._set_parts(*_parts_of_dense(value, self.stype))
+            self._set_parts(*K.dense_to_parts(value, self.stype))
             return
         raise TypeError("type %s not supported" % str(type(value)))
 
@@ -358,7 +358,7 @@ class CSRNDArray(BaseSparseNDArray):
                 return rows
             cols = range(*slice(b[1], e[1]).indices(ncol))
             dense = rows._dense()[:, cols.start:cols.stop]
-            return CSRNDArray(*_parts_of_dense(dense, "csr"), tuple(dense.shape), self._ctx)
+            return CSRNDArray(*K.dense_to_parts(dense, "csr"), tuple(dense.shape), self._ctx)
         rows = self._shape[0]
         b = begin + rows if begin < 0 else begin
         e = end + rows if end < 0 else end
@@ -456,13 +456,26 @@ def _rows_getter(rhs, transpose_b):
     return lambda ids: b[ids]
 
 
-def dot(lhs, rhs, transpose_a=False, transpose_b=False):
+def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None):
     """mxnet's ``dot`` with sparse operands (see :func:`_dot`), recorded by
-    ``mx.autograd`` through the operands' dense stand-ins."""
-    res = _dot(lhs, rhs, transpose_a, transpose_b)
+    ``mx.autograd`` through the operands' dense stand-ins. ``forward_stype``
+    (``'default'``, ``'csr'`` or ``'row_sparse'``), when given, is the result's storage:
+    mxnet computes by its dense fallback where no kernel takes the operands (``csr .
+    csr`` too) and casts the result."""
+    if forward_stype not in (None, "", "None", "default", "csr", "row_sparse"):
+        raise ValueError(f"dot: forward_stype={forward_stype!r}; use 'default', 'csr' or "
+                         f"'row_sparse'")
+    hint = forward_stype if forward_stype not in ("", "None") else None
+    a, b = lhs, rhs
+    if hint and isinstance(a, CSRNDArray) and isinstance(b, CSRNDArray):
+        a, b = a.tostype("default"), b.tostype("default")
+    res = _dot(a, b, transpose_a, transpose_b)
+    if hint and getattr(res, "stype", "default") != hint:
+        # through dense: csr <-> row_sparse has no direct cast
+        res = res.tostype("default").tostype(hint)
     if _ag.recording_with(lhs, rhs):
         flags = {"transpose_a": transpose_a, "transpose_b": transpose_b}
-        res = _ag.record(res, lambda a, b: _mx._invoke("dot", (a, b), flags), (lhs, rhs))
+        res = _ag.record(res, lambda x, y: _mx._invoke("dot", (x, y), flags), (lhs, rhs))
     return res
 
 
@@ -499,14 +512,6 @@ def _dense_2d(x):
     return not isinstance(x, CSRNDArray) and len(x.shape) == 2
 
 
-def _parts_of_dense(dense: torch.Tensor, stype):
-    if stype == "csr":
-        data, indptr, indices = K.dense_to_csr(dense)
-        return data, [indptr, indices]
-    data, idx = K.dense_to_rsp(dense)
-    return data, [idx]
-
-
 def cast_storage(data, stype):
     """``data`` converted to storage type ``stype`` (a copy)."""
     if stype not in STYPES:
@@ -515,7 +520,7 @@ def cast_storage(data, stype):
         return data.tostype(stype)
     if stype == "default":
         return as_ndarray(data.detach().clone(), getattr(data, "context", None))
-    parts = _parts_of_dense(data, stype)
+    parts = K.dense_to_parts(data, stype)
     cls = CSRNDArray if stype == "csr" else RowSparseNDArray
     return cls(parts[0], parts[1], tuple(data.shape), getattr(data, "context", None))
 

@@ -55,6 +55,16 @@ def dense_to_rsp(dense: torch.Tensor):
     return dense[idx].clone(), idx
 
 
+def dense_to_parts(dense: torch.Tensor, stype):
+    """``(data, aux)`` of a dense tensor in storage ``stype`` (``cast_storage``'s:
+    csr's non-zero entries, row_sparse's rows holding any non-zero)."""
+    if stype == "csr":
+        data, indptr, indices = dense_to_csr(dense)
+        return data, [indptr, indices]
+    data, idx = dense_to_rsp(dense)
+    return data, [idx]
+
+
 def rsp_to_dense(data, indices, shape):
     """The dense tensor of a row_sparse array."""
     out = torch.zeros(tuple(shape), dtype=data.dtype, device=data.device)

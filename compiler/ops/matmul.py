@@ -16,10 +16,11 @@ from __future__ import annotations
 import torch
 
 from ..shape_semantics import zero_is_size
-from .registry import Attr, MatMul, OpDef, ShapeError, parse_bool, prod, register
+from .registry import Attr, MatMul, OpDef, ShapeError, choice, parse_bool, prod, register
 
 _FLAGS = [Attr("transpose_a", parse_bool, False), Attr("transpose_b", parse_bool, False),
-          Attr("forward_stype", str, "None")]
+          # the output's storage when given (compiler/passes/storage_type.py reads it)
+          Attr("forward_stype", choice("None", "default", "csr", "row_sparse"), "None")]
 
 
 # -- dot ------------------------------------------------------------------------

@@ -226,16 +226,7 @@ def dot(lhs, rhs, transpose_a=False, transpose_b=False, forward_stype=None, out=
     """mxnet's ``dot`` with csr / row_sparse operands (see :func:`runtime.ndarray_sparse.dot`
     for the storage of each result); ``forward_stype`` (``'default'``, ``'csr'`` or
     ``'row_sparse'``), when given, is the result's storage."""
-    if forward_stype not in (None, "", "default", "csr", "row_sparse"):
-        raise ValueError(f"dot: forward_stype={forward_stype!r}; use 'default', 'csr' or "
-                         f"'row_sparse'")
-    if forward_stype and getattr(lhs, "stype", "") == "csr" == getattr(rhs, "stype", ""):
-        # no csr . csr kernel: with a hint mxnet computes it by its dense fallback
-        lhs, rhs = lhs.tostype("default"), rhs.tostype("default")
-    res = _dot(lhs, rhs, transpose_a, transpose_b)
-    if forward_stype and getattr(res, "stype", "default") != forward_stype:
-        # through dense: csr <-> row_sparse has no direct cast
-        res = res.tostype("default").tostype(forward_stype)
+    res = _dot(lhs, rhs, transpose_a, transpose_b, forward_stype)
     if out is not None:
         out[:] = res
         return out

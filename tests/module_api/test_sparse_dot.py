@@ -54,6 +54,8 @@ def test_dot_refusals():
         mx.nd.dot(csr, csr)
     with pytest.raises(ValueError, match="forward_stype"):
         mx.nd.sparse.dot(csr, mx.nd.array(FIX["dot/b"]), forward_stype="dense")
+    with pytest.raises(MXNetError, match="'mm'.*forward_stype.*'dense'"):
+        mx.sym.dot(mx.sym.var("a"), mx.sym.var("b"), forward_stype="dense", name="mm")
 
 
 @pytest.mark.parametrize("lhs,rhs", [("default", "default"), ("csr", "default"),
